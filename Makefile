@@ -1,0 +1,30 @@
+# Two commands matter: `make demo` and `make test`. Both set up what is missing first.
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.iopilot-setup
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+# Re-run set-up only when the dependencies change (or the venv is gone).
+$(STAMP): pyproject.toml tools/bootstrap.sh
+	@VENV=$(VENV) bash tools/bootstrap.sh
+	@touch $@
+
+demo: $(STAMP)
+	@$(PY) -m iopilot demo
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/python -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests
+
+# Speed and memory of `iopilot report` per log (a benchmark, not a test).
+bench: $(STAMP)
+	@$(PY) -m iopilot bench diagnose $(or $(LOGS),$(wildcard ../shared/darshan-logs),$(shell $(PY) -c 'import iopilot.demo as d; print(d.example_dir())'))
+
+clean:
+	rm -rf $(VENV) build demo-output .pytest_cache .ruff_cache

@@ -1,0 +1,184 @@
+"""What a check is, what it returns, and how checks are registered.
+
+A check is one small class: its metadata (id, Drishti alias, layer,
+thresholds it reads) and ``evaluate(ctx) -> Iterable[Finding]``.  It reads the
+model through :class:`Context` and never prints; reporters render findings.
+Registering is the ``@check`` decorator, so adding a check touches one file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+from functools import cached_property
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..model import SIZE_BIN_UPPER, SIZE_BINS, Counters, Trace
+
+
+class Level(IntEnum):
+    """Severity, ordered: reports list the highest first."""
+
+    OK = 0
+    INFO = 1
+    WARN = 2
+    HIGH = 3
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+@dataclass
+class FileEvidence:
+    """One file responsible for a finding, with the numbers that make it so."""
+
+    path: str
+    numbers: dict[str, float | int | str]
+
+
+@dataclass
+class Finding:
+    """One diagnosis result: what was seen, the numbers, and what to change."""
+
+    check: str  # iopilot id, e.g. "posix-small-writes"
+    layer: str
+    level: Level
+    message: str  # one sentence with the measured numbers
+    drishti: str | None = None  # Drishti's code for the same finding, if any
+    drishti_note: str = ""  # how Drishti's verdict differs, if it does
+    evidence: dict[str, float | int | str] = field(default_factory=dict)
+    files: list[FileEvidence] = field(default_factory=list)
+    files_total: int = 0  # files responsible, of which ``files`` lists the worst
+    recommendation: str = ""
+    snippet: str = ""  # code or configuration to apply
+    snippet_lang: str = ""  # "c", "sh", "text", ...
+    thresholds: dict[str, float | int] = field(default_factory=dict)
+
+
+class Check:
+    """Base of all checks; subclasses set the metadata and ``evaluate``."""
+
+    id: ClassVar[str]
+    layer: ClassVar[str]
+    drishti: ClassVar[str | None] = None
+    # Names of the thresholds this check reads (see thresholds.DEFAULTS).
+    uses: ClassVar[tuple[str, ...]] = ()
+    needs_records: ClassVar[bool] = False
+
+    @classmethod
+    def summary(cls) -> str:
+        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else cls.id
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        raise NotImplementedError
+
+    def finding(self, ctx: Context, level: Level, message: str, **kw: Any) -> Finding:
+        """A finding carrying this check's metadata and the thresholds it used."""
+        kw.setdefault("drishti", self.drishti)
+        kw.setdefault("thresholds", {k: ctx.thresholds[k] for k in self.uses})
+        return Finding(check=self.id, layer=self.layer, level=level, message=message, **kw)
+
+
+REGISTRY: dict[str, type[Check]] = {}
+
+
+def check(cls: type[Check]) -> type[Check]:
+    """Class decorator that registers a check under its id."""
+    if cls.id in REGISTRY:
+        raise ValueError(f"duplicate check id {cls.id}")
+    REGISTRY[cls.id] = cls
+    return cls
+
+
+class Context:
+    """The model plus thresholds, with derived tables computed once and shared."""
+
+    def __init__(self, trace: Trace, thresholds: dict[str, Any]) -> None:
+        self.trace = trace
+        self.thresholds = thresholds
+        self.max_files = int(thresholds.get("max_files_listed", 10))
+
+    def layer(self, name: str) -> Counters | None:
+        c = self.trace.counters.get(name)
+        return c if c is not None and len(c) else None
+
+    def small_bins(self, counters: Counters, prefix: str, rw: str) -> list[str]:
+        """Histogram columns whose requests are all below the small-request size."""
+        limit = int(self.thresholds["small_request_size"])
+        names = []
+        for b, upper in zip(SIZE_BINS, SIZE_BIN_UPPER, strict=True):
+            col = f"{prefix}_{rw}_{b}"
+            if upper <= limit and counters.has(col):
+                names.append(col)
+        return names
+
+    def small_ops(self, counters: Counters, prefix: str, rw: str) -> np.ndarray:
+        """Per-row count of requests below the small-request size."""
+        cols = self.small_bins(counters, prefix, rw)
+        out = np.zeros(len(counters), np.int64)
+        for c in cols:
+            out += counters[c]
+        return out
+
+    @cached_property
+    def shared_ids(self) -> set[int]:
+        """Files accessed by more than one rank (reduced records or several ranks)."""
+        ids: set[int] = set()
+        for c in self.trace.counters.values():
+            if not len(c):
+                continue
+            ids.update(int(i) for i in np.unique(c.file_id[c.rank == -1]))
+            per_file = c.file_id[c.rank >= 0]
+            uniq, counts = np.unique(per_file, return_counts=True)
+            # A file with several per-rank rows is shared too (Darshan keeps
+            # per-rank rows when a shared file was not opened by all ranks).
+            ids.update(int(i) for i in uniq[counts > 1])
+        return ids
+
+    def top_files(
+        self,
+        ids: np.ndarray,
+        score: np.ndarray,
+        numbers: dict[str, np.ndarray],
+        mask: np.ndarray | None = None,
+    ) -> tuple[list[FileEvidence], int]:
+        """The worst files by ``score`` (descending), with their numbers."""
+        if mask is not None:
+            ids, score = ids[mask], score[mask]
+            numbers = {k: v[mask] for k, v in numbers.items()}
+        order = np.argsort(-score, kind="stable")[: self.max_files]
+        out = [
+            FileEvidence(
+                self.trace.name(int(ids[i])),
+                {k: _plain(v[i]) for k, v in numbers.items()},
+            )
+            for i in order
+        ]
+        return out, int(len(ids))
+
+    def files_using(self, layer: str) -> set[int]:
+        c = self.layer(layer)
+        return set() if c is None else {int(i) for i in np.unique(c.file_id)}
+
+
+def _plain(v: Any) -> float | int | str:
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return round(float(v), 6)
+    return v
+
+
+def pct(part: float, whole: float) -> float:
+    """Percentage, 0 when the whole is 0."""
+    return 100.0 * part / whole if whole else 0.0
+
+
+def iter_registered(selected: Callable[[type[Check]], bool] | None = None) -> Iterator[Check]:
+    for cls in REGISTRY.values():
+        if selected is None or selected(cls):
+            yield cls()

@@ -1,0 +1,103 @@
+"""Run the registered checks over a trace and collect a :class:`Diagnosis`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..model import COUNTER_LAYERS, Trace, display
+from . import thresholds as th
+from .base import Context, Finding, Level, iter_registered
+
+
+@dataclass
+class LayerSummary:
+    layer: str
+    files: int
+    reads: int
+    writes: int
+    bytes_read: int
+    bytes_written: int
+    read_time: float
+    write_time: float
+    meta_time: float
+
+
+@dataclass
+class Diagnosis:
+    """What ``iopilot report`` shows: the job, per-layer totals, findings, warnings."""
+
+    trace: Trace
+    findings: list[Finding]
+    layers: list[LayerSummary]
+    thresholds: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def count(self, level: Level) -> int:
+        return sum(1 for f in self.findings if f.level == level)
+
+    @property
+    def fired_thresholds(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in self.findings:
+            if f.level >= Level.WARN:
+                out.update(f.thresholds)
+        return dict(sorted(out.items()))
+
+
+# (reads, writes, bytes read, bytes written, read time, write time, meta time) per layer
+_TOTALS = {
+    "POSIX": ("POSIX_READS", "POSIX_WRITES", "POSIX_BYTES_READ", "POSIX_BYTES_WRITTEN",
+              "POSIX_F_READ_TIME", "POSIX_F_WRITE_TIME", "POSIX_F_META_TIME"),
+    "MPIIO": (("MPIIO_INDEP_READS", "MPIIO_COLL_READS", "MPIIO_SPLIT_READS", "MPIIO_NB_READS"),
+              ("MPIIO_INDEP_WRITES", "MPIIO_COLL_WRITES", "MPIIO_SPLIT_WRITES",
+               "MPIIO_NB_WRITES"),
+              "MPIIO_BYTES_READ", "MPIIO_BYTES_WRITTEN",
+              "MPIIO_F_READ_TIME", "MPIIO_F_WRITE_TIME", "MPIIO_F_META_TIME"),
+    "STDIO": ("STDIO_READS", "STDIO_WRITES", "STDIO_BYTES_READ", "STDIO_BYTES_WRITTEN",
+              "STDIO_F_READ_TIME", "STDIO_F_WRITE_TIME", "STDIO_F_META_TIME"),
+    "H5D": ("H5D_READS", "H5D_WRITES", "H5D_BYTES_READ", "H5D_BYTES_WRITTEN",
+            "H5D_F_READ_TIME", "H5D_F_WRITE_TIME", "H5D_F_META_TIME"),
+    "PNETCDF_VAR": (("PNETCDF_VAR_INDEP_READS", "PNETCDF_VAR_COLL_READS"),
+                    ("PNETCDF_VAR_INDEP_WRITES", "PNETCDF_VAR_COLL_WRITES"),
+                    "PNETCDF_VAR_BYTES_READ", "PNETCDF_VAR_BYTES_WRITTEN",
+                    "PNETCDF_VAR_F_READ_TIME", "PNETCDF_VAR_F_WRITE_TIME",
+                    "PNETCDF_VAR_F_META_TIME"),
+}  # fmt: skip
+
+
+def summarize(trace: Trace) -> list[LayerSummary]:
+    """Per-layer totals for the report header."""
+    out = []
+    for layer in COUNTER_LAYERS:
+        c = trace.counters.get(layer)
+        if c is None or not len(c) or layer not in _TOTALS:
+            continue
+        vals = []
+        for name in _TOTALS[layer]:
+            names = name if isinstance(name, tuple) else (name,)
+            vals.append(sum(c.total(n) for n in names if c.has(n)))
+        out.append(
+            LayerSummary(display(layer), int(np.unique(c.file_id).shape[0]), *vals)
+        )
+    return out
+
+
+def diagnose(trace: Trace, thresholds: dict[str, Any] | None = None,
+             only: set[str] | None = None) -> Diagnosis:  # fmt: skip
+    """Run every registered check (or those in ``only``) on ``trace``."""
+    values = thresholds if thresholds is not None else th.defaults()
+    ctx = Context(trace, values)
+    findings: list[Finding] = []
+    warnings = list(trace.warnings)
+    for chk in iter_registered(lambda c: only is None or c.id in only):
+        if chk.needs_records and not len(trace.records):
+            continue
+        try:
+            findings.extend(chk.evaluate(ctx))
+        except Exception as e:  # a broken check must not hide the others
+            warnings.append(f"check {chk.id} failed: {type(e).__name__}: {e}")
+    findings.sort(key=lambda f: (-f.level, f.layer, f.check))
+    return Diagnosis(trace, findings, summarize(trace), values, warnings)

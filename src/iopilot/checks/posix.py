@@ -1,0 +1,635 @@
+"""POSIX layer: request sizes, alignment, access order, traffic, balance, metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from . import advice
+from .base import Check, Context, Finding, Level, check, pct
+
+RW = {"READ": ("reads", "read"), "WRITE": ("writes", "written")}
+
+
+def _sum_by_file(c, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Sum several per-row arrays per file."""
+    ids, inv = np.unique(c.file_id, return_inverse=True)
+    out = {}
+    for k, v in cols.items():
+        acc = np.zeros(len(ids), v.dtype)
+        np.add.at(acc, inv, v)
+        out[k] = acc
+    return ids, out
+
+
+def _uses(ctx: Context) -> str:
+    """Which interface sits above POSIX, so advice speaks the user's language."""
+    if ctx.layer("H5F") is not None or ctx.layer("H5D") is not None:
+        return "hdf5"
+    if ctx.layer("PNETCDF_FILE") is not None or ctx.layer("PNETCDF_VAR") is not None:
+        return "pnetcdf"
+    if ctx.layer("MPIIO") is not None:
+        return "mpiio"
+    return "posix"
+
+
+class _Intensity(Check):
+    layer = "POSIX"
+    uses = ("intensity",)
+    kind = "count"
+    direction = "WRITE"
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        c = ctx.layer("POSIX")
+        if c is None:
+            return
+        if self.kind == "count":
+            r, w = c.total("POSIX_READS"), c.total("POSIX_WRITES")
+            unit = "operations"
+        else:
+            r, w = c.total("POSIX_BYTES_READ"), c.total("POSIX_BYTES_WRITTEN")
+            unit = "bytes"
+        total = r + w
+        mine, other = (w, r) if self.direction == "WRITE" else (r, w)
+        if total and mine > other and abs(w - r) / total > ctx.thresholds["intensity"]:
+            verb = "write" if self.direction == "WRITE" else "read"
+            yield self.finding(
+                ctx,
+                Level.INFO,
+                f"The job is {verb}-intensive by {unit}: {pct(mine, total):.1f} % of POSIX "
+                f"{unit} are {verb}s ({mine:,} of {total:,}).",
+                evidence={"reads": r, "writes": w},
+            )
+
+
+@check
+class PosixWriteCountIntensive(_Intensity):
+    """Most POSIX operations are writes."""
+
+    id = "posix-write-count-intensive"
+    drishti = "P01"
+    kind, direction = "count", "WRITE"
+
+
+@check
+class PosixReadCountIntensive(_Intensity):
+    """Most POSIX operations are reads."""
+
+    id = "posix-read-count-intensive"
+    drishti = "P02"
+    kind, direction = "count", "READ"
+
+
+@check
+class PosixWriteSizeIntensive(_Intensity):
+    """Most POSIX bytes are written."""
+
+    id = "posix-write-size-intensive"
+    drishti = "P03"
+    kind, direction = "size", "WRITE"
+
+
+@check
+class PosixReadSizeIntensive(_Intensity):
+    """Most POSIX bytes are read."""
+
+    id = "posix-read-size-intensive"
+    drishti = "P04"
+    kind, direction = "size", "READ"
+
+
+class _SmallRequests(Check):
+    layer = "POSIX"
+    uses = ("small_request_size", "small_requests_ratio", "small_requests_count")
+    direction = "READ"
+    shared_only = False
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        c = ctx.layer("POSIX")
+        if c is None:
+            return
+        ops_name, _ = RW[self.direction]
+        if self.shared_only:
+            shared = np.isin(c.file_id, np.fromiter(ctx.shared_ids, np.uint64))
+            if not shared.any():
+                return
+            c = c.select(shared)
+        ops = c[f"POSIX_{ops_name.upper()}"]
+        small = ctx.small_ops(c, "POSIX_SIZE", self.direction)
+        total, n_small = int(ops.sum()), int(small.sum())
+        t = ctx.thresholds
+        if not total or n_small / total <= t["small_requests_ratio"]:
+            return
+        if n_small <= t["small_requests_count"]:
+            return
+        ids, per = _sum_by_file(c, {"small": small, "ops": ops})
+        files, n_files = ctx.top_files(
+            ids,
+            per["small"],
+            {f"small {ops_name}": per["small"], f"all {ops_name}": per["ops"]},
+            mask=per["small"] > 0,
+        )
+        limit = advice.human_size(t["small_request_size"])
+        where = "shared files" if self.shared_only else "files"
+        style = _uses(ctx)
+        if self.direction == "WRITE":
+            rec = "Aggregate small writes into large contiguous requests"
+        else:
+            rec = "Read in large contiguous blocks and serve small pieces from memory"
+        snippet = advice.POSIX_AGGREGATE
+        if style == "hdf5":
+            rec += (
+                "; with HDF5, use collective transfers so MPI-IO merges the pieces, "
+                "and set chunk sizes to match the access pattern"
+            )
+            snippet = advice.HDF5_COLLECTIVE
+        elif style in ("mpiio", "pnetcdf") or self.shared_only:
+            rec += "; with MPI-IO, collective calls let aggregators merge the pieces"
+            snippet = (
+                advice.MPIIO_COLLECTIVE_WRITE
+                if self.direction == "WRITE"
+                else advice.MPIIO_COLLECTIVE_READ
+            )
+        yield self.finding(
+            ctx,
+            Level.HIGH,
+            f"{n_small:,} of {total:,} POSIX {ops_name} ({pct(n_small, total):.1f} %) on "
+            f"{where} are smaller than {limit}.",
+            evidence={f"small_{ops_name}": n_small, ops_name: total},
+            files=files,
+            files_total=n_files,
+            recommendation=rec + ".",
+            snippet=snippet,
+            snippet_lang="c",
+        )
+
+
+@check
+class PosixSmallReads(_SmallRequests):
+    """Many small POSIX reads."""
+
+    id = "posix-small-reads"
+    drishti = "P05"
+    direction = "READ"
+
+
+@check
+class PosixSmallWrites(_SmallRequests):
+    """Many small POSIX writes."""
+
+    id = "posix-small-writes"
+    drishti = "P06"
+    direction = "WRITE"
+
+
+@check
+class PosixSharedSmallReads(_SmallRequests):
+    """Many small reads on files shared by ranks."""
+
+    id = "posix-shared-small-reads"
+    drishti = "P15"
+    direction = "READ"
+    shared_only = True
+
+
+@check
+class PosixSharedSmallWrites(_SmallRequests):
+    """Many small writes on files shared by ranks."""
+
+    id = "posix-shared-small-writes"
+    drishti = "P16"
+    direction = "WRITE"
+    shared_only = True
+
+
+class _Misaligned(Check):
+    layer = "POSIX"
+    uses = ("misaligned_ratio",)
+    counter = "POSIX_FILE_NOT_ALIGNED"
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        c = ctx.layer("POSIX")
+        if c is None:
+            return
+        ops = c["POSIX_READS"] + c["POSIX_WRITES"]
+        bad = c[self.counter]
+        total, n_bad = int(ops.sum()), int(bad.sum())
+        if not total or n_bad / total <= ctx.thresholds["misaligned_ratio"]:
+            return
+        ids, per = _sum_by_file(c, {"bad": bad, "ops": ops})
+        files, n_files = ctx.top_files(
+            ids, per["bad"], {"misaligned": per["bad"], "requests": per["ops"]}, per["bad"] > 0
+        )
+        memory = self.counter == "POSIX_MEM_NOT_ALIGNED"
+        align_col = "POSIX_MEM_ALIGNMENT" if memory else "POSIX_FILE_ALIGNMENT"
+        align = int(c[align_col].max()) if len(c) else 0
+        evidence = {"misaligned": n_bad, "requests": total, "alignment": align}
+        if memory:
+            yield self.finding(
+                ctx,
+                Level.HIGH,
+                f"{pct(n_bad, total):.1f} % of POSIX requests ({n_bad:,} of {total:,}) use "
+                f"memory buffers not aligned to {align} bytes.",
+                evidence=evidence,
+                files=files,
+                files_total=n_files,
+                recommendation="Allocate I/O buffers aligned to the memory page or file-system "
+                "block size.",
+                snippet="void *buf;\nposix_memalign(&buf, 4096, nbytes);",
+                snippet_lang="c",
+            )
+            return
+        style = _uses(ctx)
+        lustre = ctx.trace.lustre is not None and len(ctx.trace.lustre) > 0
+        rec = f"Start requests on {align}-byte boundaries (the file system's alignment unit)"
+        snippet, lang = "", "c"
+        if style == "hdf5":
+            rec += "; HDF5 can align its objects for you"
+            snippet = advice.hdf5_alignment(max(align, 1), max(align, 1))
+        elif lustre:
+            rec += "; on Lustre, make the stripe size a multiple of the request size"
+            snippet = advice.lfs_setstripe(4, advice.lfs_size(max(align, 1 << 20)), "DIR")
+            lang = "sh"
+        elif style in ("mpiio", "pnetcdf"):
+            rec += "; collective MPI-IO aligns the aggregators' requests to file domains"
+            snippet = advice.MPIIO_HINTS_CB
+        yield self.finding(
+            ctx,
+            Level.HIGH,
+            f"{pct(n_bad, total):.1f} % of POSIX requests ({n_bad:,} of {total:,}) are not "
+            f"aligned to the file system's {align}-byte boundary.",
+            evidence=evidence,
+            files=files,
+            files_total=n_files,
+            recommendation=rec + ".",
+            snippet=snippet,
+            snippet_lang=lang,
+        )
+
+
+@check
+class PosixMisalignedMemory(_Misaligned):
+    """Requests from misaligned memory buffers."""
+
+    id = "posix-misaligned-memory"
+    drishti = "P07"
+    counter = "POSIX_MEM_NOT_ALIGNED"
+
+
+@check
+class PosixMisalignedFile(_Misaligned):
+    """Requests at misaligned file offsets."""
+
+    id = "posix-misaligned-file"
+    drishti = "P08"
+    counter = "POSIX_FILE_NOT_ALIGNED"
+
+
+class _Redundant(Check):
+    """Bytes moved beyond a file's extent must have been moved more than once."""
+
+    layer = "POSIX"
+    direction = "READ"
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        c = ctx.layer("POSIX")
+        if c is None:
+            return
+        ops_name, past = RW[self.direction]
+        moved_col = "POSIX_BYTES_READ" if self.direction == "READ" else "POSIX_BYTES_WRITTEN"
+        max_col = "POSIX_MAX_BYTE_READ" if self.direction == "READ" else "POSIX_MAX_BYTE_WRITTEN"
+        ids, per = _sum_by_file(c, {"moved": c[moved_col]})
+        extent = np.zeros(len(ids), np.int64)
+        _, inv = np.unique(c.file_id, return_inverse=True)
+        np.maximum.at(extent, inv, c[max_col] + 1)
+        extra = np.where(per["moved"] > 0, per["moved"] - extent, 0)
+        mask = extra > 0
+        if not mask.any():
+            return
+        total_extra = int(extra[mask].sum())
+        files, n_files = ctx.top_files(
+            ids,
+            extra,
+            {f"bytes {past}": per["moved"], "file extent": extent, "repeated bytes": extra},
+            mask,
+        )
+        verb = "read" if self.direction == "READ" else "written"
+        rec = (
+            "Read each byte once and share it (e.g. read on one rank and MPI_Bcast, or cache "
+            "it in memory)"
+            if self.direction == "READ"
+            else "Write each byte once: overwriting the same ranges repeatedly costs bandwidth "
+            "and, on shared files, lock traffic"
+        )
+        yield self.finding(
+            ctx,
+            Level.WARN,
+            f"{advice.human_size(total_extra)} more were {verb} than the files' extents hold, "
+            f"on {n_files} file(s): the same bytes were {verb} more than once.",
+            drishti_note="Drishti's test for this compares the other way round and misses it",
+            evidence={"repeated_bytes": total_extra},
+            files=files,
+            files_total=n_files,
+            recommendation=rec + ".",
+        )
+
+
+@check
+class PosixRedundantReads(_Redundant):
+    """The same bytes are read more than once."""
+
+    id = "posix-redundant-reads"
+    drishti = "P09"
+    direction = "READ"
+
+
+@check
+class PosixRedundantWrites(_Redundant):
+    """The same bytes are written more than once."""
+
+    id = "posix-redundant-writes"
+    drishti = "P10"
+    direction = "WRITE"
+
+
+class _Random(Check):
+    layer = "POSIX"
+    uses = ("random_ratio", "random_count")
+    direction = "READ"
+    ok_code = "P12"
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        c = ctx.layer("POSIX")
+        if c is None:
+            return
+        ops_name, _ = RW[self.direction]
+        total = c.total(f"POSIX_{ops_name.upper()}")
+        if not total:
+            return
+        consec = c.total(f"POSIX_CONSEC_{ops_name.upper()}")
+        seq = c.total(f"POSIX_SEQ_{ops_name.upper()}") - consec
+        random = max(total - consec - seq, 0)
+        t = ctx.thresholds
+        evidence = {"random": random, "sequential": seq, "consecutive": consec, ops_name: total}
+        if random / total > t["random_ratio"] and random > t["random_count"]:
+            ops = c[f"POSIX_{ops_name.upper()}"]
+            rnd = ops - c[f"POSIX_SEQ_{ops_name.upper()}"]
+            ids, per = _sum_by_file(c, {"random": rnd, "ops": ops})
+            files, n = ctx.top_files(
+                ids, per["random"], {f"random {ops_name}": per["random"], ops_name: per["ops"]},
+                per["random"] > 0,
+            )  # fmt: skip
+            yield self.finding(
+                ctx,
+                Level.HIGH,
+                f"{random:,} of {total:,} POSIX {ops_name} ({pct(random, total):.1f} %) go "
+                "backwards in the file (random access).",
+                evidence=evidence,
+                files=files,
+                files_total=n,
+                recommendation="Sort or batch requests by offset; for reads, prefetch large "
+                "blocks; with MPI-IO, collective I/O reorders requests across ranks.",
+                snippet=advice.MPIIO_COLLECTIVE_READ
+                if self.direction == "READ"
+                else advice.MPIIO_COLLECTIVE_WRITE,
+                snippet_lang="c",
+            )
+        elif random / total > t["random_ratio"]:
+            # Drishti calls this "mostly sequential"; it is random, just too little to matter.
+            yield self.finding(
+                ctx,
+                Level.OK,
+                f"{random:,} of {total:,} POSIX {ops_name} are random, too few to matter "
+                f"(at most {t['random_count']:,}).",
+                drishti=self.ok_code,
+                evidence=evidence,
+            )
+        else:
+            yield self.finding(
+                ctx,
+                Level.OK,
+                f"POSIX {ops_name} are mostly in order: {pct(consec, total):.1f} % consecutive "
+                f"and {pct(seq, total):.1f} % sequential.",
+                drishti=self.ok_code,
+                evidence=evidence,
+            )
+
+
+@check
+class PosixRandomReads(_Random):
+    """POSIX reads in random order."""
+
+    id = "posix-random-reads"
+    drishti = "P11"
+    direction = "READ"
+    ok_code = "P12"
+
+
+@check
+class PosixRandomWrites(_Random):
+    """POSIX writes in random order."""
+
+    id = "posix-random-writes"
+    drishti = "P13"
+    direction = "WRITE"
+    ok_code = "P14"
+
+
+@check
+class PosixMetadataTime(Check):
+    """Ranks that spend very long in metadata operations."""
+
+    id = "posix-metadata-time"
+    layer = "POSIX"
+    drishti = "P17"
+    uses = ("metadata_time_rank",)
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        c = ctx.layer("POSIX")
+        if c is None:
+            return
+        meta = c["POSIX_F_META_TIME"]
+        slow = meta > ctx.thresholds["metadata_time_rank"]
+        if not slow.any():
+            return
+        files, n = ctx.top_files(c.file_id, meta, {"metadata seconds": meta, "rank": c.rank}, slow)
+        yield self.finding(
+            ctx,
+            Level.HIGH,
+            f"{int(slow.sum())} (file, rank) record(s) spend more than "
+            f"{ctx.thresholds['metadata_time_rank']:g} s in metadata operations "
+            f"(open, stat, seek, sync), up to {float(meta.max()):.1f} s.",
+            evidence={"records": int(slow.sum()), "max_seconds": round(float(meta.max()), 3)},
+            files=files,
+            files_total=n,
+            recommendation="Open, stat and close files less often (keep files open, stat once "
+            "and share the result); with HDF5, make metadata operations collective.",
+            snippet=advice.HDF5_COLLECTIVE_METADATA if _uses(ctx) == "hdf5" else "",
+            snippet_lang="c",
+        )
+
+
+@check
+class PosixMetadataShare(Check):
+    """Metadata operations take most of the I/O time."""
+
+    id = "posix-metadata-share"
+    layer = "POSIX"
+    uses = ("metadata_time_share", "metadata_min_time")
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        c = ctx.layer("POSIX")
+        if c is None:
+            return
+        meta = c.total("POSIX_F_META_TIME")
+        io = meta + c.total("POSIX_F_READ_TIME") + c.total("POSIX_F_WRITE_TIME")
+        t = ctx.thresholds
+        if meta < t["metadata_min_time"] or meta / io <= t["metadata_time_share"]:
+            return
+        opens = c.total("POSIX_OPENS")
+        stats = c.total("POSIX_STATS")
+        files, n = ctx.top_files(
+            c.file_id, c["POSIX_F_META_TIME"],
+            {"metadata seconds": c["POSIX_F_META_TIME"], "opens": c["POSIX_OPENS"],
+             "stats": c["POSIX_STATS"]},
+        )  # fmt: skip
+        yield self.finding(
+            ctx,
+            Level.WARN,
+            f"Metadata operations take {pct(meta, io):.1f} % of the POSIX I/O time "
+            f"({meta:.2f} of {io:.2f} s summed over ranks; {opens:,} opens, {stats:,} stats).",
+            drishti_note="Drishti only flags single records above 30 s",
+            evidence={"metadata_seconds": round(meta, 3), "io_seconds": round(io, 3),
+                      "opens": opens, "stats": stats},  # fmt: skip
+            files=files,
+            files_total=n,
+            recommendation="Reduce the number of files opened and stat'ed (fewer, larger "
+            "files; open once per run, not per step); avoid per-rank stat of shared files.",
+        )
+
+
+class _SharedImbalance(Check):
+    layer = "POSIX"
+    uses = ("shared_imbalance",)
+    kind = "bytes"
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        c = ctx.layer("POSIX")
+        if c is None:
+            return
+        c = c.select(c.rank == -1)
+        if not len(c):
+            return
+        if self.kind == "bytes":
+            slow, fast = c["POSIX_SLOWEST_RANK_BYTES"], c["POSIX_FASTEST_RANK_BYTES"]
+            total = (c["POSIX_BYTES_READ"] + c["POSIX_BYTES_WRITTEN"]).astype(np.float64)
+        else:
+            slow, fast = c["POSIX_F_SLOWEST_RANK_TIME"], c["POSIX_F_FASTEST_RANK_TIME"]
+            total = c["POSIX_F_READ_TIME"] + c["POSIX_F_WRITE_TIME"] + c["POSIX_F_META_TIME"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(total > 0, np.abs(slow - fast) / total, 0.0)
+        bad = ratio > ctx.thresholds["shared_imbalance"]
+        if not bad.any():
+            return
+        label = "bytes" if self.kind == "bytes" else "seconds"
+        files, n = ctx.top_files(
+            c.file_id, ratio,
+            {f"slowest rank {label}": slow, f"fastest rank {label}": fast,
+             "imbalance %": np.round(100 * ratio, 1)},
+            bad,
+        )  # fmt: skip
+        what = "data" if self.kind == "bytes" else "time"
+        yield self.finding(
+            ctx,
+            Level.HIGH,
+            f"{n} shared file(s) show a {what} imbalance between the slowest and the fastest "
+            f"rank of up to {100 * float(ratio.max()):.1f} % of the file's total: stragglers.",
+            evidence={"files": n, "max_imbalance": round(float(ratio.max()), 4)},
+            files=files,
+            files_total=n,
+            recommendation="Give every rank the same amount of data per file, or let collective "
+            "I/O balance it through aggregators; on Lustre, check that the stripe count spreads "
+            "the file over enough OSTs.",
+            snippet=advice.MPIIO_COLLECTIVE_WRITE,
+            snippet_lang="c",
+        )
+
+
+@check
+class PosixSharedDataImbalance(_SharedImbalance):
+    """Slowest and fastest rank move very different amounts of a shared file."""
+
+    id = "posix-shared-data-imbalance"
+    drishti = "P18"
+    kind = "bytes"
+
+
+@check
+class PosixSharedTimeImbalance(_SharedImbalance):
+    """Slowest and fastest rank spend very different time on a shared file."""
+
+    id = "posix-shared-time-imbalance"
+    drishti = "P19"
+    kind = "time"
+
+
+class _RankSizeImbalance(Check):
+    layer = "POSIX"
+    uses = ("rank_size_imbalance",)
+    direction = "WRITE"
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        c = ctx.layer("POSIX")
+        if c is None:
+            return
+        c = c.select(c.rank >= 0)
+        if not len(c):
+            return
+        col = c["POSIX_BYTES_WRITTEN" if self.direction == "WRITE" else "POSIX_BYTES_READ"]
+        ids, inv, counts = np.unique(c.file_id, return_inverse=True, return_counts=True)
+        hi = np.zeros(len(ids), np.int64)
+        lo = np.full(len(ids), np.iinfo(np.int64).max, np.int64)
+        np.maximum.at(hi, inv, col)
+        np.minimum.at(lo, inv, col)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(hi > 0, (hi - lo) / np.maximum(hi, 1), 0.0)
+        bad = (counts > 1) & (ratio > ctx.thresholds["rank_size_imbalance"])
+        if not bad.any():
+            return
+        verb = "written" if self.direction == "WRITE" else "read"
+        files, n = ctx.top_files(
+            ids, ratio,
+            {f"max bytes {verb} by a rank": hi, f"min bytes {verb} by a rank": lo,
+             "ranks": counts},
+            bad,
+        )  # fmt: skip
+        yield self.finding(
+            ctx,
+            Level.HIGH,
+            f"On {n} file(s) accessed by several ranks, the bytes {verb} per rank differ by up "
+            f"to {100 * float(ratio[bad].max()):.1f} % (max - min over max).",
+            evidence={"files": n, "max_imbalance": round(float(ratio[bad].max()), 4)},
+            files=files,
+            files_total=n,
+            recommendation="Distribute the data evenly across ranks, or use collective I/O so "
+            "aggregators even out the load.",
+        )
+
+
+@check
+class PosixRankWriteImbalance(_RankSizeImbalance):
+    """Ranks write very different amounts to the same file."""
+
+    id = "posix-rank-write-imbalance"
+    drishti = "P21"
+    direction = "WRITE"
+
+
+@check
+class PosixRankReadImbalance(_RankSizeImbalance):
+    """Ranks read very different amounts from the same file."""
+
+    id = "posix-rank-read-imbalance"
+    drishti = "P22"
+    direction = "READ"

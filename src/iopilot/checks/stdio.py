@@ -1,0 +1,64 @@
+"""STDIO layer: bulk data through buffered C streams."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from . import advice
+from .base import Check, Context, Finding, Level, check, pct
+
+# Streams every program has; their traffic is console output, not data.
+CONSOLE = ("<STDOUT>", "<STDERR>", "<STDIN>")
+
+
+@check
+class StdioShare(Check):
+    """A large share of the data moves through STDIO."""
+
+    id = "stdio-share"
+    layer = "STDIO"
+    drishti = "S01"
+    uses = ("stdio_share",)
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        s = ctx.layer("STDIO")
+        if s is None:
+            return
+        stdio = s.total("STDIO_BYTES_READ") + s.total("STDIO_BYTES_WRITTEN")
+        posix = _moved(ctx, "POSIX")
+        mpiio = _moved(ctx, "MPIIO")
+        # MPI-IO traffic reaches the file system through POSIX: count it once.
+        total = stdio + mpiio + (posix - mpiio if posix >= mpiio else posix)
+        if not total or stdio / total <= ctx.thresholds["stdio_share"]:
+            return
+        per_row = s["STDIO_BYTES_READ"] + s["STDIO_BYTES_WRITTEN"]
+        ids, inv = np.unique(s.file_id, return_inverse=True)
+        per = np.zeros(len(ids), np.int64)
+        np.add.at(per, inv, per_row)
+        files, n = ctx.top_files(ids, per, {"bytes": per}, per > 0)
+        console = sum(f.numbers["bytes"] for f in files if f.path in CONSOLE)
+        note = (
+            f" ({advice.human_size(console)} of it is console output)" if console else ""
+        )
+        yield self.finding(
+            ctx,
+            Level.HIGH,
+            f"{pct(stdio, total):.1f} % of the bytes ({advice.human_size(stdio)} of "
+            f"{advice.human_size(total)}) move through STDIO{note}.",
+            evidence={"stdio_bytes": stdio, "total_bytes": total},
+            files=files,
+            files_total=n,
+            recommendation="Move bulk data to a parallel interface (MPI-IO, HDF5, PnetCDF) or "
+            "at least give the streams large buffers; keep STDIO for small text output.",
+            snippet=advice.STDIO_BUFFER,
+            snippet_lang="c",
+        )
+
+
+def _moved(ctx: Context, layer: str) -> int:
+    c = ctx.layer(layer)
+    if c is None:
+        return 0
+    return c.total(f"{layer}_BYTES_READ") + c.total(f"{layer}_BYTES_WRITTEN")

@@ -1,0 +1,88 @@
+"""Thresholds of the checks: defaults, a TOML file, and ``--set key=value``.
+
+Defaults of the checks that Drishti also has are Drishti's, so both tools
+agree where they should; the others are ours and documented here.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+MiB = 1024 * 1024
+
+# name -> (default, meaning)
+DEFAULTS: dict[str, tuple[float | int, str]] = {
+    "small_request_size": (MiB, "requests below this many bytes are small"),
+    "small_requests_ratio": (0.1, "share of small requests that is a problem"),
+    "small_requests_count": (1000, "...and at least this many small requests"),
+    "misaligned_ratio": (0.1, "share of misaligned requests that is a problem"),
+    "random_ratio": (0.2, "share of random (not sequential) requests that is a problem"),
+    "random_count": (1000, "...and at least this many random requests"),
+    "metadata_time_rank": (30.0, "seconds of metadata time per rank and file that is too long"),
+    "metadata_time_share": (0.5, "share of I/O time spent in metadata that is too much"),
+    "metadata_min_time": (1.0, "seconds of metadata time below which its share is ignored"),
+    "shared_imbalance": (0.15, "(slowest - fastest rank) / total, bytes or time, on shared files"),
+    "rank_size_imbalance": (0.3, "(max - min) / max bytes per rank on a file"),
+    "stdio_share": (0.1, "share of bytes moved through STDIO that is a problem"),
+    "intensity": (0.1, "|writes - reads| / (writes + reads) that makes a job read/write intensive"),
+    "collective_ops": (1000, "MPI-IO operations above which no collective I/O is a problem"),
+    "collective_share_low": (0.5, "collective share of MPI-IO operations below which to warn"),
+    "hdf5_small_count": (100, "small HDF5 dataset accesses that are a problem"),
+    "chunk_min_bytes": (64 * 1024, "HDF5 chunks smaller than this are too small"),
+    "lustre_shared_ranks": (4, "ranks writing one file above which one stripe is too few"),
+    "lustre_min_bytes": (64 * MiB, "bytes on a file below which its striping does not matter"),
+    "ost_imbalance": (1.5, "busiest OST / mean OST load that is a problem"),
+    "rank0_heavy": (2.0, "rank 0 load / mean load of the other ranks that is a problem"),
+    "straggler_ratio": (1.5, "slowest rank time / median rank time in a phase that is a straggler"),
+    "straggler_min_time": (0.01, "seconds of phase time below which stragglers are ignored"),
+    "phase_gap": (0.0, "join I/O intervals closer than this (seconds); 0 = the mean gap"),
+    "overlap_count": (1, "overlapping accesses by different ranks that are a conflict"),
+    "max_files_listed": (10, "files listed per finding"),
+}
+
+
+def defaults() -> dict[str, Any]:
+    return {k: v[0] for k, v in DEFAULTS.items()}
+
+
+def _coerce(name: str, value: Any, origin: str) -> float | int:
+    if name not in DEFAULTS:
+        known = ", ".join(sorted(DEFAULTS))
+        raise InputError(origin, f"unknown threshold {name!r} (known: {known})")
+    default = DEFAULTS[name][0]
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(origin, f"threshold {name} must be a number, got {value!r}") from None
+    if v < 0:
+        raise InputError(origin, f"threshold {name} must not be negative, got {value!r}")
+    return int(v) if isinstance(default, int) and v.is_integer() else v
+
+
+def load(config: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Defaults, then a TOML file (``[thresholds]`` table or top level), then ``k=v``."""
+    values = defaults()
+    if config:
+        try:
+            data = tomllib.loads(Path(config).read_text())
+        except FileNotFoundError:
+            raise InputError(config, "no such file") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(config, f"cannot read: {e}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(config, f"not valid TOML: {e}") from None
+        table = data.get("thresholds", data)
+        if not isinstance(table, dict):
+            raise InputError(config, "[thresholds] must be a table")
+        for k, v in table.items():
+            values[k] = _coerce(k, v, config)
+    for item in overrides or []:
+        if "=" not in item:
+            raise InputError("--set", f"expected NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        values[k.strip()] = _coerce(k.strip(), v.strip(), "--set")
+    return values

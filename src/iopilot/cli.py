@@ -1,0 +1,195 @@
+"""The ``iopilot`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .errors import InputError
+
+EXIT_OK, EXIT_CRITICAL, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None) -> dict[str, Any]:
+    """Load and diagnose one log; runs in a worker process for many logs."""
+    from .checks import diagnose
+    from .report.json_report import diagnosis_dict
+    from .sources import load
+
+    try:
+        return {"ok": diagnosis_dict(diagnose(load(path), thresholds, only))}
+    except InputError as e:
+        return {"error": {"path": e.path, "reason": str(e).removeprefix(f"{e.path}: ")}}
+    except MemoryError:
+        return {"error": {"path": path, "reason": "out of memory while reading this log"}}
+    except Exception as e:  # keep other logs going; say what broke, not a traceback
+        if os.environ.get("IOPILOT_DEBUG"):
+            raise
+        return {"error": {"path": path, "reason": f"internal error: {type(e).__name__}: {e}"}}
+
+
+def expand_inputs(items: Sequence[str]) -> list[str]:
+    """Files as given; directories become the Darshan logs inside them."""
+    out: list[str] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(str(x) for x in p.glob("*.darshan"))
+            if not found:
+                raise InputError(item, "directory holds no .darshan logs")
+            out.extend(found)
+        else:
+            out.append(item)
+    return out
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .checks import thresholds as th
+    from .report import csv_report, json_report, terminal
+
+    thresholds = th.load(args.config, args.set)
+    only = set(args.checks.split(",")) if args.checks else None
+    if only:
+        from .checks import REGISTRY
+
+        unknown = only - set(REGISTRY)
+        if unknown:
+            raise InputError("--checks", f"unknown check(s): {', '.join(sorted(unknown))}")
+    paths = expand_inputs(args.logs)
+    jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(paths)))
+    if jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs) as pool:
+            results = list(pool.map(_analyse, paths, [thresholds] * len(paths),
+                                    [only] * len(paths)))  # fmt: skip
+    else:
+        results = [_analyse(p, thresholds, only) for p in paths]
+    reports = [r["ok"] for r in results if "ok" in r]
+    errors = [r["error"] for r in results if "error" in r]
+
+    to_stdout = args.json == "-" or args.csv == "-"
+    if args.json:
+        _emit(args.json, json_report.dumps(json_report.document(reports, errors)))
+    if args.csv:
+        _emit(args.csv, csv_report.render(reports))
+    if not to_stdout:
+        style = terminal.Style(terminal.want_color(args.color, sys.stdout))
+        for r in reports:
+            terminal.write(terminal.render(r, style, min_level=args.min_level,
+                                           verbose=args.verbose))  # fmt: skip
+        if len(paths) > 1:
+            terminal.write(terminal.render_summary(reports, errors, style))
+    for e in errors:
+        print(f"iopilot: error: {e['path']}: {e['reason']}", file=sys.stderr)
+    if errors:
+        return EXIT_BAD_INPUT
+    if args.fail_on_critical and any(r["counts"]["HIGH"] for r in reports):
+        return EXIT_CRITICAL
+    return EXIT_OK
+
+
+def _emit(target: str, text: str) -> None:
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        Path(target).write_text(text)
+    except OSError as e:
+        raise InputError(target, f"cannot write: {e.strerror}") from None
+    print(f"iopilot: wrote {target}", file=sys.stderr)
+
+
+def cmd_checks(args: argparse.Namespace) -> int:
+    from .checks import REGISTRY
+    from .checks.thresholds import DEFAULTS
+
+    for cls in sorted(REGISTRY.values(), key=lambda c: (c.layer, c.id)):
+        alias = cls.drishti or "-"
+        print(f"{cls.id:<34} {cls.layer:<13} {alias:<4} {cls.summary()}")
+        if args.verbose and cls.uses:
+            for u in cls.uses:
+                print(f"{'':<34} {u} = {DEFAULTS[u][0]}  ({DEFAULTS[u][1]})")
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import diagnose_speed
+
+    return diagnose_speed.main(args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from . import demo
+
+    return demo.main(args.out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="iopilot",
+        description="Capture, diagnose, show and tune the I/O of HPC applications.",
+    )
+    p.add_argument("--version", action="version", version=f"iopilot {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("report", help="diagnose Darshan logs and iopilot traces")
+    r.add_argument("logs", nargs="+", metavar="LOG", help="log files or directories of logs")
+    r.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                   help="write the JSON report to PATH (default: standard output)")
+    r.add_argument("--csv", nargs="?", const="-", metavar="PATH",
+                   help="write a CSV table of findings to PATH (default: standard output)")
+    r.add_argument("--config", metavar="TOML", help="thresholds from a TOML file")
+    r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="override one threshold (repeatable); see 'iopilot checks -v'")
+    r.add_argument("--checks", metavar="ID[,ID...]", help="run only these checks")
+    r.add_argument("--min-level", choices=("HIGH", "WARN", "INFO", "OK"), default="OK",
+                   help="hide findings below this level in the terminal report")
+    r.add_argument("--fail-on-critical", action="store_true",
+                   help="exit with status 1 when any HIGH finding exists (for CI pipelines)")
+    r.add_argument("-v", "--verbose", action="store_true",
+                   help="list every file and snippet")
+    r.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    r.add_argument("-j", "--jobs", type=int, default=0,
+                   help="worker processes for many logs (default: all cores)")
+    r.set_defaults(func=cmd_report)
+
+    c = sub.add_parser("checks", help="list the checks, their Drishti codes and thresholds")
+    c.add_argument("-v", "--verbose", action="store_true", help="also list thresholds")
+    c.set_defaults(func=cmd_checks)
+
+    m = sub.add_parser("demo", help="diagnose a built-in example")
+    m.add_argument("--out", default="demo-output", help="where to write the reports")
+    m.set_defaults(func=cmd_demo)
+
+    b = sub.add_parser("bench", help="benchmarks of iopilot itself")
+    bsub = b.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    d = bsub.add_parser("diagnose", help="wall time and peak memory of 'iopilot report' per log")
+    d.add_argument("logs", nargs="+", metavar="LOG", help="log files or directories")
+    d.add_argument("--repeat", type=int, default=3, help="runs per log; the best is kept")
+    d.add_argument("--compare", metavar="CMD",
+                   help="also time another command per log, e.g. 'drishti'")
+    b.set_defaults(func=cmd_bench)
+    return p  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except InputError as e:
+        print(f"iopilot: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""The one data model every source fills and every analysis reads.
+
+A :class:`Trace` holds what is known about one run of one application:
+
+* ``job``       -- job metadata (ranks, times, executable, hints, mounts);
+* ``counters``  -- per layer, one :class:`Counters` table with a row per
+  (file, rank) and one column per counter (Darshan's counter names are the
+  vocabulary, so a Darshan log and an iopilot trace read the same);
+* ``records``   -- optional per-operation records (:class:`Records`), one
+  NumPy column per field, never one Python object per operation;
+* ``lustre``    -- striping of files on Lustre, when known;
+* ``modules``   -- what the source contained, with partial-data flags;
+* ``warnings``  -- everything the user must know about missing data.
+
+Rank ``-1`` in a counters row means "shared file, reduced over all ranks",
+as in Darshan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Layers with counters, in the order reports list them.  Names follow the
+# counter prefixes (MPIIO_*), the display name of MPIIO is "MPI-IO".
+COUNTER_LAYERS: tuple[str, ...] = (
+    "POSIX",
+    "MPIIO",
+    "STDIO",
+    "H5F",
+    "H5D",
+    "PNETCDF_FILE",
+    "PNETCDF_VAR",
+)
+DISPLAY_NAME = {"MPIIO": "MPI-IO"}
+
+# Layer and operation codes of the per-operation records.
+RECORD_LAYERS: tuple[str, ...] = ("POSIX", "MPIIO", "STDIO", "H5D")
+OP_READ, OP_WRITE = 0, 1
+OP_NAMES = ("read", "write")
+
+# Darshan's access-size histogram bins, shared by all layers.
+SIZE_BINS: tuple[str, ...] = (
+    "0_100",
+    "100_1K",
+    "1K_10K",
+    "10K_100K",
+    "100K_1M",
+    "1M_4M",
+    "4M_10M",
+    "10M_100M",
+    "100M_1G",
+    "1G_PLUS",
+)
+SIZE_BIN_UPPER: tuple[int, ...] = (
+    100,
+    1024,
+    10 * 1024,
+    100 * 1024,
+    1024**2,
+    4 * 1024**2,
+    10 * 1024**2,
+    100 * 1024**2,
+    1024**3,
+    2**63 - 1,
+)
+
+
+def display(layer: str) -> str:
+    """Human name of a layer (``MPIIO`` -> ``MPI-IO``)."""
+    return DISPLAY_NAME.get(layer, layer)
+
+
+@dataclass
+class Counters:
+    """Counters of one layer: a row per (file, rank), a column per counter."""
+
+    layer: str
+    file_id: np.ndarray  # uint64 record id (hash of the name)
+    rank: np.ndarray  # int64; -1 = shared file reduced over all ranks
+    ints: np.ndarray  # int64 [rows, len(int_names)]
+    floats: np.ndarray  # float64 [rows, len(float_names)]
+    int_names: tuple[str, ...]
+    float_names: tuple[str, ...]
+    # H5D datasets and PnetCDF variables point at their file's record id.
+    parent_id: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self._index = {n: (0, i) for i, n in enumerate(self.int_names)}
+        self._index.update({n: (1, i) for i, n in enumerate(self.float_names)})
+
+    def __len__(self) -> int:
+        return int(self.file_id.shape[0])
+
+    def has(self, name: str) -> bool:
+        return name in self._index
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """The column of counter ``name`` (a view, not a copy)."""
+        try:
+            kind, i = self._index[name]
+        except KeyError:
+            raise KeyError(f"{self.layer} has no counter {name}") from None
+        return self.floats[:, i] if kind else self.ints[:, i]
+
+    def total(self, name: str) -> float:
+        """Sum of a counter over all rows (int for integer counters)."""
+        col = self[name]
+        return int(col.sum()) if col.dtype.kind == "i" else float(col.sum())
+
+    def select(self, mask: np.ndarray) -> Counters:
+        """Rows where ``mask`` is true, as a new table."""
+        return Counters(
+            self.layer,
+            self.file_id[mask],
+            self.rank[mask],
+            self.ints[mask],
+            self.floats[mask],
+            self.int_names,
+            self.float_names,
+            None if self.parent_id is None else self.parent_id[mask],
+        )
+
+    def by_file(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per-file sum of a counter: (unique file ids, sums)."""
+        ids, inv = np.unique(self.file_id, return_inverse=True)
+        col = self[name]
+        out = np.zeros(ids.shape[0], dtype=np.float64 if col.dtype.kind == "f" else np.int64)
+        np.add.at(out, inv, col)
+        return ids, out
+
+    @staticmethod
+    def empty(layer: str, int_names: Iterable[str] = (), float_names: Iterable[str] = ()) -> Counters:
+        ints, floats = tuple(int_names), tuple(float_names)
+        return Counters(
+            layer,
+            np.zeros(0, np.uint64),
+            np.zeros(0, np.int64),
+            np.zeros((0, len(ints)), np.int64),
+            np.zeros((0, len(floats)), np.float64),
+            ints,
+            floats,
+        )
+
+
+@dataclass
+class Records:
+    """Per-operation records, one NumPy column per field.
+
+    Times are seconds since the job start.  ``layer`` indexes
+    :data:`RECORD_LAYERS`, ``op`` is :data:`OP_READ` or :data:`OP_WRITE`.
+    """
+
+    rank: np.ndarray  # int32
+    layer: np.ndarray  # uint8
+    op: np.ndarray  # uint8
+    file_id: np.ndarray  # uint64
+    offset: np.ndarray  # int64
+    length: np.ndarray  # int64
+    start: np.ndarray  # float64
+    end: np.ndarray  # float64
+
+    def __len__(self) -> int:
+        return int(self.rank.shape[0])
+
+    @staticmethod
+    def empty() -> Records:
+        return Records(
+            np.zeros(0, np.int32),
+            np.zeros(0, np.uint8),
+            np.zeros(0, np.uint8),
+            np.zeros(0, np.uint64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.float64),
+            np.zeros(0, np.float64),
+        )
+
+    def select(self, mask: np.ndarray) -> Records:
+        return Records(*(getattr(self, f)[mask] for f in _RECORD_FIELDS))
+
+    def of_layer(self, layer: str) -> Records:
+        return self.select(self.layer == RECORD_LAYERS.index(layer))
+
+    @staticmethod
+    def concat(parts: list[Records]) -> Records:
+        if not parts:
+            return Records.empty()
+        return Records(*(np.concatenate([getattr(p, f) for p in parts]) for f in _RECORD_FIELDS))
+
+
+_RECORD_FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start", "end")
+
+
+@dataclass
+class Striping:
+    """Lustre layout of files: a row per file, OST lists stored flat."""
+
+    file_id: np.ndarray  # uint64
+    stripe_size: np.ndarray  # int64 bytes
+    stripe_count: np.ndarray  # int64
+    ost_start: np.ndarray  # int64 index into ``ost_ids`` of each file's first OST
+    ost_ids: np.ndarray  # int64, flat
+
+    def __len__(self) -> int:
+        return int(self.file_id.shape[0])
+
+    def osts(self, row: int) -> np.ndarray:
+        s = int(self.ost_start[row])
+        return self.ost_ids[s : s + int(self.stripe_count[row])]
+
+
+@dataclass
+class ModuleInfo:
+    """One module (layer) the source contained."""
+
+    name: str  # as the source names it, e.g. "MPI-IO", "DXT_POSIX", "HEATMAP"
+    partial: bool = False  # the writer ran out of memory: data is incomplete
+    rows: int = 0  # records read (counter rows or per-file trace blocks)
+    read: bool = True  # False: listed as present, contents not used
+
+
+@dataclass
+class Job:
+    """What is known about the job as a whole."""
+
+    nprocs: int = 1
+    jobid: int = 0
+    uid: int = 0
+    start: float = 0.0  # seconds since the epoch
+    end: float = 0.0
+    runtime: float = 0.0  # seconds
+    executable: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    hints: dict[str, str] | None = None  # MPI-IO hints in effect, None if unknown
+    mounts: list[tuple[str, str]] = field(default_factory=list)  # (path, fs type)
+    hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, when known
+    format: str = ""  # e.g. "darshan 3.41"
+    writer: str = ""  # e.g. "darshan-runtime 3.4.6"
+
+
+@dataclass
+class Trace:
+    """Everything one source says about one run."""
+
+    source: str
+    job: Job
+    names: dict[int, str]
+    counters: dict[str, Counters]
+    records: Records
+    lustre: Striping | None = None
+    modules: list[ModuleInfo] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def layer(self, name: str) -> Counters | None:
+        """The counters of a layer, or None if the source had none."""
+        return self.counters.get(name)
+
+    def has(self, name: str) -> bool:
+        c = self.counters.get(name)
+        return c is not None and len(c) > 0
+
+    def name(self, file_id: int) -> str:
+        return self.names.get(int(file_id), f"<record {int(file_id):#x}>")
+
+    def fs_type(self, path: str) -> str:
+        """File-system type of ``path`` from the mount table (longest prefix)."""
+        best, kind = -1, ""
+        for mnt, fstype in self.job.mounts:
+            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > best:
+                best, kind = len(mnt), fstype
+        return kind
+
+    @property
+    def partial(self) -> bool:
+        return any(m.partial for m in self.modules) or bool(self.warnings)

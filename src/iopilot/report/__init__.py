@@ -1,0 +1,1 @@
+"""Reporters: render a :class:`~iopilot.checks.Diagnosis`; they never analyse."""

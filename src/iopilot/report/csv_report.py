@@ -1,0 +1,32 @@
+"""A flat CSV table of findings: one row per finding, for spreadsheets and scripts."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+COLUMNS = ("source", "check", "drishti", "layer", "level", "message", "files_total",
+           "top_file", "recommendation")  # fmt: skip
+
+
+def render(reports: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for r in reports:
+        for f in r["findings"]:
+            w.writerow(
+                [
+                    r["source"],
+                    f["check"],
+                    f["drishti"] or "",
+                    f["layer"],
+                    f["level"],
+                    f["message"],
+                    f["files_total"],
+                    f["files"][0]["path"] if f["files"] else "",
+                    f["recommendation"] or "",
+                ]
+            )
+    return out.getvalue()

@@ -1,0 +1,90 @@
+"""The JSON report: a stable, versioned document for other tools.
+
+The schema is described in ``docs/json-report.md``; ``SCHEMA_VERSION`` changes
+only when a field is removed or changes meaning (new fields may be added).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import __version__
+from ..checks import Diagnosis, Level
+
+SCHEMA = "iopilot-report"
+SCHEMA_VERSION = 1
+
+
+def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
+    """One log's report as plain data."""
+    t = d.trace
+    job = t.job
+    return {
+        "source": t.source,
+        "job": {
+            "executable": job.executable,
+            "nprocs": job.nprocs,
+            "jobid": job.jobid,
+            "start": job.start,
+            "end": job.end,
+            "runtime": job.runtime,
+            "format": job.format,
+            "writer": job.writer,
+            "hints": job.hints,
+            "mounts": [{"path": p, "type": k} for p, k in job.mounts],
+            "hosts": len(set(job.hosts.values())) or None,
+        },
+        "modules": [
+            {"name": m.name, "partial": m.partial, "rows": m.rows, "used": m.read}
+            for m in t.modules
+        ],
+        "partial": t.partial or bool(d.warnings),
+        "warnings": d.warnings,
+        "layers": [vars(s) for s in d.layers],
+        "records": len(t.records),
+        "counts": {lvl.name: d.count(lvl) for lvl in sorted(Level, reverse=True)},
+        "findings": [
+            {
+                "check": f.check,
+                "layer": f.layer,
+                "level": f.level.name,
+                "drishti": f.drishti,
+                "drishti_note": f.drishti_note or None,
+                "message": f.message,
+                "evidence": f.evidence,
+                "files": [{"path": e.path, **e.numbers} for e in f.files],
+                "files_total": f.files_total,
+                "recommendation": f.recommendation or None,
+                "snippet": f.snippet or None,
+                "snippet_lang": f.snippet_lang or None,
+                "thresholds": f.thresholds,
+            }
+            for f in d.findings
+        ],
+        "thresholds_fired": d.fired_thresholds,
+    }
+
+
+def document(reports: list[dict[str, Any]], errors: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "version": SCHEMA_VERSION,
+        "generator": f"iopilot {__version__}",
+        "reports": reports,
+        "errors": errors,
+    }
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, default=_default) + "\n"
+
+
+def _default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    raise TypeError(f"cannot serialise {type(o).__name__}")

@@ -1,0 +1,139 @@
+"""The terminal report: levels, colours, counts, numbers, recommendations.
+
+It renders the same plain-data report the JSON reporter writes, so what the
+terminal shows and what tools read never disagree.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, TextIO
+
+from ..checks.advice import human_size
+
+LEVEL_STYLE = {"HIGH": "1;31", "WARN": "1;33", "INFO": "1;36", "OK": "1;32"}
+LEVEL_ORDER = ("HIGH", "WARN", "INFO", "OK")
+
+
+class Style:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
+
+
+def want_color(mode: str, stream: TextIO) -> bool:
+    if mode == "always":
+        return True
+    if mode == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return stream.isatty()
+
+
+def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
+           verbose: bool = False, files_shown: int = 5) -> str:  # fmt: skip
+    lines: list[str] = []
+    add = lines.append
+    job = report["job"]
+    add(style(f"iopilot report: {report['source']}", "1"))
+    exe = job["executable"] or "(unknown executable)"
+    add(f"  job       {exe}")
+    add(
+        f"  ranks     {job['nprocs']}    runtime {job['runtime']:.2f} s    "
+        f"format {job['format']}" + (f" ({job['writer']})" if job["writer"] else "")
+    )
+    mods = ", ".join(m["name"] + (style(" (partial)", "33") if m["partial"] else "")
+                     for m in report["modules"]) or "none"  # fmt: skip
+    add(f"  modules   {mods}")
+    if report["records"]:
+        add(f"  records   {report['records']:,} per-operation records")
+    for w in report["warnings"]:
+        add(style(f"  ! {w}", "33"))
+    if report["layers"]:
+        add("")
+        add(f"  {'layer':<8} {'files':>6} {'reads':>12} {'writes':>12} {'read':>11} "
+            f"{'written':>11} {'time r/w/meta (s, all ranks)':>30}")  # fmt: skip
+        for s in report["layers"]:
+            add(
+                f"  {s['layer']:<8} {s['files']:>6,} {s['reads']:>12,} {s['writes']:>12,} "
+                f"{human_size(s['bytes_read']):>11} {human_size(s['bytes_written']):>11} "
+                f"{s['read_time']:>10.2f}/{s['write_time']:.2f}/{s['meta_time']:.2f}"
+            )
+    counts = report["counts"]
+    add("")
+    add(
+        "  "
+        + style(f"{counts['HIGH']} critical issue(s)", LEVEL_STYLE["HIGH"])
+        + ", "
+        + style(f"{counts['WARN']} warning(s)", LEVEL_STYLE["WARN"])
+        + f", {counts['INFO']} note(s), {counts['OK']} ok"
+    )
+    cutoff = LEVEL_ORDER.index(min_level)
+    for f in report["findings"]:
+        if LEVEL_ORDER.index(f["level"]) > cutoff:
+            continue
+        add("")
+        tag = f"[{f['level']}]"
+        codes = f["check"] + (f" · Drishti {f['drishti']}" if f["drishti"] else " · new")
+        add(f"  {style(tag, LEVEL_STYLE[f['level']])} {f['message']}")
+        add(style(f"         {f['layer']} · {codes}", "2"))
+        if f["drishti_note"]:
+            add(style(f"         ({f['drishti_note']})", "2"))
+        shown = f["files"] if verbose else f["files"][:files_shown]
+        for e in shown:
+            nums = ", ".join(f"{k} {_fmt(v)}" for k, v in e.items() if k != "path")
+            add(f"         - {e['path']}: {nums}")
+        more = f["files_total"] - len(shown)
+        if more > 0:
+            add(style(f"         ... and {more} more file(s) (see --json)", "2"))
+        if f["recommendation"]:
+            add(f"         {style('→', '1')} {f['recommendation']}")
+        if f["snippet"] and (verbose or f["level"] in ("HIGH", "WARN")):
+            for line in f["snippet"].splitlines():
+                add(style(f"           {line}", "2;37"))
+    fired = report["thresholds_fired"]
+    if fired:
+        add("")
+        add(style("  thresholds behind these findings: ", "2")
+            + ", ".join(f"{k}={_fmt(v)}" for k, v in fired.items()))  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.4g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def render_summary(rows: list[dict[str, Any]], errors: list[dict[str, str]], style: Style) -> str:
+    """One line per log, after the individual reports."""
+    lines = ["", style("summary", "1")]
+    width = max([len(_short(r["source"])) for r in rows] + [len(_short(e["path"])) for e in errors]
+                + [3])  # fmt: skip
+    lines.append(f"  {'log':<{width}}  {'ranks':>6}  {'HIGH':>4}  {'WARN':>4}  {'INFO':>4}  data")
+    for r in rows:
+        c = r["counts"]
+        data = "partial" if r["partial"] else "complete"
+        lines.append(
+            f"  {_short(r['source']):<{width}}  {r['job']['nprocs']:>6}  "
+            + style(f"{c['HIGH']:>4}", LEVEL_STYLE["HIGH"] if c["HIGH"] else "0")
+            + "  "
+            + style(f"{c['WARN']:>4}", LEVEL_STYLE["WARN"] if c["WARN"] else "0")
+            + f"  {c['INFO']:>4}  {data}"
+        )
+    for e in errors:
+        lines.append(f"  {_short(e['path']):<{width}}  " + style(f"error: {e['reason']}", "31"))
+    return "\n".join(lines) + "\n"
+
+
+def _short(path: str) -> str:
+    base = os.path.basename(path)
+    return base if len(base) <= 60 else base[:57] + "..."
+
+
+def write(text: str, stream: TextIO = sys.stdout) -> None:
+    stream.write(text)

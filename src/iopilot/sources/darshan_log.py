@@ -1,0 +1,533 @@
+"""Darshan logs (formats 3.00-3.41) -> :class:`~iopilot.model.Trace`.
+
+Reading goes through PyDarshan's bundled ``libdarshan-util`` and its C
+declarations, but not through ``darshan.DarshanReport``: that imports pandas
+(a third of a second) and builds one Python dict per DXT segment.  Here each
+record is copied as raw bytes and the columns are made with one
+``np.frombuffer`` per module.
+
+Before the library sees a file, the header is checked here, because the
+library reports every problem as "failed to open" and returns partial data
+from truncated files without a word.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import struct
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..model import (
+    OP_READ,
+    OP_WRITE,
+    RECORD_LAYERS,
+    Counters,
+    Job,
+    ModuleInfo,
+    Records,
+    Striping,
+    Trace,
+)
+
+MAGIC = 6567223
+# Module ids of the log format, in the library's order.
+MODULE_IDS = (
+    "NULL", "POSIX", "MPI-IO", "H5F", "H5D", "PNETCDF_FILE", "PNETCDF_VAR", "BG/Q",
+    "LUSTRE", "STDIO", "DXT_POSIX", "DXT_MPIIO", "MDHIM", "APXC", "APMPI", "HEATMAP",
+    "DFS", "DAOS",
+)  # fmt: skip
+# Counter modules read into the model: log module name -> (model layer, C struct).
+COUNTER_MODULES = {
+    "POSIX": ("POSIX", "darshan_posix_file"),
+    "MPI-IO": ("MPIIO", "darshan_mpiio_file"),
+    "STDIO": ("STDIO", "darshan_stdio_file"),
+    "H5F": ("H5F", "darshan_hdf5_file"),
+    "H5D": ("H5D", "darshan_hdf5_dataset"),
+    "PNETCDF_FILE": ("PNETCDF_FILE", "darshan_pnetcdf_file"),
+    "PNETCDF_VAR": ("PNETCDF_VAR", "darshan_pnetcdf_var"),
+}
+DXT_MODULES = {"DXT_POSIX": "POSIX", "DXT_MPIIO": "MPIIO"}
+# Formats the bundled library reads, with the size of their fixed header.
+HEADER_BYTES = {"3.00": 360, "3.01": 360, "3.02": 360, "3.10": 360, "3.20": 360, "3.21": 360,
+                "3.41": 1328}  # fmt: skip
+COMPRESSION = {0: "zlib", 1: "bzip2", 2: "none"}
+
+
+# ----------------------------------------------------------------------------
+# The library
+
+
+@lru_cache(maxsize=1)
+def _library() -> tuple[Any, Any]:
+    """(ffi, lib) for the libdarshan-util that ships with PyDarshan."""
+    import cffi
+
+    spec = importlib.util.find_spec("darshan")  # locates the package without running it
+    if spec is None or spec.origin is None:
+        raise RuntimeError("PyDarshan (the 'darshan' package) is not installed")
+    pkg = Path(spec.origin).parent
+    libs = sorted((pkg.parent / "darshan.libs").glob("libdarshan-util*.so*"))
+    api_spec = importlib.util.spec_from_file_location(
+        "_iopilot_darshan_api", pkg / "backend" / "api_def_c.py"
+    )
+    if not libs or api_spec is None or api_spec.loader is None:
+        # Not a wheel layout (e.g. a source build): let PyDarshan find its library.
+        from darshan.backend.cffi_backend import ffi, libdutil  # pragma: no cover
+
+        return ffi, libdutil  # pragma: no cover
+    api = importlib.util.module_from_spec(api_spec)
+    api_spec.loader.exec_module(api)
+    ffi = cffi.FFI()
+    ffi.cdef(api.load_darshan_header(""))
+    return ffi, ffi.dlopen(str(libs[0]))
+
+
+def library_version() -> str:
+    ffi, lib = _library()
+    return ffi.string(lib.darshan_log_get_lib_version()).decode()
+
+
+@lru_cache(maxsize=32)
+def _counter_names(prefix: str) -> tuple[str, ...]:
+    ffi, lib = _library()
+    table = getattr(lib, f"{prefix}_counter_names")
+    names: list[str] = []
+    while True:
+        name = ffi.string(table[len(names)]).decode()
+        if name.endswith("NUM_INDICES"):
+            return tuple(names)
+        names.append(name)
+
+
+# ----------------------------------------------------------------------------
+# Header checks
+
+
+def _check_header(path: str) -> tuple[str, bool]:
+    """Raise InputError with the real reason if ``path`` is not a readable log.
+
+    Returns (format version, any-module-partial flag from the header).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(path, "no such file")
+    if p.is_dir():
+        raise InputError(path, "is a directory, not a Darshan log")
+    try:
+        with open(p, "rb") as f:
+            head = f.read(HEADER_BYTES["3.41"])
+            size = os.fstat(f.fileno()).st_size
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror}") from None
+    if size == 0:
+        raise InputError(path, "empty file (0 bytes), not a Darshan log")
+    if head[:2] == b"\x1f\x8b":
+        import zlib
+
+        inner = zlib.decompressobj(31).decompress(head[:512])
+        if inner[:2] == b"2.":
+            version = inner[:8].split(b"\0")[0].decode("ascii", "replace")
+            raise InputError(
+                path,
+                f"Darshan 2.x log (format {version}), which Darshan 3 tools cannot read",
+                "read it with darshan-util 2.x",
+            )
+        raise InputError(path, "gzip-compressed file, not a Darshan log", "gunzip it first")
+    if head[:3] == b"BZh":
+        raise InputError(path, "bzip2-compressed file, not a Darshan log", "bunzip2 it first")
+    version = head[:8].split(b"\0")[0].decode("ascii", "replace")
+    if version.startswith("2."):
+        raise InputError(
+            path,
+            f"Darshan 2.x log (format {version}), which Darshan 3 tools cannot read",
+            "read it with darshan-util 2.x",
+        )
+    if _looks_like_text(head):
+        what = "darshan-parser text output" if b"darshan log version" in head else "a text file"
+        raise InputError(path, f"{what}, not a binary Darshan log")
+    if len(head) < 24:
+        raise InputError(path, f"truncated: {size} bytes, too short for a Darshan header")
+    little = struct.unpack_from("<q", head, 8)[0] == MAGIC
+    big = struct.unpack_from(">q", head, 8)[0] == MAGIC
+    if not (little or big):
+        raise InputError(path, "not a Darshan log (bad magic number)")
+    if version not in HEADER_BYTES:
+        raise InputError(
+            path, f"unsupported Darshan log format {version!r} (this reader knows 3.00-3.41)"
+        )
+    need = HEADER_BYTES[version]
+    if size < need:
+        raise InputError(
+            path,
+            f"truncated: the file ends inside the header ({size} of {need} bytes)",
+            "copy the log again from where the job wrote it",
+        )
+    comp = head[16]
+    if comp == 1:
+        raise InputError(
+            path,
+            "log is bzip2-compressed, which PyDarshan's library cannot decompress",
+            "re-compress it with zlib: darshan-convert IN OUT",
+        )
+    if comp not in COMPRESSION:
+        raise InputError(path, f"damaged header (unknown compression type {comp})")
+    end = ">" if big and not little else "<"
+    v341 = version >= "3.41"
+    partial = struct.unpack_from(end + ("Q" if v341 else "I"), head, 24 if v341 else 20)[0]
+    first_map = 32 if v341 else 24
+    n_mods = 64 if v341 else 16
+    regions = [("name table", *struct.unpack_from(end + "QQ", head, first_map))]
+    for i in range(n_mods):
+        off, length = struct.unpack_from(end + "QQ", head, first_map + 16 * (i + 1))
+        if length:
+            name = MODULE_IDS[i] if i < len(MODULE_IDS) else f"module {i}"
+            regions.append((name, off, length))
+    for name, off, length in regions:
+        if off + length > size:
+            raise InputError(
+                path,
+                f"truncated: the {name} region ends at byte {off + length}, "
+                f"but the file has {size} bytes",
+                "copy the log again from where the job wrote it",
+            )
+    return version, bool(partial)
+
+
+def _looks_like_text(head: bytes) -> bool:
+    sample = head[:256]
+    return bool(sample) and all(b in b"\t\n\r" or 32 <= b < 127 for b in sample)
+
+
+class _CapturedStderr:
+    """Collect what the C library prints on fd 2, so it never reaches the user raw."""
+
+    def __enter__(self) -> _CapturedStderr:
+        self.text = ""
+        self._tmp = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._tmp.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._tmp.seek(0)
+        self.text = self._tmp.read().decode("utf-8", "replace").strip()
+        self._tmp.close()
+
+
+# ----------------------------------------------------------------------------
+# Reading
+
+
+def read_darshan(path: str, *, with_records: bool = True) -> Trace:
+    """Read a Darshan log into the model; raise InputError if it is damaged."""
+    version, header_partial = _check_header(path)
+    ffi, lib = _library()
+    with _CapturedStderr() as err:
+        handle = lib.darshan_log_open(os.fsencode(path))
+    if handle == ffi.NULL:
+        reason = err.text.splitlines()[-1] if err.text else "the Darshan library cannot open it"
+        raise InputError(path, f"damaged log: {reason.removeprefix('Error: ').rstrip('.')}")
+    try:
+        with _CapturedStderr() as err:
+            trace = _read_open_log(ffi, lib, handle, path, version, with_records)
+        if err.text:
+            trace.warnings.append(
+                "the Darshan library reported problems while reading: "
+                + "; ".join(line.removeprefix("Error: ") for line in err.text.splitlines()[:3])
+            )
+    finally:
+        lib.darshan_log_close(handle)
+    if header_partial and not any(m.partial for m in trace.modules):
+        trace.warnings.append("the log header marks some data as partial")
+    return trace
+
+
+def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
+                   with_records: bool) -> Trace:  # fmt: skip
+    job = _read_job(ffi, lib, handle, version)
+    names = _read_names(ffi, lib, handle)
+    modules: list[ModuleInfo] = []
+    counters: dict[str, Counters] = {}
+    records: list[Records] = []
+    warnings: list[str] = []
+    lustre: Striping | None = None
+
+    mods = ffi.new("struct darshan_mod_info **")
+    cnt = ffi.new("int *")
+    lib.darshan_log_get_modules(handle, mods, cnt)
+    listed = [
+        (ffi.string(mods[0][i].name).decode(), int(mods[0][i].idx), bool(mods[0][i].partial_flag))
+        for i in range(cnt[0])
+    ]
+    lib.darshan_free(mods[0])
+
+    for name, idx, partial in listed:
+        info = ModuleInfo(name, partial=partial)
+        modules.append(info)
+        try:
+            if name in COUNTER_MODULES:
+                layer, struct_name = COUNTER_MODULES[name]
+                table = _read_counters(ffi, lib, handle, idx, layer, struct_name)
+                counters[layer] = table
+                info.rows = len(table)
+            elif name in DXT_MODULES and with_records:
+                recs, hosts = _read_dxt(ffi, lib, handle, idx, DXT_MODULES[name])
+                records.append(recs)
+                job.hosts.update(hosts)
+                info.rows = len(recs)
+            elif name == "LUSTRE":
+                lustre = _read_lustre(ffi, lib, handle, idx)
+                info.rows = len(lustre)
+            else:
+                info.read = False  # present, not used by any analysis yet
+        except _RegionError as e:
+            info.partial = True
+            warnings.append(f"{name} data is damaged and was read only in part ({e})")
+        if info.partial and name not in ("HEATMAP",):
+            warnings.append(
+                f"{name} is partial: the Darshan runtime ran out of memory for its records, "
+                "so figures that depend on it are lower bounds"
+            )
+    trace = Trace(
+        source=path,
+        job=job,
+        names=names,
+        counters=counters,
+        records=Records.concat(records),
+        lustre=lustre,
+        modules=modules,
+        warnings=warnings,
+    )
+    _cross_check_dxt(trace)
+    return trace
+
+
+class _RegionError(Exception):
+    pass
+
+
+def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
+    jobrec = ffi.new("struct darshan_job *")
+    lib.darshan_log_get_job(handle, jobrec)
+    runtime = ffi.new("double *")
+    lib.darshan_log_get_job_runtime(handle, jobrec[0], runtime)
+    meta: dict[str, str] = {}
+    for line in ffi.string(jobrec[0].metadata).decode("utf-8", "replace").split("\n"):
+        if "=" in line:
+            k, v = line.split("=", 1)
+            meta[k] = v
+    exe = ffi.new("char[]", 4096)
+    lib.darshan_log_get_exe(handle, exe)
+    mnts = ffi.new("struct darshan_mnt_info **")
+    n = ffi.new("int *")
+    lib.darshan_log_get_mounts(handle, mnts, n)
+    mounts = [
+        (ffi.string(mnts[0][i].mnt_path).decode(), ffi.string(mnts[0][i].mnt_type).decode())
+        for i in range(n[0])
+    ]
+    if n[0]:
+        lib.darshan_free(mnts[0])
+    j = jobrec[0]
+    return Job(
+        nprocs=int(j.nprocs),
+        jobid=int(j.jobid),
+        uid=int(j.uid),
+        start=j.start_time_sec + j.start_time_nsec * 1e-9,
+        end=j.end_time_sec + j.end_time_nsec * 1e-9,
+        runtime=float(runtime[0]),
+        executable=ffi.string(exe).decode("utf-8", "replace"),
+        metadata=meta,
+        # ``h=`` holds the hints Darshan used to write this log file
+        # (DARSHAN_LOGHINTS), not the application's: it stays in metadata only.
+        hints=None,
+        mounts=mounts,
+        format=f"darshan {version}",
+        writer=f"darshan-runtime {meta['lib_ver']}" if "lib_ver" in meta else "",
+    )
+
+
+def parse_hints(raw: str | None) -> dict[str, str] | None:
+    """MPI-IO hints written as ``k=v;k=v`` (Darshan's ``h=`` field).
+
+    Logs written without hints say ``no`` or nothing at all: that is
+    "unknown", never an error.
+    """
+    if not raw or raw.strip().lower() in ("no", "none"):
+        return None
+    hints: dict[str, str] = {}
+    for item in raw.split(";"):
+        if "=" in item:
+            k, v = item.split("=", 1)
+            hints[k.strip()] = v.strip()
+    return hints or None
+
+
+def _read_names(ffi: Any, lib: Any, handle: Any) -> dict[int, str]:
+    nrecs = ffi.new("struct darshan_name_record **")
+    cnt = ffi.new("int *")
+    lib.darshan_log_get_name_records(handle, nrecs, cnt)
+    names = {}
+    for i in range(cnt[0]):
+        names[int(nrecs[0][i].id)] = ffi.string(nrecs[0][i].name).decode("utf-8", "replace")
+        lib.darshan_free(nrecs[0][i].name)
+    if cnt[0]:
+        lib.darshan_free(nrecs[0])
+    return names
+
+
+def _records(ffi: Any, lib: Any, handle: Any, idx: int):  # noqa: ANN202 - generator of cdata
+    """Yield the raw record buffers of one module, freeing each after use."""
+    buf = ffi.new("void **")
+    while True:
+        r = lib.darshan_log_get_record(handle, idx, buf)
+        if r == 0:
+            return
+        if r < 0:
+            raise _RegionError("the library could not decode a record")
+        try:
+            yield buf[0]
+        finally:
+            # The library fills *buf only when it is NULL: never hand it a freed pointer.
+            lib.darshan_free(buf[0])
+            buf[0] = ffi.NULL
+
+
+def _read_counters(ffi: Any, lib: Any, handle: Any, idx: int, layer: str,
+                   struct_name: str) -> Counters:  # fmt: skip
+    prefix = {"MPIIO": "mpiio", "H5F": "h5f", "H5D": "h5d"}.get(layer, layer.lower())
+    int_names, float_names = _counter_names(prefix), _counter_names(prefix + "_f")
+    ctype = f"struct {struct_name} *"
+    size = ffi.sizeof(f"struct {struct_name}")
+    has_parent = layer in ("H5D", "PNETCDF_VAR")
+    dtype = np.dtype(
+        [("id", "<u8"), ("rank", "<i8")]
+        + ([("parent", "<u8")] if has_parent else [])
+        + [("ints", "<i8", (len(int_names),)), ("floats", "<f8", (len(float_names),))]
+    )
+    # Check our view of the C layout once, so a library upgrade fails loudly.
+    probe = ffi.new(ctype)
+    if ffi.offsetof(f"struct {struct_name}", "fcounters") != dtype.fields["floats"][1]:
+        raise RuntimeError(f"unexpected layout of struct {struct_name}")
+    del probe
+    raw = bytearray()
+    for rec in _records(ffi, lib, handle, idx):
+        raw += ffi.buffer(rec, size)[: dtype.itemsize]
+    arr = np.frombuffer(bytes(raw), dtype=dtype) if raw else np.zeros(0, dtype)
+    return Counters(
+        layer=layer,
+        file_id=arr["id"].copy(),
+        rank=arr["rank"].copy(),
+        ints=arr["ints"].reshape(len(arr), len(int_names)).copy(),
+        floats=arr["floats"].reshape(len(arr), len(float_names)).copy(),
+        int_names=int_names,
+        float_names=float_names,
+        parent_id=arr["parent"].copy() if has_parent else None,
+    )
+
+
+_SEGMENT = np.dtype([("offset", "<i8"), ("length", "<i8"), ("start", "<f8"), ("end", "<f8")])
+
+
+def _read_dxt(ffi: Any, lib: Any, handle: Any, idx: int,
+              layer: str) -> tuple[Records, dict[int, str]]:  # fmt: skip
+    head_size = ffi.sizeof("struct dxt_file_record")
+    seg_bytes = bytearray()
+    ids: list[int] = []
+    ranks: list[int] = []
+    writes: list[int] = []
+    reads: list[int] = []
+    hosts: dict[int, str] = {}
+    for rec in _records(ffi, lib, handle, idx):
+        head = ffi.cast("struct dxt_file_record *", rec)
+        w, r = int(head.write_count), int(head.read_count)
+        rank = int(head.base_rec.rank)
+        ids.append(int(head.base_rec.id))
+        ranks.append(rank)
+        writes.append(w)
+        reads.append(r)
+        if rank not in hosts:
+            hosts[rank] = ffi.string(head.hostname).decode("utf-8", "replace")
+        if w + r:
+            seg_bytes += ffi.buffer(ffi.cast("char *", rec) + head_size, 32 * (w + r))
+    seg = np.frombuffer(bytes(seg_bytes), dtype=_SEGMENT)
+    per_block = np.asarray(writes, np.int64) + np.asarray(reads, np.int64)
+    # Within a block the writes come first, then the reads.
+    op = np.full(len(seg), OP_READ, np.uint8)
+    starts = np.concatenate([[0], np.cumsum(per_block)[:-1]]) if len(per_block) else per_block
+    if len(seg):
+        is_write = np.zeros(len(seg) + 1, np.int64)
+        np.add.at(is_write, starts, 1)
+        np.add.at(is_write, starts + np.asarray(writes, np.int64), -1)
+        op[np.cumsum(is_write[:-1]) > 0] = OP_WRITE
+    recs = Records(
+        rank=np.repeat(np.asarray(ranks, np.int32), per_block),
+        layer=np.full(len(seg), RECORD_LAYERS.index(layer), np.uint8),
+        op=op,
+        file_id=np.repeat(np.asarray(ids, np.uint64), per_block),
+        offset=seg["offset"].copy(),
+        length=seg["length"].copy(),
+        start=seg["start"].copy(),
+        end=seg["end"].copy(),
+    )
+    return recs, hosts
+
+
+def _read_lustre(ffi: Any, lib: Any, handle: Any, idx: int) -> Striping:
+    comp_names = _counter_names("lustre_comp")
+    i_size, i_count = comp_names.index("LUSTRE_COMP_STRIPE_SIZE"), comp_names.index(
+        "LUSTRE_COMP_STRIPE_COUNT"
+    )
+    ids, sizes, counts, starts, osts = [], [], [], [], []
+    for rec in _records(ffi, lib, handle, idx):
+        lr = ffi.cast("struct darshan_lustre_record *", rec)
+        if lr.num_comps < 1:
+            continue
+        # The first component describes the start of the file, where HPC
+        # applications' layouts (single-component) live.
+        comp = lr.comps[0]
+        count = int(comp.counters[i_count])
+        ids.append(int(lr.base_rec.id))
+        sizes.append(int(comp.counters[i_size]))
+        counts.append(count)
+        starts.append(len(osts))
+        osts.extend(int(lr.ost_ids[k]) for k in range(min(count, int(lr.num_stripes))))
+    return Striping(
+        file_id=np.asarray(ids, np.uint64),
+        stripe_size=np.asarray(sizes, np.int64),
+        stripe_count=np.asarray(counts, np.int64),
+        ost_start=np.asarray(starts, np.int64),
+        ost_ids=np.asarray(osts, np.int64),
+    )
+
+
+def _cross_check_dxt(trace: Trace) -> None:
+    """Warn when the trace holds fewer operations than the counters say happened."""
+    for log_name, layer in DXT_MODULES.items():
+        mod = next((m for m in trace.modules if m.name == log_name), None)
+        counters = trace.counters.get(layer)
+        if mod is None or counters is None or not mod.read:
+            continue
+        if layer == "POSIX":
+            expected = counters.total("POSIX_READS") + counters.total("POSIX_WRITES")
+        else:
+            expected = sum(
+                counters.total(f"MPIIO_{k}_{rw}")
+                for k in ("INDEP", "COLL", "SPLIT", "NB")
+                for rw in ("READS", "WRITES")
+            )
+        got = int(np.count_nonzero(trace.records.layer == RECORD_LAYERS.index(layer)))
+        if got < expected:
+            trace.warnings.append(
+                f"{log_name} holds {got:,} of the {expected:,} {layer if layer != 'MPIIO' else 'MPI-IO'}"
+                f" operations the counters report ({100 * got / expected:.1f} %): "
+                "per-operation views and checks see only part of the run"
+            )

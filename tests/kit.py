@@ -1,0 +1,115 @@
+"""Tiny hand-made models for check tests: a few rows in, known findings out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from iopilot.model import RECORD_LAYERS, Counters, Job, ModuleInfo, Records, Striping, Trace
+from iopilot.sources.darshan_log import _counter_names
+
+_PREFIX = {"MPIIO": "mpiio", "H5F": "h5f", "H5D": "h5d"}
+
+
+def counters(layer: str, rows: Iterable[Mapping[str, float]]) -> Counters:
+    """A counters table of ``layer`` with Darshan's counter names.
+
+    Each row is a mapping with ``file`` (int id), ``rank`` and any counters;
+    the rest are zero.  ``parent`` sets the file of H5D/PNETCDF_VAR rows.
+    """
+    prefix = _PREFIX.get(layer, layer.lower())
+    inames, fnames = _counter_names(prefix), _counter_names(prefix + "_f")
+    rows = list(rows)
+    ints = np.zeros((len(rows), len(inames)), np.int64)
+    floats = np.zeros((len(rows), len(fnames)), np.float64)
+    for i, r in enumerate(rows):
+        for k, v in r.items():
+            if k in ("file", "rank", "parent"):
+                continue
+            if k in inames:
+                ints[i, inames.index(k)] = v
+            elif k in fnames:
+                floats[i, fnames.index(k)] = v
+            else:
+                raise KeyError(f"{layer} has no counter {k}")
+    parent = None
+    if layer in ("H5D", "PNETCDF_VAR"):
+        parent = np.array([r.get("parent", 0) for r in rows], np.uint64)
+    return Counters(
+        layer,
+        np.array([r.get("file", 1) for r in rows], np.uint64),
+        np.array([r.get("rank", 0) for r in rows], np.int64),
+        ints,
+        floats,
+        inames,
+        fnames,
+        parent,
+    )
+
+
+def records(rows: Iterable[tuple], layer: str = "POSIX") -> Records:
+    """Records from (rank, op, file, offset, length, start, end) tuples; op 'r' or 'w'."""
+    rows = list(rows)
+    col = list(zip(*rows, strict=True)) if rows else [()] * 7
+    return Records(
+        rank=np.array(col[0], np.int32),
+        layer=np.full(len(rows), RECORD_LAYERS.index(layer), np.uint8),
+        op=np.array([1 if o == "w" else 0 for o in col[1]], np.uint8),
+        file_id=np.array(col[2], np.uint64),
+        offset=np.array(col[3], np.int64),
+        length=np.array(col[4], np.int64),
+        start=np.array(col[5], np.float64),
+        end=np.array(col[6], np.float64),
+    )
+
+
+def striping(rows: Iterable[tuple[int, int, list[int]]]) -> Striping:
+    """Lustre layout from (file, stripe size, OST list) tuples."""
+    rows = list(rows)
+    starts, osts = [], []
+    for _, _, o in rows:
+        starts.append(len(osts))
+        osts.extend(o)
+    return Striping(
+        np.array([r[0] for r in rows], np.uint64),
+        np.array([r[1] for r in rows], np.int64),
+        np.array([len(r[2]) for r in rows], np.int64),
+        np.array(starts, np.int64),
+        np.array(osts, np.int64),
+    )
+
+
+def trace(*tables: Counters, recs: Records | None = None, nprocs: int = 1,
+          names: Mapping[int, str] | None = None, lustre: Striping | None = None,
+          mounts: list[tuple[str, str]] | None = None,
+          hints: dict[str, str] | None = None,
+          hosts: dict[int, str] | None = None) -> Trace:  # fmt: skip
+    """A trace holding the given tables (and optional records)."""
+    found = {int(i) for t in tables for i in t.file_id}
+    if recs is not None:
+        found |= {int(i) for i in recs.file_id}
+    all_names = {i: f"/data/file{i}" for i in found}
+    all_names.update(names or {})
+    return Trace(
+        source="<test>",
+        job=Job(nprocs=nprocs, runtime=10.0, mounts=mounts or [], hints=hints,
+                hosts=dict(hosts or {})),  # fmt: skip
+        names=all_names,
+        counters={t.layer: t for t in tables},
+        records=recs if recs is not None else Records.empty(),
+        lustre=lustre,
+        modules=[ModuleInfo(t.layer) for t in tables],
+    )
+
+
+def findings(tr: Trace, check_id: str, **overrides: float):
+    """Findings of one check on ``tr`` with default thresholds (plus overrides)."""
+    from iopilot.checks import diagnose
+    from iopilot.checks.thresholds import defaults
+
+    values = defaults()
+    values.update(overrides)
+    d = diagnose(tr, values, only={check_id})
+    assert not [w for w in d.warnings if "failed" in w], d.warnings
+    return d.findings

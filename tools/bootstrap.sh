@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Set up everything iopilot needs, installing only what is missing.
+# Called by `make`; safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+say() { printf 'iopilot setup: %s\n' "$*"; }
+
+apt_install() {
+    # Debian packages, only when missing and only where we can install them.
+    local missing=()
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+            || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if ! command -v apt-get >/dev/null; then
+        say "please install: ${missing[*]} (no apt-get here)"; return 1
+    fi
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    say "installing Debian packages: ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# A Python >= 3.11 that can make virtual environments.
+PYTHON=${PYTHON:-}
+if [ -z "$PYTHON" ]; then
+    for cand in python3.13 python3.12 python3.11 python3; do
+        if command -v "$cand" >/dev/null &&
+           "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            PYTHON=$cand; break
+        fi
+    done
+fi
+if [ -z "$PYTHON" ]; then
+    apt_install python3 python3-venv
+    PYTHON=python3
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+    if ! "$PYTHON" -m venv --help >/dev/null 2>&1 || ! "$PYTHON" -c 'import ensurepip' 2>/dev/null; then
+        apt_install python3-venv
+    fi
+    say "creating $VENV with $("$PYTHON" --version)"
+    "$PYTHON" -m venv "$VENV"
+fi
+
+say "installing iopilot and its Python dependencies into $VENV"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
+say "ready"
