@@ -12,11 +12,14 @@ MPI_File_write_at_all(fh, offset, buf, count, MPI_BYTE, &status);"""
 MPIIO_COLLECTIVE_READ = """\
 MPI_File_read_at_all(fh, offset, buf, count, MPI_BYTE, &status);"""
 
-MPIIO_NONBLOCKING = """\
-MPI_Request req;
-MPI_File_iwrite_at_all(fh, offset, buf, count, MPI_BYTE, &req);
-compute();                       /* overlap work with the transfer */
-MPI_Wait(&req, MPI_STATUS_IGNORE);"""
+def mpiio_nonblocking(word: str) -> str:
+    """Non-blocking MPI-IO for ``word`` = "read" or "write"."""
+    return (
+        "MPI_Request req;\n"
+        f"MPI_File_i{word}_at_all(fh, offset, buf, count, MPI_BYTE, &req);\n"
+        "compute();                       /* overlap work with the transfer */\n"
+        "MPI_Wait(&req, MPI_STATUS_IGNORE);"
+    )
 
 MPIIO_HINTS_CB = """\
 MPI_Info info;

@@ -145,7 +145,7 @@ class _NonBlocking(Check):
             recommendation="If there is computation to overlap, issue the I/O asynchronously "
             + ("(HDF5 async VOL)" if h5 else "(non-blocking MPI-IO)")
             + " and wait for it later.",
-            snippet=advice.HDF5_ASYNC if h5 else advice.MPIIO_NONBLOCKING,
+            snippet=advice.HDF5_ASYNC if h5 else advice.mpiio_nonblocking(word),
             snippet_lang="c",
         )
 

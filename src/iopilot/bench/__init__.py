@@ -1,0 +1,1 @@
+"""Benchmarks: of iopilot itself now, of I/O systems later (kernels)."""
