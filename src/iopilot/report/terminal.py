@@ -135,5 +135,5 @@ def _short(path: str) -> str:
     return base if len(base) <= 60 else base[:57] + "..."
 
 
-def write(text: str, stream: TextIO = sys.stdout) -> None:
-    stream.write(text)
+def write(text: str, stream: TextIO | None = None) -> None:
+    (stream or sys.stdout).write(text)

@@ -1,0 +1,148 @@
+"""``iopilot report`` as a user runs it: outputs, exit codes, errors, thresholds."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iopilot.cli import main
+from iopilot.demo import example_dir
+
+EXAMPLES = example_dir()
+IOR = str(EXAMPLES / "ior_hdf5_example.darshan")
+DXT = str(EXAMPLES / "dxt.darshan")
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
+needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="shared log corpus not present")
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_terminal_report(capsys):
+    rc, out, err = run(capsys, "report", IOR, "--color", "never")
+    assert rc == 0
+    assert "iopilot report:" in out and "ranks     4" in out
+    assert "critical issue(s)" in out
+    assert "[HIGH]" in out and "Drishti P08" in out
+    assert "\x1b[" not in out  # no colour codes when asked for none
+
+
+def test_json_schema(capsys):
+    rc, out, _ = run(capsys, "report", IOR, "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["schema"] == "iopilot-report" and doc["version"] == 1
+    (r,) = doc["reports"]
+    assert r["job"]["nprocs"] == 4
+    assert r["counts"]["HIGH"] == sum(f["level"] == "HIGH" for f in r["findings"])
+    levels = [f["level"] for f in r["findings"]]
+    order = ["HIGH", "WARN", "INFO", "OK"]
+    assert levels == sorted(levels, key=order.index), "highest level first"
+    for f in r["findings"]:
+        assert set(f) >= {"check", "layer", "level", "drishti", "message", "evidence",
+                          "files", "recommendation", "thresholds"}  # fmt: skip
+    fired = r["thresholds_fired"]
+    assert fired.get("misaligned_ratio") == 0.1
+    assert doc["errors"] == []
+
+
+def test_csv_has_one_row_per_finding(capsys):
+    rc, out, _ = run(capsys, "report", IOR, "--csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    rc2, js, _ = run(capsys, "report", IOR, "--json")
+    assert rc == rc2 == 0
+    assert len(rows) == len(json.loads(js)["reports"][0]["findings"])
+    assert {r["check"] for r in rows} >= {"posix-misaligned-file"}
+
+
+def test_many_logs_summary_and_bad_input_exit_2(capsys, tmp_path):
+    empty = tmp_path / "empty.darshan"
+    empty.write_bytes(b"")
+    rc, out, err = run(capsys, "report", IOR, DXT, str(empty), "--color", "never", "-j", "2")
+    assert rc == 2
+    assert out.count("iopilot report:") == 2
+    assert "summary" in out and "empty.darshan" in out
+    assert err.strip() == f"iopilot: error: {empty}: empty file (0 bytes), not a Darshan log"
+
+
+def test_fail_on_critical(capsys):
+    assert run(capsys, "report", IOR)[0] == 0
+    assert run(capsys, "report", IOR, "--fail-on-critical")[0] == 1
+
+
+def test_thresholds_from_toml_and_command_line(capsys, tmp_path):
+    cfg = tmp_path / "t.toml"
+    cfg.write_text("[thresholds]\nmisaligned_ratio = 0.99\n")
+    _, out, _ = run(capsys, "report", IOR, "--json", "--config", str(cfg))
+    checks = {f["check"] for f in json.loads(out)["reports"][0]["findings"]}
+    assert "posix-misaligned-file" not in checks
+    _, out, _ = run(capsys, "report", IOR, "--json", "--set", "misaligned_ratio=0.5")
+    f = [f for f in json.loads(out)["reports"][0]["findings"]
+         if f["check"] == "posix-misaligned-file"]  # fmt: skip
+    assert f and f[0]["thresholds"] == {"misaligned_ratio": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--set", "nonsense=1"], "unknown threshold 'nonsense'"),
+        (["--set", "misaligned_ratio=abc"], "must be a number"),
+        (["--checks", "no-such-check"], "unknown check(s): no-such-check"),
+    ],
+)
+def test_bad_options_are_one_line_errors(capsys, argv, needle):
+    rc, _, err = run(capsys, "report", IOR, *argv)
+    assert rc == 2 and needle in err and err.count("\n") == 1
+
+
+def test_bad_toml(capsys, tmp_path):
+    cfg = tmp_path / "t.toml"
+    cfg.write_text("[thresholds\n")
+    rc, _, err = run(capsys, "report", IOR, "--config", str(cfg))
+    assert rc == 2 and f"{cfg}: not valid TOML" in err
+
+
+def test_checks_listing(capsys):
+    rc, out, _ = run(capsys, "checks")
+    assert rc == 0 and "posix-small-writes" in out and "P06" in out
+
+
+def test_no_traceback_from_a_real_process(tmp_path):
+    bad = tmp_path / "text.darshan"
+    bad.write_text("not a log\n" * 50)
+    p = subprocess.run([sys.executable, "-m", "iopilot", "report", str(bad)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+    assert p.stderr.strip() == f"iopilot: error: {bad}: a text file, not a binary Darshan log"
+
+
+@needs_shared
+def test_damaged_corpus_exit_2_one_line_each():
+    damaged = sorted(str(p) for p in (SHARED / "damaged").iterdir())
+    p = subprocess.run([sys.executable, "-m", "iopilot", "report", *damaged],
+                       capture_output=True, text=True)  # fmt: skip
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == len(damaged)
+    assert all(line.startswith("iopilot: error: ") for line in lines)
+    assert "Traceback" not in p.stderr
+
+
+@needs_shared
+def test_whole_corpus_in_one_run(capsys):
+    rc, out, err = run(capsys, "report", str(SHARED), "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert len(doc["reports"]) == len(list(SHARED.glob("*.darshan")))
+    for r in doc["reports"]:
+        assert not [w for w in r["warnings"] if "failed" in w], (r["source"], r["warnings"])
