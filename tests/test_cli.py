@@ -28,7 +28,7 @@ def run(capsys, *argv):
 
 
 def test_terminal_report(capsys):
-    rc, out, err = run(capsys, "report", IOR, "--color", "never")
+    rc, out, _err = run(capsys, "report", IOR, "--color", "never")
     assert rc == 0
     assert "iopilot report:" in out and "ranks     4" in out
     assert "critical issue(s)" in out

@@ -104,7 +104,7 @@ def test_truncated_copy_of_a_real_log(tmp_path):
     data = src.read_bytes()
     cut = tmp_path / "cut.darshan"
     cut.write_bytes(data[: len(data) * 2 // 3])
-    with pytest.raises(InputError, match="truncated: the .* region ends at byte"):
+    with pytest.raises(InputError, match=r"truncated: the .* region ends at byte"):
         load(str(cut))
     head = tmp_path / "head.darshan"
     head.write_bytes(data[:200])

@@ -132,7 +132,9 @@ class Counters:
         return ids, out
 
     @staticmethod
-    def empty(layer: str, int_names: Iterable[str] = (), float_names: Iterable[str] = ()) -> Counters:
+    def empty(
+        layer: str, int_names: Iterable[str] = (), float_names: Iterable[str] = ()
+    ) -> Counters:
         ints, floats = tuple(int_names), tuple(float_names)
         return Counters(
             layer,

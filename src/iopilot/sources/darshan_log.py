@@ -34,6 +34,7 @@ from ..model import (
     Records,
     Striping,
     Trace,
+    display,
 )
 
 MAGIC = 6567223
@@ -67,26 +68,67 @@ COMPRESSION = {0: "zlib", 1: "bzip2", 2: "none"}
 @lru_cache(maxsize=1)
 def _library() -> tuple[Any, Any]:
     """(ffi, lib) for the libdarshan-util that ships with PyDarshan."""
-    import cffi
-
     spec = importlib.util.find_spec("darshan")  # locates the package without running it
     if spec is None or spec.origin is None:
         raise RuntimeError("PyDarshan (the 'darshan' package) is not installed")
     pkg = Path(spec.origin).parent
     libs = sorted((pkg.parent / "darshan.libs").glob("libdarshan-util*.so*"))
-    api_spec = importlib.util.spec_from_file_location(
-        "_iopilot_darshan_api", pkg / "backend" / "api_def_c.py"
-    )
-    if not libs or api_spec is None or api_spec.loader is None:
+    api_file = pkg / "backend" / "api_def_c.py"
+    if not libs or not api_file.exists():
         # Not a wheel layout (e.g. a source build): let PyDarshan find its library.
         from darshan.backend.cffi_backend import ffi, libdutil  # pragma: no cover
 
         return ffi, libdutil  # pragma: no cover
+    ffi = _ffi_for(api_file)
+    return ffi, ffi.dlopen(str(libs[0]))
+
+
+def _ffi_for(api_file: Path) -> Any:
+    """An FFI with PyDarshan's C declarations.
+
+    Parsing the declarations takes pycparser ~50 ms per run, a quarter of a
+    whole report; so the parsed form is kept as cffi's pre-built Python
+    module in a cache directory and later runs just import it.
+    """
+    import hashlib
+    import sys
+
+    header = _api_header(api_file)
+    key = hashlib.sha1(header.encode()).hexdigest()[:16]
+    name = f"_iopilot_darshan_ffi_{key}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iopilot"
+    module_file = cache / f"{name}.py"
+    if module_file.exists():
+        try:
+            mod_spec = importlib.util.spec_from_file_location(name, module_file)
+            assert mod_spec is not None and mod_spec.loader is not None
+            mod = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(mod)
+            return mod.ffi
+        except Exception:  # a stale or damaged cache entry: rebuild below
+            pass
+    import cffi
+
+    builder = cffi.FFI()
+    builder.cdef(header)
+    builder.set_source(name, None)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = module_file.with_suffix(f".{os.getpid()}.tmp")
+        builder.emit_python_code(str(tmp))
+        os.replace(tmp, module_file)  # atomic: concurrent runs never see half a file
+    except OSError:
+        pass  # no writable cache: parse every time, still correct
+    sys.modules.pop(name, None)
+    return builder
+
+
+def _api_header(api_file: Path) -> str:
+    api_spec = importlib.util.spec_from_file_location("_iopilot_darshan_api", api_file)
+    assert api_spec is not None and api_spec.loader is not None
     api = importlib.util.module_from_spec(api_spec)
     api_spec.loader.exec_module(api)
-    ffi = cffi.FFI()
-    ffi.cdef(api.load_darshan_header(""))
-    return ffi, ffi.dlopen(str(libs[0]))
+    return api.load_darshan_header("")
 
 
 def library_version() -> str:
@@ -418,7 +460,7 @@ def _read_names(ffi: Any, lib: Any, handle: Any) -> dict[int, str]:
     return names
 
 
-def _records(ffi: Any, lib: Any, handle: Any, idx: int):  # noqa: ANN202 - generator of cdata
+def _records(ffi: Any, lib: Any, handle: Any, idx: int):
     """Yield the raw record buffers of one module, freeing each after use."""
     buf = ffi.new("void **")
     while True:
@@ -561,7 +603,7 @@ def _cross_check_dxt(trace: Trace) -> None:
         got = int(np.count_nonzero(trace.records.layer == RECORD_LAYERS.index(layer)))
         if got < expected:
             trace.warnings.append(
-                f"{log_name} holds {got:,} of the {expected:,} {layer if layer != 'MPIIO' else 'MPI-IO'}"
-                f" operations the counters report ({100 * got / expected:.1f} %): "
+                f"{log_name} holds {got:,} of the {expected:,} {display(layer)} operations"
+                f" the counters report ({100 * got / expected:.1f} %): "
                 "per-operation views and checks see only part of the run"
             )
