@@ -94,7 +94,7 @@ def trace(*tables: Counters, recs: Records | None = None, nprocs: int = 1,
     return Trace(
         source="<test>",
         job=Job(nprocs=nprocs, runtime=10.0, mounts=mounts or [], hints=hints,
-                hosts=dict(hosts or {})),  # fmt: skip
+                hosts=dict(hosts or {})),
         names=all_names,
         counters={t.layer: t for t in tables},
         records=recs if recs is not None else Records.empty(),

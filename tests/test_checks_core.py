@@ -7,9 +7,9 @@ cases where Drishti is known to be wrong.
 from __future__ import annotations
 
 import pytest
-from kit import counters, findings, trace
 
 from iopilot.checks import REGISTRY, Level
+from kit import counters, findings, trace
 
 MiB = 1024 * 1024
 

@@ -158,7 +158,7 @@ class Context:
             )
             for i in order
         ]
-        return out, int(len(ids))
+        return out, len(ids)
 
     def files_using(self, layer: str) -> set[int]:
         c = self.layer(layer)

@@ -296,7 +296,7 @@ class _Redundant(Check):
         c = ctx.layer("POSIX")
         if c is None:
             return
-        ops_name, past = RW[self.direction]
+        _ops_name, past = RW[self.direction]
         moved_col = "POSIX_BYTES_READ" if self.direction == "READ" else "POSIX_BYTES_WRITTEN"
         max_col = "POSIX_MAX_BYTE_READ" if self.direction == "READ" else "POSIX_MAX_BYTE_WRITTEN"
         ids, per = _sum_by_file(c, {"moved": c[moved_col]})
@@ -501,7 +501,7 @@ class PosixMetadataShare(Check):
             f"({meta:.2f} of {io:.2f} s summed over ranks; {opens:,} opens, {stats:,} stats).",
             drishti_note="Drishti only flags single records above 30 s",
             evidence={"metadata_seconds": round(meta, 3), "io_seconds": round(io, 3),
-                      "opens": opens, "stats": stats},  # fmt: skip
+                      "opens": opens, "stats": stats},
             files=files,
             files_total=n,
             recommendation="Reduce the number of files opened and stat'ed (fewer, larger "
