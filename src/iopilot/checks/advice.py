@@ -60,6 +60,31 @@ struct iovec iov[n];                   /* or memcpy into one staging buffer */
 pwritev(fd, iov, n, offset);"""
 
 
+DISTRIBUTED_WRITE = """\
+/* instead of gathering everything on rank 0: each rank writes its own block */
+MPI_Offset offset = (MPI_Offset)rank * block_bytes;
+MPI_File_write_at_all(fh, offset, local_buf, block_bytes, MPI_BYTE, &status);"""
+
+MPIIO_SYNC_BARRIER_SYNC = """\
+/* rank A's bytes become visible to rank B before B writes the same range */
+MPI_File_sync(fh);          /* A: push its writes to the file */
+MPI_Barrier(comm);
+MPI_File_sync(fh);          /* B: see them, then write */
+/* or have MPI-IO serialise overlapping accesses (slower): */
+MPI_File_set_atomicity(fh, 1);"""
+
+READ_ONCE_BCAST = """\
+/* one rank reads the shared input, the others receive it */
+if (rank == 0) MPI_File_read_at(fh, 0, buf, nbytes, MPI_BYTE, MPI_STATUS_IGNORE);
+MPI_Bcast(buf, nbytes, MPI_BYTE, 0, comm);"""
+
+ROMIO_READ_MODIFY_WRITE = """\
+/* ROMIO reads a region back before writing it whenever the ranks' pieces
+   leave holes in it: have the pieces tile the file without gaps, and for
+   independent writes switch the read-modify-write (data sieving) off */
+MPI_Info_set(info, "romio_ds_write", "disable");
+MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, info, &fh);"""
+
 def hdf5_alignment(threshold: int, alignment: int) -> str:
     return (
         "hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);\n"
@@ -110,3 +135,53 @@ def lfs_size(n: int) -> str:
         if n >= f and n % f == 0:
             return f"{n // f}{unit}"
     return str(n)
+
+
+def hdf5_large_selection(nelems: int) -> str:
+    """One H5Dwrite of a whole block instead of many tiny ones."""
+    return (
+        "/* select the whole block this rank owns and write it with one call,\n"
+        "   instead of calling H5Dwrite once per element or row */\n"
+        f"hsize_t start[1] = {{first}}, count[1] = {{{nelems}}};   /* elements per call */\n"
+        "hid_t filespace = H5Dget_space(dset);\n"
+        "H5Sselect_hyperslab(filespace, H5S_SELECT_SET, start, NULL, count, NULL);\n"
+        "hid_t memspace = H5Screate_simple(1, count, NULL);\n"
+        "H5Dwrite(dset, memtype, memspace, filespace, dxpl, buf);   /* buf holds the block */"
+    )
+
+
+PNETCDF_COLLECTIVE = """\
+/* stay in (or return to) collective data mode: drop ncmpi_begin_indep_data(),
+   or call ncmpi_end_indep_data(ncid) before the bulk transfers */
+MPI_Offset start[2] = {first_row, 0}, count[2] = {my_rows, ncols};
+ncmpi_put_vara_double_all(ncid, varid, start, count, buf);   /* every rank calls it */
+ncmpi_get_vara_double_all(ncid, varid, start, count, buf);   /* same for reads */"""
+
+PNETCDF_NONBLOCKING = """\
+/* post one request per variable: nothing is transferred yet */
+int req[NVARS], st[NVARS];
+for (int v = 0; v < NVARS; v++)
+    ncmpi_iput_vara_double(ncid, varid[v], start, count, buf[v], &req[v]);
+/* PnetCDF merges all pending requests into one collective MPI-IO call */
+ncmpi_wait_all(ncid, NVARS, req, st);"""
+
+
+def lustre_stripe_hints(count: int, stripe: int, path: str) -> str:
+    """Set the layout, and size collective buffers in whole stripes."""
+    return (
+        lfs_setstripe(count, lfs_size(stripe), path)
+        + "\n/* collective buffers of whole stripes: aggregators write stripe-aligned pieces */\n"
+        + f'MPI_Info_set(info, "cb_buffer_size", "{4 * stripe}");'
+    )
+
+
+def lustre_check_ost(slow: list[int], others: list[int], path: str) -> str:
+    """Look at a suspect OST, and keep new files off it until it is fixed."""
+    avoid = ",".join(str(o) for o in others[:4]) or "0,1,2,3"
+    where = " ".join(str(o) for o in slow)
+    return (
+        f"lfs df -h {path}          # fill level per OST; compare OST(s) {where} with the rest\n"
+        "lfs check osts            # connection state of each OST from this client\n"
+        "# until the OST is repaired, new files can be placed on chosen OSTs only:\n"
+        f"lfs setstripe -c {min(4, max(1, len(others[:4])))} -o {avoid} {path}"
+    )

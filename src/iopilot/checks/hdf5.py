@@ -1,0 +1,499 @@
+"""HDF5 layer: dataset request sizes, collective transfers, metadata reads, alignment, chunks.
+
+Datasets (H5D rows) point at their file through ``parent_id``; logs written
+before Darshan stored it have 0 there, and the file is then found by name
+(a dataset is named ``<file path>:<dataset path>``).  The same path has the
+same record id in every module, so an HDF5 file's POSIX rows share its id.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..model import OP_READ, Counters
+from . import advice
+from .base import Check, Context, Finding, Level, check, pct
+from .lustre import common_access, gather, index_of
+
+KiB = 1024
+# Names that mark a file as HDF5 when the log has no H5F record for it
+# (e.g. Darshan ran without its HDF5 module).
+_H5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf")
+
+
+def _file_of(name: str, by_path: dict[str, int]) -> int:
+    """The record id of the file part of a dataset name, 0 if not found."""
+    i = name.find(":")
+    while i > 0:
+        fid = by_path.get(name[:i])
+        if fid is not None:
+            return fid
+        i = name.find(":", i + 1)
+    return 0
+
+
+def dataset_files(ctx: Context, d: Counters) -> np.ndarray:
+    """For each H5D row, the record id of its file (0 when unknown)."""
+    parent = (
+        d.parent_id.astype(np.uint64)
+        if d.parent_id is not None
+        else np.zeros(len(d), np.uint64)
+    )
+    missing = parent == 0
+    if missing.any():
+        by_path = {n: i for i, n in ctx.trace.names.items()}
+        ids, inv = np.unique(d.file_id[missing], return_inverse=True)
+        # One name lookup per dataset, not per row.
+        found = np.array([_file_of(ctx.trace.name(int(i)), by_path) for i in ids], np.uint64)
+        parent = parent.copy()
+        parent[missing] = found[inv]
+    return parent
+
+
+def hdf5_file_ids(ctx: Context, by_name: bool = True) -> np.ndarray:
+    """Sorted record ids of the files known (or, with ``by_name``, named) to be HDF5."""
+    parts = []
+    f = ctx.layer("H5F")
+    if f is not None:
+        parts.append(f.file_id)
+    d = ctx.layer("H5D")
+    if d is not None:
+        par = dataset_files(ctx, d)
+        parts.append(par[par != 0])
+    p = ctx.layer("POSIX")
+    if p is not None and by_name:
+        ids = np.unique(p.file_id)
+        named = np.array(
+            [ctx.trace.name(int(i)).lower().endswith(_H5_SUFFIXES) for i in ids], bool
+        )
+        parts.append(ids[named])
+    if not parts:
+        return np.zeros(0, np.uint64)
+    return np.unique(np.concatenate(parts).astype(np.uint64))
+
+
+def _per_file(ids: np.ndarray, inv: np.ndarray, col: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(ids), np.int64)
+    np.add.at(out, inv, col)
+    return out
+
+
+@check
+class Hdf5SmallDatasetAccess(Check):
+    """HDF5 dataset reads and writes that move only a few bytes each."""
+
+    id = "hdf5-small-dataset-access"
+    layer = "H5D"
+    drishti = None
+    uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count", "hdf5_tiny_access")
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        d = ctx.layer("H5D")
+        if d is None:
+            return
+        ops = np.maximum(d["H5D_READS"], 0) + np.maximum(d["H5D_WRITES"], 0)
+        total = int(ops.sum())
+        if not total:
+            return
+        small = ctx.small_ops(d, "H5D_SIZE", "READ_AGG") + ctx.small_ops(d, "H5D_SIZE", "WRITE_AGG")
+        moved = np.maximum(d["H5D_BYTES_READ"], 0) + np.maximum(d["H5D_BYTES_WRITTEN"], 0)
+        n_small, nbytes = int(small.sum()), int(moved.sum())
+        mean = nbytes / total
+        t = ctx.thresholds
+        many = n_small / total > t["small_requests_ratio"] and n_small > t["hdf5_small_count"]
+        tiny = mean < t["hdf5_tiny_access"]
+        if not (many or tiny):
+            return
+        ids, inv = np.unique(d.file_id, return_inverse=True)
+        f_small, f_ops = _per_file(ids, inv, small), _per_file(ids, inv, ops)
+        f_bytes = _per_file(ids, inv, moved)
+        f_mean = np.where(f_ops > 0, f_bytes / np.maximum(f_ops, 1), 0.0)
+        files, n = ctx.top_files(
+            ids, f_small if many else f_ops,
+            {"small accesses": f_small, "accesses": f_ops, "mean bytes": np.round(f_mean, 1)},
+            (f_small > 0) if many else (f_ops > 0) & (f_mean < t["hdf5_tiny_access"]),
+        )  # fmt: skip
+        limit = advice.human_size(t["small_request_size"])
+        if many:
+            level = Level.HIGH
+            msg = (
+                f"{n_small:,} of {total:,} HDF5 dataset reads/writes ({pct(n_small, total):.1f} %)"
+                f" move less than {limit} each; the mean is {advice.human_size(mean)}."
+            )
+        else:
+            level = Level.WARN
+            msg = (
+                f"HDF5 dataset accesses are tiny: {total:,} H5Dread/H5Dwrite calls move "
+                f"{advice.human_size(nbytes)} in all, {advice.human_size(mean)} per call on "
+                "average."
+            )
+        # Elements per call that reach the small-request size with the usual datatype.
+        tsize = int(np.median(np.maximum(d["H5D_DATATYPE_SIZE"][ops > 0], 1)))
+        nelems = max(1, math.ceil(t["small_request_size"] / tsize))
+        rec = (
+            "Make each H5Dread/H5Dwrite move a large hyperslab: gather what a rank owns in "
+            "memory (or buffer several steps) and write it with one call, so that HDF5 and the "
+            "file system see few large requests instead of many tiny ones"
+        )
+        hit = (small > 0) if many else (ops > 0)
+        shared = np.fromiter(ctx.shared_ids, np.uint64, len(ctx.shared_ids))
+        if ctx.trace.job.nprocs > 1 and np.isin(dataset_files(ctx, d)[hit], shared).any():
+            rec += "; on shared files, make the transfers collective as well"
+        yield self.finding(
+            ctx,
+            level,
+            msg,
+            evidence={"small_accesses": n_small, "accesses": total, "bytes": nbytes,
+                      "mean_bytes": round(mean, 1)},
+            files=files,
+            files_total=n,
+            recommendation=rec + ".",
+            snippet=advice.hdf5_large_selection(nelems),
+            snippet_lang="c",
+        )  # fmt: skip
+
+
+def _mpiio_files(ctx: Context) -> np.ndarray:
+    """Files opened through HDF5's MPI-IO driver (H5F_USE_MPIIO, else MPI-IO rows)."""
+    f, m = ctx.layer("H5F"), ctx.layer("MPIIO")
+    parts = []
+    h5f_ids = np.zeros(0, np.uint64)
+    if f is not None:
+        parts.append(f.file_id[f["H5F_USE_MPIIO"] > 0])
+        h5f_ids = np.unique(f.file_id)
+    if m is not None:
+        # Without an H5F record, an MPI-IO record of the same file says the same.
+        mids = np.unique(m.file_id)
+        parts.append(mids[~np.isin(mids, h5f_ids)])
+    if not parts:
+        return np.zeros(0, np.uint64)
+    return np.unique(np.concatenate(parts).astype(np.uint64))
+
+
+@check
+class Hdf5IndependentTransfers(Check):
+    """Parallel HDF5 datasets read or written only with independent transfers."""
+
+    id = "hdf5-independent-transfers"
+    layer = "H5D"
+    drishti = None
+    uses = ("collective_ops",)
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        d = ctx.layer("H5D")
+        nprocs = ctx.trace.job.nprocs
+        if d is None or nprocs < 2:
+            return
+        ops = np.maximum(d["H5D_READS"], 0) + np.maximum(d["H5D_WRITES"], 0)
+        files = dataset_files(ctx, d)
+        shared = np.fromiter(ctx.shared_ids, np.uint64, len(ctx.shared_ids))
+        indep = (
+            (ops > 0)
+            & (d["H5D_USE_MPIIO_COLLECTIVE"] == 0)
+            & np.isin(files, _mpiio_files(ctx))
+            & (np.isin(files, shared) | np.isin(d.file_id, shared))
+        )
+        if not indep.any():
+            return
+        n_ops = int(ops[indep].sum())
+        reads, writes = int(d["H5D_READS"][indep].sum()), int(d["H5D_WRITES"][indep].sum())
+        ids, inv = np.unique(d.file_id[indep], return_inverse=True)
+        per = _per_file(ids, inv, ops[indep])
+        listed, n_ds = ctx.top_files(ids, per, {"independent reads/writes": per})
+        h5_files = np.unique(files[indep])
+        level = Level.HIGH if n_ops > ctx.thresholds["collective_ops"] else Level.WARN
+        evidence: dict[str, float | int | str] = {
+            "datasets": n_ds, "files": len(h5_files), "reads": reads, "writes": writes,
+        }  # fmt: skip
+        note = ""
+        m = ctx.layer("MPIIO")
+        if m is not None:
+            on = np.isin(m.file_id, h5_files)
+            coll = sum(int(m[f"MPIIO_{k}_{rw}"][on].sum())
+                       for k in ("COLL", "SPLIT") for rw in ("READS", "WRITES"))  # fmt: skip
+            ind = int(m["MPIIO_INDEP_READS"][on].sum() + m["MPIIO_INDEP_WRITES"][on].sum())
+            evidence.update(mpiio_independent=ind, mpiio_collective=coll)
+            if coll:
+                # Collective MPI-IO traffic on the same files contradicts the H5D flag:
+                # metadata writes, or a Darshan built without HDF5's parallel API.
+                level = Level.INFO
+                note = (
+                    f" MPI-IO did see {coll:,} collective operations on these files, so some "
+                    "transfers may be collective after all (Darshan only sets the flag when it "
+                    "can query the transfer property)."
+                )
+            elif on.any():
+                note = f" MPI-IO agrees: {ind:,} independent and no collective operations."
+        yield self.finding(
+            ctx,
+            level,
+            f"{n_ds} dataset(s) in {len(h5_files)} file(s) opened with the MPI-IO driver by "
+            f"{nprocs} ranks are accessed with independent transfers only ({reads:,} reads, "
+            f"{writes:,} writes)." + note,
+            evidence=evidence,
+            files=listed,
+            files_total=n_ds,
+            recommendation="Pass a dataset-transfer property list set to collective to "
+            "H5Dread/H5Dwrite, so that MPI-IO can merge the ranks' pieces into large requests "
+            "issued by a few aggregators.",
+            snippet=advice.HDF5_COLLECTIVE,
+            snippet_lang="c",
+        )
+
+
+@check
+class Hdf5MetadataReads(Check):
+    """Every rank reads the metadata of a shared HDF5 file on its own."""
+
+    id = "hdf5-metadata-reads"
+    layer = "H5F"
+    drishti = None
+    uses = ("hdf5_meta_read_share",)
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        nprocs = ctx.trace.job.nprocs
+        p = ctx.layer("POSIX")
+        if p is None or nprocs < 2:
+            return
+        p = p.select(np.isin(p.file_id, hdf5_file_ids(ctx)))
+        if not len(p):
+            return
+        small = np.maximum(p["POSIX_SIZE_READ_0_100"], 0) + np.maximum(
+            p["POSIX_SIZE_READ_100_1K"], 0
+        )
+        ids, inv = np.unique(p.file_id, return_inverse=True)
+        reduced = np.zeros(len(ids), bool)
+        np.logical_or.at(reduced, inv, p.rank == -1)
+        openers = np.where(reduced, nprocs, _per_file(ids, inv, (p.rank >= 0).astype(np.int64)))
+        f_small = _per_file(ids, inv, small)
+        # Ranks with small reads: exact from per-rank rows or DXT, unknown for
+        # reduced rows (Darshan summed them).
+        readers = _per_file(ids, inv, ((p.rank >= 0) & (small > 0)).astype(np.int64))
+        exact = ~reduced
+        offsets = np.zeros(len(ids), np.int64)  # distinct small-read offsets (DXT only)
+        recs = ctx.trace.records
+        if len(recs):
+            r = recs.of_layer("POSIX")
+            k = index_of(ids, r.file_id)
+            traced = np.zeros(len(ids), bool)
+            traced[k[k >= 0]] = True
+            m = (k >= 0) & (r.op == OP_READ) & (r.length < KiB)
+            pairs = np.unique(np.stack([k[m], r.rank[m].astype(np.int64)]), axis=1)
+            readers[traced] = 0
+            np.add.at(readers, pairs[0], 1)
+            spots = np.unique(np.stack([k[m], r.offset[m]]), axis=1)
+            np.add.at(offsets, spots[0], 1)
+            exact |= traced
+        share = readers / np.maximum(openers, 1)
+        firm = exact & (readers > 1) & (share >= ctx.thresholds["hdf5_meta_read_share"])
+        # A reduced record cannot say which ranks read; at least one small read
+        # per rank is consistent with every rank reading the metadata.
+        likely = ~exact & (openers > 1) & (f_small >= openers)
+        bad = firm | likely
+        if not bad.any():
+            return
+        files, n = ctx.top_files(
+            ids, f_small.astype(np.float64),
+            {"small reads": f_small, "ranks reading small pieces": np.where(exact, readers, -1),
+             "ranks opening": openers},
+            bad,
+        )  # fmt: skip
+        n_small = int(f_small[bad].sum())
+        evidence: dict[str, float | int | str] = {"files": n, "small_reads": n_small}
+        if firm.any():
+            level = Level.WARN
+            w = int(np.argmax(np.where(firm, f_small, -1)))
+            evidence.update(ranks_reading=int(readers[w]), ranks_opening=int(openers[w]))
+            msg = (
+                f"{int(readers[w])} of {int(openers[w])} ranks read small pieces (< 1 KiB) of "
+                f"the shared HDF5 file(s) themselves, {n_small:,} small reads in all: each rank "
+                "reads the file's metadata independently."
+            )
+            if offsets[w]:
+                evidence["distinct_offsets"] = int(offsets[w])
+                msg += f" DXT shows they read only {int(offsets[w])} distinct offsets."
+        else:
+            level = Level.INFO
+            w = int(np.argmax(np.where(likely, f_small, -1)))
+            msg = (
+                f"HDF5 file(s) opened by all {int(openers[w])} ranks saw {n_small:,} small "
+                "reads (< 1 KiB), at least one per rank: probably every rank reads the "
+                "metadata itself (the counters are summed over ranks, so this is not certain)."
+            )
+        yield self.finding(
+            ctx,
+            level,
+            msg,
+            evidence=evidence,
+            files=files,
+            files_total=n,
+            recommendation="Let one rank read the metadata and share it: enable collective "
+            "metadata operations on the file-access property list (HDF5 1.10 or later).",
+            snippet=advice.HDF5_COLLECTIVE_METADATA,
+            snippet_lang="c",
+        )
+
+
+@check
+class Hdf5Alignment(Check):
+    """Large requests to HDF5 files start off block or stripe boundaries."""
+
+    id = "hdf5-alignment"
+    layer = "H5F"
+    drishti = None
+    uses = ("misaligned_ratio",)
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        p = ctx.layer("POSIX")
+        if p is None:
+            return
+        p = p.select(np.isin(p.file_id, hdf5_file_ids(ctx)))
+        if not len(p):
+            return
+        ids, inv = np.unique(p.file_id, return_inverse=True)
+        rw = np.maximum(p["POSIX_READS"], 0) + np.maximum(p["POSIX_WRITES"], 0)
+        ops = _per_file(ids, inv, rw)
+        bad_n = _per_file(ids, inv, np.maximum(p["POSIX_FILE_NOT_ALIGNED"], 0))
+        measured = np.zeros(len(ids), np.int64)  # the unit Darshan checked against
+        np.maximum.at(measured, inv, p["POSIX_FILE_ALIGNMENT"])
+        acc_ids, acc_size, _ = common_access(p)
+        size = gather(acc_size, index_of(acc_ids, ids))
+        # Align to the Lustre stripe when known: that is the unit that matters.
+        stripe = np.zeros(len(ids), np.int64)
+        table = ctx.trace.lustre
+        if table is not None and len(table):
+            lids, first = np.unique(table.file_id, return_index=True)
+            stripe = gather(table.stripe_size[first], index_of(lids, ids))
+        align = np.where(stripe > 0, stripe, measured)
+        share = bad_n / np.maximum(ops, 1)
+        bad = (
+            (ops > 0)
+            & (share > ctx.thresholds["misaligned_ratio"])
+            & (size >= 64 * KiB)
+            & (align > 0)
+        )
+        if not bad.any():
+            return
+        files, n = ctx.top_files(
+            ids, bad_n.astype(np.float64),
+            {"misaligned": bad_n, "requests": ops, "common request bytes": size,
+             "alignment": align},
+            bad,
+        )  # fmt: skip
+        w = int(np.argmax(np.where(bad, bad_n, -1)))
+        alignment, req = int(align[w]), int(size[w])
+        threshold = max(64 * KiB, req // 2)
+        unit = "Lustre stripe" if stripe[w] > 0 else "file-system block"
+        named = "" if np.isin(ids[w], hdf5_file_ids(ctx, by_name=False)) else (
+            " (HDF5 by its name: the log has no HDF5 record of it)"
+        )
+        yield self.finding(
+            ctx,
+            Level.WARN,
+            f"{pct(bad_n[w], ops[w]):.1f} % of the POSIX requests to HDF5 file "
+            f"{ctx.trace.name(int(ids[w]))}{named} ({int(bad_n[w]):,} of {int(ops[w]):,}) start "
+            f"off the {advice.human_size(measured[w])} boundary Darshan checks, while its common "
+            f"request is {advice.human_size(req)}: HDF5 packs datasets right after its metadata, "
+            f"so large transfers straddle {unit}s"
+            + (f" ({n} HDF5 files affected)." if n > 1 else "."),
+            evidence={"misaligned": int(bad_n[w]), "requests": int(ops[w]),
+                      "common_request": req, "alignment": alignment, "threshold": threshold},
+            files=files,
+            files_total=n,
+            recommendation=f"Ask HDF5 to start every object of {advice.human_size(threshold)} "
+            f"or more on a {advice.human_size(alignment)} boundary (the {unit} size), so that "
+            "dataset data begins on a boundary and large requests map onto whole blocks.",
+            snippet=advice.hdf5_alignment(threshold, alignment),
+            snippet_lang="c",
+        )  # fmt: skip
+
+
+def _dims(d: Counters, row: int, prefix: str, ndims: int, reverse_right: bool) -> list[int]:
+    """Dimensions of one row in C order.
+
+    Darshan stores chunk sizes fastest dimension first from D1, and access
+    lengths right-aligned with the slowest dimension in D5.
+    """
+    vals = [int(d[f"{prefix}{i}"][row]) for i in range(1, 6)]
+    n = min(max(ndims, 1), 5)
+    if reverse_right:
+        return vals[5 - n :][::-1]
+    return vals[:n][::-1]
+
+
+@check
+class Hdf5Chunking(Check):
+    """Chunked HDF5 datasets whose chunks are too small for their accesses."""
+
+    id = "hdf5-chunking"
+    layer = "H5D"
+    drishti = None
+    uses = ("chunk_min_bytes", "chunk_access_ratio")
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        d = ctx.layer("H5D")
+        if d is None:
+            return
+        t = ctx.thresholds
+        chunk = np.stack([d[f"H5D_CHUNK_SIZE_D{i}"] for i in range(1, 6)], axis=1)
+        ops = np.maximum(d["H5D_READS"], 0) + np.maximum(d["H5D_WRITES"], 0)
+        tsize = np.maximum(d["H5D_DATATYPE_SIZE"], 1)
+        points = np.prod(np.where(chunk > 0, chunk, 1), axis=1)
+        cbytes = points * tsize
+        access = np.maximum(d["H5D_ACCESS1_ACCESS"], 0)  # bytes of the most common access
+        # A chunk that holds the whole dataset is as large as it can usefully be.
+        whole = points >= np.maximum(d["H5D_DATASPACE_NPOINTS"], 1)
+        small = cbytes < t["chunk_min_bytes"]
+        outsized = access > cbytes * t["chunk_access_ratio"]
+        bad = (chunk[:, 0] > 0) & (ops > 0) & ~whole & (small | outsized)
+        if not bad.any():
+            return
+        ids, first = np.unique(d.file_id[bad], return_index=True)
+        rows = np.flatnonzero(bad)[first]  # one row per dataset
+        files, n = ctx.top_files(
+            ids, (access[rows] / cbytes[rows]).astype(np.float64),
+            {"chunk bytes": cbytes[rows], "common access bytes": access[rows],
+             "accesses": ops[rows]},
+        )  # fmt: skip
+        w = int(rows[np.argmax(access[rows] / cbytes[rows])])
+        ndims = int(d["H5D_DATASPACE_NDIMS"][w])
+        cdims = _dims(d, w, "H5D_CHUNK_SIZE_D", ndims, reverse_right=False)
+        adims = _dims(d, w, "H5D_ACCESS1_LENGTH_D", ndims, reverse_right=True)
+        target = max(int(access[w]), int(t["chunk_min_bytes"]))
+        if all(x > 0 for x in adims) and int(np.prod(adims)) * int(tsize[w]) >= cbytes[w]:
+            dims = adims
+            why = "the shape of the most common access"
+        else:
+            # Access shape unknown: grow the slowest dimension to reach the target.
+            dims = list(cdims)
+            dims[0] *= max(1, math.ceil(target / int(cbytes[w])))
+            why = "the old chunk grown along its slowest dimension"
+        # Chunks above 64 MiB strain HDF5's chunk cache; halve the slowest dimension.
+        while int(np.prod(dims)) * int(tsize[w]) > 64 * 1024 * 1024 and dims[0] > 1:
+            dims[0] = (dims[0] + 1) // 2
+        ratio = access[w] / cbytes[w]
+        detail = (
+            f"a typical access moves {advice.human_size(access[w])}, {ratio:.0f}x a chunk"
+            if outsized[w]
+            else f"below {advice.human_size(t['chunk_min_bytes'])}"
+        )
+        yield self.finding(
+            ctx,
+            Level.WARN,
+            f"{n} chunked dataset(s) use chunks that are too small: "
+            f"{ctx.trace.name(int(d.file_id[w]))} has chunks of {cdims} elements "
+            f"({advice.human_size(cbytes[w])}), {detail}.",
+            evidence={"datasets": n, "chunk_bytes": int(cbytes[w]),
+                      "access_bytes": int(access[w]), "chunk_dims": str(cdims),
+                      "suggested_dims": str(dims)},
+            files=files,
+            files_total=n,
+            recommendation=f"Create the dataset with larger chunks, e.g. {dims} ({why}), so "
+            "that one access reads or writes a few whole chunks instead of many small ones; "
+            "chunks of a few MiB suit parallel file systems.",
+            snippet=advice.hdf5_chunk(dims),
+            snippet_lang="c",
+        )  # fmt: skip
