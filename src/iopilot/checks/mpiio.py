@@ -91,7 +91,18 @@ class _Collective(Check):
                 snippet=snippet,
                 snippet_lang="c",
             )
-        elif coll:
+        elif coll == 0:
+            yield self.finding(
+                ctx,
+                Level.INFO,
+                f"No MPI-IO {word} is collective: {indep:,} independent {word}s, averaging "
+                f"{advice.human_size(_avg_bytes(c, word, total))} each; too few "
+                f"(at most {t['collective_ops']:,}) to make it a problem.",
+                drishti=None,
+                drishti_note="Drishti says nothing below its operation threshold",
+                evidence=evidence,
+            )
+        else:
             yield self.finding(
                 ctx,
                 Level.OK,
@@ -99,6 +110,11 @@ class _Collective(Check):
                 drishti=self.ok_code,
                 evidence=evidence,
             )
+
+
+def _avg_bytes(c, word: str, ops: int) -> float:
+    moved = c.total("MPIIO_BYTES_READ" if word == "read" else "MPIIO_BYTES_WRITTEN")
+    return moved / ops if ops else 0.0
 
 
 @check

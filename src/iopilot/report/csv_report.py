@@ -12,11 +12,14 @@ COLUMNS = ("source", "check", "drishti", "layer", "level", "message", "files_tot
 
 def render(reports: list[dict[str, Any]]) -> str:
     out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(COLUMNS)
+    wr = csv.writer(out, lineterminator="\n")
+    wr.writerow(COLUMNS)
     for r in reports:
+        # Incomplete data must show in every output, the flat table included.
+        for w in r["warnings"]:
+            wr.writerow([r["source"], "incomplete-data", "", "DATA", "WARN", w, 0, "", ""])
         for f in r["findings"]:
-            w.writerow(
+            wr.writerow(
                 [
                     r["source"],
                     f["check"],
