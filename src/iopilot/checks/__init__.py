@@ -11,11 +11,7 @@ from .engine import Diagnosis, diagnose
 
 _LAYERS = ("stdio", "posix", "mpiio", "hdf5", "pnetcdf", "lustre", "ranks")
 for _name in _LAYERS:
-    try:
-        import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as _e:  # layers are added one file at a time
-        if _e.name != f"{__name__}.{_name}":
-            raise
+    import_module(f"{__name__}.{_name}")
 
 __all__ = [
     "REGISTRY",
