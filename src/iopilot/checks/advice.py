@@ -27,6 +27,7 @@ MPI_Info_create(&info);
 MPI_Info_set(info, "romio_cb_write", "enable");
 MPI_Info_set(info, "romio_cb_read", "enable");
 MPI_Info_set(info, "cb_buffer_size", "16777216");   /* 16 MiB per aggregator */
+MPI_Info_set(info, "striping_unit", "4194304");     /* Lustre: new files, 4 MiB stripes */
 MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, info, &fh);"""
 
 HDF5_COLLECTIVE = """\

@@ -34,6 +34,17 @@ def _uses(ctx: Context) -> str:
     return "posix"
 
 
+def _collective_share(ctx: Context, direction: str) -> float:
+    """Share of MPI-IO reads or writes that are collective (0 without MPI-IO)."""
+    c = ctx.layer("MPIIO")
+    if c is None:
+        return 0.0
+    rw = "READS" if direction == "READ" else "WRITES"
+    coll = c.total(f"MPIIO_COLL_{rw}") + c.total(f"MPIIO_SPLIT_{rw}")
+    total = coll + c.total(f"MPIIO_INDEP_{rw}") + c.total(f"MPIIO_NB_{rw}")
+    return coll / total if total else 0.0
+
+
 class _Intensity(Check):
     layer = "POSIX"
     uses = ("intensity",)
@@ -144,6 +155,15 @@ class _SmallRequests(Check):
                 "and set chunk sizes to match the access pattern"
             )
             snippet = advice.HDF5_COLLECTIVE
+        elif _collective_share(ctx, self.direction) >= 0.5:
+            # Collective I/O is already in use, so the small requests come from
+            # the aggregators: give them bigger, stripe-aligned buffers.
+            rec = (
+                "Collective I/O is already in use, yet the aggregators still issue small "
+                "requests: enlarge the collective buffer and align file domains to the "
+                "file system's stripes"
+            )
+            snippet = advice.MPIIO_HINTS_CB
         elif style in ("mpiio", "pnetcdf") or self.shared_only:
             rec += "; with MPI-IO, collective calls let aggregators merge the pieces"
             snippet = (

@@ -6,7 +6,6 @@ agree where they should; the others are ours and documented here.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +75,8 @@ def load(config: str | None = None, overrides: list[str] | None = None) -> dict[
     """Defaults, then a TOML file (``[thresholds]`` table or top level), then ``k=v``."""
     values = defaults()
     if config:
+        import tomllib  # only when a file is given: it costs start-up time
+
         try:
             data = tomllib.loads(Path(config).read_text())
         except FileNotFoundError:

@@ -90,11 +90,12 @@ def _ffi_for(api_file: Path) -> Any:
     whole report; so the parsed form is kept as cffi's pre-built Python
     module in a cache directory and later runs just import it.
     """
-    import hashlib
     import sys
+    import zlib
 
     header = _api_header(api_file)
-    key = hashlib.sha1(header.encode()).hexdigest()[:16]
+    # Only a cache key: crc32 avoids loading OpenSSL for hashlib (3 ms).
+    key = f"{zlib.crc32(header.encode()):08x}{len(header):x}"
     name = f"_iopilot_darshan_ffi_{key}"
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iopilot"
     module_file = cache / f"{name}.py"
