@@ -1,0 +1,438 @@
+/* POSIX layer: descriptors, data calls, metadata calls, exec.
+ *
+ * Each family of calls has one template macro below; the lists at the end
+ * of each section expand them once per function (and per 32/64-bit or
+ * fortified alias), so a new alias is one line.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core.h"
+
+/* ------------------------------------------------------------------ */
+/* Opening.  Variadic mode argument only when a file may be created. */
+
+static int wants_mode(int flags) {
+    return (flags & O_CREAT) || ((flags & O_TMPFILE) == O_TMPFILE);
+}
+
+static void opened(int fd, const char *path, int flags, double t1, double t2) {
+    if (fd < 0) return;
+    uint64_t id = iop_register_path(path);
+    iop_fd_set(fd, id, (flags & O_APPEND) ? IOP_OFFSET_END : 0);
+    iop_open *o = iop_fd(fd);
+    if (o) iop_meta_op(o->st, IOP_OP_OPEN, IOP_C_OPENS, t1, t2, 0);
+}
+
+#define WRAP_OPEN(name)                                                 \
+    REAL_DECL(int, name, (const char *, int, ...));                     \
+    IOP_EXPORT int name(const char *path, int flags, ...) {             \
+        mode_t mode = 0;                                                \
+        if (wants_mode(flags)) {                                        \
+            va_list ap;                                                 \
+            va_start(ap, flags);                                        \
+            mode = va_arg(ap, mode_t);                                  \
+            va_end(ap);                                                 \
+        }                                                               \
+        if (!iop_active()) return REAL(name)(path, flags, mode);        \
+        double t1 = iop_now();                                          \
+        int fd = REAL(name)(path, flags, mode);                         \
+        int e = errno;                                                  \
+        opened(fd, path, flags, t1, iop_now());                         \
+        errno = e;                                                      \
+        return fd;                                                      \
+    }
+
+#define WRAP_OPENAT(name)                                               \
+    REAL_DECL(int, name, (int, const char *, int, ...));                \
+    IOP_EXPORT int name(int dirfd, const char *path, int flags, ...) {  \
+        mode_t mode = 0;                                                \
+        if (wants_mode(flags)) {                                        \
+            va_list ap;                                                 \
+            va_start(ap, flags);                                        \
+            mode = va_arg(ap, mode_t);                                  \
+            va_end(ap);                                                 \
+        }                                                               \
+        if (!iop_active()) return REAL(name)(dirfd, path, flags, mode); \
+        double t1 = iop_now();                                          \
+        int fd = REAL(name)(dirfd, path, flags, mode);                  \
+        int e = errno;                                                  \
+        double t2 = iop_now();                                          \
+        if (fd >= 0) {                                                  \
+            if (path[0] == '/' || dirfd == AT_FDCWD)                    \
+                opened(fd, path, flags, t1, t2);                        \
+            else {                                                      \
+                iop_fd_set(fd, iop_register_fd_path(fd), 0);            \
+                iop_open *o = iop_fd(fd);                               \
+                if (o) iop_meta_op(o->st, IOP_OP_OPEN, IOP_C_OPENS, t1, t2, 0); \
+            }                                                           \
+        }                                                               \
+        errno = e;                                                      \
+        return fd;                                                      \
+    }
+
+/* glibc's fortified open: (path, flags) with no mode. */
+#define WRAP_OPEN_2(name)                                    \
+    REAL_DECL(int, name, (const char *, int));               \
+    IOP_EXPORT int name(const char *path, int flags) {       \
+        if (!iop_active()) return REAL(name)(path, flags);   \
+        double t1 = iop_now();                               \
+        int fd = REAL(name)(path, flags);                    \
+        int e = errno;                                       \
+        opened(fd, path, flags, t1, iop_now());              \
+        errno = e;                                           \
+        return fd;                                           \
+    }
+
+#define WRAP_CREAT(name)                                                \
+    REAL_DECL(int, name, (const char *, mode_t));                       \
+    IOP_EXPORT int name(const char *path, mode_t mode) {                \
+        if (!iop_active()) return REAL(name)(path, mode);               \
+        double t1 = iop_now();                                          \
+        int fd = REAL(name)(path, mode);                                \
+        int e = errno;                                                  \
+        opened(fd, path, O_CREAT | O_WRONLY | O_TRUNC, t1, iop_now());  \
+        errno = e;                                                      \
+        return fd;                                                      \
+    }
+
+WRAP_OPEN(open)
+WRAP_OPEN(open64)
+WRAP_OPENAT(openat)
+WRAP_OPENAT(openat64)
+WRAP_OPEN_2(__open_2)
+WRAP_OPEN_2(__open64_2)
+WRAP_CREAT(creat)
+WRAP_CREAT(creat64)
+
+IOP_EXPORT int __openat_2(int dirfd, const char *path, int flags) {
+    return openat(dirfd, path, flags);
+}
+IOP_EXPORT int __openat64_2(int dirfd, const char *path, int flags) {
+    return openat64(dirfd, path, flags);
+}
+
+REAL_DECL(int, close, (int));
+IOP_EXPORT int close(int fd) {
+    iop_open *o = iop_active() ? iop_fd(fd) : NULL;
+    if (!o) return REAL(close)(fd);
+    iop_stats *st = o->st;
+    iop_fd_clear(fd);
+    double t1 = iop_now();
+    int r = REAL(close)(fd);
+    int e = errno;
+    iop_meta_op(st, IOP_OP_CLOSE, -1, t1, iop_now(), r < 0 ? IOP_FLAG_ERROR : 0);
+    errno = e;
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Data at the descriptor's position: read, write and their fortified and
+ * vector forms.  ``CALL`` is the real call, ``BUF`` the buffer to check. */
+
+#define DATA_AT_POSITION(op, fd, BUF, CALL)                             \
+    iop_open *o = iop_active() ? iop_fd(fd) : NULL;                     \
+    if (!o) return CALL;                                                \
+    double t1 = iop_now();                                              \
+    ssize_t r = CALL;                                                   \
+    int e = errno;                                                      \
+    double t2 = iop_now();                                              \
+    int64_t off = o->offset;                                            \
+    if (r > 0) o->offset += r;                                          \
+    iop_data_op(o->st, op, off, r, BUF, o->alignment, t1, t2, 0);       \
+    errno = e;                                                          \
+    return r
+
+#define DATA_AT_OFFSET(op, fd, BUF, OFF, CALL)                          \
+    iop_open *o = iop_active() ? iop_fd(fd) : NULL;                     \
+    if (!o) return CALL;                                                \
+    double t1 = iop_now();                                              \
+    ssize_t r = CALL;                                                   \
+    int e = errno;                                                      \
+    double t2 = iop_now();                                              \
+    iop_data_op(o->st, op, (int64_t)(OFF), r, BUF, o->alignment, t1, t2, 0); \
+    errno = e;                                                          \
+    return r
+
+#define WRAP_RW(name, op, BUFT)                                               \
+    REAL_DECL(ssize_t, name, (int, BUFT, size_t));                            \
+    IOP_EXPORT ssize_t name(int fd, BUFT buf, size_t n) {                     \
+        DATA_AT_POSITION(op, fd, buf, REAL(name)(fd, buf, n));                \
+    }
+
+#define WRAP_PRW(name, op, BUFT, OFFT)                                        \
+    REAL_DECL(ssize_t, name, (int, BUFT, size_t, OFFT));                      \
+    IOP_EXPORT ssize_t name(int fd, BUFT buf, size_t n, OFFT off) {           \
+        DATA_AT_OFFSET(op, fd, buf, off, REAL(name)(fd, buf, n, off));        \
+    }
+
+#define WRAP_RWV(name, op)                                                    \
+    REAL_DECL(ssize_t, name, (int, const struct iovec *, int));               \
+    IOP_EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt) {       \
+        DATA_AT_POSITION(op, fd, cnt > 0 ? iov[0].iov_base : NULL,            \
+                         REAL(name)(fd, iov, cnt));                           \
+    }
+
+#define WRAP_PRWV(name, op, OFFT)                                             \
+    REAL_DECL(ssize_t, name, (int, const struct iovec *, int, OFFT));         \
+    IOP_EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt, OFFT off) { \
+        DATA_AT_OFFSET(op, fd, cnt > 0 ? iov[0].iov_base : NULL, off,         \
+                       REAL(name)(fd, iov, cnt, off));                        \
+    }
+
+#define WRAP_PRWV2(name, op, OFFT)                                            \
+    REAL_DECL(ssize_t, name, (int, const struct iovec *, int, OFFT, int));    \
+    IOP_EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt, OFFT off, int fl) { \
+        DATA_AT_OFFSET(op, fd, cnt > 0 ? iov[0].iov_base : NULL, off,         \
+                       REAL(name)(fd, iov, cnt, off, fl));                    \
+    }
+
+WRAP_RW(read, IOP_OP_READ, void *)
+WRAP_RW(write, IOP_OP_WRITE, const void *)
+WRAP_PRW(pread, IOP_OP_READ, void *, off_t)
+WRAP_PRW(pwrite, IOP_OP_WRITE, const void *, off_t)
+WRAP_PRW(pread64, IOP_OP_READ, void *, off64_t)
+WRAP_PRW(pwrite64, IOP_OP_WRITE, const void *, off64_t)
+WRAP_RWV(readv, IOP_OP_READ)
+WRAP_RWV(writev, IOP_OP_WRITE)
+WRAP_PRWV(preadv, IOP_OP_READ, off_t)
+WRAP_PRWV(pwritev, IOP_OP_WRITE, off_t)
+WRAP_PRWV(preadv64, IOP_OP_READ, off64_t)
+WRAP_PRWV(pwritev64, IOP_OP_WRITE, off64_t)
+WRAP_PRWV2(preadv2, IOP_OP_READ, off_t)
+WRAP_PRWV2(pwritev2, IOP_OP_WRITE, off_t)
+
+/* Fortified reads (-D_FORTIFY_SOURCE): an extra buffer-length argument. */
+REAL_DECL(ssize_t, __read_chk, (int, void *, size_t, size_t));
+IOP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen) {
+    DATA_AT_POSITION(IOP_OP_READ, fd, buf, REAL(__read_chk)(fd, buf, n, buflen));
+}
+REAL_DECL(ssize_t, __pread_chk, (int, void *, size_t, off_t, size_t));
+IOP_EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen) {
+    DATA_AT_OFFSET(IOP_OP_READ, fd, buf, off, REAL(__pread_chk)(fd, buf, n, off, buflen));
+}
+REAL_DECL(ssize_t, __pread64_chk, (int, void *, size_t, off64_t, size_t));
+IOP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen) {
+    DATA_AT_OFFSET(IOP_OP_READ, fd, buf, off, REAL(__pread64_chk)(fd, buf, n, off, buflen));
+}
+
+/* ------------------------------------------------------------------ */
+/* Metadata on a descriptor: seek, sync, truncate, stat, mmap. */
+
+#define WRAP_SEEK(name, OFFT)                                             \
+    REAL_DECL(OFFT, name, (int, OFFT, int));                              \
+    IOP_EXPORT OFFT name(int fd, OFFT off, int whence) {                  \
+        iop_open *o = iop_active() ? iop_fd(fd) : NULL;                   \
+        if (!o) return REAL(name)(fd, off, whence);                       \
+        double t1 = iop_now();                                            \
+        OFFT r = REAL(name)(fd, off, whence);                             \
+        int e = errno;                                                    \
+        if (r >= 0) o->offset = (int64_t)r;                               \
+        iop_meta_op(o->st, IOP_OP_SEEK, IOP_C_SEEKS, t1, iop_now(), 0);   \
+        errno = e;                                                        \
+        return r;                                                         \
+    }
+WRAP_SEEK(lseek, off_t)
+WRAP_SEEK(lseek64, off64_t)
+
+/* One template for calls whose first argument is the descriptor. */
+#define WRAP_FD_META(ret, name, params, args, op, counter)                \
+    REAL_DECL(ret, name, params);                                         \
+    IOP_EXPORT ret name params {                                          \
+        iop_open *o = iop_active() ? iop_fd(fd) : NULL;                   \
+        if (!o) return REAL(name) args;                                   \
+        double t1 = iop_now();                                            \
+        ret r = REAL(name) args;                                          \
+        int e = errno;                                                    \
+        iop_meta_op(o->st, op, counter, t1, iop_now(), 0);                \
+        errno = e;                                                        \
+        return r;                                                         \
+    }
+
+WRAP_FD_META(int, fsync, (int fd), (fd), IOP_OP_SYNC, IOP_C_FSYNCS)
+WRAP_FD_META(int, fdatasync, (int fd), (fd), IOP_OP_SYNC, IOP_C_FDSYNCS)
+WRAP_FD_META(int, ftruncate, (int fd, off_t len), (fd, len), IOP_OP_TRUNCATE, -1)
+WRAP_FD_META(int, ftruncate64, (int fd, off64_t len), (fd, len), IOP_OP_TRUNCATE, -1)
+WRAP_FD_META(int, fstat, (int fd, struct stat *sb), (fd, sb), IOP_OP_STAT, IOP_C_STATS)
+WRAP_FD_META(int, fstat64, (int fd, struct stat64 *sb), (fd, sb), IOP_OP_STAT, IOP_C_STATS)
+WRAP_FD_META(int, __fxstat, (int ver, int fd, struct stat *sb), (ver, fd, sb), IOP_OP_STAT,
+             IOP_C_STATS)
+WRAP_FD_META(int, __fxstat64, (int ver, int fd, struct stat64 *sb), (ver, fd, sb),
+             IOP_OP_STAT, IOP_C_STATS)
+
+#define WRAP_MMAP(name, OFFT)                                                      \
+    REAL_DECL(void *, name, (void *, size_t, int, int, int, OFFT));                \
+    IOP_EXPORT void *name(void *addr, size_t len, int prot, int flags, int fd, OFFT off) { \
+        iop_open *o = iop_active() ? iop_fd(fd) : NULL;                            \
+        if (!o) return REAL(name)(addr, len, prot, flags, fd, off);                \
+        double t1 = iop_now();                                                     \
+        void *r = REAL(name)(addr, len, prot, flags, fd, off);                     \
+        int e = errno;                                                             \
+        iop_meta_op(o->st, IOP_OP_MMAP, IOP_C_MMAPS, t1, iop_now(), 0);            \
+        errno = e;                                                                 \
+        return r;                                                                  \
+    }
+WRAP_MMAP(mmap, off_t)
+WRAP_MMAP(mmap64, off64_t)
+
+/* ------------------------------------------------------------------ */
+/* Metadata by path: stat, unlink, rename, mkdir, truncate. */
+
+static void path_meta(const char *path, int op, int counter, double t1, double t2) {
+    if (!path) return;
+    iop_stats *st = iop_stats_for(IOP_LAYER_POSIX, iop_register_path(path));
+    iop_meta_op(st, op, counter, t1, t2, 0);
+}
+
+#define WRAP_PATH_META(ret, name, params, args, path, op, counter)   \
+    REAL_DECL(ret, name, params);                                    \
+    IOP_EXPORT ret name params {                                     \
+        if (!iop_active()) return REAL(name) args;                   \
+        double t1 = iop_now();                                       \
+        ret r = REAL(name) args;                                     \
+        int e = errno;                                               \
+        path_meta(path, op, counter, t1, iop_now());                 \
+        errno = e;                                                   \
+        return r;                                                    \
+    }
+
+WRAP_PATH_META(int, stat, (const char *p, struct stat *sb), (p, sb), p, IOP_OP_STAT,
+               IOP_C_STATS)
+WRAP_PATH_META(int, lstat, (const char *p, struct stat *sb), (p, sb), p, IOP_OP_STAT,
+               IOP_C_STATS)
+WRAP_PATH_META(int, stat64, (const char *p, struct stat64 *sb), (p, sb), p, IOP_OP_STAT,
+               IOP_C_STATS)
+WRAP_PATH_META(int, lstat64, (const char *p, struct stat64 *sb), (p, sb), p, IOP_OP_STAT,
+               IOP_C_STATS)
+WRAP_PATH_META(int, __xstat, (int v, const char *p, struct stat *sb), (v, p, sb), p,
+               IOP_OP_STAT, IOP_C_STATS)
+WRAP_PATH_META(int, __lxstat, (int v, const char *p, struct stat *sb), (v, p, sb), p,
+               IOP_OP_STAT, IOP_C_STATS)
+WRAP_PATH_META(int, __xstat64, (int v, const char *p, struct stat64 *sb), (v, p, sb), p,
+               IOP_OP_STAT, IOP_C_STATS)
+WRAP_PATH_META(int, __lxstat64, (int v, const char *p, struct stat64 *sb), (v, p, sb), p,
+               IOP_OP_STAT, IOP_C_STATS)
+WRAP_PATH_META(int, unlink, (const char *p), (p), p, IOP_OP_UNLINK, -1)
+WRAP_PATH_META(int, mkdir, (const char *p, mode_t m), (p, m), p, IOP_OP_MKDIR, -1)
+WRAP_PATH_META(int, truncate, (const char *p, off_t l), (p, l), p, IOP_OP_TRUNCATE, -1)
+WRAP_PATH_META(int, truncate64, (const char *p, off64_t l), (p, l), p, IOP_OP_TRUNCATE, -1)
+
+REAL_DECL(int, rename, (const char *, const char *));
+IOP_EXPORT int rename(const char *from, const char *to) {
+    if (!iop_active()) return REAL(rename)(from, to);
+    double t1 = iop_now();
+    int r = REAL(rename)(from, to);
+    int e = errno;
+    double t2 = iop_now();
+    path_meta(from, IOP_OP_RENAME, IOP_C_RENAME_SOURCES, t1, t2);
+    path_meta(to, IOP_OP_RENAME, IOP_C_RENAME_TARGETS, t1, t2);
+    errno = e;
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Duplicated descriptors refer to the same open file. */
+
+REAL_DECL(int, dup, (int));
+IOP_EXPORT int dup(int fd) {
+    int r = REAL(dup)(fd);
+    iop_open *o = iop_active() ? iop_fd(fd) : NULL;
+    if (o && r >= 0) {
+        int e = errno;
+        iop_fd_copy(fd, r);
+        iop_count(o->st, IOP_C_DUPS, 1);
+        errno = e;
+    }
+    return r;
+}
+REAL_DECL(int, dup2, (int, int));
+IOP_EXPORT int dup2(int fd, int to) {
+    int r = REAL(dup2)(fd, to);
+    if (iop_active() && r >= 0 && fd != to) {
+        int e = errno;
+        iop_open *o = iop_fd(fd);
+        if (o) {
+            iop_fd_copy(fd, to);
+            iop_count(o->st, IOP_C_DUPS, 1);
+        } else {
+            iop_fd_clear(to);
+        }
+        errno = e;
+    }
+    return r;
+}
+REAL_DECL(int, dup3, (int, int, int));
+IOP_EXPORT int dup3(int fd, int to, int flags) {
+    int r = REAL(dup3)(fd, to, flags);
+    if (iop_active() && r >= 0) {
+        int e = errno;
+        iop_open *o = iop_fd(fd);
+        if (o) iop_fd_copy(fd, to);
+        else iop_fd_clear(to);
+        errno = e;
+    }
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* exec replaces the image without running destructors: write out first.
+ * The new program inherits LD_PRELOAD and starts its own trace. */
+
+REAL_DECL(int, execve, (const char *, char *const[], char *const[]));
+IOP_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+    iop_before_exec();
+    return REAL(execve)(path, argv, envp);
+}
+REAL_DECL(int, execv, (const char *, char *const[]));
+IOP_EXPORT int execv(const char *path, char *const argv[]) {
+    iop_before_exec();
+    return REAL(execv)(path, argv);
+}
+REAL_DECL(int, execvp, (const char *, char *const[]));
+IOP_EXPORT int execvp(const char *file, char *const argv[]) {
+    iop_before_exec();
+    return REAL(execvp)(file, argv);
+}
+REAL_DECL(int, execvpe, (const char *, char *const[], char *const[]));
+IOP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    iop_before_exec();
+    return REAL(execvpe)(file, argv, envp);
+}
+
+/* The list forms: collect the arguments, then use the vector forms. */
+#define COLLECT_ARGS(first, argv, ap)                      \
+    size_t n_ = 1;                                         \
+    va_start(ap, first);                                   \
+    while (va_arg(ap, char *)) n_++;                       \
+    va_end(ap);                                            \
+    char **argv = __builtin_alloca((n_ + 1) * sizeof(char *)); \
+    argv[0] = (char *)(first);                             \
+    va_start(ap, first);                                   \
+    for (size_t i_ = 1; i_ <= n_; i_++) argv[i_] = va_arg(ap, char *);
+
+IOP_EXPORT int execl(const char *path, const char *arg, ...) {
+    va_list ap;
+    COLLECT_ARGS(arg, argv, ap)
+    va_end(ap);
+    return execv(path, argv);
+}
+IOP_EXPORT int execlp(const char *file, const char *arg, ...) {
+    va_list ap;
+    COLLECT_ARGS(arg, argv, ap)
+    va_end(ap);
+    return execvp(file, argv);
+}
+IOP_EXPORT int execle(const char *path, const char *arg, ...) {
+    va_list ap;
+    COLLECT_ARGS(arg, argv, ap)
+    char **envp = va_arg(ap, char **);
+    va_end(ap);
+    return execve(path, argv, envp);
+}

@@ -1,0 +1,176 @@
+/* STDIO layer: streams.  fwrite reaches the kernel through libc internals
+ * that a write() wrapper never sees, so streams are traced here, keyed by
+ * their FILE pointer, with the stream position tracked by us. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+
+static void stream_opened(FILE *fp, const char *path, const char *mode, double t1, double t2,
+                          int counter) {
+    if (!fp) return;
+    uint64_t id = iop_register_path(path);
+    iop_open *o = iop_handle_set(IOP_LAYER_STDIO, (uintptr_t)fp, id, 0);
+    if (!o) return;
+    if (mode && mode[0] == 'a') o->offset = -1; /* appends: position unknown */
+    iop_meta_op(o->st, IOP_OP_OPEN, counter, t1, t2, 0);
+}
+
+#define WRAP_FOPEN(name)                                                  \
+    REAL_DECL(FILE *, name, (const char *, const char *));                \
+    IOP_EXPORT FILE *name(const char *path, const char *mode) {           \
+        if (!iop_active()) return REAL(name)(path, mode);                 \
+        double t1 = iop_now();                                            \
+        FILE *fp = REAL(name)(path, mode);                                \
+        int e = errno;                                                    \
+        stream_opened(fp, path, mode, t1, iop_now(), IOP_C_OPENS);        \
+        errno = e;                                                        \
+        return fp;                                                        \
+    }
+WRAP_FOPEN(fopen)
+WRAP_FOPEN(fopen64)
+
+#define WRAP_FREOPEN(name)                                                         \
+    REAL_DECL(FILE *, name, (const char *, const char *, FILE *));                 \
+    IOP_EXPORT FILE *name(const char *path, const char *mode, FILE *old) {         \
+        if (!iop_active()) return REAL(name)(path, mode, old);                     \
+        iop_handle_clear(IOP_LAYER_STDIO, (uintptr_t)old);                         \
+        double t1 = iop_now();                                                     \
+        FILE *fp = REAL(name)(path, mode, old);                                    \
+        int e = errno;                                                             \
+        if (path) stream_opened(fp, path, mode, t1, iop_now(), IOP_C_OPENS);       \
+        errno = e;                                                                 \
+        return fp;                                                                 \
+    }
+WRAP_FREOPEN(freopen)
+WRAP_FREOPEN(freopen64)
+
+REAL_DECL(FILE *, fdopen, (int, const char *));
+IOP_EXPORT FILE *fdopen(int fd, const char *mode) {
+    if (!iop_active()) return REAL(fdopen)(fd, mode);
+    double t1 = iop_now();
+    FILE *fp = REAL(fdopen)(fd, mode);
+    int e = errno;
+    double t2 = iop_now();
+    if (fp) {
+        uint64_t id = iop_register_fd_path(fd);
+        iop_open *o = iop_handle_set(IOP_LAYER_STDIO, (uintptr_t)fp, id, -1);
+        if (o) iop_meta_op(o->st, IOP_OP_OPEN, IOP_C_FILENOS, t1, t2, 0);
+    }
+    errno = e;
+    return fp;
+}
+
+REAL_DECL(int, fclose, (FILE *));
+IOP_EXPORT int fclose(FILE *fp) {
+    iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL;
+    if (!o) return REAL(fclose)(fp);
+    iop_stats *st = o->st;
+    iop_handle_clear(IOP_LAYER_STDIO, (uintptr_t)fp);
+    double t1 = iop_now();
+    int r = REAL(fclose)(fp);
+    int e = errno;
+    iop_meta_op(st, IOP_OP_CLOSE, -1, t1, iop_now(), 0);
+    errno = e;
+    return r;
+}
+
+/* The standard streams exist before any fopen: name them once. */
+static iop_open *stream(FILE *fp) {
+    iop_open *o = iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp);
+    if (o || !fp) return o;
+    const char *name = fp == stdout ? "<STDOUT>" : fp == stderr ? "<STDERR>"
+                     : fp == stdin  ? "<STDIN>"  : NULL;
+    if (!name) return NULL;
+    return iop_handle_set(IOP_LAYER_STDIO, (uintptr_t)fp, iop_register_path(name), -1);
+}
+
+/* Data through a stream: ``BYTES`` turns the call's result into bytes moved. */
+#define STREAM_DATA(op, fp, BUF, T, CALL, BYTES)                          \
+    iop_open *o = iop_active() ? stream(fp) : NULL;                       \
+    if (!o) return CALL;                                                  \
+    double t1 = iop_now();                                                \
+    T r = CALL;                                                           \
+    int e = errno;                                                        \
+    double t2 = iop_now();                                                \
+    int64_t moved = (int64_t)(BYTES);                                     \
+    int64_t off = o->offset;                                              \
+    if (off >= 0 && moved > 0) o->offset += moved;                        \
+    iop_data_op(o->st, op, off, moved, BUF, 0, t1, t2, 0);                \
+    errno = e;                                                            \
+    return r
+
+#define WRAP_FRW(name, op, BUFT)                                                       \
+    REAL_DECL(size_t, name, (BUFT, size_t, size_t, FILE *));                           \
+    IOP_EXPORT size_t name(BUFT buf, size_t size, size_t n, FILE *fp) {                \
+        STREAM_DATA(op, fp, buf, size_t, REAL(name)(buf, size, n, fp), r * size);      \
+    }
+/* glibc may define these as macros; we need the functions. */
+#undef fread_unlocked
+#undef fwrite_unlocked
+WRAP_FRW(fread, IOP_OP_READ, void *)
+WRAP_FRW(fwrite, IOP_OP_WRITE, const void *)
+WRAP_FRW(fread_unlocked, IOP_OP_READ, void *)
+WRAP_FRW(fwrite_unlocked, IOP_OP_WRITE, const void *)
+
+REAL_DECL(int, fputs, (const char *, FILE *));
+IOP_EXPORT int fputs(const char *s, FILE *fp) {
+    STREAM_DATA(IOP_OP_WRITE, fp, s, int, REAL(fputs)(s, fp), r >= 0 ? strlen(s) : 0);
+}
+REAL_DECL(int, fputc, (int, FILE *));
+IOP_EXPORT int fputc(int ch, FILE *fp) {
+    STREAM_DATA(IOP_OP_WRITE, fp, NULL, int, REAL(fputc)(ch, fp), r != EOF ? 1 : 0);
+}
+REAL_DECL(char *, fgets, (char *, int, FILE *));
+IOP_EXPORT char *fgets(char *s, int n, FILE *fp) {
+    STREAM_DATA(IOP_OP_READ, fp, s, char *, REAL(fgets)(s, n, fp), r ? strlen(s) : 0);
+}
+
+REAL_DECL(int, vfprintf, (FILE *, const char *, va_list));
+IOP_EXPORT int vfprintf(FILE *fp, const char *fmt, va_list ap) {
+    STREAM_DATA(IOP_OP_WRITE, fp, NULL, int, REAL(vfprintf)(fp, fmt, ap), r > 0 ? r : 0);
+}
+IOP_EXPORT int fprintf(FILE *fp, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vfprintf(fp, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* Positioning and flushing. */
+#define WRAP_FSEEK(name, OFFT)                                            \
+    REAL_DECL(int, name, (FILE *, OFFT, int));                            \
+    IOP_EXPORT int name(FILE *fp, OFFT off, int whence) {                 \
+        iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL; \
+        if (!o) return REAL(name)(fp, off, whence);                       \
+        double t1 = iop_now();                                            \
+        int r = REAL(name)(fp, off, whence);                              \
+        int e = errno;                                                    \
+        if (r == 0) {                                                     \
+            iop_enter(); /* ftell is ours to call, not the program's */   \
+            long pos = ftell(fp);                                         \
+            iop_leave();                                                  \
+            o->offset = pos;                                              \
+        }                                                                 \
+        iop_meta_op(o->st, IOP_OP_SEEK, IOP_C_SEEKS, t1, iop_now(), 0);   \
+        errno = e;                                                        \
+        return r;                                                         \
+    }
+WRAP_FSEEK(fseek, long)
+WRAP_FSEEK(fseeko, off_t)
+WRAP_FSEEK(fseeko64, off64_t)
+
+REAL_DECL(int, fflush, (FILE *));
+IOP_EXPORT int fflush(FILE *fp) {
+    iop_open *o = iop_active() && fp ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL;
+    if (!o) return REAL(fflush)(fp);
+    double t1 = iop_now();
+    int r = REAL(fflush)(fp);
+    int e = errno;
+    iop_meta_op(o->st, IOP_OP_FLUSH, IOP_C_FLUSHES, t1, iop_now(), 0);
+    errno = e;
+    return r;
+}
