@@ -2,29 +2,35 @@
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.iopilot-setup
+LIB   := src/iopilot/_lib/libiopilot.so
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench clean runtime
 
-setup: $(STAMP)
+setup: $(STAMP) runtime
+
+# The C runtime; its own Makefile rebuilds only what changed.
+runtime: $(STAMP)
+	@$(MAKE) -s -C runtime
 
 # Re-run set-up only when the dependencies change (or the venv is gone).
 $(STAMP): pyproject.toml tools/bootstrap.sh
 	@VENV=$(VENV) bash tools/bootstrap.sh
 	@touch $@
 
-demo: $(STAMP)
+demo: setup
 	@$(PY) -m iopilot demo
 
-test: $(STAMP)
+test: setup
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/python -m pytest -q
 
-lint: $(STAMP)
+lint: setup
 	$(VENV)/bin/ruff check src tests
 
 # Speed and memory of `iopilot report` per log (a benchmark, not a test).
-bench: $(STAMP)
+bench: setup
 	@$(PY) -m iopilot bench diagnose $(or $(LOGS),$(wildcard ../shared/darshan-logs),$(shell $(PY) -c 'import iopilot.demo as d; print(d.example_dir())'))
 
 clean:
 	rm -rf $(VENV) build demo-output .pytest_cache .ruff_cache
+	$(MAKE) -C runtime clean

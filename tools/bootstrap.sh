@@ -25,6 +25,11 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# C toolchain, MPI and parallel HDF5 for the runtime, its tests and the kernels.
+if command -v dpkg-query >/dev/null; then
+    apt_install build-essential openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
+fi
+
 # A Python >= 3.11 that can make virtual environments.
 PYTHON=${PYTHON:-}
 if [ -z "$PYTHON" ]; then

@@ -46,7 +46,7 @@ static struct {
     struct timespec t0;
     int err_fd;           /* a private copy of stderr for our warnings */
     int exec_count;
-} cfg = {.rank = -1, .nprocs = 1, .err_fd = -1, .max_records = 50000000};
+} cfg = {.rank = -1, .nprocs = 1, .err_fd = -1, .max_records = 50000000, .layers = ~0};
 
 static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -204,6 +204,7 @@ static iop_stats *stats_lookup(int layer, uint64_t id) {
 }
 
 iop_stats *iop_stats_for(int layer, uint64_t id) {
+    if (!(cfg.layers & (1 << layer))) return NULL; /* layer not traced: handles stay unknown */
     iop_stats *s = stats_lookup(layer, id);
     if (s) return s;
     pthread_mutex_lock(&big_lock);
@@ -452,10 +453,10 @@ static int size_bin(int64_t n) {
 
 void iop_data_op(iop_stats *st, int op, int64_t offset, int64_t bytes, const void *buf,
                  int64_t alignment, double t1, double t2, unsigned flags) {
-    if (IOP_UNLIKELY(!st)) return;
+    /* A failed call moved nothing: like Darshan, it is not counted. */
+    if (IOP_UNLIKELY(!st || bytes < 0)) return;
     int rd = op == IOP_OP_READ;
     double dt = t2 - t1;
-    if (bytes < 0) flags |= IOP_FLAG_ERROR;
     spin_lock(&st->lock);
     int64_t *c = st->c;
     double *f = st->f;
@@ -804,6 +805,14 @@ __attribute__((constructor(101))) static void iop_init(void) {
         if (*c == '/' || *c == '-') *c = '_';
     cfg.pid = getpid();
     cfg.ppid = getppid();
+    const char *want = getenv("IOPILOT_LAYERS"); /* e.g. "POSIX,MPIIO"; HDF5 = H5F + H5D */
+    if (want && *want) {
+        cfg.layers = 0;
+        if (strstr(want, "POSIX")) cfg.layers |= 1 << IOP_LAYER_POSIX;
+        if (strstr(want, "STDIO")) cfg.layers |= 1 << IOP_LAYER_STDIO;
+        if (strstr(want, "MPIIO")) cfg.layers |= 1 << IOP_LAYER_MPIIO;
+        if (strstr(want, "HDF5")) cfg.layers |= (1 << IOP_LAYER_H5F) | (1 << IOP_LAYER_H5D);
+    }
     const char *mr = getenv("IOPILOT_MAX_RECORDS");
     if (mr && *mr) cfg.max_records = atol(mr);
     /* Rank from the launcher's environment, before MPI_Init is called. */

@@ -34,11 +34,14 @@ def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None) -> di
 
 
 def expand_inputs(items: Sequence[str]) -> list[str]:
-    """Files as given; directories become the Darshan logs inside them."""
+    """Files as given; trace directories as given; other directories become the
+    Darshan logs inside them."""
+    from .sources import is_trace_dir
+
     out: list[str] = []
     for item in items:
         p = Path(item)
-        if p.is_dir():
+        if p.is_dir() and not is_trace_dir(p):
             found = sorted(str(x) for x in p.glob("*.darshan"))
             if not found:
                 raise InputError(item, "directory holds no .darshan logs")
@@ -124,6 +127,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return diagnose_speed.main(args)
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from .capture import run
+
+    return run.main(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
@@ -162,6 +171,17 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("checks", help="list the checks, their Drishti codes and thresholds")
     c.add_argument("-v", "--verbose", action="store_true", help="also list thresholds")
     c.set_defaults(func=cmd_checks)
+
+    u = sub.add_parser("run", help="trace a program (serial or MPI), then diagnose it")
+    u.add_argument("--trace-dir", metavar="DIR", help="where to write the trace")
+    u.add_argument("--trace-only", action="store_true", help="keep the trace, skip the report")
+    u.add_argument("--max-records", type=int, metavar="N",
+                   help="operation records kept per process (counters stay exact)")
+    u.add_argument("--layers", metavar="L[,L...]",
+                   help="trace only these layers: POSIX, STDIO, MPIIO, HDF5")
+    u.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    u.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    u.set_defaults(func=cmd_run)
 
     m = sub.add_parser("demo", help="diagnose a built-in example")
     m.add_argument("--out", default="demo-output", help="where to write the reports")

@@ -1,0 +1,1 @@
+"""Capture: run programs under the iopilot runtime (``libiopilot.so``)."""

@@ -1,0 +1,176 @@
+"""The runtime against programs whose I/O is known exactly (POSIX, STDIO, threads, fork, exec)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iopilot.capture.run import library_path
+from iopilot.model import OP_READ, OP_WRITE, RECORD_LAYERS
+from iopilot.sources import load
+
+RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
+CC = shutil.which("cc") or shutil.which("gcc")
+pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler")
+
+
+@pytest.fixture(scope="module")
+def lib() -> Path:
+    return library_path()  # built by `make`; a clear error if not
+
+
+@pytest.fixture(scope="module")
+def known(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("bin") / "posix_known"
+    subprocess.run([CC, "-O2", "-pthread", "-o", str(exe), str(RUNTIME / "tests/posix_known.c")],
+                   check=True)  # fmt: skip
+    return exe
+
+
+def iopilot(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "iopilot", *args], capture_output=True,
+                          text=True, timeout=120, **kw)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def traced(known, tmp_path_factory):
+    work = tmp_path_factory.mktemp("work")
+    trace = tmp_path_factory.mktemp("t") / "trace"
+    p = iopilot("run", "--trace-only", "--trace-dir", str(trace), "--", str(known), str(work))
+    return p, work, load(str(trace))
+
+
+def row(t, layer, path):
+    c = t.counters[layer]
+    ids = [k for k, v in t.names.items() if v == str(path)]
+    assert ids, f"{path} not traced"
+    m = np.isin(c.file_id, np.array(ids, np.uint64))
+    assert m.sum() == 1
+    return {n: int(c.ints[m][0, i]) for i, n in enumerate(c.int_names)}
+
+
+def test_program_behaviour_is_unchanged(traced):
+    p, _, _ = traced
+    assert p.returncode == 3  # the program's own status
+    assert p.stdout == "ok\n"
+
+
+def test_exact_posix_counters(traced):
+    _, work, t = traced
+    a = row(t, "POSIX", work / "a.dat")
+    assert a["POSIX_WRITES"] == 102  # the failed write (EBADF) is not counted
+    assert a["POSIX_BYTES_WRITTEN"] == 100 * 1000 + 4096 + 1000
+    assert a["POSIX_READS"] == 10 and a["POSIX_BYTES_READ"] == 10_000
+    assert a["POSIX_OPENS"] == 2 and a["POSIX_STATS"] == 2 and a["POSIX_FSYNCS"] == 1
+    # 100 writes and the writev of 1000 B (below 1 KiB), the pwrite of 4096 B
+    assert a["POSIX_SIZE_WRITE_100_1K"] == 101
+    assert a["POSIX_SIZE_WRITE_1K_10K"] == 1
+    assert a["POSIX_CONSEC_WRITES"] == 100
+    assert a["POSIX_MAX_BYTE_WRITTEN"] == (1 << 20) + 4096 - 1
+    assert a["POSIX_FILE_NOT_ALIGNED"] > 0
+
+
+def test_stdio_threads_and_fork(traced):
+    _, work, t = traced
+    b = row(t, "STDIO", work / "b.txt")
+    assert b["STDIO_WRITES"] == 11 and b["STDIO_BYTES_WRITTEN"] == 1006
+    for i in range(4):
+        th = row(t, "POSIX", work / f"thread{i}.dat")
+        assert th["POSIX_WRITES"] == 1000 and th["POSIX_BYTES_WRITTEN"] == 64_000
+    child = row(t, "POSIX", work / "child.dat")
+    assert child["POSIX_WRITES"] == 50 and child["POSIX_BYTES_WRITTEN"] == 500
+
+
+def test_records_match_counters(traced):
+    _, work, t = traced
+    r = t.records
+    posix = r.layer == RECORD_LAYERS.index("POSIX")
+    c = t.counters["POSIX"]
+    assert int((posix & (r.op == OP_WRITE)).sum()) == c.total("POSIX_WRITES")
+    assert int((posix & (r.op == OP_READ)).sum()) == c.total("POSIX_READS")
+    assert int(r.length[posix & (r.op == OP_WRITE)].sum()) == c.total("POSIX_BYTES_WRITTEN")
+    assert np.all(r.end >= r.start) and np.all(r.start >= 0)
+    # The pwrite at 1 MiB is recorded at its offset.
+    a = next(k for k, v in t.names.items() if v == str(work / "a.dat"))
+    assert ((r.file_id == a) & (r.offset == 1 << 20) & (r.length == 4096)).sum() == 1
+
+
+def test_record_limit_keeps_counters_exact(known, tmp_path):
+    work, trace = tmp_path / "w", tmp_path / "t"
+    work.mkdir()
+    p = iopilot("run", "--trace-only", "--max-records", "100", "--trace-dir", str(trace), "--",
+                str(known), str(work))  # fmt: skip
+    assert p.returncode == 3
+    t = load(str(trace))
+    th = row(t, "POSIX", work / "thread0.dat")
+    assert th["POSIX_WRITES"] == 1000  # counters exact beyond the record limit
+    assert any("dropped" in w for w in t.warnings)
+    procs = [json.loads(f.read_text()) for f in trace.glob("p*.json")]
+    assert sum(p["records_dropped"] for p in procs) > 0
+    assert all(p["records"] <= 100 for p in procs)
+
+
+def test_exec_child_is_traced(tmp_path):
+    src = tmp_path / "in.dat"
+    src.write_bytes(b"x" * 5000)
+    trace = tmp_path / "t"
+    dst = tmp_path / "out.dat"
+    p = iopilot("run", "--trace-only", "--trace-dir", str(trace), "--", "/bin/sh", "-c",
+                f"exec dd if={src} of={dst} bs=1000 status=none")  # fmt: skip
+    assert p.returncode == 0 and dst.read_bytes() == src.read_bytes()
+    t = load(str(trace))
+    assert row(t, "POSIX", src)["POSIX_BYTES_READ"] == 5000
+    assert row(t, "POSIX", dst)["POSIX_WRITES"] == 5
+
+
+def test_unwritable_trace_dir_never_breaks_the_program(known, lib, tmp_path):
+    env = dict(os.environ, LD_PRELOAD=str(lib), IOPILOT_TRACE_DIR="/proc/no/such/dir")
+    p = subprocess.run([str(known), str(tmp_path)], env=env, capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert p.returncode == 3 and p.stdout == "ok\n"
+    assert "iopilot runtime" in p.stderr
+
+
+def test_preloaded_but_not_asked_to_trace(known, lib, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "IOPILOT_TRACE_DIR"}
+    env["LD_PRELOAD"] = str(lib)
+    p = subprocess.run([str(known), str(tmp_path)], env=env, capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert p.returncode == 3 and p.stdout == "ok\n" and p.stderr == ""
+
+
+def test_run_reports_and_keeps_the_exit_status(known, tmp_path):
+    work, trace = tmp_path / "w", tmp_path / "t"
+    work.mkdir()
+    p = iopilot("run", "--color", "never", "--trace-dir", str(trace), "--", str(known), str(work))
+    assert p.returncode == 3
+    assert "iopilot report:" in p.stdout and "POSIX" in p.stdout
+    assert f"trace in {trace}" in p.stderr
+
+
+def test_run_errors_are_one_line(tmp_path):
+    p = iopilot("run", "--trace-dir", str(tmp_path / "t"), "--", "/no/such/program")
+    assert p.returncode == 2 and "command not found" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_sanitizer_build_selftest(tmp_path):
+    """The runtime's sources built with ASan+UBSan into one program, run traced."""
+    out = tmp_path / "san"
+    b = subprocess.run(["make", "-s", "-C", str(RUNTIME), "sanitize", f"OUT={out}"],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert b.returncode == 0, b.stderr
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    env = dict(os.environ, IOPILOT_TRACE_DIR=str(trace), ASAN_OPTIONS="detect_leaks=0")
+    p = subprocess.run([str(out / "selftest-asan"), str(tmp_path)], env=env,
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    t = load(str(trace))
+    assert row(t, "POSIX", tmp_path / "selftest.dat")["POSIX_WRITES"] == 2000
