@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 int iop_enabled = 0;
-__thread int iop_in_runtime = 0;
+IOP_TLS int iop_in_runtime = 0;
+int iop_use_tsc = 0;
+uint64_t iop_tsc0 = 0;
 
 /* ------------------------------------------------------------------ */
 /* Real functions the core itself needs (bypassing our own wrappers). */
@@ -76,10 +78,43 @@ static void give_up(const char *why) {
 /* ------------------------------------------------------------------ */
 /* Clock. */
 
-double iop_now(void) {
+static double mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)(ts.tv_sec - cfg.t0.tv_sec) + (double)(ts.tv_nsec - cfg.t0.tv_nsec) * 1e-9;
+    return (double)(ts.tv_sec - cfg.t0.tv_sec) * 1e9 + (double)(ts.tv_nsec - cfg.t0.tv_nsec);
+}
+
+double iop_clock_ticks(void) { return mono_ns(); }
+
+static int tsc_is_reliable(void) {
+#if defined(__x86_64__)
+    /* Only a constant, non-stop TSC counts time; otherwise use the clock. */
+    char info[8192];
+    iop_enter();
+    int fd = REAL(open)("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? REAL(read)(fd, info, sizeof info - 1) : 0;
+    if (fd >= 0) REAL(close)(fd);
+    iop_leave();
+    info[n > 0 ? n : 0] = 0;
+    return strstr(info, "constant_tsc") && strstr(info, "nonstop_tsc");
+#else
+    return 0;
+#endif
+}
+
+/* Seconds per tick, measured now over the run so far (at least 1 ms of it). */
+static double seconds_per_tick(void) {
+    if (!iop_use_tsc) return 1e-9;
+#if defined(__x86_64__)
+    double ns, ticks;
+    do {
+        ns = mono_ns();
+        ticks = (double)(__rdtsc() - iop_tsc0);
+    } while (ns < 1e6);
+    return ns * 1e-9 / ticks;
+#else
+    return 1e-9;
+#endif
 }
 
 /* ------------------------------------------------------------------ */
@@ -330,17 +365,19 @@ void iop_handle_clear(int layer, uintptr_t key) {
 /* Record buffers: one per thread, written to the .rec file when full. */
 
 #define TB_CAP 8192
+#define RESERVE 1024 /* records a thread takes from the process budget at once */
 typedef struct tbuf {
     struct tbuf *next;
     uint32_t thread;
     uint32_t n;
+    long budget, kept, dropped; /* owned by the thread: no atomics per record */
     struct iop_record r[TB_CAP];
 } tbuf;
 
-static __thread tbuf *my_buf;
+static IOP_TLS tbuf *my_buf;
 static tbuf *all_bufs;
 static uint32_t next_thread;
-static long records_kept, records_dropped;
+static long records_reserved, records_lost; /* lost: no buffer could be had */
 static int rec_fd = -1;
 static char rec_path[4400], json_path[4400];
 static pthread_key_t buf_key;
@@ -364,6 +401,12 @@ static void open_rec_file(void) {
 /* Called with big_lock held. */
 static void write_buffer(tbuf *b) {
     if (!b->n) return;
+    /* Ticks to seconds on the way out. */
+    double spt = seconds_per_tick();
+    for (uint32_t i = 0; i < b->n; i++) {
+        b->r[i].start *= spt;
+        b->r[i].end *= spt;
+    }
     open_rec_file();
     if (rec_fd >= 0) {
         const char *p = (const char *)b->r;
@@ -378,7 +421,8 @@ static void write_buffer(tbuf *b) {
         }
         iop_leave();
         if (left) {
-            records_dropped += (long)(left / sizeof(struct iop_record));
+            b->dropped += (long)(left / sizeof(struct iop_record));
+            b->kept -= (long)(left / sizeof(struct iop_record));
             give_up("writing records failed");
         }
     }
@@ -403,6 +447,7 @@ static tbuf *thread_buffer(void) {
     pthread_mutex_lock(&big_lock);
     b->thread = next_thread++;
     b->n = 0;
+    b->budget = b->kept = b->dropped = 0;
     b->next = all_bufs;
     all_bufs = b;
     pthread_mutex_unlock(&big_lock);
@@ -411,18 +456,26 @@ static tbuf *thread_buffer(void) {
     return b;
 }
 
+static int reserve(tbuf *b) {
+    long old = __atomic_fetch_add(&records_reserved, RESERVE, __ATOMIC_RELAXED);
+    if (old >= cfg.max_records) return 0;
+    b->budget = cfg.max_records - old < RESERVE ? cfg.max_records - old : RESERVE;
+    return 1;
+}
+
 static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t len, double t1,
                        double t2, unsigned flags) {
     tbuf *b = thread_buffer();
     if (IOP_UNLIKELY(!b)) {
-        __atomic_add_fetch(&records_dropped, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&records_lost, 1, __ATOMIC_RELAXED);
         return;
     }
-    if (IOP_UNLIKELY(__atomic_add_fetch(&records_kept, 1, __ATOMIC_RELAXED) > cfg.max_records)) {
-        __atomic_sub_fetch(&records_kept, 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&records_dropped, 1, __ATOMIC_RELAXED);
+    if (IOP_UNLIKELY(b->budget == 0) && !reserve(b)) {
+        b->dropped++; /* over the limit: the counters still see the call */
         return;
     }
+    b->budget--;
+    b->kept++;
     struct iop_record *r = &b->r[b->n];
     r->start = t1;
     r->end = t2;
@@ -614,7 +667,13 @@ static const char *fcounter_names[] = {
 
 static void write_json(const char *reason) {
     sbuf b = {0};
-    double t_end = iop_now();
+    double spt = seconds_per_tick();
+    double t_end = iop_now() * spt;
+    long kept = 0, dropped = records_lost;
+    for (tbuf *tb = all_bufs; tb; tb = tb->next) {
+        kept += tb->kept;
+        dropped += tb->dropped;
+    }
     sb_printf(&b, "{\n\"format\": \"iopilot-process\", \"version\": %d,\n", IOP_FORMAT_VERSION);
     sb_printf(&b, "\"rank\": %d, \"nprocs\": %d, \"pid\": %d, \"ppid\": %d,\n", cfg.rank,
               cfg.nprocs, (int)cfg.pid, (int)cfg.ppid);
@@ -644,7 +703,7 @@ static void write_json(const char *reason) {
     }
     sb_printf(&b, "],\n\"records\": %ld, \"records_dropped\": %ld, \"max_records\": %ld, "
                   "\"stats_missing\": %ld, \"threads\": %u, \"execs\": %d,\n",
-              records_kept, records_dropped, cfg.max_records, stats_missing, next_thread,
+              kept, dropped, cfg.max_records, stats_missing, next_thread,
               cfg.exec_count);
     sb_put(&b, "\"env\": {", 8);
     static const char *env_keys[] = {"ROMIO_HINTS", "OMPI_MCA_io", "OMPI_MCA_fcoll",
@@ -691,7 +750,7 @@ static void write_json(const char *reason) {
             sb_put(&b, "}, {", 4);
             for (int i = 0, f1 = 1; i < IOP_NFCOUNTERS; i++) {
                 if (s->f[i] == 0) continue;
-                sb_printf(&b, "%s\"%d\": %.9g", f1 ? "" : ", ", i, s->f[i]);
+                sb_printf(&b, "%s\"%d\": %.9g", f1 ? "" : ", ", i, s->f[i] * spt);
                 f1 = 0;
             }
             sb_put(&b, "}]", 2);
@@ -784,9 +843,10 @@ static void child_after_fork(void) {
         }
     }
     all_bufs = NULL;
-    records_kept = records_dropped = 0;
+    records_reserved = records_lost = 0;
     if (my_buf) {
         my_buf->n = 0;
+        my_buf->budget = my_buf->kept = my_buf->dropped = 0;
         my_buf->next = NULL;
         all_bufs = my_buf;
     }
@@ -823,20 +883,13 @@ __attribute__((constructor(101))) static void iop_init(void) {
     for (int i = 0; rank_vars[i] && cfg.rank < 0; i++) cfg.rank = env_int(rank_vars[i], -1);
     for (int i = 0; size_vars[i] && cfg.nprocs <= 1; i++) cfg.nprocs = env_int(size_vars[i], 1);
     if (cfg.rank < 0) cfg.rank = 0;
-    clock_gettime(CLOCK_MONOTONIC, &cfg.t0);
-    const char *t0 = getenv("IOPILOT_T0");
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &cfg.t0);
+#if defined(__x86_64__)
+    iop_tsc0 = __rdtsc();
+#endif
     cfg.t0_epoch = (double)rt.tv_sec + (double)rt.tv_nsec * 1e-9;
-    if (t0 && *t0) {
-        /* Children of a traced process share its time zero. */
-        double shift = cfg.t0_epoch - atof(t0);
-        cfg.t0_epoch -= shift;
-        long sec = (long)shift;
-        cfg.t0.tv_sec -= sec;
-        cfg.t0.tv_nsec -= (long)((shift - (double)sec) * 1e9);
-        if (cfg.t0.tv_nsec < 0) { cfg.t0.tv_nsec += 1000000000L; cfg.t0.tv_sec--; }
-    }
     struct rlimit rl;
     nfds = 65536;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
@@ -861,6 +914,7 @@ __attribute__((constructor(101))) static void iop_init(void) {
         return;
     }
     set_paths();
+    iop_use_tsc = tsc_is_reliable();
     pthread_atfork(NULL, NULL, child_after_fork);
     iop_enabled = 1;
     errno = saved;
@@ -871,7 +925,7 @@ __attribute__((destructor)) static void iop_fini(void) {
     int saved = errno;
     int was = iop_enabled;
     iop_enabled = 0; /* nothing after this point is traced */
-    if (was || records_kept) flush_all("exit");
+    if (was || all_bufs) flush_all("exit");
     errno = saved;
 }
 
