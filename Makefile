@@ -6,11 +6,18 @@ LIB   := src/iopilot/_lib/libiopilot.so
 
 .PHONY: setup demo test lint bench clean runtime
 
-setup: $(STAMP) runtime
+EXAMPLE := build/examples/mpi_small_writes
+
+setup: $(STAMP) runtime $(EXAMPLE)
 
 # The C runtime; its own Makefile rebuilds only what changed.
 runtime: $(STAMP)
 	@$(MAKE) -s -C runtime
+
+# The built-in example program of `make demo`.
+$(EXAMPLE): examples/mpi_small_writes.c $(STAMP)
+	@mkdir -p $(dir $@)
+	@mpicc -O2 -Wall -Wextra -Werror -o $@ $<
 
 # Re-run set-up only when the dependencies change (or the venv is gone).
 $(STAMP): pyproject.toml tools/bootstrap.sh

@@ -186,6 +186,41 @@ static void spin_lock(volatile int *l) {
 }
 static void spin_unlock(volatile int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 
+/* System paths are not the application's I/O (library loading, /proc reads
+ * by the MPI runtime ...).  IOPILOT_EXCLUDE replaces the list (":"-separated). */
+static char exclude_buf[2048] =
+    "/proc/:/sys/:/etc/:/usr/:/lib/:/lib64/:/bin/:/sbin/:/boot/:/run/:/dev/shm/:/tmp/ompi.";
+static const char *exclude[64];
+static size_t exclude_len[64];
+static int n_exclude;
+
+static void parse_excludes(void) {
+    const char *env = getenv("IOPILOT_EXCLUDE");
+    if (env) snprintf(exclude_buf, sizeof exclude_buf, "%s", env);
+    n_exclude = 0;
+    for (char *p = exclude_buf; *p && n_exclude < 64;) {
+        char *end = strchr(p, ':');
+        if (end) *end = 0;
+        if (*p) {
+            exclude[n_exclude] = p;
+            exclude_len[n_exclude++] = strlen(p);
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+}
+
+static int excluded(const char *path) {
+    for (int i = 0; i < n_exclude; i++) {
+        size_t n = exclude_len[i];
+        if (!strncmp(path, exclude[i], n)) return 1;
+        /* "/sys/" also covers "/sys" itself */
+        if (exclude[i][n - 1] == '/' && !strncmp(path, exclude[i], n - 1) && !path[n - 1])
+            return 1;
+    }
+    return 0;
+}
+
 uint64_t iop_register_path(const char *path) {
     char abs[4096];
     if (path[0] != '/' && path[0] != '<') {
@@ -198,6 +233,7 @@ uint64_t iop_register_path(const char *path) {
             path = abs;
         }
     }
+    if (excluded(path)) return 0;
     uint64_t id = hash_path(path);
     size_t b = id % NBUCKETS;
     for (name_entry *e = __atomic_load_n(&names[b], __ATOMIC_ACQUIRE); e; e = e->next)
@@ -239,7 +275,8 @@ static iop_stats *stats_lookup(int layer, uint64_t id) {
 }
 
 iop_stats *iop_stats_for(int layer, uint64_t id) {
-    if (!(cfg.layers & (1 << layer))) return NULL; /* layer not traced: handles stay unknown */
+    /* Layer not traced, or an excluded path (id 0): the handle stays unknown. */
+    if (!id || !(cfg.layers & (1 << layer))) return NULL;
     iop_stats *s = stats_lookup(layer, id);
     if (s) return s;
     pthread_mutex_lock(&big_lock);
@@ -277,6 +314,10 @@ iop_open *iop_fd(int fd) {
 void iop_fd_set(int fd, uint64_t id, int64_t offset) {
     if (fd < 0 || fd >= nfds) return;
     iop_stats *st = iop_stats_for(IOP_LAYER_POSIX, id);
+    if (!st) {
+        iop_fd_clear(fd); /* an older entry of a reused fd must not count */
+        return;
+    }
     struct stat sb;
     int64_t align = 4096;
     iop_enter(); /* our own fstat must not count as the program's */
@@ -290,7 +331,7 @@ void iop_fd_set(int fd, uint64_t id, int64_t offset) {
     fds[fd].offset = offset;
     fds[fd].alignment = align;
     __atomic_store_n(&fds[fd].st, st, __ATOMIC_RELEASE);
-    if (st) iop_set(st, IOP_C_FILE_ALIGNMENT, align);
+    iop_set(st, IOP_C_FILE_ALIGNMENT, align);
 }
 
 void iop_fd_clear(int fd) {
@@ -914,6 +955,7 @@ __attribute__((constructor(101))) static void iop_init(void) {
         return;
     }
     set_paths();
+    parse_excludes();
     iop_use_tsc = tsc_is_reliable();
     pthread_atfork(NULL, NULL, child_after_fork);
     iop_enabled = 1;

@@ -79,7 +79,8 @@ static inline double iop_now(void) {
 static inline double iop_now(void) { return iop_clock_ticks(); }
 #endif
 
-/* Files: a stable 64-bit id from the path; the name is kept once. */
+/* Files: a stable 64-bit id from the path; the name is kept once.  Id 0 means
+ * "excluded" (system paths): every table then treats the file as untracked. */
 uint64_t iop_register_path(const char *path);
 uint64_t iop_register_fd_path(int fd); /* name of an fd we did not see opened */
 iop_stats *iop_stats_for(int layer, uint64_t file_id);

@@ -122,9 +122,9 @@ def cmd_checks(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import diagnose_speed
+    from .bench import diagnose_speed, runtime_overhead
 
-    return diagnose_speed.main(args)
+    return {"diagnose": diagnose_speed, "runtime": runtime_overhead}[args.bench].main(args)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -136,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
-    return demo.main(args.out)
+    return demo.main(args.out, darshan=args.darshan)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -185,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("demo", help="diagnose a built-in example")
     m.add_argument("--out", default="demo-output", help="where to write the reports")
+    m.add_argument("--darshan", action="store_true",
+                   help="diagnose a Darshan log shipped with PyDarshan instead")
     m.set_defaults(func=cmd_demo)
 
     b = sub.add_parser("bench", help="benchmarks of iopilot itself")
@@ -194,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--repeat", type=int, default=3, help="runs per log; the best is kept")
     d.add_argument("--compare", metavar="CMD",
                    help="also time another command per log, e.g. 'drishti'")
+    o = bsub.add_parser("runtime", help="cost of tracing: per call and on an I/O kernel")
+    o.add_argument("--calls", type=int, default=2_000_000, help="tiny writes in case (a)")
+    o.add_argument("--mib", type=int, default=1024, help="file size of the kernel in case (b)")
+    o.add_argument("--block-kib", type=int, default=1024, help="block size of the kernel")
+    o.add_argument("--repeat", type=int, default=5, help="runs of each variant; best is kept")
+    o.add_argument("--dir", help="where the kernel writes (default: a temporary directory)")
     b.set_defaults(func=cmd_bench)
     return p  # fmt: skip
 

@@ -1,0 +1,71 @@
+"""``iopilot bench runtime``: what tracing costs a program.
+
+(a) the worst case: many one-byte writes to /dev/null, where the system call
+    is as cheap as it gets and the runtime's own work shows most;
+(b) a realistic kernel: write a file in large blocks, fsync, read it back.
+
+Each variant runs several times, alternating traced and untraced, and the
+best time of each is compared (noise only ever adds time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..capture.run import library_path
+
+
+def _probe() -> Path:
+    exe = library_path().parent / "iop-overhead"
+    if not exe.exists():
+        raise SystemExit(f"iopilot bench runtime: {exe} is missing; run `make` first")
+    return exe
+
+
+def _time(argv: list[str], traced: bool, trace_root: Path) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "IOPILOT_TRACE_DIR")}
+    tdir = None
+    if traced:
+        tdir = Path(tempfile.mkdtemp(dir=trace_root))
+        env["LD_PRELOAD"] = str(library_path())
+        env["IOPILOT_TRACE_DIR"] = str(tdir)
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+    if tdir is not None:
+        shutil.rmtree(tdir, ignore_errors=True)
+    return float(out.strip())
+
+
+def best(argv: list[str], repeat: int, trace_root: Path) -> tuple[float, float]:
+    plain, traced = [], []
+    for _ in range(repeat):
+        plain.append(_time(argv, False, trace_root))
+        traced.append(_time(argv, True, trace_root))
+    return min(plain), min(traced)
+
+
+def main(args: argparse.Namespace) -> int:
+    exe = _probe()
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        n = args.calls
+        plain, traced = best([str(exe), "tiny", str(n)], args.repeat, work)
+        print(f"(a) {n:,} one-byte writes to /dev/null, best of {args.repeat}:")
+        print(f"    untraced {plain:.3f} s ({plain / n * 1e9:.0f} ns/call), traced {traced:.3f} s "
+              f"({traced / n * 1e9:.0f} ns/call): +{(traced - plain) / n * 1e9:.0f} ns per call")
+        data = work / "kernel.dat"
+        argv = [str(exe), "kernel", str(data), str(args.mib), str(args.block_kib)]
+        plain, traced = best(argv, args.repeat, work)
+        print(f"(b) write {args.mib} MiB in {args.block_kib} KiB blocks, fsync, read back, "
+              f"best of {args.repeat}:")
+        print(f"    untraced {plain:.3f} s, traced {traced:.3f} s: "
+              f"{100 * (traced - plain) / plain:+.2f} %")
+    finally:
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
