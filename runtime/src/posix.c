@@ -320,6 +320,16 @@ WRAP_PATH_META(int, __xstat64, (int v, const char *p, struct stat64 *sb), (v, p,
 WRAP_PATH_META(int, __lxstat64, (int v, const char *p, struct stat64 *sb), (v, p, sb), p,
                IOP_OP_STAT, IOP_C_STATS)
 WRAP_PATH_META(int, unlink, (const char *p), (p), p, IOP_OP_UNLINK, -1)
+/* The *at forms: the path names a file by itself when absolute or cwd-relative. */
+#define AT_PATH(dirfd, p) ((dirfd) == AT_FDCWD || (p)[0] == '/' ? (p) : NULL)
+WRAP_PATH_META(int, fstatat, (int d, const char *p, struct stat *sb, int fl), (d, p, sb, fl),
+               AT_PATH(d, p), IOP_OP_STAT, IOP_C_STATS)
+WRAP_PATH_META(int, fstatat64, (int d, const char *p, struct stat64 *sb, int fl),
+               (d, p, sb, fl), AT_PATH(d, p), IOP_OP_STAT, IOP_C_STATS)
+WRAP_PATH_META(int, unlinkat, (int d, const char *p, int fl), (d, p, fl), AT_PATH(d, p),
+               IOP_OP_UNLINK, -1)
+WRAP_PATH_META(int, mkdirat, (int d, const char *p, mode_t m), (d, p, m), AT_PATH(d, p),
+               IOP_OP_MKDIR, -1)
 WRAP_PATH_META(int, mkdir, (const char *p, mode_t m), (p, m), p, IOP_OP_MKDIR, -1)
 WRAP_PATH_META(int, truncate, (const char *p, off_t l), (p, l), p, IOP_OP_TRUNCATE, -1)
 WRAP_PATH_META(int, truncate64, (const char *p, off64_t l), (p, l), p, IOP_OP_TRUNCATE, -1)

@@ -140,6 +140,20 @@ IOP_EXPORT int fprintf(FILE *fp, const char *fmt, ...) {
     return r;
 }
 
+/* What fprintf becomes in programs built with -D_FORTIFY_SOURCE. */
+REAL_DECL(int, __vfprintf_chk, (FILE *, int, const char *, va_list));
+IOP_EXPORT int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap) {
+    STREAM_DATA(IOP_OP_WRITE, fp, NULL, int, REAL(__vfprintf_chk)(fp, flag, fmt, ap),
+                r > 0 ? r : 0);
+}
+IOP_EXPORT int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = __vfprintf_chk(fp, flag, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
 /* Positioning and flushing. */
 #define WRAP_FSEEK(name, OFFT)                                            \
     REAL_DECL(int, name, (FILE *, OFFT, int));                            \
