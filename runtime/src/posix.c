@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <aio.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -222,6 +223,81 @@ REAL_DECL(ssize_t, __pread64_chk, (int, void *, size_t, off64_t, size_t));
 IOP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen) {
     DATA_AT_OFFSET(IOP_OP_READ, fd, buf, off, REAL(__pread64_chk)(fd, buf, n, off, buflen));
 }
+
+/* ------------------------------------------------------------------ */
+/* Asynchronous I/O (OMPIO's non-blocking and split collectives use it):
+ * the submission time is kept per control block, and the operation is
+ * counted when aio_return hands back what it moved. */
+
+#define AIO_SLOTS 256
+static struct { const void *cb; double t1; int op; } aio_pending[AIO_SLOTS];
+static volatile int aio_lock;
+
+static void aio_lock_take(void) {
+    while (__atomic_exchange_n(&aio_lock, 1, __ATOMIC_ACQUIRE))
+        ;
+}
+static void aio_lock_drop(void) { __atomic_store_n(&aio_lock, 0, __ATOMIC_RELEASE); }
+
+static void aio_submitted(const void *cb, int op, double t1) {
+    aio_lock_take();
+    for (int i = 0; i < AIO_SLOTS; i++)
+        if (!aio_pending[i].cb || aio_pending[i].cb == cb) {
+            aio_pending[i].cb = cb;
+            aio_pending[i].t1 = t1;
+            aio_pending[i].op = op;
+            break;
+        }
+    aio_lock_drop();
+}
+
+static int aio_finished(const void *cb, double *t1, int *op) {
+    int found = 0;
+    aio_lock_take();
+    for (int i = 0; i < AIO_SLOTS; i++)
+        if (aio_pending[i].cb == cb) {
+            *t1 = aio_pending[i].t1;
+            *op = aio_pending[i].op;
+            aio_pending[i].cb = NULL;
+            found = 1;
+            break;
+        }
+    aio_lock_drop();
+    return found;
+}
+
+#define WRAP_AIO_SUBMIT(name, op, CB)                               \
+    REAL_DECL(int, name, (CB *));                                   \
+    IOP_EXPORT int name(CB *cb) {                                   \
+        if (!iop_active() || !iop_fd(cb->aio_fildes)) return REAL(name)(cb); \
+        double t1 = iop_now();                                      \
+        int r = REAL(name)(cb);                                     \
+        if (r == 0) aio_submitted((const void *)cb, op, t1);        \
+        return r;                                                   \
+    }
+WRAP_AIO_SUBMIT(aio_read, IOP_OP_READ, struct aiocb)
+WRAP_AIO_SUBMIT(aio_write, IOP_OP_WRITE, struct aiocb)
+WRAP_AIO_SUBMIT(aio_read64, IOP_OP_READ, struct aiocb64)
+WRAP_AIO_SUBMIT(aio_write64, IOP_OP_WRITE, struct aiocb64)
+
+#define WRAP_AIO_RETURN(name, CB)                                             \
+    REAL_DECL(ssize_t, name, (CB *));                                         \
+    IOP_EXPORT ssize_t name(CB *cb) {                                         \
+        ssize_t r = REAL(name)(cb);                                           \
+        double t1;                                                            \
+        int op;                                                               \
+        if (iop_active() && aio_finished((const void *)cb, &t1, &op)) {       \
+            int e = errno;                                                    \
+            iop_open *o = iop_fd(cb->aio_fildes);                             \
+            if (o)                                                            \
+                iop_data_op(o->st, op, (int64_t)cb->aio_offset, r, (const void *)cb->aio_buf, \
+                            o->alignment, t1, iop_now(), IOP_FLAG_NONBLOCKING);  \
+            errno = e;                                                        \
+        }                                                                     \
+        return r;                                                             \
+    }
+WRAP_AIO_RETURN(aio_return, struct aiocb)
+WRAP_AIO_RETURN(aio_return64, struct aiocb64)
 
 /* ------------------------------------------------------------------ */
 /* Metadata on a descriptor: seek, sync, truncate, stat, mmap. */

@@ -1,0 +1,583 @@
+/* MPI-IO layer, through the PMPI profiling interface.
+ *
+ * Every MPI_File_* wrapper below calls the matching PMPI_File_* function,
+ * looked up by name when first needed (REAL).  libmpi is never linked and
+ * no MPI data object (MPI_COMM_WORLD, MPI_INFO_NULL, MPI_BYTE, ...) is
+ * referenced at link time: in Open MPI those are data symbols in libmpi,
+ * and a reference to one would stop the library loading into programs
+ * without MPI.  The few handles we need are found with dlsym at run time.
+ *
+ * What is counted (Darshan's MPI-IO module is the model):
+ *   - open: COLL_OPENS when the communicator has more than one process,
+ *     INDEP_OPENS otherwise; MODE = amode; HINTS += 1 when info is given.
+ *   - data: INDEP_*, COLL_* (the _all and _ordered forms), SPLIT_* (the
+ *     begin/end pairs, counted once at _end and timed from begin to end),
+ *     NB_* (the i* forms, timed by the call itself).  Bytes are count times
+ *     the datatype's size, as requested, whatever the status says.
+ *   - offsets: the absolute byte offset, through the file view
+ *     (PMPI_File_get_byte_offset); shared file pointer calls: -1.
+ *   - sync, set_size, set_view (VIEWS), set_info (HINTS).
+ *
+ * Calls made by the MPI library underneath (pwrite, open ...) are still
+ * traced by the POSIX layer: the MPI-IO wrappers do not enter the runtime
+ * around the real call.  A thread-local depth keeps an MPI-IO call that an
+ * implementation might make from inside another one from being counted
+ * twice.
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core.h"
+
+static __thread int mpiio_depth; /* >0 inside a traced MPI-IO call */
+
+/* ------------------------------------------------------------------ */
+/* MPI objects that are data symbols in the library. */
+
+static void *mpi_object(const char *name) {
+    void *p = dlsym(RTLD_DEFAULT, name);
+    return p ? p : iop_resolve(name);
+}
+
+/* NULL when unknown: then the caller must not use the handle. */
+static int world_known(MPI_Comm *out) {
+#ifdef OPEN_MPI
+    static void *world;
+    if (!world) world = mpi_object("ompi_mpi_comm_world");
+    if (!world) return 0;
+    *out = (MPI_Comm)world;
+#else
+    *out = MPI_COMM_WORLD;
+#endif
+    return 1;
+}
+
+/* Is ``info`` a real info object (not MPI_INFO_NULL)?  When we cannot tell,
+ * say no: passing MPI_INFO_NULL to PMPI_Info_* would be an error. */
+static int info_given(MPI_Info info) {
+#ifdef OPEN_MPI
+    static void *null_info;
+    if (!null_info) null_info = mpi_object("ompi_mpi_info_null");
+    return null_info && info && (void *)info != null_info;
+#else
+    return info != MPI_INFO_NULL;
+#endif
+}
+
+/* ------------------------------------------------------------------ */
+/* Real functions used by the wrappers for bookkeeping. */
+
+REAL_DECL(int, PMPI_Comm_rank, (MPI_Comm, int *));
+REAL_DECL(int, PMPI_Comm_size, (MPI_Comm, int *));
+REAL_DECL(int, PMPI_Type_size, (MPI_Datatype, int *));
+REAL_DECL(int, PMPI_File_get_position, (MPI_File, MPI_Offset *));
+REAL_DECL(int, PMPI_File_get_byte_offset, (MPI_File, MPI_Offset, MPI_Offset *));
+REAL_DECL(int, PMPI_File_get_info, (MPI_File, MPI_Info *));
+REAL_DECL(int, PMPI_Info_get_nkeys, (MPI_Info, int *));
+REAL_DECL(int, PMPI_Info_get_nthkey, (MPI_Info, int, char *));
+REAL_DECL(int, PMPI_Info_get, (MPI_Info, const char *, int, char *, int *));
+REAL_DECL(int, PMPI_Info_free, (MPI_Info *));
+
+/* The handle of a traced file, or NULL: pass the call straight through. */
+static inline iop_open *traced(MPI_File fh) {
+    if (!iop_active() || mpiio_depth) return NULL;
+    return iop_handle(IOP_LAYER_MPIIO, (uintptr_t)fh);
+}
+
+/* For MPI-IO handles the runtime's ``offset`` slot holds the access mode
+ * (positions live in the MPI library and are asked for when needed). */
+static inline int amode_of(const iop_open *o) { return (int)o->offset; }
+
+static int64_t type_bytes(int count, MPI_Datatype dt) {
+    int size = 0;
+    if (count <= 0) return 0;
+    if (REAL(PMPI_Type_size)(dt, &size) != MPI_SUCCESS || size < 0) return -1;
+    return (int64_t)count * size;
+}
+
+/* Absolute byte offset of ``off`` (in etypes, relative to the view). */
+static int64_t byte_offset(const iop_open *o, MPI_File fh, MPI_Offset off) {
+    MPI_Offset disp;
+    if (off < 0 || (amode_of(o) & MPI_MODE_SEQUENTIAL)) return -1;
+    if (REAL(PMPI_File_get_byte_offset)(fh, off, &disp) != MPI_SUCCESS) return -1;
+    return (int64_t)disp;
+}
+
+/* Byte offset of the individual file pointer, read before the call moves it. */
+static int64_t individual_offset(const iop_open *o, MPI_File fh) {
+    MPI_Offset pos;
+    if (amode_of(o) & MPI_MODE_SEQUENTIAL) return -1;
+    if (REAL(PMPI_File_get_position)(fh, &pos) != MPI_SUCCESS) return -1;
+    return byte_offset(o, fh, pos);
+}
+
+/* Where the data goes: an explicit offset, the individual or the shared
+ * file pointer. */
+enum { AT_EXPLICIT, AT_INDIVIDUAL, AT_SHARED };
+
+static inline int64_t offset_before(const iop_open *o, MPI_File fh, int at) {
+    return at == AT_INDIVIDUAL ? individual_offset(o, fh) : -1;
+}
+
+/* After a call: count it and record it.  The size and the explicit offset
+ * are asked for only after a successful call, so a bad datatype or offset
+ * is reported by the real call, as without us. */
+static void data_done(iop_open *o, MPI_File fh, int op, int counter, unsigned flags, int at,
+                      MPI_Offset off, int64_t pre, const void *buf, int count,
+                      MPI_Datatype dt, int ret, double t1, double t2) {
+    int64_t bytes = -1, offset = pre;
+    if (ret == MPI_SUCCESS) {
+        bytes = type_bytes(count, dt);
+        if (at == AT_EXPLICIT) offset = byte_offset(o, fh, off);
+    }
+    iop_count(o->st, counter, 1);
+    iop_data_op(o->st, op, offset, bytes, buf, 0, t1, t2, flags);
+}
+
+#define COLL IOP_FLAG_COLLECTIVE
+#define NB IOP_FLAG_NONBLOCKING
+#define RD IOP_OP_READ
+#define WR IOP_OP_WRITE
+
+/* ------------------------------------------------------------------ */
+/* Blocking and non-blocking data calls.  ``LASTT`` is the type of the last
+ * argument (MPI_Status * or MPI_Request *), which we only pass on. */
+
+#define DATA_CALL(op, counter, flags, at, off, CALL)                           \
+    iop_open *o = traced(fh);                                                  \
+    if (!o) return CALL;                                                       \
+    int64_t pre = offset_before(o, fh, at);                                    \
+    double t1 = iop_now();                                                     \
+    mpiio_depth++;                                                             \
+    int r = CALL;                                                              \
+    mpiio_depth--;                                                             \
+    int e = errno;                                                             \
+    double t2 = iop_now();                                                     \
+    data_done(o, fh, op, IOP_C_##counter, flags, at, off, pre, buf, count, dt, \
+              r, t1, t2);                                                      \
+    errno = e;                                                                 \
+    return r
+
+/* Explicit offset: (fh, offset, buf, count, datatype, last). */
+#define WRAP_AT(name, op, counter, flags, BUFT, LASTT)                             \
+    REAL_DECL(int, P##name, (MPI_File, MPI_Offset, BUFT, int, MPI_Datatype, LASTT)); \
+    IOP_EXPORT int name(MPI_File fh, MPI_Offset off, BUFT buf, int count,          \
+                        MPI_Datatype dt, LASTT last) {                             \
+        DATA_CALL(op, counter, flags, AT_EXPLICIT, off,                            \
+                  REAL(P##name)(fh, off, buf, count, dt, last));                   \
+    }
+
+/* A file pointer (individual or shared): (fh, buf, count, datatype, last). */
+#define WRAP_PTR(name, at, op, counter, flags, BUFT, LASTT)                        \
+    REAL_DECL(int, P##name, (MPI_File, BUFT, int, MPI_Datatype, LASTT));           \
+    IOP_EXPORT int name(MPI_File fh, BUFT buf, int count, MPI_Datatype dt,         \
+                        LASTT last) {                                              \
+        DATA_CALL(op, counter, flags, at, 0, REAL(P##name)(fh, buf, count, dt, last)); \
+    }
+
+#define RBUF void *
+#define WBUF const void *
+#define STAT MPI_Status *
+#define REQ MPI_Request *
+
+WRAP_AT(MPI_File_read_at, RD, INDEP_READS, 0, RBUF, STAT)
+WRAP_AT(MPI_File_write_at, WR, INDEP_WRITES, 0, WBUF, STAT)
+WRAP_AT(MPI_File_read_at_all, RD, COLL_READS, COLL, RBUF, STAT)
+WRAP_AT(MPI_File_write_at_all, WR, COLL_WRITES, COLL, WBUF, STAT)
+WRAP_AT(MPI_File_iread_at, RD, NB_READS, NB, RBUF, REQ)
+WRAP_AT(MPI_File_iwrite_at, WR, NB_WRITES, NB, WBUF, REQ)
+WRAP_AT(MPI_File_iread_at_all, RD, NB_READS, NB | COLL, RBUF, REQ)
+WRAP_AT(MPI_File_iwrite_at_all, WR, NB_WRITES, NB | COLL, WBUF, REQ)
+
+WRAP_PTR(MPI_File_read, AT_INDIVIDUAL, RD, INDEP_READS, 0, RBUF, STAT)
+WRAP_PTR(MPI_File_write, AT_INDIVIDUAL, WR, INDEP_WRITES, 0, WBUF, STAT)
+WRAP_PTR(MPI_File_read_all, AT_INDIVIDUAL, RD, COLL_READS, COLL, RBUF, STAT)
+WRAP_PTR(MPI_File_write_all, AT_INDIVIDUAL, WR, COLL_WRITES, COLL, WBUF, STAT)
+WRAP_PTR(MPI_File_iread, AT_INDIVIDUAL, RD, NB_READS, NB, RBUF, REQ)
+WRAP_PTR(MPI_File_iwrite, AT_INDIVIDUAL, WR, NB_WRITES, NB, WBUF, REQ)
+WRAP_PTR(MPI_File_iread_all, AT_INDIVIDUAL, RD, NB_READS, NB | COLL, RBUF, REQ)
+WRAP_PTR(MPI_File_iwrite_all, AT_INDIVIDUAL, WR, NB_WRITES, NB | COLL, WBUF, REQ)
+
+WRAP_PTR(MPI_File_read_shared, AT_SHARED, RD, INDEP_READS, 0, RBUF, STAT)
+WRAP_PTR(MPI_File_write_shared, AT_SHARED, WR, INDEP_WRITES, 0, WBUF, STAT)
+WRAP_PTR(MPI_File_read_ordered, AT_SHARED, RD, COLL_READS, COLL, RBUF, STAT)
+WRAP_PTR(MPI_File_write_ordered, AT_SHARED, WR, COLL_WRITES, COLL, WBUF, STAT)
+WRAP_PTR(MPI_File_iread_shared, AT_SHARED, RD, NB_READS, NB, RBUF, REQ)
+WRAP_PTR(MPI_File_iwrite_shared, AT_SHARED, WR, NB_WRITES, NB, WBUF, REQ)
+
+/* ------------------------------------------------------------------ */
+/* Split collectives.  MPI allows one pending split collective per file
+ * handle: what begin knew (time, offset, bytes) waits in a small table
+ * until the matching end.  The table is fixed; when it is full the begin
+ * call is recorded on its own, so nothing is lost but the end's time. */
+
+#define NSPLIT 256
+static struct split {
+    uintptr_t fh; /* 0: free */
+    double t1;
+    int64_t offset, bytes;
+    const void *buf;
+} splits[NSPLIT];
+static volatile int split_lock;
+
+static void lock_splits(void) {
+    while (__atomic_exchange_n(&split_lock, 1, __ATOMIC_ACQUIRE))
+        while (split_lock) __builtin_ia32_pause();
+}
+static void unlock_splits(void) { __atomic_store_n(&split_lock, 0, __ATOMIC_RELEASE); }
+
+static int split_put(MPI_File fh, double t1, int64_t offset, int64_t bytes, const void *buf) {
+    int ok = 0;
+    lock_splits();
+    for (int i = 0; i < NSPLIT; i++) {
+        if (splits[i].fh == 0 || splits[i].fh == (uintptr_t)fh) {
+            splits[i] = (struct split){(uintptr_t)fh, t1, offset, bytes, buf};
+            ok = 1;
+            break;
+        }
+    }
+    unlock_splits();
+    return ok;
+}
+
+static int split_take(MPI_File fh, struct split *out) {
+    int ok = 0;
+    lock_splits();
+    for (int i = 0; i < NSPLIT; i++) {
+        if (splits[i].fh == (uintptr_t)fh) {
+            *out = splits[i];
+            splits[i].fh = 0;
+            ok = 1;
+            break;
+        }
+    }
+    unlock_splits();
+    return ok;
+}
+
+static void split_begun(iop_open *o, MPI_File fh, int op, int at, MPI_Offset off, int64_t pre,
+                        const void *buf, int count, MPI_Datatype dt, int ret, double t1,
+                        double t2) {
+    int64_t offset = pre;
+    if (ret == MPI_SUCCESS) {
+        if (at == AT_EXPLICIT) offset = byte_offset(o, fh, off);
+        if (split_put(fh, t1, offset, type_bytes(count, dt), buf)) return;
+    }
+    /* Failed, or no room to wait for the end: record it now. */
+    data_done(o, fh, op, op == RD ? IOP_C_SPLIT_READS : IOP_C_SPLIT_WRITES, COLL, at, off, pre,
+              buf, count, dt, ret, t1, t2);
+}
+
+#define SPLIT_BEGIN(op, at, off, CALL)                                              \
+    iop_open *o = traced(fh);                                                       \
+    if (!o) return CALL;                                                            \
+    int64_t pre = offset_before(o, fh, at);                                         \
+    double t1 = iop_now();                                                          \
+    mpiio_depth++;                                                                  \
+    int r = CALL;                                                                   \
+    mpiio_depth--;                                                                  \
+    int e = errno;                                                                  \
+    double t2 = iop_now();                                                          \
+    split_begun(o, fh, op, at, off, pre, buf, count, dt, r, t1, t2);                \
+    errno = e;                                                                      \
+    return r
+
+#define WRAP_BEGIN_AT(name, op, BUFT)                                              \
+    REAL_DECL(int, P##name, (MPI_File, MPI_Offset, BUFT, int, MPI_Datatype));      \
+    IOP_EXPORT int name(MPI_File fh, MPI_Offset off, BUFT buf, int count,          \
+                        MPI_Datatype dt) {                                         \
+        SPLIT_BEGIN(op, AT_EXPLICIT, off, REAL(P##name)(fh, off, buf, count, dt)); \
+    }
+
+#define WRAP_BEGIN(name, at, op, BUFT)                                             \
+    REAL_DECL(int, P##name, (MPI_File, BUFT, int, MPI_Datatype));                  \
+    IOP_EXPORT int name(MPI_File fh, BUFT buf, int count, MPI_Datatype dt) {       \
+        SPLIT_BEGIN(op, at, 0, REAL(P##name)(fh, buf, count, dt));                 \
+    }
+
+#define WRAP_END(name, op, counter, BUFT)                                          \
+    REAL_DECL(int, P##name, (MPI_File, BUFT, MPI_Status *));                       \
+    IOP_EXPORT int name(MPI_File fh, BUFT buf, MPI_Status *status) {               \
+        iop_open *o = traced(fh);                                                  \
+        if (!o) return REAL(P##name)(fh, buf, status);                             \
+        mpiio_depth++;                                                             \
+        int r = REAL(P##name)(fh, buf, status);                                    \
+        mpiio_depth--;                                                             \
+        int e = errno;                                                             \
+        double t2 = iop_now();                                                     \
+        struct split s;                                                            \
+        if (split_take(fh, &s)) {                                                  \
+            iop_count(o->st, IOP_C_##counter, 1);                                  \
+            iop_data_op(o->st, op, s.offset, r == MPI_SUCCESS ? s.bytes : -1,      \
+                        s.buf, 0, s.t1, t2, COLL);                                 \
+        }                                                                          \
+        errno = e;                                                                 \
+        return r;                                                                  \
+    }
+
+WRAP_BEGIN_AT(MPI_File_read_at_all_begin, RD, RBUF)
+WRAP_BEGIN_AT(MPI_File_write_at_all_begin, WR, WBUF)
+WRAP_BEGIN(MPI_File_read_all_begin, AT_INDIVIDUAL, RD, RBUF)
+WRAP_BEGIN(MPI_File_write_all_begin, AT_INDIVIDUAL, WR, WBUF)
+WRAP_BEGIN(MPI_File_read_ordered_begin, AT_SHARED, RD, RBUF)
+WRAP_BEGIN(MPI_File_write_ordered_begin, AT_SHARED, WR, WBUF)
+WRAP_END(MPI_File_read_at_all_end, RD, SPLIT_READS, RBUF)
+WRAP_END(MPI_File_write_at_all_end, WR, SPLIT_WRITES, WBUF)
+WRAP_END(MPI_File_read_all_end, RD, SPLIT_READS, RBUF)
+WRAP_END(MPI_File_write_all_end, WR, SPLIT_WRITES, WBUF)
+WRAP_END(MPI_File_read_ordered_end, RD, SPLIT_READS, RBUF)
+WRAP_END(MPI_File_write_ordered_end, WR, SPLIT_WRITES, WBUF)
+
+/* ------------------------------------------------------------------ */
+/* Hints.  Each distinct (file, hint set) is noted once, so a program that
+ * reopens a file many times does not fill the runtime's memory. */
+
+#define NSEEN 4096
+static uint64_t seen_sets[NSEEN];
+static volatile int seen_lock;
+
+static int first_time(uint64_t h) {
+    int fresh = 0, used = 0;
+    h = h ? h : 1;
+    while (__atomic_exchange_n(&seen_lock, 1, __ATOMIC_ACQUIRE))
+        while (seen_lock) __builtin_ia32_pause();
+    size_t i = h % NSEEN;
+    for (; used < NSEEN * 3 / 4; i = (i + 1) % NSEEN, used++) {
+        if (seen_sets[i] == h) break;
+        if (!seen_sets[i]) {
+            seen_sets[i] = h;
+            fresh = 1;
+            break;
+        }
+    }
+    __atomic_store_n(&seen_lock, 0, __ATOMIC_RELEASE);
+    return fresh;
+}
+
+static uint64_t fnv(uint64_t h, const char *s) {
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL;
+}
+
+/* Note every key of ``info`` as (kind, file, key, value). */
+static void note_info(const char *kind, uint64_t file_id, MPI_Info info) {
+    int n = 0;
+    if (REAL(PMPI_Info_get_nkeys)(info, &n) != MPI_SUCCESS || n <= 0) return;
+    if (n > 256) n = 256;
+    char key[MPI_MAX_INFO_KEY + 1], value[MPI_MAX_INFO_VAL + 1];
+    uint64_t h = fnv(1469598103934665603ULL ^ file_id, kind);
+    for (int pass = 0; pass < 2; pass++) { /* 0: hash the set, 1: note it */
+        for (int i = 0; i < n; i++) {
+            int flag = 0;
+            if (REAL(PMPI_Info_get_nthkey)(info, i, key) != MPI_SUCCESS) continue;
+            key[MPI_MAX_INFO_KEY] = 0;
+            if (REAL(PMPI_Info_get)(info, key, MPI_MAX_INFO_VAL, value, &flag) != MPI_SUCCESS ||
+                !flag)
+                continue;
+            value[MPI_MAX_INFO_VAL] = 0;
+            if (pass == 0) h = fnv(fnv(h, key), value);
+            else iop_note(kind, file_id, key, value);
+        }
+        if (pass == 0 && !first_time(h)) return;
+    }
+}
+
+/* The ROMIO_HINTS file (ROMIO reads it at every open): its lines are noted
+ * once per process under file id 0.  The core records the variable itself
+ * in the process metadata.  Only ROMIO reads it, OMPIO does not. */
+static void note_romio_hints_file(void) {
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL)) return;
+    const char *path = getenv("ROMIO_HINTS");
+    if (!path || !*path) return;
+    iop_enter(); /* reading it is our business, not the program's */
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int lines = 0;
+    while (f && lines++ < 256 && fgets(line, sizeof line, f)) {
+        char *k = line + strspn(line, " \t");
+        if (!*k || *k == '#' || *k == '\n') continue;
+        char *end = k + strcspn(k, " \t\r\n");
+        char *v = end + strspn(end, " \t");
+        v[strcspn(v, "\r\n")] = 0;
+        *end = 0;
+        iop_note("mpiio_romio_hints_file", 0, k, v);
+    }
+    if (f) fclose(f);
+    iop_leave();
+}
+
+/* ------------------------------------------------------------------ */
+/* Open, close and other calls on the whole file. */
+
+/* "ufs:/path", "lustre:/path": ROMIO takes a leading "name:" as the file
+ * system to use and opens what follows.  Open MPI 4.1's OMPIO does not: it
+ * opens a file called "ufs:path".  So after a successful open the prefix
+ * is dropped unless a file with the whole name exists. */
+static const char *file_name(const char *path) {
+    const char *p = path;
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) return path;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '_')
+        p++;
+    if (*p != ':' || !p[1]) return path;
+    struct stat sb;
+    iop_enter(); /* our own look, not the program's */
+    int whole = stat(path, &sb) == 0;
+    iop_leave();
+    return whole ? path : p + 1;
+}
+
+REAL_DECL(int, PMPI_File_open, (MPI_Comm, const char *, int, MPI_Info, MPI_File *));
+IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
+                             MPI_File *fh) {
+    if (!iop_active() || mpiio_depth || !filename || !fh)
+        return REAL(PMPI_File_open)(comm, filename, amode, info, fh);
+    double t1 = iop_now();
+    mpiio_depth++;
+    int r = REAL(PMPI_File_open)(comm, filename, amode, info, fh);
+    mpiio_depth--;
+    int e = errno;
+    double t2 = iop_now();
+    if (r == MPI_SUCCESS) {
+        uint64_t id = iop_register_path(file_name(filename));
+        iop_open *o = iop_handle_set(IOP_LAYER_MPIIO, (uintptr_t)*fh, id, amode);
+        if (o) {
+            int nprocs = 1;
+            if (REAL(PMPI_Comm_size)(comm, &nprocs) != MPI_SUCCESS) nprocs = 1;
+            int coll = nprocs > 1;
+            iop_meta_op(o->st, IOP_OP_OPEN, coll ? IOP_C_COLL_OPENS : IOP_C_INDEP_OPENS, t1, t2,
+                        coll ? COLL : 0);
+            iop_set(o->st, IOP_C_MODE, amode);
+            note_romio_hints_file();
+            if (info_given(info)) {
+                iop_count(o->st, IOP_C_HINTS, 1);
+                note_info("mpiio_hint_passed", id, info);
+            }
+            /* The hints in effect, as the library reports them.  A plain
+             * MPICH/ROMIO answers with all of them (cb_buffer_size,
+             * romio_cb_write ...).  Open MPI 4.1 answers MPI_File_get_info
+             * from its own copy of the info given at open and set_info,
+             * for OMPIO and for its ROMIO component alike: only the keys
+             * passed in, never the defaults or what ROMIO_HINTS changed
+             * (those show up as the mpiio_romio_hints_file notes). */
+            MPI_Info used;
+            if (REAL(PMPI_File_get_info)(*fh, &used) == MPI_SUCCESS) {
+                if (info_given(used)) {
+                    note_info("mpiio_hint", id, used);
+                    REAL(PMPI_Info_free)(&used);
+                }
+            }
+        }
+    }
+    errno = e;
+    return r;
+}
+
+REAL_DECL(int, PMPI_File_close, (MPI_File *));
+IOP_EXPORT int MPI_File_close(MPI_File *fh) {
+    iop_open *o = fh ? traced(*fh) : NULL;
+    if (!o) return REAL(PMPI_File_close)(fh);
+    uintptr_t key = (uintptr_t)*fh; /* the call sets *fh to MPI_FILE_NULL */
+    iop_stats *st = o->st;
+    double t1 = iop_now();
+    mpiio_depth++;
+    int r = REAL(PMPI_File_close)(fh);
+    mpiio_depth--;
+    int e = errno;
+    double t2 = iop_now();
+    if (r == MPI_SUCCESS) iop_handle_clear(IOP_LAYER_MPIIO, key);
+    iop_meta_op(st, IOP_OP_CLOSE, -1, t1, t2, r == MPI_SUCCESS ? 0 : IOP_FLAG_ERROR);
+    errno = e;
+    return r;
+}
+
+/* Calls on an open file that are metadata: (params), (args), op, counter. */
+#define WRAP_FILE_META(name, params, args, op, counter, flags)               \
+    REAL_DECL(int, P##name, params);                                         \
+    IOP_EXPORT int name params {                                             \
+        iop_open *o = traced(fh);                                            \
+        if (!o) return REAL(P##name) args;                                   \
+        double t1 = iop_now();                                               \
+        mpiio_depth++;                                                       \
+        int r = REAL(P##name) args;                                          \
+        mpiio_depth--;                                                       \
+        int e = errno;                                                       \
+        iop_meta_op(o->st, op, counter, t1, iop_now(),                       \
+                    (flags) | (r == MPI_SUCCESS ? 0 : IOP_FLAG_ERROR));      \
+        errno = e;                                                           \
+        return r;                                                            \
+    }
+
+WRAP_FILE_META(MPI_File_sync, (MPI_File fh), (fh), IOP_OP_SYNC, IOP_C_SYNCS, COLL)
+WRAP_FILE_META(MPI_File_set_size, (MPI_File fh, MPI_Offset size), (fh, size),
+               IOP_OP_TRUNCATE, -1, COLL)
+
+/* Calls that change how the file is seen: counted, not recorded (the
+ * record format has no operation for them). */
+#define WRAP_FILE_SETTING(name, params, args, counter)                        \
+    REAL_DECL(int, P##name, params);                                          \
+    IOP_EXPORT int name params {                                              \
+        iop_open *o = traced(fh);                                             \
+        if (!o) return REAL(P##name) args;                                    \
+        mpiio_depth++;                                                        \
+        int r = REAL(P##name) args;                                           \
+        mpiio_depth--;                                                        \
+        int e = errno;                                                        \
+        if (r == MPI_SUCCESS) {                                               \
+            if ((counter) >= 0) iop_count(o->st, counter, 1);                 \
+            if (info_given(info)) {                                           \
+                iop_count(o->st, IOP_C_HINTS, 1);                             \
+                note_info("mpiio_hint_passed", o->st->file_id, info);         \
+            }                                                                 \
+        }                                                                     \
+        errno = e;                                                            \
+        return r;                                                             \
+    }
+
+WRAP_FILE_SETTING(MPI_File_set_view,
+                  (MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+                   const char *datarep, MPI_Info info),
+                  (fh, disp, etype, filetype, datarep, info), IOP_C_VIEWS)
+WRAP_FILE_SETTING(MPI_File_set_info, (MPI_File fh, MPI_Info info), (fh, info), -1)
+
+/* ------------------------------------------------------------------ */
+/* Start and end of MPI: the rank, and the trace written out before
+ * MPI_Finalize (some launchers end the processes soon after it). */
+
+static void learn_rank(void) {
+    MPI_Comm world;
+    int rank = -1, size = 0;
+    if (!iop_enabled || !world_known(&world)) return;
+    if (REAL(PMPI_Comm_rank)(world, &rank) != MPI_SUCCESS) rank = -1;
+    if (REAL(PMPI_Comm_size)(world, &size) != MPI_SUCCESS) size = 0;
+    iop_set_rank(rank, size);
+}
+
+REAL_DECL(int, PMPI_Init, (int *, char ***));
+IOP_EXPORT int MPI_Init(int *argc, char ***argv) {
+    int r = REAL(PMPI_Init)(argc, argv);
+    int e = errno;
+    if (r == MPI_SUCCESS) learn_rank();
+    errno = e;
+    return r;
+}
+
+REAL_DECL(int, PMPI_Init_thread, (int *, char ***, int, int *));
+IOP_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    int r = REAL(PMPI_Init_thread)(argc, argv, required, provided);
+    int e = errno;
+    if (r == MPI_SUCCESS) learn_rank();
+    errno = e;
+    return r;
+}
+
+REAL_DECL(int, PMPI_Finalize, (void));
+IOP_EXPORT int MPI_Finalize(void) {
+    if (iop_enabled) iop_flush_all();
+    return REAL(PMPI_Finalize)();
+}
