@@ -48,6 +48,20 @@ def _program(command: Sequence[str]) -> str:
     return command[0]
 
 
+def resolve_shim(command: Sequence[str]) -> list[str]:
+    """Replace a pyenv shim (a shell script that starts several processes)
+    with the real interpreter, so the trace holds the program, not the shim."""
+    found = shutil.which(command[0])
+    if not found or "/.pyenv/shims/" not in found:
+        return list(command)
+    try:
+        real = subprocess.run(["pyenv", "which", Path(command[0]).name], capture_output=True,
+                              text=True, timeout=30).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return list(command)
+    return [real, *command[1:]] if real and Path(real).exists() else list(command)
+
+
 def traced_command(command: Sequence[str], env: dict[str, str]) -> list[str]:
     """The command line that carries the runtime's variables to every rank."""
     name = Path(command[0]).name
@@ -97,7 +111,7 @@ def run(command: Sequence[str], trace_dir: Path, *, max_records: int | None = No
         if bad:
             raise InputError("--layers", f"unknown layer(s) {', '.join(bad)}; known: {LAYERS}")
         env["IOPILOT_LAYERS"] = ",".join(layers)
-    argv = traced_command(command, env)
+    argv = traced_command(resolve_shim(command), env)
     if Path(command[0]).name in OPENMPI_LAUNCHERS + SLURM_LAUNCHERS:
         # The launcher gets the variables on its command line, not in its own
         # environment, so it does not trace itself.
