@@ -1,0 +1,1086 @@
+/* HDF5 layer: files (H5F) and datasets (H5D).
+ *
+ * hdf5.h is not included: the types and prototypes below are declared here,
+ * and every HDF5 function is looked up at run time, so that one library
+ * works with HDF5 1.10, 1.14 and 2.0 and with programs that have no HDF5 at
+ * all (nm -D --undefined-only must show no H5 symbol).
+ *
+ * Which HDF5?  A process may hold more than one copy of the library: a
+ * program linked with the system HDF5 may load a Python extension with its
+ * own private copy (h5py and netCDF4 wheels each bundle one, loaded with
+ * RTLD_LOCAL).  Our H5Dwrite receives the calls of all of them, so the real
+ * function is looked up in the scope of the object that called us (found
+ * from the return address): calls from h5py go to h5py's libhdf5, calls
+ * from the program to the program's.  Each copy of the library gets its own
+ * table of function pointers, and the queries we make about an id (its
+ * dataspace, its datatype, ...) go to the copy that made the id.
+ *
+ * Our own calls (H5Dget_space, H5Pget_alignment, ...) are bracketed by
+ * iop_enter()/iop_leave() so that whatever they do is not traced, and they
+ * are only made after a call succeeded: after a failure the error stack
+ * belongs to the program (h5py turns it into the exception's message), and
+ * any API call of ours would clear it.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.h"
+
+/* ------------------------------------------------------------------ */
+/* HDF5 types (identical in 1.10, 1.12, 1.14 and 2.0 on LP64). */
+
+typedef int64_t hid_t;
+typedef int herr_t;
+typedef int htri_t;
+typedef unsigned long long hsize_t;
+typedef long long hssize_t;
+
+#define H5P_DEFAULT ((hid_t)0)
+/* Dataspace ids with a special meaning: H5S_ALL (0); 1.14 adds H5S_BLOCK
+ * (1) and H5S_PLIST (2).  Real ids carry their type in the high bits. */
+#define H5S_SPECIAL_MAX ((hid_t)2)
+#define H5I_DATASET 5
+#define H5D_COMPACT 0
+#define H5D_CONTIGUOUS 1
+#define H5D_CHUNKED 2
+#define H5D_VIRTUAL 3
+#define H5S_SEL_POINTS 1
+#define H5S_SEL_HYPERSLABS 2
+#define H5FD_MPIO_COLLECTIVE 1
+#define H5D_MPIO_NO_COLLECTIVE 0
+#define H5F_FSPACE_STRATEGY_PAGE 1
+#define MAX_DIMS 32 /* H5S_MAX_RANK */
+
+/* Prototypes of everything we call, as function types. */
+typedef herr_t t_H5open(void);
+typedef herr_t t_H5get_libversion(unsigned *, unsigned *, unsigned *);
+typedef hid_t t_H5Fcreate(const char *, unsigned, hid_t, hid_t);
+typedef hid_t t_H5Fopen(const char *, unsigned, hid_t);
+typedef herr_t t_H5Fclose(hid_t);
+typedef herr_t t_H5Fflush(hid_t, int);
+typedef ssize_t t_H5Fget_name(hid_t, char *, size_t);
+typedef hid_t t_H5Fget_access_plist(hid_t);
+typedef hid_t t_H5Fget_create_plist(hid_t);
+typedef hid_t t_H5Dcreate1(hid_t, const char *, hid_t, hid_t, hid_t);
+typedef hid_t t_H5Dcreate2(hid_t, const char *, hid_t, hid_t, hid_t, hid_t, hid_t);
+typedef hid_t t_H5Dcreate_anon(hid_t, hid_t, hid_t, hid_t, hid_t);
+typedef hid_t t_H5Dopen1(hid_t, const char *);
+typedef hid_t t_H5Dopen2(hid_t, const char *, hid_t);
+typedef herr_t t_H5Dclose(hid_t);
+typedef herr_t t_H5Dflush(hid_t);
+typedef herr_t t_H5Dread(hid_t, hid_t, hid_t, hid_t, hid_t, void *);
+typedef herr_t t_H5Dwrite(hid_t, hid_t, hid_t, hid_t, hid_t, const void *);
+typedef herr_t t_H5Dread_multi(size_t, hid_t *, hid_t *, hid_t *, hid_t *, hid_t, void **);
+typedef herr_t t_H5Dwrite_multi(size_t, hid_t *, hid_t *, hid_t *, hid_t *, hid_t, const void **);
+typedef hid_t t_H5Dget_space(hid_t);
+typedef hid_t t_H5Dget_type(hid_t);
+typedef hid_t t_H5Dget_create_plist(hid_t);
+typedef hid_t t_H5Dget_access_plist(hid_t);
+typedef hid_t t_H5Oopen(hid_t, const char *, hid_t);
+typedef herr_t t_H5Oclose(hid_t);
+typedef int t_H5Idec_ref(hid_t);
+typedef int t_H5Iget_type(hid_t);
+typedef ssize_t t_H5Iget_name(hid_t, char *, size_t);
+typedef htri_t t_H5Iis_valid(hid_t);
+typedef herr_t t_H5Sclose(hid_t);
+typedef herr_t t_H5Tclose(hid_t);
+typedef herr_t t_H5Pclose(hid_t);
+typedef int t_H5Sget_simple_extent_ndims(hid_t);
+typedef int t_H5Sget_simple_extent_dims(hid_t, hsize_t *, hsize_t *);
+typedef hssize_t t_H5Sget_simple_extent_npoints(hid_t);
+typedef hssize_t t_H5Sget_select_npoints(hid_t);
+typedef int t_H5Sget_select_type(hid_t);
+typedef htri_t t_H5Sis_regular_hyperslab(hid_t);
+typedef size_t t_H5Tget_size(hid_t);
+typedef int t_H5Pget_layout(hid_t);
+typedef int t_H5Pget_chunk(hid_t, int, hsize_t *);
+typedef int t_H5Pget_nfilters(hid_t);
+typedef int t_H5Pget_filter2(hid_t, unsigned, unsigned *, size_t *, unsigned *, size_t, char *,
+                             unsigned *);
+typedef herr_t t_H5Pget_chunk_cache(hid_t, size_t *, size_t *, double *);
+typedef hid_t t_H5Pget_driver(hid_t);
+typedef herr_t t_H5Pget_alignment(hid_t, hsize_t *, hsize_t *);
+typedef herr_t t_H5Pget_sieve_buf_size(hid_t, size_t *);
+typedef herr_t t_H5Pget_meta_block_size(hid_t, hsize_t *);
+typedef herr_t t_H5Pget_all_coll_metadata_ops(hid_t, void *); /* hbool_t * */
+typedef herr_t t_H5Pget_coll_metadata_write(hid_t, void *);
+typedef herr_t t_H5Pget_page_buffer_size(hid_t, size_t *, unsigned *, unsigned *);
+typedef herr_t t_H5Pget_libver_bounds(hid_t, int *, int *);
+typedef herr_t t_H5Pget_file_space_strategy(hid_t, int *, void *, hsize_t *);
+typedef herr_t t_H5Pget_file_space_page_size(hid_t, hsize_t *);
+typedef herr_t t_H5Pget_dxpl_mpio(hid_t, int *);
+typedef herr_t t_H5Pget_mpio_actual_io_mode(hid_t, int *);
+typedef herr_t t_H5Pget_mpio_no_collective_cause(hid_t, uint32_t *, uint32_t *);
+/* MPI_Comm and MPI_Info are a pointer (Open MPI) or an int (MPICH): both
+ * travel in one integer register, so they are passed through untouched. */
+typedef herr_t t_H5Pset_fapl_mpio(hid_t, uintptr_t, uintptr_t);
+typedef herr_t t_H5Pset_mdc_config(hid_t, void *);
+
+#define H5_FUNCS(X)                                                                     \
+    X(H5open) X(H5get_libversion)                                                       \
+    X(H5Fcreate) X(H5Fopen) X(H5Fclose) X(H5Fflush) X(H5Fget_name)                     \
+    X(H5Fget_access_plist) X(H5Fget_create_plist)                                       \
+    X(H5Dcreate1) X(H5Dcreate2) X(H5Dcreate_anon) X(H5Dopen1) X(H5Dopen2) X(H5Dclose)   \
+    X(H5Dflush) X(H5Dread) X(H5Dwrite) X(H5Dread_multi) X(H5Dwrite_multi)               \
+    X(H5Dget_space) X(H5Dget_type) X(H5Dget_create_plist) X(H5Dget_access_plist)        \
+    X(H5Oopen) X(H5Oclose) X(H5Idec_ref) X(H5Iget_type) X(H5Iget_name) X(H5Iis_valid)  \
+    X(H5Sclose) X(H5Tclose) X(H5Pclose)                                                 \
+    X(H5Sget_simple_extent_ndims) X(H5Sget_simple_extent_dims)                          \
+    X(H5Sget_simple_extent_npoints) X(H5Sget_select_npoints) X(H5Sget_select_type)      \
+    X(H5Sis_regular_hyperslab) X(H5Tget_size)                                           \
+    X(H5Pget_layout) X(H5Pget_chunk) X(H5Pget_nfilters) X(H5Pget_filter2)               \
+    X(H5Pget_chunk_cache) X(H5Pget_driver) X(H5Pget_alignment) X(H5Pget_sieve_buf_size) \
+    X(H5Pget_meta_block_size) X(H5Pget_all_coll_metadata_ops)                           \
+    X(H5Pget_coll_metadata_write) X(H5Pget_page_buffer_size) X(H5Pget_libver_bounds)    \
+    X(H5Pget_file_space_strategy) X(H5Pget_file_space_page_size) X(H5Pget_dxpl_mpio)    \
+    X(H5Pget_mpio_actual_io_mode) X(H5Pget_mpio_no_collective_cause)                    \
+    X(H5Pset_fapl_mpio) X(H5Pset_mdc_config)
+
+enum h5_func {
+#define IOP_X(name) F_##name,
+    H5_FUNCS(IOP_X)
+#undef IOP_X
+    H5_NFUNCS
+};
+
+static const char *const h5_names[] = {
+#define IOP_X(name) #name,
+    H5_FUNCS(IOP_X)
+#undef IOP_X
+};
+
+/* Virtual file drivers we can name: 1.10 exports H5FD_<name>_init(), which
+ * returns the driver's id; 1.14 and 2.0 export H5FD_<NAME>_id_g. */
+static const char *const drivers[] = {"mpio", "sec2", "core", "stdio", "family", "log",
+                                      "multi", "direct", "subfiling", "splitter", "mirror",
+                                      "ros3", "hdfs", "onion"};
+#define NDRIVERS (sizeof drivers / sizeof drivers[0])
+/* Calling H5FD_<name>_init() registers the driver when it was not yet: we
+ * do so only for the first ones, the drivers every build has. */
+#define NDRIVERS_INIT 7
+
+/* ------------------------------------------------------------------ */
+/* One loaded copy of the HDF5 library and its functions. */
+
+typedef struct h5lib {
+    uintptr_t base;      /* load address; 0 for the global fallback */
+    void *handle;        /* dlopen handle; NULL: resolve through iop_resolve */
+    void *fn[H5_NFUNCS];
+    unsigned char tried[H5_NFUNCS];
+    void *drv_var[NDRIVERS];  /* hid_t *H5FD_<NAME>_id_g */
+    void *drv_init[NDRIVERS]; /* hid_t H5FD_<name>_init(void) */
+    int drivers_tried;
+    char version[32];
+} h5lib;
+
+#define MAX_LIBS 8
+#define MAX_CALLERS 256
+static h5lib libs[MAX_LIBS];
+static int nlibs;
+static h5lib global_lib; /* when the caller's scope cannot tell */
+static struct {
+    uintptr_t lo, hi;
+    h5lib *lib;
+} callers[MAX_CALLERS];
+static int ncallers;
+static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t self_base;
+
+static int in_self(void *addr) {
+    Dl_info di;
+    if (!self_base) {
+        if (dladdr((void *)&in_self, &di)) self_base = (uintptr_t)di.dli_fbase;
+    }
+    return addr && dladdr(addr, &di) && (uintptr_t)di.dli_fbase == self_base;
+}
+
+static void *h5_sym(h5lib *L, const char *name) {
+    void *p = L->handle ? dlsym(L->handle, name) : iop_resolve(name);
+    return in_self(p) ? NULL : p;
+}
+
+static void *h5fn(h5lib *L, int i) {
+    if (IOP_LIKELY(__atomic_load_n(&L->tried[i], __ATOMIC_ACQUIRE))) return L->fn[i];
+    void *p = h5_sym(L, h5_names[i]);
+    L->fn[i] = p;
+    __atomic_store_n(&L->tried[i], 1, __ATOMIC_RELEASE);
+    return p;
+}
+
+/* The typed real function ``name`` of library ``L`` (NULL when absent). */
+#define H5F_(L, name) ((t_##name *)h5fn((L), F_##name))
+
+/* The loaded object that contains an address: its extent and file name. */
+struct find_obj {
+    uintptr_t addr, lo, hi;
+    int found;
+    char name[4096];
+};
+
+static int find_obj_cb(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct find_obj *f = data;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    int hit = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t s = info->dlpi_addr + ph->p_vaddr, e = s + ph->p_memsz;
+        if (s < lo) lo = s;
+        if (e > hi) hi = e;
+        if (f->addr >= s && f->addr < e) hit = 1;
+    }
+    if (!hit) return 0;
+    f->lo = lo;
+    f->hi = hi;
+    f->found = 1;
+    snprintf(f->name, sizeof f->name, "%s", info->dlpi_name ? info->dlpi_name : "");
+    return 1;
+}
+
+/* Called with lib_lock held: the HDF5 copy that ``obj`` (a file name, "" for
+ * the main program) binds its HDF5 calls to. */
+static h5lib *lib_for_object(const char *obj) {
+    void *addr = NULL;
+    if (obj[0]) {
+        /* The object's own lookup scope: itself and its dependencies, which
+         * holds a privately loaded libhdf5 and never our preloaded library.
+         * The handle stays open: the object cannot be unloaded under us. */
+        void *h = dlopen(obj, RTLD_LAZY | RTLD_NOLOAD);
+        if (h) addr = dlsym(h, "H5open");
+    }
+    if (!addr || in_self(addr)) addr = dlsym(RTLD_NEXT, "H5open");
+    if (!addr || in_self(addr)) addr = iop_resolve("H5open");
+    Dl_info di;
+    if (!addr || in_self(addr) || !dladdr(addr, &di) || !di.dli_fname) return &global_lib;
+    for (int i = 0; i < nlibs; i++)
+        if (libs[i].base == (uintptr_t)di.dli_fbase) return &libs[i];
+    if (nlibs == MAX_LIBS) return &global_lib;
+    void *h = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) return &global_lib;
+    h5lib *L = &libs[nlibs];
+    L->base = (uintptr_t)di.dli_fbase;
+    L->handle = h;
+    __atomic_store_n(&nlibs, nlibs + 1, __ATOMIC_RELEASE);
+    return L;
+}
+
+/* The HDF5 copy serving a call that returns to ``ra``. */
+static h5lib *lib_for(uintptr_t ra) {
+    int n = __atomic_load_n(&ncallers, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (ra >= callers[i].lo && ra < callers[i].hi) return callers[i].lib;
+    int saved = errno;
+    int was = iop_in_runtime;
+    iop_in_runtime = 1; /* dlopen may read files: not the program's I/O */
+    pthread_mutex_lock(&lib_lock);
+    h5lib *L = NULL;
+    for (int i = 0; i < ncallers && !L; i++)
+        if (ra >= callers[i].lo && ra < callers[i].hi) L = callers[i].lib;
+    if (!L) {
+        struct find_obj f;
+        memset(&f, 0, sizeof f);
+        f.addr = ra;
+        dl_iterate_phdr(find_obj_cb, &f);
+        L = lib_for_object(f.found ? f.name : "");
+        if (f.found && ncallers < MAX_CALLERS) {
+            callers[ncallers].lo = f.lo;
+            callers[ncallers].hi = f.hi;
+            callers[ncallers].lib = L;
+            __atomic_store_n(&ncallers, ncallers + 1, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&lib_lock);
+    iop_in_runtime = was;
+    errno = saved;
+    return L;
+}
+
+#define CALLER_LIB() lib_for((uintptr_t)__builtin_return_address(0))
+
+/* Ids are numbered by each copy of the library on its own, so the first
+ * dataset of two copies has the same hid_t: our tables key an id together
+ * with its copy (ids keep their serial number in the low bits, far below
+ * bit 44, and their type in bits 56 and up). */
+static uintptr_t hkey(h5lib *L, hid_t id) {
+    uintptr_t copy = L == &global_lib ? 0 : (uintptr_t)(L - libs + 1);
+    return (uintptr_t)id ^ (copy << 44);
+}
+
+/* ------------------------------------------------------------------ */
+/* Notes: "hdf5_property" key/value pairs per file or dataset, each distinct
+ * (id, key, value) once, so that reopening a file adds nothing. */
+
+#define NOTE_SLOTS 8192
+#define DATASET_NOTES_MAX 4096 /* files keep the other half */
+static uint64_t note_seen[NOTE_SLOTS];
+static int dataset_notes;
+
+static uint64_t fnv(uint64_t h, const char *s) {
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL;
+}
+
+static int note_is_new(uint64_t h) {
+    if (!h) h = 1;
+    for (size_t i = h % NOTE_SLOTS, n = 0; n < NOTE_SLOTS; i = (i + 1) % NOTE_SLOTS, n++) {
+        uint64_t v = __atomic_load_n(&note_seen[i], __ATOMIC_ACQUIRE);
+        if (v == h) return 0;
+        if (v == 0) {
+            uint64_t zero = 0;
+            if (__atomic_compare_exchange_n(&note_seen[i], &zero, h, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+                return 1;
+            if (zero == h) return 0;
+        }
+    }
+    return 0; /* table full: drop rather than grow */
+}
+
+/* ``dataset``: a dataset's note, from a budget of their own (a program
+ * with a million datasets must not fill the runtime's memory with notes). */
+static void h5note(int dataset, uint64_t id, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void h5note(int dataset, uint64_t id, const char *key, const char *fmt, ...) {
+    if (dataset && __atomic_load_n(&dataset_notes, __ATOMIC_RELAXED) >= DATASET_NOTES_MAX) return;
+    char value[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(value, sizeof value, fmt, ap);
+    va_end(ap);
+    uint64_t h = 1469598103934665603ULL ^ (id * 0x9e3779b97f4a7c15ULL);
+    h = fnv(fnv(h, key), value);
+    if (!note_is_new(h)) return;
+    if (dataset) __atomic_add_fetch(&dataset_notes, 1, __ATOMIC_RELAXED);
+    iop_note("hdf5_property", id, key, value);
+}
+
+/* ------------------------------------------------------------------ */
+/* File-access property lists the program configured through setters we
+ * wrap: the MPI-IO driver (a fallback for libraries that do not tell the
+ * driver's id) and the metadata cache configuration. */
+
+#define NFAPLS 64
+static struct {
+    uintptr_t key; /* hkey() of the list */
+    int mpio;
+    char mdc[160];
+} fapls[NFAPLS];
+static int next_fapl;
+static volatile int fapl_lock;
+
+static void spin_lock(volatile int *l) {
+    while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+        while (*l) __builtin_ia32_pause();
+}
+static void spin_unlock(volatile int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+/* Called with fapl_lock held. */
+static int fapl_slot(uintptr_t key, int create) {
+    for (int i = 0; i < NFAPLS; i++)
+        if (fapls[i].key == key) return i;
+    if (!create) return -1;
+    int i = next_fapl;
+    next_fapl = (next_fapl + 1) % NFAPLS;
+    memset(&fapls[i], 0, sizeof fapls[i]);
+    fapls[i].key = key;
+    return i;
+}
+
+IOP_EXPORT herr_t H5Pset_fapl_mpio(hid_t fapl, uintptr_t comm, uintptr_t info) {
+    h5lib *L = CALLER_LIB();
+    t_H5Pset_fapl_mpio *f = H5F_(L, H5Pset_fapl_mpio);
+    if (!f) return -1;
+    herr_t r = f(fapl, comm, info);
+    if (r >= 0 && iop_enabled && fapl > 0) {
+        int e = errno;
+        spin_lock(&fapl_lock);
+        int i = fapl_slot(hkey(L, fapl), 1);
+        fapls[i].mpio = 1;
+        spin_unlock(&fapl_lock);
+        errno = e;
+    }
+    return r;
+}
+
+/* H5AC_cache_config_t, the same from 1.8 to 2.0: int version (1); three
+ * booleans; char trace_file_name[1025]; bool evictions_enabled; bool
+ * set_initial_size (offset 1033); size_t initial_size (1040); double
+ * min_clean_fraction; size_t max_size (1056); size_t min_size (1064); ...
+ * Read only when it looks like that layout. */
+static void describe_mdc(const unsigned char *c, char *out, size_t n) {
+    int version;
+    size_t initial, max, min;
+    memcpy(&version, c, sizeof version);
+    memcpy(&initial, c + 1040, sizeof initial);
+    memcpy(&max, c + 1056, sizeof max);
+    memcpy(&min, c + 1064, sizeof min);
+    unsigned char set_initial = c[1033];
+    if (version == 1 && set_initial <= 1 && min <= max && max > 0)
+        snprintf(out, n, "set_initial_size=%u initial_size=%zu min_size=%zu max_size=%zu",
+                 set_initial, initial, min, max);
+    else
+        snprintf(out, n, "set");
+}
+
+IOP_EXPORT herr_t H5Pset_mdc_config(hid_t fapl, void *config) {
+    h5lib *L = CALLER_LIB();
+    t_H5Pset_mdc_config *f = H5F_(L, H5Pset_mdc_config);
+    if (!f) return -1;
+    herr_t r = f(fapl, config);
+    if (r >= 0 && iop_enabled && fapl > 0 && config) {
+        int e = errno;
+        char desc[160];
+        describe_mdc(config, desc, sizeof desc);
+        spin_lock(&fapl_lock);
+        int i = fapl_slot(hkey(L, fapl), 1);
+        memcpy(fapls[i].mdc, desc, sizeof desc);
+        spin_unlock(&fapl_lock);
+        errno = e;
+    }
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Helpers. */
+
+/* The absolute form of a path, made the way iop_register_path makes it, so
+ * that "<file>:<dataset>" starts with the file's registered name. */
+static void absolute(const char *path, char *out, size_t n) {
+    if (path[0] == '/' || path[0] == '<') {
+        snprintf(out, n, "%s", path);
+        return;
+    }
+    char cwd[2048];
+    iop_enter();
+    char *got = getcwd(cwd, sizeof cwd);
+    iop_leave();
+    size_t k = 0;
+    if (got) {
+        size_t lc = strlen(cwd);
+        if (lc + 1 < n) {
+            memcpy(out, cwd, lc);
+            out[lc] = '/';
+            k = lc + 1;
+        }
+    }
+    size_t lp = strlen(path);
+    if (k + lp >= n) lp = n - k - 1;
+    memcpy(out + k, path, lp);
+    out[k + lp] = 0;
+}
+
+/* Closing ids of our own; the error is not the program's business. */
+static void close_space(h5lib *L, hid_t id) {
+    t_H5Sclose *f = H5F_(L, H5Sclose);
+    if (f && id > 0) f(id);
+}
+static void close_type(h5lib *L, hid_t id) {
+    t_H5Tclose *f = H5F_(L, H5Tclose);
+    if (f && id > 0) f(id);
+}
+static void close_plist(h5lib *L, hid_t id) {
+    t_H5Pclose *f = H5F_(L, H5Pclose);
+    if (f && id > 0) f(id);
+}
+
+static const char *library_version(h5lib *L) {
+    if (!L->version[0]) {
+        unsigned maj = 0, min = 0, rel = 0;
+        t_H5get_libversion *f = H5F_(L, H5get_libversion);
+        if (f && f(&maj, &min, &rel) >= 0) snprintf(L->version, sizeof L->version, "%u.%u.%u", maj, min, rel);
+        else snprintf(L->version, sizeof L->version, "unknown");
+    }
+    return L->version;
+}
+
+/* The name of the driver with id ``drv`` ("" when we cannot tell). */
+static const char *driver_name(h5lib *L, hid_t drv) {
+    if (!L->drivers_tried) {
+        for (size_t k = 0; k < NDRIVERS; k++) {
+            char name[64], upper[32];
+            size_t j;
+            for (j = 0; drivers[k][j] && j < sizeof upper - 1; j++)
+                upper[j] = (char)(drivers[k][j] - ('a' <= drivers[k][j] && drivers[k][j] <= 'z' ? 32 : 0));
+            upper[j] = 0;
+            snprintf(name, sizeof name, "H5FD_%s_id_g", upper);
+            L->drv_var[k] = h5_sym(L, name);
+            snprintf(name, sizeof name, "H5FD_%s_init", drivers[k]);
+            L->drv_init[k] = L->drv_var[k] || k >= NDRIVERS_INIT ? NULL : h5_sym(L, name);
+        }
+        L->drivers_tried = 1;
+    }
+    if (drv < 0) return "";
+    for (size_t k = 0; k < NDRIVERS; k++) {
+        hid_t id = -1;
+        if (L->drv_var[k]) id = *(hid_t *)L->drv_var[k];
+        else if (L->drv_init[k]) id = ((hid_t(*)(void))L->drv_init[k])();
+        if (id >= 0 && id == drv) return drivers[k];
+    }
+    return "";
+}
+
+static const char *bool_str(uint64_t b) { return b ? "1" : "0"; }
+
+/* ------------------------------------------------------------------ */
+/* Files. */
+
+/* Called inside iop_enter(): what the file's access and creation property
+ * lists say about tuning. */
+static void file_properties(h5lib *L, hid_t fid, uint64_t id, iop_stats *st, hid_t fapl_in) {
+    h5note(0, id, "library_version", "%s", library_version(L));
+    int mpio = 0;
+    t_H5Fget_access_plist *get_fapl = H5F_(L, H5Fget_access_plist);
+    hid_t fapl = get_fapl ? get_fapl(fid) : -1;
+    if (fapl > 0) {
+        t_H5Pget_driver *gd = H5F_(L, H5Pget_driver);
+        const char *drv = gd ? driver_name(L, gd(fapl)) : "";
+        if (drv[0]) h5note(0, id, "driver", "%s", drv);
+        if (!strcmp(drv, "mpio")) mpio = 1;
+
+        hsize_t thr = 0, align = 0;
+        t_H5Pget_alignment *ga = H5F_(L, H5Pget_alignment);
+        if (ga && ga(fapl, &thr, &align) >= 0) {
+            iop_set(st, IOP_C_ALIGNMENT_THRESHOLD, (int64_t)thr);
+            iop_set(st, IOP_C_ALIGNMENT, (int64_t)align);
+            h5note(0, id, "alignment", "threshold=%llu alignment=%llu", thr, align);
+        }
+        size_t sieve = 0;
+        t_H5Pget_sieve_buf_size *gs = H5F_(L, H5Pget_sieve_buf_size);
+        if (gs && gs(fapl, &sieve) >= 0) h5note(0, id, "sieve_buf_size", "%zu", sieve);
+        hsize_t mbs = 0;
+        t_H5Pget_meta_block_size *gm = H5F_(L, H5Pget_meta_block_size);
+        if (gm && gm(fapl, &mbs) >= 0) h5note(0, id, "meta_block_size", "%llu", mbs);
+        size_t pbs = 0;
+        unsigned pmeta = 0, praw = 0;
+        t_H5Pget_page_buffer_size *gp = H5F_(L, H5Pget_page_buffer_size);
+        if (gp && gp(fapl, &pbs, &pmeta, &praw) >= 0)
+            h5note(0, id, "page_buffer_size", "%zu min_meta_perc=%u min_raw_perc=%u", pbs, pmeta, praw);
+        int low = -1, high = -1;
+        t_H5Pget_libver_bounds *gl = H5F_(L, H5Pget_libver_bounds);
+        if (gl && gl(fapl, &low, &high) >= 0) h5note(0, id, "libver_bounds", "low=%d high=%d", low, high);
+        /* hbool_t is one byte (bool or unsigned char): read into a zeroed word. */
+        uint64_t b = 0;
+        t_H5Pget_all_coll_metadata_ops *gc = H5F_(L, H5Pget_all_coll_metadata_ops);
+        if (gc && gc(fapl, &b) >= 0) h5note(0, id, "all_coll_metadata_ops", "%s", bool_str(b));
+        b = 0;
+        t_H5Pget_coll_metadata_write *gw = H5F_(L, H5Pget_coll_metadata_write);
+        if (gw && gw(fapl, &b) >= 0) h5note(0, id, "coll_metadata_write", "%s", bool_str(b));
+        close_plist(L, fapl);
+    }
+    t_H5Fget_create_plist *get_fcpl = H5F_(L, H5Fget_create_plist);
+    hid_t fcpl = get_fcpl ? get_fcpl(fid) : -1;
+    if (fcpl > 0) {
+        int strategy = -1;
+        uint64_t persist = 0;
+        hsize_t threshold = 0;
+        t_H5Pget_file_space_strategy *gf = H5F_(L, H5Pget_file_space_strategy);
+        if (gf && gf(fcpl, &strategy, &persist, &threshold) >= 0) {
+            static const char *names[] = {"fsm_aggr", "page", "aggr", "none"};
+            h5note(0, id, "file_space_strategy", "%s persist=%s threshold=%llu",
+                   strategy >= 0 && strategy < 4 ? names[strategy] : "unknown", bool_str(persist),
+                   threshold);
+            hsize_t page = 0;
+            t_H5Pget_file_space_page_size *gps = H5F_(L, H5Pget_file_space_page_size);
+            if (strategy == H5F_FSPACE_STRATEGY_PAGE && gps && gps(fcpl, &page) >= 0)
+                h5note(0, id, "file_space_page_size", "%llu", page);
+        }
+        close_plist(L, fcpl);
+    }
+    if (fapl_in > 0) {
+        char mdc[160] = "";
+        spin_lock(&fapl_lock);
+        int i = fapl_slot(hkey(L, fapl_in), 0);
+        if (i >= 0) {
+            if (fapls[i].mpio) mpio = 1;
+            memcpy(mdc, fapls[i].mdc, sizeof mdc);
+        }
+        spin_unlock(&fapl_lock);
+        if (mdc[0]) h5note(0, id, "mdc_config", "%s", mdc);
+    }
+    if (mpio) iop_set(st, IOP_C_USE_MPIIO, 1);
+}
+
+static void file_opened(h5lib *L, hid_t fid, const char *name, hid_t fapl, int created, double t1,
+                        double t2) {
+    uint64_t id = iop_register_path(name);
+    iop_open *o = iop_handle_set(IOP_LAYER_H5F, hkey(L, fid), id, -1);
+    iop_stats *st = o ? o->st : iop_stats_for(IOP_LAYER_H5F, id);
+    if (!st) return;
+    /* H5Fcreate counts as CREATES only (the reader adds CREATES to
+     * H5F_OPENS, as Darshan counts H5Fcreate among the opens). */
+    iop_meta_op(st, IOP_OP_OPEN, created ? IOP_C_CREATES : IOP_C_OPENS, t1, t2, 0);
+    iop_enter();
+    file_properties(L, fid, id, st, fapl);
+    iop_leave();
+}
+
+IOP_EXPORT hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl, hid_t fapl) {
+    h5lib *L = CALLER_LIB();
+    t_H5Fcreate *f = H5F_(L, H5Fcreate);
+    if (!f) return -1;
+    if (!iop_active()) return f(name, flags, fcpl, fapl);
+    double t1 = iop_now();
+    hid_t r = f(name, flags, fcpl, fapl);
+    int e = errno;
+    double t2 = iop_now();
+    if (r >= 0 && name) file_opened(L, r, name, fapl, 1, t1, t2);
+    errno = e;
+    return r;
+}
+
+IOP_EXPORT hid_t H5Fopen(const char *name, unsigned flags, hid_t fapl) {
+    h5lib *L = CALLER_LIB();
+    t_H5Fopen *f = H5F_(L, H5Fopen);
+    if (!f) return -1;
+    if (!iop_active()) return f(name, flags, fapl);
+    double t1 = iop_now();
+    hid_t r = f(name, flags, fapl);
+    int e = errno;
+    double t2 = iop_now();
+    if (r >= 0 && name) file_opened(L, r, name, fapl, 0, t1, t2);
+    errno = e;
+    return r;
+}
+
+/* After a successful close: is the id still alive (another reference)? */
+static int still_valid(h5lib *L, hid_t id) {
+    t_H5Iis_valid *f = H5F_(L, H5Iis_valid);
+    if (!f) return 0;
+    iop_enter();
+    htri_t v = f(id);
+    iop_leave();
+    return v > 0;
+}
+
+/* H5Fclose, H5Dclose and H5Oclose: one close of a handle of ``layer``. */
+#define CLOSE_BODY(L, f, layer, id)                                                  \
+    iop_open *o = iop_active() ? iop_handle(layer, hkey(L, id)) : NULL;              \
+    if (!o) return f(id);                                                            \
+    iop_stats *st = o->st;                                                           \
+    double t1 = iop_now();                                                           \
+    herr_t r = f(id);                                                                \
+    int e = errno;                                                                   \
+    double t2 = iop_now();                                                           \
+    if (r >= 0 && !still_valid(L, id)) iop_handle_clear(layer, hkey(L, id));         \
+    iop_meta_op(st, IOP_OP_CLOSE, -1, t1, t2, r < 0 ? IOP_FLAG_ERROR : 0);           \
+    errno = e;                                                                       \
+    return r
+
+IOP_EXPORT herr_t H5Fclose(hid_t fid) {
+    h5lib *L = CALLER_LIB();
+    t_H5Fclose *f = H5F_(L, H5Fclose);
+    if (!f) return -1;
+    CLOSE_BODY(L, f, IOP_LAYER_H5F, fid);
+}
+
+IOP_EXPORT herr_t H5Fflush(hid_t obj, int scope) {
+    h5lib *L = CALLER_LIB();
+    t_H5Fflush *f = H5F_(L, H5Fflush);
+    if (!f) return -1;
+    if (!iop_active()) return f(obj, scope);
+    double t1 = iop_now();
+    herr_t r = f(obj, scope);
+    int e = errno;
+    double t2 = iop_now();
+    if (r >= 0) {
+        /* The object may be any object in the file: find the file by name. */
+        char name[4096];
+        t_H5Fget_name *gn = H5F_(L, H5Fget_name);
+        iop_enter();
+        ssize_t n = gn ? gn(obj, name, sizeof name) : -1;
+        iop_leave();
+        if (n > 0 && (size_t)n < sizeof name) {
+            iop_stats *st = iop_stats_for(IOP_LAYER_H5F, iop_register_path(name));
+            iop_meta_op(st, IOP_OP_FLUSH, IOP_C_FLUSHES, t1, t2, 0);
+        }
+    }
+    errno = e;
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Datasets. */
+
+static void dims_str(const hsize_t *d, int n, char *out, size_t size) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && k < size; i++)
+        k += (size_t)snprintf(out + k, size - k, "%s%llu", i ? "x" : "", d[i]);
+}
+
+/* Called inside iop_enter(): shape, type, layout, chunks and filters. */
+static void dataset_properties(h5lib *L, hid_t dset, uint64_t id, iop_stats *st) {
+    char text[512];
+    t_H5Dget_space *gs = H5F_(L, H5Dget_space);
+    hid_t space = gs ? gs(dset) : -1;
+    if (space > 0) {
+        t_H5Sget_simple_extent_ndims *gn = H5F_(L, H5Sget_simple_extent_ndims);
+        t_H5Sget_simple_extent_npoints *gp = H5F_(L, H5Sget_simple_extent_npoints);
+        t_H5Sget_simple_extent_dims *gd = H5F_(L, H5Sget_simple_extent_dims);
+        int nd = gn ? gn(space) : -1;
+        hssize_t np = gp ? gp(space) : -1;
+        if (nd >= 0) iop_set(st, IOP_C_DATASPACE_NDIMS, nd);
+        if (np >= 0) iop_set(st, IOP_C_DATASPACE_NPOINTS, np);
+        hsize_t dims[MAX_DIMS], maxd[MAX_DIMS];
+        if (gd && nd > 0 && nd <= MAX_DIMS && gd(space, dims, maxd) == nd) {
+            dims_str(dims, nd, text, sizeof text);
+            h5note(1, id, "dims", "%s", text);
+        }
+        close_space(L, space);
+    }
+    t_H5Dget_type *gt = H5F_(L, H5Dget_type);
+    t_H5Tget_size *ts = H5F_(L, H5Tget_size);
+    hid_t type = gt ? gt(dset) : -1;
+    if (type > 0) {
+        size_t sz = ts ? ts(type) : 0;
+        if (sz > 0) iop_set(st, IOP_C_DATATYPE_SIZE, (int64_t)sz);
+        close_type(L, type);
+    }
+    t_H5Dget_create_plist *gc = H5F_(L, H5Dget_create_plist);
+    hid_t dcpl = gc ? gc(dset) : -1;
+    int layout = -1;
+    if (dcpl > 0) {
+        t_H5Pget_layout *gl = H5F_(L, H5Pget_layout);
+        layout = gl ? gl(dcpl) : -1;
+        static const char *layouts[] = {"compact", "contiguous", "chunked", "virtual"};
+        if (layout >= 0 && layout < 4) h5note(1, id, "layout", "%s", layouts[layout]);
+        t_H5Pget_chunk *gk = H5F_(L, H5Pget_chunk);
+        hsize_t chunk[MAX_DIMS];
+        int nc = layout == H5D_CHUNKED && gk ? gk(dcpl, MAX_DIMS, chunk) : -1;
+        if (nc > 0 && nc <= MAX_DIMS) {
+            /* Darshan's order: D1 is the fastest-varying (last) dimension. */
+            for (int i = 0; i < nc && i < 5; i++)
+                iop_set(st, IOP_C_CHUNK_SIZE_D1 + i, (int64_t)chunk[nc - 1 - i]);
+            dims_str(chunk, nc, text, sizeof text);
+            h5note(1, id, "chunk_dims", "%s", text);
+        }
+        t_H5Pget_nfilters *gnf = H5F_(L, H5Pget_nfilters);
+        t_H5Pget_filter2 *gf = H5F_(L, H5Pget_filter2);
+        int nf = gnf ? gnf(dcpl) : 0;
+        if (nf > 0 && gf) {
+            size_t k = 0;
+            text[0] = 0;
+            for (int i = 0; i < nf && k < sizeof text; i++) {
+                unsigned flags = 0, cd[8] = {0}, config = 0;
+                size_t ncd = 8;
+                char fname[64] = "";
+                int fid = gf(dcpl, (unsigned)i, &flags, &ncd, cd, sizeof fname, fname, &config);
+                fname[sizeof fname - 1] = 0;
+                k += (size_t)snprintf(text + k, sizeof text - k, "%s%s(%d)", i ? "," : "",
+                                      fname[0] ? fname : "filter", fid);
+            }
+            h5note(1, id, "filters", "%s", text);
+        }
+        close_plist(L, dcpl);
+    }
+    if (layout == H5D_CHUNKED) {
+        t_H5Dget_access_plist *ga = H5F_(L, H5Dget_access_plist);
+        t_H5Pget_chunk_cache *gcc = H5F_(L, H5Pget_chunk_cache);
+        hid_t dapl = ga ? ga(dset) : -1;
+        if (dapl > 0) {
+            size_t nslots = 0, nbytes = 0;
+            double w0 = 0;
+            if (gcc && gcc(dapl, &nslots, &nbytes, &w0) >= 0)
+                h5note(1, id, "chunk_cache", "nslots=%zu nbytes=%zu w0=%g", nslots, nbytes, w0);
+            close_plist(L, dapl);
+        }
+    }
+}
+
+/* Register a dataset id: "<file path>:<dataset path>".  ``mode`` 0: found
+ * at its first read or write (opened some way we do not wrap), 1: opened,
+ * 2: created. */
+static iop_stats *dataset_opened(h5lib *L, hid_t dset, int mode, double t1, double t2) {
+    char file[4096], obj[2048], abs[4096], full[6200];
+    t_H5Fget_name *gf = H5F_(L, H5Fget_name);
+    t_H5Iget_name *gi = H5F_(L, H5Iget_name);
+    iop_enter();
+    ssize_t n = gf ? gf(dset, file, sizeof file) : -1;
+    ssize_t m = gi ? gi(dset, obj, sizeof obj) : -1;
+    iop_leave();
+    if (n <= 0 || (size_t)n >= sizeof file) snprintf(file, sizeof file, "<unknown HDF5 file>");
+    if (m <= 0 || (size_t)m >= sizeof obj) snprintf(obj, sizeof obj, "<anonymous>");
+    absolute(file, abs, sizeof abs);
+    snprintf(full, sizeof full, "%s:%s", abs, obj);
+    uint64_t id = iop_register_path(full);
+    iop_open *o = iop_handle_set(IOP_LAYER_H5D, hkey(L, dset), id, -1);
+    iop_stats *st = o ? o->st : iop_stats_for(IOP_LAYER_H5D, id);
+    if (!st) return NULL;
+    /* Datasets: OPENS counts creates too (Darshan's H5D_OPENS, which the
+     * reader takes as is); CREATES says how many of them were creates. */
+    if (mode) iop_meta_op(st, IOP_OP_OPEN, IOP_C_OPENS, t1, t2, 0);
+    if (mode == 2) iop_count(st, IOP_C_CREATES, 1);
+    iop_enter();
+    dataset_properties(L, dset, id, st);
+    iop_leave();
+    return st;
+}
+
+#define DSET_OPEN_BODY(L, mode, CALL)                                     \
+    if (!iop_active()) return CALL;                                       \
+    double t1 = iop_now();                                                \
+    hid_t r = CALL;                                                       \
+    int e = errno;                                                        \
+    double t2 = iop_now();                                                \
+    if (r >= 0) dataset_opened(L, r, mode, t1, t2);                       \
+    errno = e;                                                            \
+    return r
+
+IOP_EXPORT hid_t H5Dcreate2(hid_t loc, const char *name, hid_t type, hid_t space, hid_t lcpl,
+                            hid_t dcpl, hid_t dapl) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dcreate2 *f = H5F_(L, H5Dcreate2);
+    if (!f) return -1;
+    DSET_OPEN_BODY(L, 2, f(loc, name, type, space, lcpl, dcpl, dapl));
+}
+
+IOP_EXPORT hid_t H5Dcreate1(hid_t loc, const char *name, hid_t type, hid_t space, hid_t dcpl) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dcreate1 *f = H5F_(L, H5Dcreate1);
+    if (!f) return -1;
+    DSET_OPEN_BODY(L, 2, f(loc, name, type, space, dcpl));
+}
+
+IOP_EXPORT hid_t H5Dcreate_anon(hid_t loc, hid_t type, hid_t space, hid_t dcpl, hid_t dapl) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dcreate_anon *f = H5F_(L, H5Dcreate_anon);
+    if (!f) return -1;
+    DSET_OPEN_BODY(L, 2, f(loc, type, space, dcpl, dapl));
+}
+
+IOP_EXPORT hid_t H5Dopen2(hid_t loc, const char *name, hid_t dapl) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dopen2 *f = H5F_(L, H5Dopen2);
+    if (!f) return -1;
+    DSET_OPEN_BODY(L, 1, f(loc, name, dapl));
+}
+
+IOP_EXPORT hid_t H5Dopen1(hid_t loc, const char *name) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dopen1 *f = H5F_(L, H5Dopen1);
+    if (!f) return -1;
+    DSET_OPEN_BODY(L, 1, f(loc, name));
+}
+
+/* h5py opens existing datasets with H5Oopen (f["name"]). */
+IOP_EXPORT hid_t H5Oopen(hid_t loc, const char *name, hid_t lapl) {
+    h5lib *L = CALLER_LIB();
+    t_H5Oopen *f = H5F_(L, H5Oopen);
+    if (!f) return -1;
+    if (!iop_active()) return f(loc, name, lapl);
+    double t1 = iop_now();
+    hid_t r = f(loc, name, lapl);
+    int e = errno;
+    double t2 = iop_now();
+    if (r >= 0) {
+        t_H5Iget_type *gt = H5F_(L, H5Iget_type);
+        iop_enter();
+        int type = gt ? gt(r) : -1;
+        iop_leave();
+        if (type == H5I_DATASET) dataset_opened(L, r, 1, t1, t2);
+    }
+    errno = e;
+    return r;
+}
+
+IOP_EXPORT herr_t H5Dclose(hid_t dset) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dclose *f = H5F_(L, H5Dclose);
+    if (!f) return -1;
+    CLOSE_BODY(L, f, IOP_LAYER_H5D, dset);
+}
+
+IOP_EXPORT herr_t H5Oclose(hid_t obj) {
+    h5lib *L = CALLER_LIB();
+    t_H5Oclose *f = H5F_(L, H5Oclose);
+    if (!f) return -1;
+    CLOSE_BODY(L, f, IOP_LAYER_H5D, obj);
+}
+
+/* h5py releases its ids with H5Idec_ref: the last reference closes. */
+IOP_EXPORT int H5Idec_ref(hid_t id) {
+    h5lib *L = CALLER_LIB();
+    t_H5Idec_ref *f = H5F_(L, H5Idec_ref);
+    if (!f) return -1;
+    if (!iop_active()) return f(id);
+    int layer = IOP_LAYER_H5D;
+    iop_open *o = iop_handle(layer, hkey(L, id));
+    if (!o) o = iop_handle(layer = IOP_LAYER_H5F, hkey(L, id));
+    if (!o) return f(id);
+    iop_stats *st = o->st;
+    double t1 = iop_now();
+    int r = f(id);
+    int e = errno;
+    double t2 = iop_now();
+    if (r == 0) {
+        iop_handle_clear(layer, hkey(L, id));
+        iop_meta_op(st, IOP_OP_CLOSE, -1, t1, t2, 0);
+    }
+    errno = e;
+    return r;
+}
+
+IOP_EXPORT herr_t H5Dflush(hid_t dset) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dflush *f = H5F_(L, H5Dflush);
+    if (!f) return -1;
+    iop_open *o = iop_active() ? iop_handle(IOP_LAYER_H5D, hkey(L, dset)) : NULL;
+    if (!o) return f(dset);
+    iop_stats *st = o->st;
+    double t1 = iop_now();
+    herr_t r = f(dset);
+    int e = errno;
+    iop_meta_op(st, IOP_OP_FLUSH, IOP_C_FLUSHES, t1, iop_now(), r < 0 ? IOP_FLAG_ERROR : 0);
+    errno = e;
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reads and writes. */
+
+static const char *cause_names[] = {"independent_requested", "datatype_conversion",
+                                    "data_transforms", "mpi_opt_types_disabled",
+                                    "not_simple_or_scalar_dataspaces",
+                                    "not_contiguous_or_chunked_dataset",
+                                    "parallel_filtered_writes_disabled",
+                                    "error_checking_collective_possible"};
+
+static void causes_str(uint32_t c, char *out, size_t n) {
+    size_t k = (size_t)snprintf(out, n, "0x%x", c);
+    for (int i = 0; i < 8 && k < n; i++)
+        if (c & (1u << i)) k += (size_t)snprintf(out + k, n - k, " %s", cause_names[i]);
+}
+
+/* Count one H5Dread/H5Dwrite of ``dset`` that returned ``r``.  Bytes: the
+ * number of selected elements times the size of the memory datatype. */
+static void dataset_io(h5lib *L, int op, hid_t dset, hid_t mtype, hid_t mspace, hid_t fspace,
+                       hid_t dxpl, const void *buf, herr_t r, double t1, double t2) {
+    iop_open *o = iop_handle(IOP_LAYER_H5D, hkey(L, dset));
+    iop_stats *st = o ? o->st : NULL;
+    if (r < 0) {
+        /* No queries after a failure: the error stack is the program's. */
+        if (st) iop_data_op(st, op, -1, -1, buf, 0, t1, t2, 0);
+        return;
+    }
+    if (!st) st = dataset_opened(L, dset, 0, 0, 0);
+    if (!st) return;
+    unsigned flags = 0;
+    hssize_t npoints = -1;
+    iop_enter();
+    t_H5Sget_select_npoints *np = H5F_(L, H5Sget_select_npoints);
+    if (np && mspace > H5S_SPECIAL_MAX) npoints = np(mspace);
+    else if (np && fspace > H5S_SPECIAL_MAX) npoints = np(fspace);
+    else if (np) {
+        t_H5Dget_space *gs = H5F_(L, H5Dget_space);
+        hid_t space = gs ? gs(dset) : -1; /* the current extent, all selected */
+        if (space > 0) {
+            npoints = np(space);
+            close_space(L, space);
+        }
+    }
+    t_H5Tget_size *ts = H5F_(L, H5Tget_size);
+    size_t tsize = ts ? ts(mtype) : 0;
+    if (fspace > H5S_SPECIAL_MAX) {
+        t_H5Sget_select_type *gt = H5F_(L, H5Sget_select_type);
+        int sel = gt ? gt(fspace) : -1;
+        if (sel == H5S_SEL_POINTS) {
+            iop_count(st, IOP_C_POINT_SELECTS, 1);
+        } else if (sel == H5S_SEL_HYPERSLABS) {
+            t_H5Sis_regular_hyperslab *ir = H5F_(L, H5Sis_regular_hyperslab);
+            htri_t reg = ir ? ir(fspace) : -1;
+            if (reg > 0) iop_count(st, IOP_C_REGULAR_HYPERSLAB_SELECTS, 1);
+            else if (reg == 0) iop_count(st, IOP_C_IRREGULAR_HYPERSLAB_SELECTS, 1);
+        }
+    }
+    t_H5Pget_dxpl_mpio *gx = H5F_(L, H5Pget_dxpl_mpio);
+    int mode = -1;
+    if (dxpl != H5P_DEFAULT && gx && gx(dxpl, &mode) >= 0 && mode == H5FD_MPIO_COLLECTIVE) {
+        flags |= IOP_FLAG_COLLECTIVE;
+        iop_set(st, IOP_C_USE_MPIIO_COLLECTIVE, 1);
+        /* Asked for collective I/O, did HDF5 fall back to independent? */
+        t_H5Pget_mpio_actual_io_mode *am = H5F_(L, H5Pget_mpio_actual_io_mode);
+        t_H5Pget_mpio_no_collective_cause *nc = H5F_(L, H5Pget_mpio_no_collective_cause);
+        int actual = -1;
+        uint32_t local = 0, global = 0;
+        if (am && am(dxpl, &actual) >= 0 && actual == H5D_MPIO_NO_COLLECTIVE && nc &&
+            nc(dxpl, &local, &global) >= 0) {
+            char l[256], g[256];
+            causes_str(local, l, sizeof l);
+            causes_str(global, g, sizeof g);
+            h5note(1, st->file_id, op == IOP_OP_READ ? "read_not_collective" : "write_not_collective",
+                   "local=%s global=%s", l, g);
+        }
+    }
+    iop_leave();
+    int64_t bytes = npoints >= 0 && tsize > 0 ? (int64_t)npoints * (int64_t)tsize : 0;
+    iop_data_op(st, op, -1, bytes, buf, 0, t1, t2, flags);
+}
+
+IOP_EXPORT herr_t H5Dwrite(hid_t dset, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl,
+                           const void *buf) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dwrite *f = H5F_(L, H5Dwrite);
+    if (!f) return -1;
+    if (!iop_active()) return f(dset, mtype, mspace, fspace, dxpl, buf);
+    double t1 = iop_now();
+    herr_t r = f(dset, mtype, mspace, fspace, dxpl, buf);
+    int e = errno;
+    double t2 = iop_now();
+    dataset_io(L, IOP_OP_WRITE, dset, mtype, mspace, fspace, dxpl, buf, r, t1, t2);
+    errno = e;
+    return r;
+}
+
+IOP_EXPORT herr_t H5Dread(hid_t dset, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl,
+                          void *buf) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dread *f = H5F_(L, H5Dread);
+    if (!f) return -1;
+    if (!iop_active()) return f(dset, mtype, mspace, fspace, dxpl, buf);
+    double t1 = iop_now();
+    herr_t r = f(dset, mtype, mspace, fspace, dxpl, buf);
+    int e = errno;
+    double t2 = iop_now();
+    dataset_io(L, IOP_OP_READ, dset, mtype, mspace, fspace, dxpl, buf, r, t1, t2);
+    errno = e;
+    return r;
+}
+
+/* HDF5 1.14's multi-dataset calls: one operation per dataset, each given an
+ * equal share of the call's time. */
+#define MULTI_BODY(op, CALL)                                                          \
+    if (!iop_active() || !count || !dset || !mtype || !mspace || !fspace) return CALL; \
+    double t1 = iop_now();                                                            \
+    herr_t r = CALL;                                                                  \
+    int e = errno;                                                                    \
+    double t2 = iop_now();                                                            \
+    double step = (t2 - t1) / (double)count;                                          \
+    for (size_t i = 0; i < count; i++)                                                \
+        dataset_io(L, op, dset[i], mtype[i], mspace[i], fspace[i], dxpl,              \
+                   buf ? buf[i] : NULL, r, t1 + step * (double)i,                     \
+                   t1 + step * (double)(i + 1));                                      \
+    errno = e;                                                                        \
+    return r
+
+IOP_EXPORT herr_t H5Dwrite_multi(size_t count, hid_t *dset, hid_t *mtype, hid_t *mspace,
+                                 hid_t *fspace, hid_t dxpl, const void **buf) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dwrite_multi *f = H5F_(L, H5Dwrite_multi);
+    if (!f) return -1;
+    MULTI_BODY(IOP_OP_WRITE, f(count, dset, mtype, mspace, fspace, dxpl, buf));
+}
+
+IOP_EXPORT herr_t H5Dread_multi(size_t count, hid_t *dset, hid_t *mtype, hid_t *mspace,
+                                hid_t *fspace, hid_t dxpl, void **buf) {
+    h5lib *L = CALLER_LIB();
+    t_H5Dread_multi *f = H5F_(L, H5Dread_multi);
+    if (!f) return -1;
+    MULTI_BODY(IOP_OP_READ, f(count, dset, mtype, mspace, fspace, dxpl, buf));
+}
