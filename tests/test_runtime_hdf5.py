@@ -12,10 +12,8 @@ A test is skipped only when its tool is missing (h5pcc, mpirun, h5py).
 from __future__ import annotations
 
 import glob
-import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from iopilot.capture.run import library_path
+from rawtrace import RawProc
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "runtime" / "tests"
@@ -37,55 +36,15 @@ need_mpirun = pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun 
 LAYER_H5D = 4
 OP_READ, OP_WRITE = 0, 1
 FLAG_COLLECTIVE = 0x1
-HEADER = struct.Struct("<QIIqqd24x")
-RECORD = struct.Struct("<ddqqQIBBH")
 
 
 # --------------------------------------------------------------------------
 # Reading a trace directory without the Python reader.
 
 
-class Proc:
-    """One process's .json: counters and notes by (layer, path)."""
-
-    def __init__(self, path: Path) -> None:
-        j = json.loads(path.read_text())
-        self.json = j
-        self.rank = j["rank"]
-        names = j["counter_names"]
-        self.counters: dict[tuple[str, str], dict[str, int]] = {}
-        for layer, fid, ints, _floats in j["counters"]:
-            key = (j["layers"][layer], j["names"].get(fid, fid))
-            self.counters[key] = {names[int(i)]: v for i, v in ints.items()}
-        self.ids = {p: int(i) for i, p in j["names"].items()}
-        self.notes: dict[str, dict[str, str]] = {}
-        for fid, text in j["notes"]:
-            kind, key, value = text.split("\t", 2)
-            if kind == "hdf5_property":
-                self.notes.setdefault(j["names"].get(fid, fid), {})[key] = value
-        rec = path.with_suffix(".rec")
-        self.records = read_records(rec) if rec.exists() else []
-
-    def get(self, layer: str, path: str | Path) -> dict[str, int]:
-        return self.counters.get((layer, str(path)), {})
-
-    def h5d_records(self, name: str, op: int) -> list[tuple]:
-        fid = self.ids[name]
-        return [r for r in self.records if r[6] == LAYER_H5D and r[4] == fid and r[7] == op]
-
-
-def read_records(path: Path) -> list[tuple]:
-    """(start, end, offset, length, file_id, thread, layer, op, flags) tuples."""
-    data = path.read_bytes()
-    _magic, _version, size, *_ = HEADER.unpack_from(data, 0)
-    assert size == RECORD.size
-    n = (len(data) - HEADER.size) // size
-    return [RECORD.unpack_from(data, HEADER.size + i * size) for i in range(n)]
-
-
-def procs_with(trace: Path, layer: str, path: str | Path) -> list[Proc]:
+def procs_with(trace: Path, layer: str, path: str | Path) -> list[RawProc]:
     """The traced processes that have a row of ``layer`` for ``path``."""
-    procs = [Proc(p) for p in sorted(trace.glob("p*.json"))]
+    procs = [RawProc(p) for p in sorted(trace.glob("p*.json"))]
     found = [p for p in procs if p.get(layer, path)]
     assert found, f"no {layer} row for {path} in {[p.json['cmdline'] for p in procs]}"
     return found
@@ -200,9 +159,9 @@ def test_serial_dataset_counts(serial):
             "CHUNK_SIZE_D1": 60, "CHUNK_SIZE_D2": 50, "CHUNK_SIZE_D3": 0}  # fmt: skip
     assert subset(p.get("H5D", f"{path}:/g/grid"), grid) == grid
     # One record per H5Dwrite/H5Dread, offset unknown (-1), bytes as counted.
-    writes = p.h5d_records(f"{path}:/x", OP_WRITE)
+    writes = p.records_of("H5D", f"{path}:/x", OP_WRITE)
     assert [(r[2], r[3]) for r in writes] == [(-1, 80_000)] * 10
-    reads = sorted(r[3] for r in p.h5d_records(f"{path}:/g/grid", OP_READ))
+    reads = sorted(r[3] for r in p.records_of("H5D", f"{path}:/g/grid", OP_READ))
     assert reads == [20, 18_000, 240_000]
 
 
@@ -212,17 +171,17 @@ def test_serial_file_counts_and_properties(serial):
     f = {"CREATES": 1, "OPENS": 1, "FLUSHES": 1, "ALIGNMENT_THRESHOLD": 4096,
          "ALIGNMENT": 65536, "USE_MPIIO": 0}  # fmt: skip
     assert subset(p.get("H5F", path), f) == f
-    notes = p.notes[str(path)]
+    notes = p.notes_of("hdf5_property")[str(path)]
     assert notes["driver"] == "sec2"
     assert notes["alignment"] == "threshold=4096 alignment=65536"
     assert notes["mdc_config"] == (
         "set_initial_size=1 initial_size=4194304 min_size=1048576 max_size=16777216"
     )
     assert notes["library_version"].count(".") == 2
-    ds = p.notes[f"{path}:/g/grid"]
+    ds = p.notes_of("hdf5_property")[f"{path}:/g/grid"]
     assert ds["layout"] == "chunked" and ds["chunk_dims"] == "50x60" and ds["dims"] == "200x300"
     assert ds["filters"].startswith("shuffle")
-    assert p.notes[f"{path}:/x"]["layout"] == "contiguous"
+    assert p.notes_of("hdf5_property")[f"{path}:/x"]["layout"] == "contiguous"
     # HDF5's own file I/O is traced below it, by the POSIX layer.
     posix = p.get("POSIX", path)
     assert posix.get("WRITES", 0) > 0
@@ -295,9 +254,9 @@ def test_parallel_counts_per_rank(parallel):
                 "DATATYPE_SIZE": 8}  # fmt: skip
         assert subset(p.get("H5D", f"{path}:/conv"), conv) == conv, p.rank
         # The records carry the collective flag of each transfer.
-        (w,) = p.h5d_records(f"{path}:/coll", OP_WRITE)
+        (w,) = p.records_of("H5D", f"{path}:/coll", OP_WRITE)
         assert w[8] & FLAG_COLLECTIVE and w[3] == 8 * M
-        (w,) = p.h5d_records(f"{path}:/indep", OP_WRITE)
+        (w,) = p.records_of("H5D", f"{path}:/indep", OP_WRITE)
         assert not w[8] & FLAG_COLLECTIVE
 
 
@@ -306,15 +265,15 @@ def test_parallel_counts_per_rank(parallel):
 def test_parallel_properties(parallel):
     trace, path = parallel
     for p in procs_with(trace, "H5F", path):
-        notes = p.notes[str(path)]
+        notes = p.notes_of("hdf5_property")[str(path)]
         assert notes["driver"] == "mpio"
         assert notes["all_coll_metadata_ops"] == "1"
         assert notes["coll_metadata_write"] == "1"
         if notes["library_version"].startswith(("1.10.", "1.12.")):
             # These versions do no collective I/O with a type conversion.
-            why = p.notes[f"{path}:/conv"]["write_not_collective"]
+            why = p.notes_of("hdf5_property")[f"{path}:/conv"]["write_not_collective"]
             assert "datatype_conversion" in why
-        assert "write_not_collective" not in p.notes[f"{path}:/coll"]
+        assert "write_not_collective" not in p.notes_of("hdf5_property")[f"{path}:/coll"]
 
 
 @need_h5pcc
@@ -435,8 +394,8 @@ def test_h5py_counts(h5py_run):
     posix = p.get("POSIX", path)
     assert posix.get("BYTES_WRITTEN", 0) >= 800_000 + 400_000
     assert posix.get("BYTES_READ", 0) >= 800_000 + 400_000
-    assert p.notes[str(path)]["driver"] == "sec2"
-    assert p.notes[f"{path}:/y"]["chunk_dims"] == "50x100"
+    assert p.notes_of("hdf5_property")[str(path)]["driver"] == "sec2"
+    assert p.notes_of("hdf5_property")[f"{path}:/y"]["chunk_dims"] == "50x100"
 
 
 def test_h5py_behaviour_is_unchanged(h5py_run):

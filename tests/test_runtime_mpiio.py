@@ -10,14 +10,15 @@ one more test checks the same numbers through it.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import struct
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from iopilot.sources import is_trace_dir, load
+from rawtrace import RawProc
 
 ROOT = Path(__file__).resolve().parents[1]
 LIB = ROOT / "src" / "iopilot" / "_lib" / "libiopilot.so"
@@ -33,8 +34,6 @@ IO_COMPONENTS = ["ompio", "romio321"]
 
 # Record flags (runtime/include/iopilot_format.h).
 COLL, NB = 0x1, 0x2
-HEADER = struct.Struct("<QIIqqd24x")
-RECORD = struct.Struct("<ddqqQIBBH")
 LAYER_MPIIO = 2
 OP_READ, OP_WRITE = 0, 1
 
@@ -43,45 +42,8 @@ OP_READ, OP_WRITE = 0, 1
 # Reading a trace directory without the Python reader.
 
 
-class Proc:
-    """One process's .json: counters by (layer, path) with names as keys."""
-
-    def __init__(self, path: Path) -> None:
-        j = json.loads(path.read_text())
-        self.json = j
-        self.rank = j["rank"]
-        self.nprocs = j["nprocs"]
-        names = j["counter_names"]
-        self.counters: dict[tuple[str, str], dict[str, int]] = {}
-        for layer, fid, ints, _floats in j["counters"]:
-            key = (j["layers"][layer], j["names"].get(fid, fid))
-            self.counters[key] = {names[int(i)]: v for i, v in ints.items()}
-        self.ids = {p: int(i) for i, p in j["names"].items()}
-        # notes: [file id, "kind\tkey\tvalue"]
-        self.notes = [(int(fid), *text.split("\t", 2)) for fid, text in j["notes"]]
-        rec = path.with_suffix(".rec")
-        self.records = read_records(rec) if rec.exists() else []
-
-    def get(self, layer: str, path: Path) -> dict[str, int]:
-        return self.counters.get((layer, str(path)), {})
-
-    def mpiio_records(self, path: Path, op: int) -> list[tuple]:
-        fid = self.ids[str(path)]
-        rows = [r for r in self.records if r[6] == LAYER_MPIIO and r[4] == fid and r[7] == op]
-        return sorted(rows, key=lambda r: r[0])
-
-
-def read_records(path: Path) -> list[tuple]:
-    """(start, end, offset, length, file_id, thread, layer, op, flags) tuples."""
-    data = path.read_bytes()
-    _magic, _version, size, *_ = HEADER.unpack_from(data, 0)
-    assert size == RECORD.size
-    n = (len(data) - HEADER.size) // size
-    return [RECORD.unpack_from(data, HEADER.size + i * size) for i in range(n)]
-
-
-def read_trace(trace: Path) -> dict[int, Proc]:
-    procs = [Proc(p) for p in sorted(trace.glob("p*.json"))]
+def read_trace(trace: Path) -> dict[int, RawProc]:
+    procs = [RawProc(p) for p in sorted(trace.glob("p*.json"))]
     by_rank = {p.rank: p for p in procs}
     assert len(procs) == NP, [p.json["cmdline"] for p in procs]
     assert sorted(by_rank) == list(range(NP))
@@ -206,11 +168,11 @@ def test_basic_counts(programs, tmp_path, io):
         for absent in ("INDEP_WRITES", "COLL_READS", "INDEP_OPENS", "HINTS", "VIEWS"):
             assert c.get(absent, 0) == 0, (rank, absent)
         # Offsets through the file view: block b of rank r at (b * NP + r) * K.
-        writes = p.mpiio_records(shared, OP_WRITE)
+        writes = p.records_of("MPIIO", shared, OP_WRITE)
         assert [w[2] for w in writes] == [(b * NP + rank) * K for b in range(N + 2)]
         assert all(w[3] == K for w in writes)
         assert [w[8] for w in writes] == [COLL] * N + [NB, COLL]
-        reads = p.mpiio_records(shared, OP_READ)
+        reads = p.records_of("MPIIO", shared, OP_READ)
         assert [r[2] for r in reads] == [(b * NP + rank) * K for b in range(N + 2)]
         assert all(r[8] == 0 for r in reads)
         # The split collective is timed from begin to end.
@@ -228,17 +190,12 @@ def test_basic_counts(programs, tmp_path, io):
 @need_mpi
 @need_lib
 def test_basic_through_the_reader(programs, tmp_path):
-    try:
-        from iopilot.sources import is_trace_dir, load
-    except ImportError as exc:
-        pytest.skip(f"iopilot trace reader not available yet: {exc}")
     data, trace = tmp_path / "data", tmp_path / "trace"
     data.mkdir()
     trace.mkdir()
     shared = data / "shared.dat"
     mpirun(programs["mpiio_basic"], [str(shared), str(N), str(K)], "ompio", data, trace)
-    if not is_trace_dir(trace):
-        pytest.skip("the trace reader does not recognise iopilot trace directories yet")
+    assert is_trace_dir(trace)
     t = load(str(trace))
     c = t.counters["MPIIO"]
     fid = next(i for i, name in t.names.items() if name == str(shared))
@@ -351,13 +308,13 @@ def test_every_flavour(programs, tmp_path, io):
 
         # f.a: a view with displacement rank * 10 blocks; slot k at block k.
         for op in (OP_WRITE, OP_READ):
-            recs = p.mpiio_records(fa, op)
+            recs = p.records_of("MPIIO", fa, op)
             assert [r[2] for r in recs] == [(rank * 10 + k) * BLOCK for k in range(10)]
             assert [r[3] for r in recs] == [BLOCK] * 10
             assert [r[8] for r in recs] == slot_flags, (rank, op)
         # f.b: shared file pointer, offsets unknown.
         for op in (OP_WRITE, OP_READ):
-            recs = p.mpiio_records(fb, op)
+            recs = p.records_of("MPIIO", fb, op)
             assert [r[2] for r in recs] == [-1] * 4
             assert [r[8] for r in recs] == [0, COLL, NB, COLL]
 

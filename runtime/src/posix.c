@@ -24,6 +24,16 @@ static int wants_mode(int flags) {
     return (flags & O_CREAT) || ((flags & O_TMPFILE) == O_TMPFILE);
 }
 
+/* The optional third argument of open: read it only when it was passed. */
+#define TAKE_MODE(flags, mode)         \
+    mode_t mode = 0;                   \
+    if (wants_mode(flags)) {           \
+        va_list ap;                    \
+        va_start(ap, flags);           \
+        mode = va_arg(ap, mode_t);     \
+        va_end(ap);                    \
+    }
+
 static void opened(int fd, const char *path, int flags, double t1, double t2) {
     if (fd < 0) return;
     uint64_t id = iop_register_path(path);
@@ -35,13 +45,7 @@ static void opened(int fd, const char *path, int flags, double t1, double t2) {
 #define WRAP_OPEN(name)                                                 \
     REAL_DECL(int, name, (const char *, int, ...));                     \
     IOP_EXPORT int name(const char *path, int flags, ...) {             \
-        mode_t mode = 0;                                                \
-        if (wants_mode(flags)) {                                        \
-            va_list ap;                                                 \
-            va_start(ap, flags);                                        \
-            mode = va_arg(ap, mode_t);                                  \
-            va_end(ap);                                                 \
-        }                                                               \
+        TAKE_MODE(flags, mode);                                         \
         if (!iop_active()) return REAL(name)(path, flags, mode);        \
         double t1 = iop_now();                                          \
         int fd = REAL(name)(path, flags, mode);                         \
@@ -54,13 +58,7 @@ static void opened(int fd, const char *path, int flags, double t1, double t2) {
 #define WRAP_OPENAT(name)                                               \
     REAL_DECL(int, name, (int, const char *, int, ...));                \
     IOP_EXPORT int name(int dirfd, const char *path, int flags, ...) {  \
-        mode_t mode = 0;                                                \
-        if (wants_mode(flags)) {                                        \
-            va_list ap;                                                 \
-            va_start(ap, flags);                                        \
-            mode = va_arg(ap, mode_t);                                  \
-            va_end(ap);                                                 \
-        }                                                               \
+        TAKE_MODE(flags, mode);                                         \
         if (!iop_active()) return REAL(name)(dirfd, path, flags, mode); \
         double t1 = iop_now();                                          \
         int fd = REAL(name)(dirfd, path, flags, mode);                  \

@@ -1,0 +1,59 @@
+"""Reading a trace directory without the Python reader, straight from the
+format description: the runtime tests check the files themselves."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+HEADER = struct.Struct("<QIIqqd24x")
+RECORD = struct.Struct("<ddqqQIBBH")  # start end offset length file thread layer op flags
+LAYERS = {"POSIX": 0, "STDIO": 1, "MPIIO": 2, "H5F": 3, "H5D": 4}
+
+
+def read_records(path: Path) -> list[tuple]:
+    """(start, end, offset, length, file_id, thread, layer, op, flags) tuples."""
+    data = path.read_bytes()
+    _magic, _version, size, *_ = HEADER.unpack_from(data, 0)
+    assert size == RECORD.size
+    n = (len(data) - HEADER.size) // size
+    return [RECORD.unpack_from(data, HEADER.size + i * size) for i in range(n)]
+
+
+class RawProc:
+    """One process's .json: counters by (layer, path), notes, records."""
+
+    def __init__(self, path: Path) -> None:
+        j = json.loads(path.read_text())
+        self.json = j
+        self.rank = j["rank"]
+        self.nprocs = j["nprocs"]
+        names = j["counter_names"]
+        self.counters: dict[tuple[str, str], dict[str, int]] = {}
+        for layer, fid, ints, _floats in j["counters"]:
+            key = (j["layers"][layer], j["names"].get(fid, fid))
+            self.counters[key] = {names[int(i)]: v for i, v in ints.items()}
+        self.ids = {p: int(i) for i, p in j["names"].items()}
+        # [(file id, kind, key, value)]
+        self.notes = [(int(fid), *text.split("\t", 2)) for fid, text in j["notes"]]
+        rec = path.with_suffix(".rec")
+        self.records = read_records(rec) if rec.exists() else []
+
+    def get(self, layer: str, path: str | Path) -> dict[str, int]:
+        return self.counters.get((layer, str(path)), {})
+
+    def records_of(self, layer: str, name: str | Path, op: int) -> list[tuple]:
+        """Records of one file and operation, in time order."""
+        fid = self.ids[str(name)]
+        rows = [r for r in self.records if r[6] == LAYERS[layer] and r[4] == fid and r[7] == op]
+        return sorted(rows, key=lambda r: r[0])
+
+    def notes_of(self, kind: str) -> dict[str, dict[str, str]]:
+        """Notes of one kind as {path: {key: value}}."""
+        names = {int(i): p for i, p in self.json["names"].items()}
+        out: dict[str, dict[str, str]] = {}
+        for fid, k, key, value in self.notes:
+            if k == kind:
+                out.setdefault(names.get(fid, str(fid)), {})[key] = value
+        return out
