@@ -87,7 +87,8 @@ def lib() -> Path:
 def build(out: Path, name: str, *extra: str) -> Path:
     exe = out / name
     cmd = [H5PCC, "-shlib", "-O1", "-o", str(exe), str(SOURCES / f"{name}.c"), *extra]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    # h5pcc leaves object files in the working directory: keep them in ``out``.
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=out)
     assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
     return exe
 
