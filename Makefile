@@ -4,15 +4,19 @@ PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.iopilot-setup
 LIB   := src/iopilot/_lib/libiopilot.so
 
-.PHONY: setup demo test lint bench clean runtime
+.PHONY: setup demo test lint bench clean runtime kernels
 
 EXAMPLE := build/examples/mpi_small_writes
 
-setup: $(STAMP) runtime $(EXAMPLE)
+setup: $(STAMP) runtime kernels $(EXAMPLE)
 
 # The C runtime; its own Makefile rebuilds only what changed.
 runtime: $(STAMP)
 	@$(MAKE) -s -C runtime
+
+# The I/O kernels of `iopilot bench` (built here, never at run time).
+kernels: $(STAMP)
+	@$(MAKE) -s -C kernels
 
 # The built-in example program of `make demo`.
 $(EXAMPLE): examples/mpi_small_writes.c $(STAMP)
@@ -41,3 +45,4 @@ bench: setup
 clean:
 	rm -rf $(VENV) build demo-output .pytest_cache .ruff_cache
 	$(MAKE) -C runtime clean
+	$(MAKE) -C kernels clean

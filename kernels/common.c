@@ -1,0 +1,177 @@
+#include "common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int k_rank, k_size;
+static char kernel_name[64];
+static char params[8192] = "";
+static char iters[65536] = "";
+static char notes[8192] = "";
+static int n_iters;
+
+static void append(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(buf);
+    if (n >= cap - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+/* JSON strings: escape quotes, backslashes and control characters. */
+static void append_str(char *buf, size_t cap, const char *s) {
+    append(buf, cap, "\"");
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') append(buf, cap, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) append(buf, cap, "\\u%04x", (unsigned char)*s);
+        else append(buf, cap, "%c", *s);
+    }
+    append(buf, cap, "\"");
+}
+
+void k_init(int *argc, char ***argv, const char *kernel) {
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &k_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &k_size);
+    snprintf(kernel_name, sizeof kernel_name, "%s", kernel);
+}
+
+double k_now(void) { return MPI_Wtime(); }
+void k_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+
+static const char *find(int argc, char **argv, const char *name) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name)) return i + 1 < argc ? argv[i + 1] : "";
+    return NULL;
+}
+
+long long k_opt_size(int argc, char **argv, const char *name, long long dflt) {
+    const char *v = find(argc, argv, name);
+    if (!v) return dflt;
+    char *end;
+    double x = strtod(v, &end);
+    long long mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1LL << 10; end++; break;
+    case 'm': case 'M': mult = 1LL << 20; end++; break;
+    case 'g': case 'G': mult = 1LL << 30; end++; break;
+    case 't': case 'T': mult = 1LL << 40; end++; break;
+    default: break;
+    }
+    if (end == v || *end || x < 0) k_die("%s: not a size: '%s' (use e.g. 4k, 1m, 2g)", name, v);
+    return (long long)(x * (double)mult);
+}
+
+long k_opt_int(int argc, char **argv, const char *name, long dflt) {
+    const char *v = find(argc, argv, name);
+    if (!v) return dflt;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end) k_die("%s: not an integer: '%s'", name, v);
+    return x;
+}
+
+double k_opt_double(int argc, char **argv, const char *name, double dflt) {
+    const char *v = find(argc, argv, name);
+    if (!v) return dflt;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end) k_die("%s: not a number: '%s'", name, v);
+    return x;
+}
+
+const char *k_opt_str(int argc, char **argv, const char *name, const char *dflt) {
+    const char *v = find(argc, argv, name);
+    return v ? v : dflt;
+}
+
+int k_opt_flag(int argc, char **argv, const char *name) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name)) return 1;
+    return 0;
+}
+
+void k_die(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: error (rank %d): %s\n", kernel_name, k_rank, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    exit(2);
+}
+
+void k_verify_failed(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: verification failed (rank %d): %s\n", kernel_name, k_rank, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    exit(3);
+}
+
+void k_param_int(const char *key, long long value) {
+    if (k_rank) return;
+    append(params, sizeof params, "%s", params[0] ? ", " : "");
+    append_str(params, sizeof params, key);
+    append(params, sizeof params, ": %lld", value);
+}
+
+void k_param_str(const char *key, const char *value) {
+    if (k_rank) return;
+    append(params, sizeof params, "%s", params[0] ? ", " : "");
+    append_str(params, sizeof params, key);
+    append(params, sizeof params, ": ");
+    append_str(params, sizeof params, value);
+}
+
+void k_note(const char *fmt, ...) {
+    if (k_rank) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    append(notes, sizeof notes, "%s", notes[0] ? ", " : "");
+    append_str(notes, sizeof notes, msg);
+}
+
+void k_iteration(const k_iter *mine) {
+    double t_in[4] = {mine->open_s, mine->write_s, mine->read_s, mine->close_s}, t[4];
+    long long c_in[5] = {mine->bytes_written, mine->bytes_read, mine->write_ops, mine->read_ops,
+                         mine->meta_ops}, c[5];
+    int v = mine->verified, v_min, v_max;
+    MPI_Reduce(t_in, t, 4, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(c_in, c, 5, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&v, &v_min, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&v, &v_max, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (k_rank) return;
+    const char *verified = v_max < 0 ? "null" : v_min == 0 ? "false" : "true";
+    append(iters, sizeof iters,
+           "%s{\"iteration\": %d, \"open_s\": %.9f, \"write_s\": %.9f, \"read_s\": %.9f, "
+           "\"close_s\": %.9f, \"bytes_written\": %lld, \"bytes_read\": %lld, "
+           "\"write_ops\": %lld, \"read_ops\": %lld, \"meta_ops\": %lld, \"verified\": %s}",
+           n_iters ? ", " : "", n_iters, t[0], t[1], t[2], t[3], c[0], c[1], c[2], c[3], c[4],
+           verified);
+    n_iters++;
+}
+
+int k_finish(void) {
+    if (k_rank == 0) {
+        printf("IOPILOT-RESULT {\"kernel\": \"%s\", \"ranks\": %d, \"params\": {%s}, "
+               "\"iterations\": [%s], \"notes\": [%s]}\n",
+               kernel_name, k_size, params, iters, notes);
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    return 0;
+}

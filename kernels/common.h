@@ -1,0 +1,57 @@
+/* Shared plumbing of the iopilot I/O kernels: options, timing, checks and
+ * the one-line result every kernel prints for `iopilot bench`.
+ *
+ * Result contract: rank 0 prints, as its last line on stdout,
+ *   IOPILOT-RESULT {"kernel": ..., "ranks": N, "params": {...},
+ *                   "iterations": [{...}, ...], "notes": [...]}
+ * Each iteration holds open_s, write_s, read_s, close_s (the slowest rank's
+ * time of each phase), bytes_written, bytes_read, write_ops, read_ops,
+ * meta_ops (sums over ranks of what the calls really moved/did) and
+ * verified (true, false, or null when the kernel did not check data).
+ * A verification failure also makes the kernel exit with status 3. */
+#ifndef IOPILOT_KERNEL_COMMON_H
+#define IOPILOT_KERNEL_COMMON_H
+
+#include <mpi.h>
+
+typedef struct {
+    double open_s, write_s, read_s, close_s;
+    long long bytes_written, bytes_read, write_ops, read_ops, meta_ops;
+    int verified; /* -1: not checked, 0: a wrong byte was read, 1: all bytes right */
+} k_iter;
+
+extern int k_rank, k_size;
+
+void k_init(int *argc, char ***argv, const char *kernel); /* MPI_Init + result start */
+double k_now(void);                                       /* MPI_Wtime */
+void k_barrier(void);
+
+/* Options are "--name value" or "--flag".  Sizes accept k, m, g suffixes (KiB...). */
+long long k_opt_size(int argc, char **argv, const char *name, long long dflt);
+long k_opt_int(int argc, char **argv, const char *name, long dflt);
+double k_opt_double(int argc, char **argv, const char *name, double dflt);
+const char *k_opt_str(int argc, char **argv, const char *name, const char *dflt);
+int k_opt_flag(int argc, char **argv, const char *name);
+
+/* Stop the whole job with one line on stderr and exit status 2. */
+void k_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* Abort with status 3: the data read back is wrong. */
+void k_verify_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Record parameters and notes for the result line (rank 0 keeps them). */
+void k_param_int(const char *key, long long value);
+void k_param_str(const char *key, const char *value);
+void k_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Combine this rank's iteration over all ranks and append it to the result. */
+void k_iteration(const k_iter *mine);
+/* Print the result line, MPI_Finalize, and return the exit status. */
+int k_finish(void);
+
+/* A deterministic byte pattern: which rank wrote a byte, and where. */
+static inline unsigned char k_pattern(long long offset, int seed) {
+    unsigned long long x = (unsigned long long)offset * 0x9E3779B97F4A7C15ULL + (unsigned)seed;
+    return (unsigned char)(x >> 56);
+}
+
+#endif
