@@ -122,9 +122,12 @@ def cmd_checks(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import diagnose_speed, runtime_overhead
+    from .bench import diagnose_speed, kernels, runtime_overhead, sweep
 
-    return {"diagnose": diagnose_speed, "runtime": runtime_overhead}[args.bench].main(args)
+    if args.bench in kernels.KERNELS:
+        return kernels.main(args, args.kernel_args)
+    tools = {"diagnose": diagnose_speed, "runtime": runtime_overhead, "sweep": sweep}
+    return tools[args.bench].main(args)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -196,6 +199,24 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--repeat", type=int, default=3, help="runs per log; the best is kept")
     d.add_argument("--compare", metavar="CMD",
                    help="also time another command per log, e.g. 'drishti'")
+    from .bench.kernels import KERNELS
+
+    for name, what in KERNELS.items():
+        k = bsub.add_parser(name, help=what,
+                            description=f"{what}. Options not listed here go to the kernel.")
+        k.add_argument("--ranks", "-n", type=int, default=1, help="MPI ranks (default 1)")
+        k.add_argument("--json", action="store_true", help="print the result as JSON")
+        k.add_argument("--trace", metavar="DIR", help="run under the iopilot runtime")
+        k.add_argument("--dir", help="working directory of the kernel (default: temporary)")
+        k.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    w = bsub.add_parser("sweep", help="run a kernel over a grid of parameters")
+    w.add_argument("kernel", choices=sorted(KERNELS))
+    w.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="one axis of the grid (repeatable); NAME 'ranks' or a kernel option")
+    w.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a fixed kernel option for every run")
+    w.add_argument("--out", default="sweep-output", help="where the table and plot go")
+    w.add_argument("--dir", help="working directory of the kernel (default: temporary)")
     o = bsub.add_parser("runtime", help="cost of tracing: per call and on an I/O kernel")
     o.add_argument("--calls", type=int, default=2_000_000, help="tiny writes in case (a)")
     o.add_argument("--mib", type=int, default=1024, help="file size of the kernel in case (b)")
@@ -207,7 +228,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # Options `iopilot bench KERNEL` does not know belong to the kernel.
+    from .bench.kernels import KERNELS
+
+    if getattr(args, "bench", None) in KERNELS:
+        args.kernel_args = extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
     except InputError as e:

@@ -1,0 +1,161 @@
+"""``iopilot bench KERNEL``: run an I/O kernel with MPI and summarise it like IOR.
+
+Kernels are C programs built by ``make`` into ``build/kernels/``; each prints
+one ``IOPILOT-RESULT {json}`` line (see ``kernels/common.h``).  This module
+launches them, parses that line and turns bytes and times into bandwidths.
+Nothing is compiled at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+REPO = Path(__file__).resolve().parents[3]
+KERNEL_DIR = REPO / "build" / "kernels"
+KERNELS = {
+    "vpicio": "VPIC-IO: particles x 8 variables per time step into one HDF5 file",
+    "bdcats": "BD-CATS-IO: read back and verify what vpicio wrote",
+    "hacc": "HACC-IO: 9 variables per particle, raw MPI-IO or HDF5 layouts",
+    "ior": "IOR-style: POSIX, MPI-IO or HDF5; block, transfer, segments, shared or per-process",
+    "epochs": "compute + I/O epochs (checkpoint pattern) for overlap studies",
+    "mdtest": "metadata: create, stat, open/close and remove many files",
+}
+MiB = 1024 * 1024
+RESULT_TAG = "IOPILOT-RESULT "
+
+
+def kernel_path(name: str) -> Path:
+    if name not in KERNELS:
+        raise InputError(name, f"unknown kernel (known: {', '.join(KERNELS)})")
+    exe = KERNEL_DIR / name
+    if not exe.exists():
+        raise InputError(str(exe), "kernel not built", "run `make` first")
+    return exe
+
+
+def mpirun_command(ranks: int) -> list[str]:
+    """mpirun with what this machine needs (root, more ranks than cores)."""
+    if shutil.which("mpirun") is None:
+        raise InputError("mpirun", "not found", "run `make` to install Open MPI")
+    cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return cmd
+
+
+def run_kernel(
+    name: str,
+    ranks: int,
+    args: Sequence[str],
+    *,
+    trace_dir: Path | None = None,
+    timeout: float | None = None,
+    cwd: Path | None = None,
+) -> dict[str, Any]:
+    """Run one kernel; return its parsed result (raises InputError on failure)."""
+    argv = [*mpirun_command(ranks), str(kernel_path(name)), *args]
+    if trace_dir is not None:
+        argv = [sys.executable, "-m", "iopilot", "run", "--trace-only", "--trace-dir",
+                str(trace_dir), "--", *argv]  # fmt: skip
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    lines = [x for x in p.stdout.splitlines() if x.startswith(RESULT_TAG)]
+    if p.returncode != 0 or not lines:
+        why = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
+        raise InputError(f"iopilot bench {name}", why)
+    result = json.loads(lines[-1][len(RESULT_TAG) :])
+    result["summary"] = summarise(result)
+    return result
+
+
+def summarise(result: dict[str, Any]) -> dict[str, Any]:
+    """Bandwidths (MiB/s, from bytes moved over the slowest rank's time) and op rates."""
+    out: dict[str, Any] = {}
+    for phase, bytes_key, ops_key, time_key in (
+        ("write", "bytes_written", "write_ops", "write_s"),
+        ("read", "bytes_read", "read_ops", "read_s"),
+    ):
+        rows = [it for it in result["iterations"] if it[bytes_key] > 0 and it[time_key] > 0]
+        if not rows:
+            continue
+        bw = [it[bytes_key] / MiB / it[time_key] for it in rows]
+        bw_total = [it[bytes_key] / MiB / (it[time_key] + it["open_s"] + it["close_s"])
+                    for it in rows]  # fmt: skip
+        ops = [it[ops_key] / it[time_key] for it in rows]
+        out[phase] = {
+            "max_mib_s": max(bw),
+            "mean_mib_s": sum(bw) / len(bw),
+            "min_mib_s": min(bw),
+            "max_mib_s_with_open_close": max(bw_total),
+            "max_ops_s": max(ops),
+            "bytes": sum(it[bytes_key] for it in rows),
+        }
+    meta = [it for it in result["iterations"] if it.get("meta_ops")]
+    if meta:
+        out["meta"] = {"ops": sum(it["meta_ops"] for it in meta)}
+    verified = [it["verified"] for it in result["iterations"] if it["verified"] is not None]
+    out["verified"] = all(verified) if verified else None
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    """An IOR-like table: one row per iteration and phase, then max/mean/min."""
+    params = " ".join(f"{k}={v}" for k, v in result["params"].items())
+    lines = [f"iopilot bench {result['kernel']}: {result['ranks']} rank(s)  {params}", ""]
+    lines.append(f"{'access':<7} {'iter':>4} {'bw MiB/s':>10} {'ops/s':>11} {'open s':>9} "
+                 f"{'xfer s':>9} {'close s':>9} {'bytes':>14} {'check':>6}")  # fmt: skip
+    for it in result["iterations"]:
+        for phase, b, o, t in (("write", "bytes_written", "write_ops", "write_s"),
+                               ("read", "bytes_read", "read_ops", "read_s")):  # fmt: skip
+            if not it[b] and not it[o]:
+                continue
+            bw = it[b] / MiB / it[t] if it[t] > 0 else 0.0
+            ops = it[o] / it[t] if it[t] > 0 else 0.0
+            check = {True: "ok", False: "WRONG", None: "-"}[it["verified"] if phase == "read"
+                                                             else None]  # fmt: skip
+            lines.append(f"{phase:<7} {it['iteration']:>4} {bw:>10.1f} {ops:>11.1f} "
+                         f"{it['open_s']:>9.4f} {it[t]:>9.4f} {it['close_s']:>9.4f} "
+                         f"{it[b]:>14,} {check:>6}")  # fmt: skip
+        if it.get("meta_ops") and not it["bytes_written"] and not it["bytes_read"]:
+            lines.append(f"{'meta':<7} {it['iteration']:>4} {'':>10} "
+                         f"{it['meta_ops'] / max(it['open_s'] + it['close_s'], 1e-12):>11.1f} "
+                         f"{it['open_s']:>9.4f} {'':>9} {it['close_s']:>9.4f} {'':>14} {'-':>6}")
+    s = result["summary"]
+    lines.append("")
+    for phase in ("write", "read"):
+        if phase in s:
+            p = s[phase]
+            lines.append(f"Max {phase.capitalize():<5} {p['max_mib_s']:>10.2f} MiB/s  "
+                         f"mean {p['mean_mib_s']:.2f}  min {p['min_mib_s']:.2f}  "
+                         f"(with open/close: {p['max_mib_s_with_open_close']:.2f})")  # fmt: skip
+    for note in result.get("notes", []):
+        lines.append(f"note: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def main(args: Any, kernel_args: Sequence[str]) -> int:
+    workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    trace = Path(args.trace) if args.trace else None
+    try:
+        result = run_kernel(args.bench, args.ranks, kernel_args, trace_dir=trace, cwd=workdir)
+    finally:
+        if not args.dir and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if args.json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        sys.stdout.write(render(result))
+    if trace is not None:
+        print(f"iopilot: trace in {trace} (diagnose it with `iopilot report {trace}`)",
+              file=sys.stderr)  # fmt: skip
+    return 0 if result["summary"]["verified"] is not False else 3
