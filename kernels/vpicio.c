@@ -1,0 +1,235 @@
+/* VPIC-IO: the particle write of h5bench's VPIC-IO benchmark.
+ *
+ * Every time step, each rank writes its N particles as 8 variables
+ * (x, y, z, px, py, pz: float32; id1, id2: int32) into eight 1-D datasets of
+ * one shared HDF5 file.  As in h5bench the file is created once and holds
+ * one group per step: /Timestep_<s>/{x,y,z,id1,id2,px,py,pz}, each dataset
+ * sized to the total particle count.  A rank's hyperslab starts at the
+ * prefix sum of the particle counts of the ranks before it (MPI_Exscan).
+ *
+ * The values are a pure function of (global particle index, variable, step),
+ * and the global index is (rank's prefix + particle index), so bdcats.c can
+ * verify them with any number of ranks.  vpic_hash() below must stay equal
+ * to the copies in bdcats.c and tests/test_kernels_hdf5.py.
+ *
+ * One k_iteration per step: open_s = group + dataset creation (plus the file
+ * creation in step 0), write_s = the 8 H5Dwrite calls, close_s = dataset and
+ * group closes (plus H5Fclose, which flushes the metadata, in the last step).
+ * meta_ops counts H5Fcreate, H5Gcreate and H5Dcreate calls.  --compute sleeps
+ * between steps; that time is in no phase and is reported as a note. */
+#include "common.h"
+
+#include <hdf5.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NVARS 8
+
+static const char *const var_name[NVARS] = {"x", "y", "z", "id1", "id2", "px", "py", "pz"};
+static const int var_is_int[NVARS] = {0, 0, 0, 1, 1, 0, 0, 0};
+
+static const char usage[] =
+    "usage: vpicio [--file PATH] [--particles N] [--steps S] [--collective]\n"
+    "              [--coll-metadata] [--align THRESHOLD:ALIGNMENT] [--chunk N]\n"
+    "              [--compute SECONDS]\n"
+    "  writes PATH (default vpicio.h5) with groups Timestep_0..S-1, each holding\n"
+    "  x y z px py pz (float32) and id1 id2 (int32) of N particles per rank\n";
+
+/* Deterministic 32 bits per (global index, variable, step). */
+static uint32_t vpic_hash(long long g, int var, int step) {
+    uint64_t x = (uint64_t)g * 0x9E3779B97F4A7C15ULL + (uint64_t)(var + 1) * 0xBF58476D1CE4E5B9ULL +
+                 (uint64_t)(step + 1) * 0x94D049BB133111EBULL;
+    x ^= x >> 31;
+    x *= 0xD6E8FEB86659FD93ULL;
+    x ^= x >> 32;
+    return (uint32_t)x;
+}
+
+/* Floats are 24-bit integers / 256: exact in float32, so readers compare with ==. */
+static float vpic_float(long long g, int var, int step) {
+    return (float)(vpic_hash(g, var, step) >> 8) / 256.0f;
+}
+static int32_t vpic_int(long long g, int var, int step) { return (int32_t)vpic_hash(g, var, step); }
+
+static long long h5(long long status, const char *what) {
+    if (status < 0) k_die("%s failed", what);
+    return status;
+}
+
+/* Reject unknown options before touching any file. */
+static void check_options(int argc, char **argv) {
+    static const char *const valued[] = {"--file", "--particles", "--steps", "--align",
+                                         "--chunk", "--compute"};
+    static const char *const flags[] = {"--collective", "--coll-metadata"};
+    for (int i = 1; i < argc; i++) {
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
+            if (!strcmp(argv[i], valued[k])) {
+                if (i + 1 >= argc) {
+                    if (!k_rank) fputs(usage, stderr);
+                    k_die("%s needs a value", argv[i]);
+                }
+                known = 1;
+                i++;
+            }
+        for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
+            if (!strcmp(argv[i], flags[k])) known = 1;
+        if (!known) {
+            if (!k_rank) fputs(usage, stderr);
+            k_die("unknown option '%s'", argv[i]);
+        }
+    }
+}
+
+/* "4k:1m" -> threshold and alignment in bytes. */
+static long long parse_size(const char *s, char **end) {
+    double x = strtod(s, end);
+    long long mult = 1;
+    switch (**end) {
+    case 'k': case 'K': mult = 1LL << 10; (*end)++; break;
+    case 'm': case 'M': mult = 1LL << 20; (*end)++; break;
+    case 'g': case 'G': mult = 1LL << 30; (*end)++; break;
+    default: break;
+    }
+    return x < 0 || *end == s ? -1 : (long long)(x * (double)mult);
+}
+
+static double sleep_for(double seconds) {
+    double t0 = k_now();
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    return k_now() - t0;
+}
+
+int main(int argc, char **argv) {
+    k_init(&argc, &argv, "vpicio");
+    check_options(argc, argv);
+    const char *path = k_opt_str(argc, argv, "--file", "vpicio.h5");
+    long long n = k_opt_int(argc, argv, "--particles", 8192);
+    long steps = k_opt_int(argc, argv, "--steps", 1);
+    int collective = k_opt_flag(argc, argv, "--collective");
+    int coll_meta = k_opt_flag(argc, argv, "--coll-metadata");
+    const char *align = k_opt_str(argc, argv, "--align", NULL);
+    long long chunk = k_opt_int(argc, argv, "--chunk", 0);
+    double compute = k_opt_double(argc, argv, "--compute", 0.0);
+    if (n < 1) k_die("--particles must be >= 1");
+    if (steps < 1) k_die("--steps must be >= 1");
+    if (chunk < 0) k_die("--chunk must be >= 0 (0: contiguous)");
+    if (compute < 0) k_die("--compute must be >= 0");
+    long long threshold = 0, alignment = 0;
+    if (align) {
+        char *end;
+        threshold = parse_size(align, &end);
+        if (threshold >= 0 && *end == ':') alignment = parse_size(end + 1, &end);
+        if (threshold < 0 || alignment <= 0 || *end)
+            k_die("--align: expected THRESHOLD:ALIGNMENT (e.g. 0:1m), got '%s'", align);
+    }
+
+    long long offset = 0, total = 0;
+    MPI_Exscan(&n, &offset, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (k_rank == 0) offset = 0; /* MPI_Exscan leaves rank 0's result undefined */
+    MPI_Allreduce(&n, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    long long chunk_elems = chunk > total ? total : chunk; /* chunks may not exceed fixed dims */
+
+    k_param_str("file", path);
+    k_param_int("particles", n);
+    k_param_int("total_particles", total);
+    k_param_int("steps", steps);
+    k_param_int("collective", collective);
+    k_param_int("coll_metadata", coll_meta);
+    k_param_str("align", align ? align : "none");
+    k_param_int("chunk", chunk_elems);
+    k_param_str("compute", k_opt_str(argc, argv, "--compute", "0"));
+    k_note("one file, one group Timestep_<s> per step, 8 1-D datasets of %lld elements", total);
+
+    /* Buffers are allocated once; values are refilled per step outside the timed phases. */
+    void *buf[NVARS];
+    for (int v = 0; v < NVARS; v++)
+        if (!(buf[v] = malloc((size_t)n * 4))) k_die("out of memory for %lld particles", n);
+
+    hid_t fapl = h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+    h5(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL), "H5Pset_fapl_mpio");
+    if (coll_meta) {
+        h5(H5Pset_all_coll_metadata_ops(fapl, 1), "H5Pset_all_coll_metadata_ops");
+        h5(H5Pset_coll_metadata_write(fapl, 1), "H5Pset_coll_metadata_write");
+    }
+    if (align)
+        h5(H5Pset_alignment(fapl, (hsize_t)threshold, (hsize_t)alignment), "H5Pset_alignment");
+    hid_t dcpl = h5(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
+    if (chunk_elems > 0) {
+        hsize_t cdim = (hsize_t)chunk_elems;
+        h5(H5Pset_chunk(dcpl, 1, &cdim), "H5Pset_chunk");
+    }
+    hid_t dxpl = h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
+    h5(H5Pset_dxpl_mpio(dxpl, collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+       "H5Pset_dxpl_mpio");
+    hsize_t dims = (hsize_t)total, start = (hsize_t)offset, count = (hsize_t)n;
+    hid_t filespace = h5(H5Screate_simple(1, &dims, NULL), "H5Screate_simple");
+    h5(H5Sselect_hyperslab(filespace, H5S_SELECT_SET, &start, NULL, &count, NULL),
+       "H5Sselect_hyperslab");
+    hid_t memspace = h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
+
+    hid_t file = -1;
+    double compute_total = 0;
+    for (int s = 0; s < steps; s++) {
+        for (long long i = 0; i < n; i++)
+            for (int v = 0; v < NVARS; v++) {
+                if (var_is_int[v]) ((int32_t *)buf[v])[i] = vpic_int(offset + i, v, s);
+                else ((float *)buf[v])[i] = vpic_float(offset + i, v, s);
+            }
+        k_iter it = {.verified = -1};
+        hid_t dset[NVARS];
+        char group_name[64];
+        snprintf(group_name, sizeof group_name, "Timestep_%d", s);
+        k_barrier();
+
+        double t0 = k_now();
+        if (s == 0) {
+            file = h5(H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate");
+            it.meta_ops++;
+        }
+        hid_t group = h5(H5Gcreate2(file, group_name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                         "H5Gcreate2");
+        it.meta_ops++;
+        for (int v = 0; v < NVARS; v++) {
+            hid_t type = var_is_int[v] ? H5T_STD_I32LE : H5T_IEEE_F32LE;
+            dset[v] = h5(H5Dcreate2(group, var_name[v], type, filespace, H5P_DEFAULT, dcpl,
+                                    H5P_DEFAULT), "H5Dcreate2");
+            it.meta_ops++;
+        }
+        double t1 = k_now();
+        for (int v = 0; v < NVARS; v++) {
+            hid_t mtype = var_is_int[v] ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT;
+            h5(H5Dwrite(dset[v], mtype, memspace, filespace, dxpl, buf[v]), "H5Dwrite");
+            it.write_ops++;
+            it.bytes_written += n * 4;
+        }
+        double t2 = k_now();
+        for (int v = 0; v < NVARS; v++) h5(H5Dclose(dset[v]), "H5Dclose");
+        h5(H5Gclose(group), "H5Gclose");
+        if (s == steps - 1) h5(H5Fclose(file), "H5Fclose");
+        double t3 = k_now();
+
+        it.open_s = t1 - t0;
+        it.write_s = t2 - t1;
+        it.close_s = t3 - t2;
+        k_iteration(&it);
+        /* Emulated computation between steps, as h5bench's EMULATED_COMPUTE_TIME_PER_TIMESTEP. */
+        if (compute > 0 && s < steps - 1) compute_total += sleep_for(compute);
+    }
+    if (compute > 0)
+        k_note("emulated compute (sleep): %.3f s on rank 0 over %ld gaps, in no phase time",
+               compute_total, steps - 1);
+
+    H5Sclose(memspace);
+    H5Sclose(filespace);
+    H5Pclose(dxpl);
+    H5Pclose(dcpl);
+    H5Pclose(fapl);
+    for (int v = 0; v < NVARS; v++) free(buf[v]);
+    return k_finish();
+}
