@@ -8,7 +8,10 @@
 int k_rank, k_size;
 static char kernel_name[64];
 static char params[8192] = "";
-static char iters[65536] = "";
+/* Iterations can be many (thousands of epochs): a stream that grows. */
+static char *iters;
+static size_t iters_len;
+static FILE *iters_f;
 static char notes[8192] = "";
 static int n_iters;
 
@@ -145,6 +148,28 @@ void k_note(const char *fmt, ...) {
     append_str(notes, sizeof notes, msg);
 }
 
+#define K_MAX_EXTRAS 16
+static struct {
+    char key[48];
+    int is_count;
+    double t;
+    long long n;
+} extras[K_MAX_EXTRAS];
+static int n_extras;
+
+static void add_extra(const char *key, int is_count, double t, long long n) {
+    if (n_extras == K_MAX_EXTRAS)
+        k_die("more than %d extra fields in one iteration", K_MAX_EXTRAS);
+    snprintf(extras[n_extras].key, sizeof extras[n_extras].key, "%s", key);
+    extras[n_extras].is_count = is_count;
+    extras[n_extras].t = t;
+    extras[n_extras].n = n;
+    n_extras++;
+}
+
+void k_extra_time(const char *key, double seconds) { add_extra(key, 0, seconds, 0); }
+void k_extra_count(const char *key, long long n) { add_extra(key, 1, 0.0, n); }
+
 void k_iteration(const k_iter *mine) {
     double t_in[4] = {mine->open_s, mine->write_s, mine->read_s, mine->close_s}, t[4];
     long long c_in[5] = {mine->bytes_written, mine->bytes_read, mine->write_ops, mine->read_ops,
@@ -154,23 +179,46 @@ void k_iteration(const k_iter *mine) {
     MPI_Reduce(c_in, c, 5, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&v, &v_min, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
     MPI_Reduce(&v, &v_max, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+    double et_in[K_MAX_EXTRAS], et[K_MAX_EXTRAS];
+    long long en_in[K_MAX_EXTRAS], en[K_MAX_EXTRAS];
+    int n_ex = n_extras;
+    n_extras = 0; /* extras belong to this iteration only */
+    for (int i = 0; i < n_ex; i++) {
+        et_in[i] = extras[i].t;
+        en_in[i] = extras[i].n;
+    }
+    if (n_ex) {
+        MPI_Reduce(et_in, et, n_ex, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(en_in, en, n_ex, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    }
     if (k_rank) return;
     const char *verified = v_max < 0 ? "null" : v_min == 0 ? "false" : "true";
-    append(iters, sizeof iters,
+    if (!iters_f && !(iters_f = open_memstream(&iters, &iters_len)))
+        k_die("out of memory for the result");
+    fprintf(iters_f,
            "%s{\"iteration\": %d, \"open_s\": %.9f, \"write_s\": %.9f, \"read_s\": %.9f, "
            "\"close_s\": %.9f, \"bytes_written\": %lld, \"bytes_read\": %lld, "
-           "\"write_ops\": %lld, \"read_ops\": %lld, \"meta_ops\": %lld, \"verified\": %s}",
+           "\"write_ops\": %lld, \"read_ops\": %lld, \"meta_ops\": %lld, \"verified\": %s",
            n_iters ? ", " : "", n_iters, t[0], t[1], t[2], t[3], c[0], c[1], c[2], c[3], c[4],
            verified);
+    for (int i = 0; i < n_ex; i++) {
+        /* keys are the kernels' own identifiers: no escaping needed */
+        if (extras[i].is_count) fprintf(iters_f, ", \"%s\": %lld", extras[i].key, en[i]);
+        else fprintf(iters_f, ", \"%s\": %.9f", extras[i].key, et[i]);
+    }
+    fputs("}", iters_f);
     n_iters++;
 }
 
 int k_finish(void) {
     if (k_rank == 0) {
+        if (iters_f) fflush(iters_f);
         printf("IOPILOT-RESULT {\"kernel\": \"%s\", \"ranks\": %d, \"params\": {%s}, "
                "\"iterations\": [%s], \"notes\": [%s]}\n",
-               kernel_name, k_size, params, iters, notes);
+               kernel_name, k_size, params, iters ? iters : "", notes);
         fflush(stdout);
+        if (iters_f) fclose(iters_f);
+        free(iters);
     }
     MPI_Finalize();
     return 0;

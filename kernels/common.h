@@ -7,7 +7,8 @@
  * Each iteration holds open_s, write_s, read_s, close_s (the slowest rank's
  * time of each phase), bytes_written, bytes_read, write_ops, read_ops,
  * meta_ops (sums over ranks of what the calls really moved/did) and
- * verified (true, false, or null when the kernel did not check data).
+ * verified (true, false, or null when the kernel did not check data),
+ * then any extra fields the kernel added with k_extra_time/k_extra_count.
  * A verification failure also makes the kernel exit with status 3. */
 #ifndef IOPILOT_KERNEL_COMMON_H
 #define IOPILOT_KERNEL_COMMON_H
@@ -42,6 +43,13 @@ void k_verify_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2), 
 void k_param_int(const char *key, long long value);
 void k_param_str(const char *key, const char *value);
 void k_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Optional extra fields of the next k_iteration, printed after "verified"
+ * (kernels that add none print exactly the fields above).  Every rank must
+ * add the same keys in the same order: times are combined with the maximum
+ * over ranks, counts with the sum.  At most 16 per iteration. */
+void k_extra_time(const char *key, double seconds);
+void k_extra_count(const char *key, long long n);
 
 /* Combine this rank's iteration over all ranks and append it to the result. */
 void k_iteration(const k_iter *mine);

@@ -31,6 +31,7 @@ KERNELS = {
     "mdtest": "metadata: create, stat, open/close and remove many files",
 }
 MiB = 1024 * 1024
+MD_PHASES = ("create", "stat", "read", "remove")
 RESULT_TAG = "IOPILOT-RESULT "
 
 
@@ -88,7 +89,10 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
         if not rows:
             continue
         bw = [it[bytes_key] / MiB / it[time_key] for it in rows]
-        bw_total = [it[bytes_key] / MiB / (it[time_key] + it["open_s"] + it["close_s"])
+        # With open and close, as IOR reports it; kernels that time each phase
+        # from open to close say so (ior's write_total_s / read_total_s).
+        bw_total = [it[bytes_key] / MiB / it.get(f"{phase}_total_s",
+                                                 it[time_key] + it["open_s"] + it["close_s"])
                     for it in rows]  # fmt: skip
         ops = [it[ops_key] / it[time_key] for it in rows]
         out[phase] = {
@@ -102,6 +106,19 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     meta = [it for it in result["iterations"] if it.get("meta_ops")]
     if meta:
         out["meta"] = {"ops": sum(it["meta_ops"] for it in meta)}
+    # mdtest: operations per second of each metadata phase.
+    for phase in MD_PHASES:
+        ops, secs = f"file_{phase}_ops", f"file_{phase}_s"
+        rows = [it for it in result["iterations"] if it.get(ops) and it.get(secs)]
+        if rows:
+            rates = [it[ops] / it[secs] for it in rows]
+            out[f"{phase}_ops_s"] = {"max": max(rates), "mean": sum(rates) / len(rates),
+                                     "min": min(rates)}  # fmt: skip
+    # epochs: computation per step next to the I/O.
+    comp = [it["compute_s"] for it in result["iterations"] if "compute_s" in it]
+    if comp:
+        io = [it["write_s"] + it["open_s"] + it["close_s"] for it in result["iterations"]]
+        out["compute"] = {"mean_s": sum(comp) / len(comp), "io_mean_s": sum(io) / len(io)}
     verified = [it["verified"] for it in result["iterations"] if it["verified"] is not None]
     out["verified"] = all(verified) if verified else None
     return out
@@ -111,6 +128,7 @@ def render(result: dict[str, Any]) -> str:
     """An IOR-like table: one row per iteration and phase, then max/mean/min."""
     params = " ".join(f"{k}={v}" for k, v in result["params"].items())
     lines = [f"iopilot bench {result['kernel']}: {result['ranks']} rank(s)  {params}", ""]
+    header = len(lines)
     lines.append(f"{'access':<7} {'iter':>4} {'bw MiB/s':>10} {'ops/s':>11} {'open s':>9} "
                  f"{'xfer s':>9} {'close s':>9} {'bytes':>14} {'check':>6}")  # fmt: skip
     for it in result["iterations"]:
@@ -125,11 +143,17 @@ def render(result: dict[str, Any]) -> str:
             lines.append(f"{phase:<7} {it['iteration']:>4} {bw:>10.1f} {ops:>11.1f} "
                          f"{it['open_s']:>9.4f} {it[t]:>9.4f} {it['close_s']:>9.4f} "
                          f"{it[b]:>14,} {check:>6}")  # fmt: skip
-        if it.get("meta_ops") and not it["bytes_written"] and not it["bytes_read"]:
-            lines.append(f"{'meta':<7} {it['iteration']:>4} {'':>10} "
-                         f"{it['meta_ops'] / max(it['open_s'] + it['close_s'], 1e-12):>11.1f} "
-                         f"{it['open_s']:>9.4f} {'':>9} {it['close_s']:>9.4f} {'':>14} {'-':>6}")
+    if len(lines) == header + 1:
+        lines.pop()  # no data phases (mdtest): no table
     s = result["summary"]
+    for phase in MD_PHASES:
+        if f"{phase}_ops_s" in s:
+            r = s[f"{phase}_ops_s"]
+            lines.append(f"file {phase:<7} {r['max']:>12.1f} ops/s  mean {r['mean']:.1f}  "
+                         f"min {r['min']:.1f}")  # fmt: skip
+    if "compute" in s:
+        c = s["compute"]
+        lines.append(f"compute per step {c['mean_s']:.4f} s, I/O per step {c['io_mean_s']:.4f} s")
     lines.append("")
     for phase in ("write", "read"):
         if phase in s:
