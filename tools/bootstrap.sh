@@ -27,7 +27,7 @@ apt_install() {
 
 # C toolchain, MPI and parallel HDF5 for the runtime, its tests and the kernels.
 if command -v dpkg-query >/dev/null; then
-    apt_install build-essential pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools fio
+    apt_install build-essential pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools fio chromium chromium-driver
 fi
 
 # A Python >= 3.11 that can make virtual environments.

@@ -15,14 +15,21 @@ from .errors import InputError
 EXIT_OK, EXIT_CRITICAL, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
-def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None) -> dict[str, Any]:
-    """Load and diagnose one log; runs in a worker process for many logs."""
+def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
+             html: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Load and diagnose one log (and write its HTML page); runs in a worker for many logs."""
     from .checks import diagnose
     from .report.json_report import diagnosis_dict
     from .sources import load
 
     try:
-        return {"ok": diagnosis_dict(diagnose(load(path), thresholds, only))}
+        d = diagnose(load(path), thresholds, only)
+        out: dict[str, Any] = {"ok": diagnosis_dict(d)}
+        if html:
+            from .report.html import write_html
+
+            out["html"] = write_html(d, html, phase_gap=thresholds.get("phase_gap") or None)
+        return out
     except InputError as e:
         return {"error": {"path": e.path, "reason": str(e).removeprefix(f"{e.path}: ")}}
     except MemoryError:
@@ -64,15 +71,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         if unknown:
             raise InputError("--checks", f"unknown check(s): {', '.join(sorted(unknown))}")
     paths = expand_inputs(args.logs)
+    htmls = html_targets(args.html, paths)
     jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(paths)))
     if jobs > 1:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(jobs) as pool:
             results = list(pool.map(_analyse, paths, [thresholds] * len(paths),
-                                    [only] * len(paths)))  # fmt: skip
+                                    [only] * len(paths), htmls))  # fmt: skip
     else:
-        results = [_analyse(p, thresholds, only) for p in paths]
+        results = [_analyse(p, thresholds, only, h) for p, h in zip(paths, htmls, strict=True)]
     reports = [r["ok"] for r in results if "ok" in r]
     errors = [r["error"] for r in results if "error" in r]
 
@@ -88,6 +96,12 @@ def cmd_report(args: argparse.Namespace) -> int:
                                            verbose=args.verbose))  # fmt: skip
         if len(paths) > 1:
             terminal.write(terminal.render_summary(reports, errors, style))
+    for r in results:
+        if "html" in r:
+            h = r["html"]
+            sampled = " (timeline binned/sampled)" if h.get("sampled") else ""
+            print(f"iopilot: wrote {h['path']} ({h['bytes'] / 2**20:.1f} MiB){sampled}",
+                  file=sys.stderr)  # fmt: skip
     for e in errors:
         print(f"iopilot: error: {e['path']}: {e['reason']}", file=sys.stderr)
     if errors:
@@ -95,6 +109,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.fail_on_critical and any(r["counts"]["HIGH"] for r in reports):
         return EXIT_CRITICAL
     return EXIT_OK
+
+
+def html_targets(html: str | None, paths: list[str]) -> list[str | None]:
+    """Where each log's page goes: the given file for one log, DIR/<name>.html for many."""
+    if not html:
+        return [None] * len(paths)
+    if len(paths) == 1 and not Path(html).is_dir():
+        return [html]
+    out = Path(html)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(html, f"cannot create the directory: {e.strerror}") from None
+    names = [Path(p.rstrip("/")).name for p in paths]
+    return [str(out / f"{n}.html") for n in names]
 
 
 def _emit(target: str, text: str) -> None:
@@ -122,11 +151,12 @@ def cmd_checks(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import diagnose_speed, kernels, runtime_overhead, sweep
+    from .bench import diagnose_speed, html_speed, kernels, runtime_overhead, sweep
 
     if args.bench in kernels.KERNELS:
         return kernels.main(args, args.kernel_args)
-    tools = {"diagnose": diagnose_speed, "runtime": runtime_overhead, "sweep": sweep}
+    tools = {"diagnose": diagnose_speed, "runtime": runtime_overhead, "sweep": sweep,
+             "html": html_speed}  # fmt: skip
     return tools[args.bench].main(args)
 
 
@@ -156,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the JSON report to PATH (default: standard output)")
     r.add_argument("--csv", nargs="?", const="-", metavar="PATH",
                    help="write a CSV table of findings to PATH (default: standard output)")
+    r.add_argument("--html", nargs="?", const="iopilot-report.html", metavar="PATH",
+                   help="write the interactive HTML report (a directory for many logs)")
     r.add_argument("--config", metavar="TOML", help="thresholds from a TOML file")
     r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override one threshold (repeatable); see 'iopilot checks -v'")
@@ -217,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a fixed kernel option for every run")
     w.add_argument("--out", default="sweep-output", help="where the table and plot go")
     w.add_argument("--dir", help="working directory of the kernel (default: temporary)")
+    h = bsub.add_parser("html", help="time, memory and size of the HTML report")
+    h.add_argument("logs", nargs="*", metavar="LOG", help="logs or traces (default: large "
+                   "shared logs when present)")
+    h.add_argument("--synthetic", type=lambda v: [int(x) for x in v.split(",") if x],
+                   default=[1_000_000, 10_000_000], metavar="N[,N...]",
+                   help="also synthetic traces of these record counts (default 1M,10M)")
     o = bsub.add_parser("runtime", help="cost of tracing: per call and on an I/O kernel")
     o.add_argument("--calls", type=int, default=2_000_000, help="tiny writes in case (a)")
     o.add_argument("--mib", type=int, default=1024, help="file size of the kernel in case (b)")

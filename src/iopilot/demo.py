@@ -2,7 +2,7 @@
 
 Traces ``examples/mpi_small_writes.c`` (4 MPI ranks writing a shared file
 in small independent requests, then reading it back collectively) with the
-iopilot runtime, and diagnoses the trace.  ``--darshan`` diagnoses a real
+iopilot runtime, diagnoses the trace and writes the HTML report.  ``--darshan`` diagnoses a real
 Darshan log that ships with PyDarshan instead.
 """
 
@@ -40,10 +40,12 @@ def main(out_dir: str = "demo-output", darshan: bool = False) -> int:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    report = out / "report.json"
+    report, page = out / "report.json", out / "report.html"
     if darshan:
-        rc = cli_main(["report", str(example_dir() / EXAMPLE_LOG), "--json", str(report)])
-        print(f"\nThe report of {EXAMPLE_LOG} is in {report.resolve()}")
+        rc = cli_main(["report", str(example_dir() / EXAMPLE_LOG), "--json", str(report),
+                       "--html", str(page)])  # fmt: skip
+        print(f"\nThe report of {EXAMPLE_LOG}: open {page.resolve()} in a browser "
+              f"(JSON: {report.resolve()})")  # fmt: skip
         return rc
     if not EXAMPLE_PROGRAM.exists() or shutil.which("mpirun") is None:
         print("iopilot demo: the example program or mpirun is missing; run `make demo`",
@@ -58,8 +60,9 @@ def main(out_dir: str = "demo-output", darshan: bool = False) -> int:
     if rc != 0:
         print(f"iopilot demo: the example program failed (exit {rc})", file=sys.stderr)
         return rc
-    rc = cli_main(["report", str(trace), "--json", str(report)])
-    print(f"\nThe trace is in {trace.resolve()}; the JSON report in {report.resolve()}.")
+    rc = cli_main(["report", str(trace), "--json", str(report), "--html", str(page)])
+    print(f"\nThe report: open {page.resolve()} in a browser.")
+    print(f"The trace is in {trace.resolve()}; the JSON report in {report.resolve()}.")
     print("Trace your own program with `.venv/bin/iopilot run -- PROGRAM ARGS`.")
     return rc
 
