@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from iopilot.checks import Level, diagnose
-from iopilot.checks.ranks import phases
+from iopilot.checks.phases import phases
 from iopilot.demo import example_dir
 from iopilot.model import Records
 from iopilot.sources import load

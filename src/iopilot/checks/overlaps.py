@@ -1,0 +1,365 @@
+"""Byte ranges accessed more than once: write conflicts between ranks,
+rewrites, re-reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import OP_READ, OP_WRITE
+from . import advice
+from .base import Check, Context, Finding, Level, check, pct
+from .phases import _layer_records
+from .recordtools import _INT63, _MPIIO, _cached, _dense, _prev_max, _sort2
+
+# ---------------------------------------------------------------------------
+# Overlapping byte ranges
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Overlaps:
+    """Bytes of one kind of access (reads or writes) accessed more than once.
+
+    Per-file arrays follow ``files``; "same" counts re-accesses by the rank
+    that had already accessed the bytes, "cross" by another rank.
+    """
+
+    ops: int
+    bytes: int
+    files: np.ndarray
+    same_ops: np.ndarray  # operations overlapping earlier ones of the same rank
+    same_bytes: np.ndarray
+    cross_ops: np.ndarray  # per-rank extents overlapping another rank's
+    cross_bytes: np.ndarray
+    total_bytes: np.ndarray  # bytes accessed
+    pair_a: np.ndarray  # per cross-rank overlap: the two ranks
+    pair_b: np.ndarray
+
+
+def _overlaps(op: np.ndarray, rank: np.ndarray, file_id: np.ndarray, offset: np.ndarray,
+              length: np.ndarray) -> dict[int, Overlaps]:  # fmt: skip
+    """Byte ranges accessed more than once, per operation kind, file and rank.
+
+    Pass 1 sorts by (kind, file, rank, offset): an operation starting below
+    the running max end of its rank's earlier operations re-accesses bytes.
+    The per-rank extents left over are disjoint, so in pass 2, sorted by
+    (kind, file, offset), any extent starting below the running max end
+    overlaps bytes of another rank.  Both passes are one sort each.
+    """
+    files, fidx = _dense(file_id)
+    nf = len(files)
+    rlo = int(rank.min())
+    rbits = (int(rank.max()) - rlo).bit_length()  # ranks packed in the low bits
+    group = ((op.astype(np.int64) * nf + fidx) << rbits) | (rank - rlo)
+    del fidx
+    order, g, s = _sort2(group, offset)
+    del group
+    e = s + length[order]
+    del order
+    kf = g >> rbits  # (kind, file) of each operation
+    prev, _ = _prev_max(g, e)
+    n_kf = 2 * nf
+    covered = np.minimum(e, prev)
+    covered -= s
+    np.maximum(covered, 0, out=covered)
+    same_bytes = np.bincount(kf, weights=covered, minlength=n_kf)
+    same_ops = np.bincount(kf[covered > 0], minlength=n_kf)
+    del covered
+    covered = e - s
+    total = np.bincount(kf, weights=covered, minlength=n_kf)
+    count = np.bincount(kf, minlength=n_kf)
+    ops = [int(count[:nf].sum()), int(count[nf:].sum())]
+    del covered
+    # Per-rank extents: runs of operations that overlap or touch their predecessor.
+    heads = np.flatnonzero(prev < s)
+    del prev
+    x_start = s[heads]
+    x_end = np.maximum.reduceat(e, heads)
+    x_kf = kf[heads]
+    x_rank = g[heads] & ((1 << rbits) - 1)
+    del s, e, g, kf, heads
+    # Order by (kind, file, start); the rank rides in the low bits when it fits.
+    if (int(x_start.max()) + 1) << rbits < _INT63 // n_kf:
+        # Each rank's extents are already in order: merge-friendly runs.
+        order, x_kf, packed = _sort2(x_kf, (x_start << rbits) | x_rank, runs=True)
+        x_start = packed >> rbits
+        x_rank = packed & ((1 << rbits) - 1)
+        del packed
+    else:
+        order, x_kf, x_start = _sort2(x_kf, x_start)
+        x_rank = x_rank[order]
+    x_end = x_end[order]
+    x_rank += rlo
+    del order
+    prev, who = _prev_max(x_kf, x_end, holders=True)
+    assert who is not None
+    covered = np.minimum(x_end, prev)
+    covered -= x_start
+    np.maximum(covered, 0, out=covered)
+    clash = covered > 0
+    cross_ops = np.bincount(x_kf[clash], minlength=n_kf)
+    cross_bytes = np.bincount(x_kf, weights=covered, minlength=n_kf)
+    pair_a, pair_b, pair_kind = x_rank[who[clash]], x_rank[clash], x_kf[clash] // nf
+    out = {}
+    for k in (OP_READ, OP_WRITE):
+        sl = slice(k * nf, (k + 1) * nf)
+        out[k] = Overlaps(
+            ops=int(ops[k]),
+            bytes=int(total[sl].sum()),
+            files=files,
+            same_ops=same_ops[sl],
+            same_bytes=same_bytes[sl].astype(np.int64),
+            cross_ops=cross_ops[sl],
+            cross_bytes=cross_bytes[sl].astype(np.int64),
+            total_bytes=total[sl].astype(np.int64),
+            pair_a=pair_a[pair_kind == k],
+            pair_b=pair_b[pair_kind == k],
+        )
+    return out
+
+
+def file_overlaps(ctx: Context, op: int) -> Overlaps | None:
+    """Overlaps of the POSIX reads or writes (the byte ranges the file system saw)."""
+
+    def compute() -> dict[int, Overlaps] | None:
+        r = _layer_records(ctx, "POSIX")
+        if not len(r):
+            return None
+        keep = (r.length > 0) & (r.offset >= 0)
+        if keep.all():
+            return _overlaps(r.op, r.rank.astype(np.int64), r.file_id, r.offset, r.length)
+        if not keep.any():
+            return None
+        return _overlaps(r.op[keep], r.rank[keep].astype(np.int64), r.file_id[keep],
+                         r.offset[keep], r.length[keep])  # fmt: skip
+
+    both = _cached(ctx, "overlaps", compute)
+    if both is None or not both[op].ops:
+        return None
+    return both[op]
+
+
+def _top_pair(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
+    """The most frequent unordered rank pair and how often it occurs."""
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    base = int(lo.min())
+    width = int(hi.max()) - base + 1
+    key = (lo - base) * width + (hi - base)
+    if width * width <= 4 * len(key) + (1 << 20):
+        counts = np.bincount(key)
+        best = int(np.argmax(counts))
+        n = int(counts[best])
+    else:
+        keys, counts = np.unique(key, return_counts=True)
+        i = int(np.argmax(counts))
+        best, n = int(keys[i]), int(counts[i])
+    return best // width + base, best % width + base, n
+
+
+@check
+class OverlappingWrites(Check):
+    """The same bytes of a file are written more than once."""
+
+    id = "overlapping-writes"
+    layer = "POSIX"
+    uses = ("overlap_count",)
+    needs_records = True
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        ov = file_overlaps(ctx, OP_WRITE)
+        if ov is None:
+            return
+        cross, cross_b = int(ov.cross_ops.sum()), int(ov.cross_bytes.sum())
+        same, same_b = int(ov.same_ops.sum()), int(ov.same_bytes.sum())
+        if cross and cross >= int(ctx.thresholds["overlap_count"]):
+            a, b, n_ab = _top_pair(ov.pair_a, ov.pair_b)
+            ranks = np.unique(np.concatenate([ov.pair_a, ov.pair_b]))
+            files, n_files = ctx.top_files(
+                ov.files, ov.cross_bytes.astype(np.float64),
+                {"conflicting ranges": ov.cross_ops, "bytes rewritten by another rank":
+                 ov.cross_bytes, "bytes written": ov.total_bytes},
+                ov.cross_ops > 0,
+            )  # fmt: skip
+            rec = (
+                "Make sure each byte has one writer, or order the writers: under MPI-IO's "
+                "default (non-atomic) semantics, overlapping writes of different ranks give "
+                "undefined file contents unless separated by sync-barrier-sync, or made with "
+                "atomic mode on"
+            )
+            rec += _mpiio_cause(ctx, ov, ov.cross_ops > 0)
+            yield self.finding(
+                ctx,
+                Level.WARN,
+                f"{cross:,} byte range(s) written by one rank were also written by another "
+                f"({advice.human_size(cross_b)} written again, {len(ranks)} ranks involved, "
+                f"on {n_files} file(s)); most often ranks {a} and {b} ({n_ab:,}×).",
+                evidence={
+                    "conflicts": cross,
+                    "conflict_bytes": cross_b,
+                    "ranks_involved": len(ranks),
+                    "files": n_files,
+                    "top_pair": f"{a}-{b}",
+                },
+                files=files,
+                files_total=n_files,
+                recommendation=rec + ".",
+                snippet=advice.MPIIO_SYNC_BARRIER_SYNC,
+                snippet_lang="c",
+            )
+        if same:
+            files, n_files = ctx.top_files(
+                ov.files, ov.same_bytes.astype(np.float64),
+                {"rewrites": ov.same_ops, "bytes rewritten": ov.same_bytes,
+                 "bytes written": ov.total_bytes},
+                ov.same_ops > 0,
+            )  # fmt: skip
+            yield self.finding(
+                ctx,
+                Level.INFO,
+                f"{same:,} POSIX write(s) rewrite bytes the same rank had already written "
+                f"({advice.human_size(same_b)} of {advice.human_size(ov.bytes)} written, "
+                f"{pct(same_b, ov.bytes):.1f} %, on {n_files} file(s)).",
+                evidence={
+                    "rewrites": same,
+                    "rewritten_bytes": same_b,
+                    "bytes_written": ov.bytes,
+                    "files": n_files,
+                },
+                files=files,
+                files_total=n_files,
+                recommendation="Rewriting is harmless when rare (headers, metadata updates); "
+                "if it is bulk data, write each block once from memory"
+                + _mpiio_cause(ctx, ov, ov.same_ops > 0)
+                + ".",
+            )
+
+
+def _mpiio_cause(ctx: Context, ov: Overlaps, mask: np.ndarray) -> str:
+    """Where repeated POSIX writes on MPI-IO files come from, as far as the data tells."""
+    ids = ov.files[mask]
+    distinct = (ov.total_bytes - ov.same_bytes - ov.cross_bytes)[mask]
+    c = ctx.layer("MPIIO")
+    if c is not None:
+        m_ids, asked = c.by_file("MPIIO_BYTES_WRITTEN")
+        _, indep = c.by_file("MPIIO_INDEP_WRITES")
+    else:  # records only
+        r = ctx.trace.records
+        w = (r.layer == _MPIIO) & (r.op == OP_WRITE)
+        m_ids, inv = np.unique(r.file_id[w], return_inverse=True)
+        asked = np.bincount(inv, weights=r.length[w].clip(0), minlength=len(m_ids))
+        indep = None
+    hit = np.isin(m_ids, ids)
+    if not hit.any():
+        return ""
+    at = np.searchsorted(ids, m_ids[hit])  # ids come sorted from np.unique
+    asked_b, distinct_b = float(asked[hit].sum()), float(distinct[at].sum())
+    if asked_b > distinct_b:
+        return (
+            f"; the application itself asked MPI-IO to write {advice.human_size(asked_b)} to "
+            f"these file(s), which hold {advice.human_size(distinct_b)} of distinct data: it "
+            "writes the same ranges more than once, and MPI-IO passes the repeats on"
+        )
+    if indep is None or indep[hit].sum() > 0:
+        return (
+            "; if the application's MPI-IO requests do not overlap, these are ROMIO's "
+            "data-sieving read-modify-write cycles, which lock the file: collective writes "
+            "or romio_ds_write=disable avoid them"
+        )
+    return ""
+
+
+def _mpiio_write_only(ctx: Context) -> np.ndarray:
+    """Files the application opened through MPI-IO and never read through it."""
+    c = ctx.layer("MPIIO")
+    if c is not None:
+        ids, read = c.by_file("MPIIO_BYTES_READ")
+        return ids[read == 0]
+    r = ctx.trace.records
+    m = r.layer == _MPIIO
+    ids = np.unique(r.file_id[m])
+    return ids[~np.isin(ids, r.file_id[m & (r.op == OP_READ)])]
+
+
+@check
+class OverlappingReads(Check):
+    """The same bytes of a file are read more than once."""
+
+    id = "overlapping-reads"
+    layer = "POSIX"
+    uses = ("reread_share", "reread_min_bytes")
+    needs_records = True
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        ov = file_overlaps(ctx, OP_READ)
+        if ov is None:
+            return
+        cross_b, same_b = int(ov.cross_bytes.sum()), int(ov.same_bytes.sum())
+        again = cross_b + same_b
+        if not again:
+            return
+        t = ctx.thresholds
+        share = again / ov.bytes
+        big = share > float(t["reread_share"]) and again >= float(t["reread_min_bytes"])
+        per_file = ov.cross_bytes + ov.same_bytes
+        # POSIX reads of a file the application only wrote through MPI-IO are
+        # MPI-IO's own: read-modify-write around holes in the ranks' pieces.
+        internal = np.isin(ov.files, _mpiio_write_only(ctx))
+        internal_b = int(per_file[internal].sum())
+        files, n_files = ctx.top_files(
+            ov.files, per_file.astype(np.float64),
+            {"bytes read again": per_file, "by the same rank": ov.same_bytes,
+             "by other ranks": ov.cross_bytes, "bytes read": ov.total_bytes},
+            per_file > 0,
+        )  # fmt: skip
+        unique = ov.bytes - again
+        message = (
+            f"{advice.human_size(again)} of {advice.human_size(ov.bytes)} read through POSIX "
+            f"({100 * share:.1f} %) are bytes read before ({advice.human_size(unique)} of "
+            f"distinct data): {advice.human_size(cross_b)} re-read by other ranks, "
+            f"{advice.human_size(same_b)} by the same rank, on {n_files} file(s)"
+        )
+        if internal_b:
+            message += (
+                f"; {advice.human_size(internal_b)} of it on file(s) the application only "
+                "wrote through MPI-IO, so MPI-IO read them itself"
+            )
+        if 2 * internal_b >= again:
+            rec = (
+                "These reads come from MPI-IO, not from the application: ROMIO reads a region "
+                "back before writing it when the ranks' pieces leave holes in it. Make the "
+                "pieces of one collective write tile the file contiguously, or for "
+                "independent writes disable data sieving"
+            )
+            snippet = advice.ROMIO_READ_MODIFY_WRITE
+        elif cross_b >= same_b:
+            rec = (
+                "Several ranks read the same bytes: read them once (one rank, or a few) and "
+                "share them with MPI_Bcast or a collective read"
+            )
+            snippet = advice.READ_ONCE_BCAST
+        else:
+            rec = "Ranks re-read bytes they already read: keep them in memory instead"
+            snippet = ""
+        yield self.finding(
+            ctx,
+            Level.WARN if big else Level.INFO,
+            message + ".",
+            evidence={
+                "bytes_read": ov.bytes,
+                "distinct_bytes": unique,
+                "reread_bytes": again,
+                "reread_by_other_ranks": cross_b,
+                "reread_by_same_rank": same_b,
+                "reread_by_mpiio_itself": internal_b,
+                "files": n_files,
+            },
+            files=files,
+            files_total=n_files,
+            recommendation=rec + ".",
+            snippet=snippet,
+            snippet_lang="c",
+        )

@@ -1,0 +1,412 @@
+"""I/O phases and stragglers, from the per-operation records.
+
+The public :func:`phases` helper is the phase detection the checks use, for
+reports that want to draw phases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..model import RECORD_LAYERS, Records, display
+from . import advice
+from .base import Check, Context, FileEvidence, Finding, Level, check, pct
+from .recordtools import PHASES_LISTED, _busy, _cached, _rank_list
+
+# ---------------------------------------------------------------------------
+# I/O phases
+# ---------------------------------------------------------------------------
+
+_PHASE_KEYS = (
+    "start", "end", "duration", "busy", "ops", "bytes", "ranks",
+    "fastest_rank", "fastest_time", "slowest_rank", "slowest_time", "median_time",
+)  # fmt: skip
+
+
+def phases(records: Records, gap: float | None = None,
+           min_gap_share: float = 0.01) -> dict[str, np.ndarray]:  # fmt: skip
+    """I/O phases of ``records``: bursts of operations separated by idle time.
+
+    The operations of all ranks are merged into busy intervals (overlapping or
+    touching ``[start, end]`` spans become one).  Consecutive busy intervals
+    are joined into one phase when the idle gap between them is short: at
+    most ``gap`` seconds if ``gap`` is positive; otherwise shorter than the
+    mean gap, or shorter than ``min_gap_share`` of the traced time span (so
+    the jitter between back-to-back operations never splits a phase).
+
+    Pass one layer's records (``records.of_layer("POSIX")``): layers stack,
+    so mixing them counts one transfer twice.
+
+    Returns a dict of arrays, one element per phase in time order:
+    ``start``, ``end``, ``duration`` and ``busy`` (seconds some operation was
+    running) in seconds; ``ops``, ``bytes``, ``ranks`` (ranks with I/O in the
+    phase); ``fastest_rank``/``slowest_rank`` with their ``fastest_time``/
+    ``slowest_time`` (sum of the rank's operation durations in the phase) and
+    ``median_time`` over the ranks active in the phase.
+    """
+    return _phases(records, gap, min_gap_share)[0]
+
+
+def _phases(records: Records, gap: float | None,
+            min_gap_share: float) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
+    """:func:`phases` plus the phase of every record."""
+    n = len(records)
+    if not n:
+        empty = {k: np.zeros(0) for k in _PHASE_KEYS}
+        return empty, np.zeros(0, np.int64)
+    order = np.argsort(records.start)
+    s = records.start[order]
+    e = np.maximum(records.end[order], s)
+    run = np.maximum.accumulate(e)
+    new = np.ones(n, bool)
+    new[1:] = s[1:] > run[:-1]
+    heads = np.flatnonzero(new)
+    b_start = s[heads]
+    b_end = np.maximum.reduceat(e, heads)
+    gaps = b_start[1:] - b_end[:-1]
+    if gap is not None and gap > 0:
+        split = gaps > gap
+    elif len(gaps):
+        span = float(b_end[-1] - b_start[0])
+        # ">=" so that equal gaps (regular bursts) all split rather than all join.
+        split = (gaps >= gaps.mean() * (1 - 1e-9)) & (gaps > min_gap_share * span)
+    else:
+        split = np.zeros(0, bool)
+    b_phase = np.concatenate([[0], np.cumsum(split)])
+    n_ph = int(b_phase[-1]) + 1
+    p_heads = np.flatnonzero(np.concatenate([[True], split]))
+    if n_ph == 1:  # the common case: no need to scatter phase numbers back
+        rec_phase = np.zeros(n, np.int64)
+    else:
+        rec_phase = np.empty(n, np.int64)
+        rec_phase[order] = b_phase[np.cumsum(new) - 1]
+    del order, s, e, run
+
+    table: dict[str, np.ndarray] = {
+        "start": b_start[p_heads],
+        "end": np.maximum.reduceat(b_end, p_heads),
+    }
+    table["duration"] = table["end"] - table["start"]
+    table["busy"] = np.add.reduceat(b_end - b_start, p_heads)
+    table["ops"] = np.bincount(rec_phase, minlength=n_ph)
+    table["bytes"] = np.bincount(
+        rec_phase, weights=records.length.clip(0), minlength=n_ph
+    ).astype(np.int64)
+    table.update(_rank_times(records, rec_phase, n_ph))
+    return table, rec_phase
+
+
+def _pairs(rec_phase: np.ndarray, rank: np.ndarray, weights: dict[str, np.ndarray],
+           n_ph: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:  # fmt: skip
+    """Sums of ``weights`` per (phase, rank) that occur, sorted by phase then rank."""
+    rank = rank.astype(np.int64)
+    lo = int(rank.min())
+    width = int(rank.max()) - lo + 1
+    key = rec_phase * width + (rank - lo)
+    if n_ph * width <= 4 * len(rank) + (1 << 20):  # dense enough for bincount
+        counts = np.bincount(key, minlength=n_ph * width)
+        keys = np.flatnonzero(counts)
+        sums = {k: np.bincount(key, weights=w, minlength=n_ph * width)[keys]
+                for k, w in weights.items()}  # fmt: skip
+    else:
+        keys, inv = np.unique(key, return_inverse=True)
+        sums = {k: np.bincount(inv, weights=w, minlength=len(keys)) for k, w in weights.items()}
+    return keys // width, keys % width + lo, sums
+
+
+def _rank_times(records: Records, rec_phase: np.ndarray, n_ph: int) -> dict[str, np.ndarray]:
+    p_phase, p_rank, sums = _pairs(rec_phase, records.rank, {"t": _busy(records)}, n_ph)
+    p_time = sums["t"]
+    order = np.lexsort((p_time, p_phase))
+    p_phase, p_rank, p_time = p_phase[order], p_rank[order], p_time[order]
+    count = np.bincount(p_phase, minlength=n_ph)
+    first = np.concatenate([[0], np.cumsum(count)[:-1]])
+    last = first + count - 1
+    mid_lo, mid_hi = first + (count - 1) // 2, first + count // 2
+    return {
+        "ranks": count,
+        "fastest_rank": p_rank[first],
+        "fastest_time": p_time[first],
+        "slowest_rank": p_rank[last],
+        "slowest_time": p_time[last],
+        "median_time": (p_time[mid_lo] + p_time[mid_hi]) / 2,
+    }
+
+
+def _phase_layer(ctx: Context) -> str | None:
+    """MPI-IO phases if MPI-IO was traced (what the application asked), else POSIX."""
+
+    def compute() -> str | None:
+        counts = np.bincount(ctx.trace.records.layer, minlength=len(RECORD_LAYERS))
+        return next((name for name in ("MPIIO", "POSIX") if counts[RECORD_LAYERS.index(name)]),
+                    None)  # fmt: skip
+
+    return _cached(ctx, "phase_layer", compute)
+
+
+def _layer_records(ctx: Context, layer: str) -> Records:
+    r = ctx.trace.records
+    code = RECORD_LAYERS.index(layer)
+    return _cached(ctx, f"records:{layer}",
+                   lambda: r if np.all(r.layer == code) else r.of_layer(layer))  # fmt: skip
+
+
+def _layer_phases(ctx: Context, layer: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    t = ctx.thresholds
+
+    def compute() -> tuple[dict[str, np.ndarray], np.ndarray]:
+        return _phases(
+            _layer_records(ctx, layer),
+            float(t["phase_gap"]) or None,
+            float(t["phase_min_gap_share"]),
+        )
+
+    return _cached(ctx, f"phases:{layer}", compute)
+
+
+def _phase_rows(table: dict[str, np.ndarray], rows: np.ndarray) -> list[FileEvidence]:
+    return [
+        FileEvidence(
+            f"phase {int(i) + 1}",
+            {
+                "start s": round(float(table["start"][i]), 6),
+                "end s": round(float(table["end"][i]), 6),
+                "duration s": round(float(table["duration"][i]), 6),
+                "operations": int(table["ops"][i]),
+                "bytes": int(table["bytes"][i]),
+                "ranks": int(table["ranks"][i]),
+                "fastest rank": int(table["fastest_rank"][i]),
+                "fastest rank s": round(float(table["fastest_time"][i]), 6),
+                "slowest rank": int(table["slowest_rank"][i]),
+                "slowest rank s": round(float(table["slowest_time"][i]), 6),
+            },
+        )
+        for i in rows
+    ]
+
+
+@check
+class IoPhases(Check):
+    """When the job did I/O: phases of activity and the idle time between them."""
+
+    id = "io-phases"
+    layer = "PHASES"
+    uses = ("phase_gap", "phase_min_gap_share")
+    needs_records = True
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        layer = _phase_layer(ctx)
+        if layer is None:
+            return
+        table, _ = _layer_phases(ctx, layer)
+        n = len(table["start"])
+        if not n:
+            return
+        in_phases = float(table["duration"].sum())
+        busy = float(table["busy"].sum())
+        runtime = max(float(ctx.trace.job.runtime), float(table["end"][-1]))
+        longest = int(np.argmax(table["duration"]))
+        # The longest phases, listed in time order.
+        rows = np.sort(np.argsort(-table["duration"], kind="stable")[:PHASES_LISTED])
+        idle = in_phases - busy
+        if busy >= 0.5 * runtime:
+            rec = (
+                "Some operation is in flight for most of the run, so I/O is on the critical "
+                "path: make it faster (larger, collective requests) or overlap it with "
+                "computation through non-blocking or asynchronous I/O."
+            )
+        elif n > 1:
+            rec = (
+                f"The job computes for {runtime - in_phases:.3g} s outside these phases; "
+                "non-blocking or asynchronous I/O could hide a phase behind the computation "
+                "that follows it."
+            )
+        else:
+            rec = ""
+        yield self.finding(
+            ctx,
+            Level.INFO,
+            f"I/O through {display(layer)} ran in {n} phase(s) covering {in_phases:.3g} s of "
+            f"the {runtime:.3g} s run ({pct(in_phases, runtime):.1f} %), with operations in "
+            f"flight for {busy:.3g} s of it; the longest, phase {longest + 1}, lasted "
+            f"{float(table['duration'][longest]):.3g} s (from "
+            f"{float(table['start'][longest]):.3g} s to {float(table['end'][longest]):.3g} s).",
+            evidence={
+                "layer": display(layer),
+                "phases": n,
+                "phase_seconds": round(in_phases, 6),
+                "busy_seconds": round(busy, 6),
+                "idle_in_phases_seconds": round(idle, 6),
+                "runtime_seconds": round(runtime, 6),
+                "phase_share_pct": round(pct(in_phases, runtime), 2),
+                "longest_phase": longest + 1,
+                "longest_phase_seconds": round(float(table["duration"][longest]), 6),
+                "first_io_seconds": round(float(table["start"][0]), 6),
+                "last_io_seconds": round(float(table["end"][-1]), 6),
+            },
+            files=_phase_rows(table, rows),
+            files_total=n,
+            recommendation=rec,
+        )
+
+
+@check
+class PhaseStragglers(Check):
+    """Phases in which one rank takes much longer than the typical rank."""
+
+    id = "phase-stragglers"
+    layer = "PHASES"
+    uses = ("straggler_ratio", "straggler_min_time", "phase_gap", "phase_min_gap_share")
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        if len(ctx.trace.records):
+            yield from self._from_records(ctx)
+        else:
+            yield from self._from_counters(ctx)
+
+    def _from_records(self, ctx: Context) -> Iterable[Finding]:
+        layer = _phase_layer(ctx)
+        if layer is None:
+            return
+        table, rec_phase = _layer_phases(ctx, layer)
+        if not len(table["start"]):
+            return
+        t = ctx.thresholds
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(table["median_time"] > 0,
+                             table["slowest_time"] / table["median_time"], np.inf)  # fmt: skip
+        bad = (
+            (table["ranks"] >= 2)
+            & (ratio > float(t["straggler_ratio"]))
+            & (table["slowest_time"] > float(t["straggler_min_time"]))
+        )
+        if not bad.any():
+            return
+        idx = np.flatnonzero(bad)
+        worst = int(idx[np.argmax(ratio[idx])])
+        who = table["slowest_rank"][idx].astype(np.int64)
+        freq = np.bincount(who - who.min())
+        top = np.argsort(-freq, kind="stable")
+        top = top[freq[top] > 0][:10] + who.min()
+        # Did the worst straggler move more data (uneven work) or the same (a slow path)?
+        recs = _layer_records(ctx, layer)
+        in_worst = rec_phase == worst
+        r_w = recs.rank[in_worst].astype(np.int64)
+        lo = int(r_w.min())
+        b_w = np.bincount(r_w - lo, weights=recs.length[in_worst].clip(0))
+        active = np.bincount(r_w - lo) > 0
+        slow_r = int(table["slowest_rank"][worst])
+        slow_b, med_b = float(b_w[slow_r - lo]), float(np.median(b_w[active]))
+        rows = idx[np.argsort(-ratio[idx], kind="stable")[: ctx.max_files]]
+        files = _phase_rows(table, rows)
+        for f, i in zip(files, rows, strict=True):
+            f.numbers["slowest / median"] = round(float(ratio[i]), 2)
+        host = ctx.trace.job.hosts.get(slow_r, "")
+        evidence: dict[str, float | int | str] = {"host": host} if host else {}
+        yield self.finding(
+            ctx,
+            Level.WARN,
+            f"{len(idx)} of {len(table['start'])} I/O phase(s) through {display(layer)} have "
+            f"a straggler: in phase {worst + 1} rank {slow_r}"
+            + (f" (on {host})" if host else "")
+            + f" spent {float(table['slowest_time'][worst]):.3g} s in I/O, "
+            f"{float(ratio[worst]):.1f}× the median rank "
+            f"({float(table['median_time'][worst]):.3g} s); slowest most often: "
+            f"rank(s) {_rank_list(top, 5)}.",
+            evidence=evidence | {
+                "layer": display(layer),
+                "phases": len(table["start"]),
+                "straggler_phases": len(idx),
+                "worst_phase": worst + 1,
+                "worst_ratio": round(float(ratio[worst]), 3),
+                "worst_rank": slow_r,
+                "worst_rank_seconds": round(float(table["slowest_time"][worst]), 6),
+                "median_seconds": round(float(table["median_time"][worst]), 6),
+                "worst_rank_bytes": int(slow_b),
+                "median_bytes": int(med_b),
+                "frequent_stragglers": " ".join(str(int(x)) for x in top),
+                "source": "records",
+            },
+            files=files,
+            files_total=len(idx),
+            recommendation=_straggler_advice(slow_b, med_b, float(t["straggler_ratio"])),
+            snippet=advice.MPIIO_COLLECTIVE_WRITE,
+            snippet_lang="c",
+        )
+
+    def _from_counters(self, ctx: Context) -> Iterable[Finding]:
+        """Without a trace the whole run is one phase, seen through per-rank counters."""
+        if ctx.trace.job.nprocs < 2:
+            return
+        from .ranks import rank_load  # ranks re-exports phases(): import late, no cycle
+
+        load = rank_load(ctx)
+        if load is None or load.unattributed_ops:
+            return
+        active = np.flatnonzero(load.ops > 0)
+        if len(active) < 2:
+            return
+        sec = load.seconds[active]
+        med = float(np.median(sec))
+        i = int(np.argmax(sec))
+        slow, slow_r = float(sec[i]), int(active[i])
+        t = ctx.thresholds
+        ratio = slow / med if med > 0 else float("inf")
+        if ratio <= float(t["straggler_ratio"]) or slow <= float(t["straggler_min_time"]):
+            return
+        med_b = float(np.median(load.bytes[active]))
+        slow_b = float(load.bytes[slow_r])
+        limit = float(t["straggler_ratio"]) * med
+        n_slow = int(np.count_nonzero(sec > limit))
+        order = active[np.argsort(-sec, kind="stable")][: min(n_slow, ctx.max_files)]
+        yield self.finding(
+            ctx,
+            Level.WARN,
+            f"Over the whole run (per-rank counters, no per-operation trace) rank {slow_r} "
+            f"spent {slow:.3g} s in I/O, {ratio:.1f}× the median rank ({med:.3g} s); "
+            f"{n_slow} of {len(active)} ranks with I/O took over {t['straggler_ratio']:g}× "
+            "the median.",
+            evidence={
+                "layer": "POSIX/MPI-IO counters",
+                "straggler_ranks": n_slow,
+                "worst_ratio": round(ratio, 3),
+                "worst_rank": slow_r,
+                "worst_rank_seconds": round(slow, 6),
+                "median_seconds": round(med, 6),
+                "worst_rank_bytes": int(slow_b),
+                "median_bytes": int(med_b),
+                "source": "counters",
+            },
+            files=[
+                FileEvidence(
+                    f"rank {int(r)}",
+                    {
+                        "seconds": round(float(load.seconds[r]), 6),
+                        "bytes": int(load.bytes[r]),
+                        "operations": int(load.ops[r]),
+                    },
+                )
+                for r in order
+            ],
+            files_total=n_slow,
+            recommendation=_straggler_advice(slow_b, med_b, float(t["straggler_ratio"])),
+            snippet=advice.MPIIO_COLLECTIVE_WRITE,
+            snippet_lang="c",
+        )
+
+
+def _straggler_advice(slow_bytes: float, median_bytes: float, ratio: float) -> str:
+    if median_bytes > 0 and slow_bytes > ratio * median_bytes:
+        return (
+            f"The straggler moved {advice.human_size(slow_bytes)} against a median of "
+            f"{advice.human_size(median_bytes)}: it has more of the work. Balance the data "
+            "per rank, or use collective I/O so aggregators even it out."
+        )
+    return (
+        f"The straggler moved {advice.human_size(slow_bytes)}, about as much as the median "
+        f"rank ({advice.human_size(median_bytes)}), yet took longer: look at its node, network "
+        "link or storage target (OST), or use collective I/O so that a few aggregators hide "
+        "one slow path."
+    )

@@ -1,0 +1,134 @@
+"""Vectorised building blocks shared by the record-based checks (ranks,
+phases, overlaps): sorts, running maxima, per-diagnosis caching.
+
+Nothing here loops over records: traces may hold tens of millions.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..model import RECORD_LAYERS, Records
+from .base import Context
+
+_MPIIO = RECORD_LAYERS.index("MPIIO")
+# Per file, only the highest layer that traced it counts for rank loads, so
+# the bytes an application asked MPI-IO (or HDF5) for are not counted twice,
+# and MPI-IO's aggregators do not make rank 0 look like a funnel.
+_LEVEL = {"POSIX": 1, "STDIO": 1, "MPIIO": 2, "H5D": 3}
+_INT63 = 2**62  # products of sort keys must stay below this to fit int64
+
+PHASES_LISTED = 50
+
+# ---------------------------------------------------------------------------
+# Shared vectorised helpers
+# ---------------------------------------------------------------------------
+
+_CACHE: weakref.WeakKeyDictionary[Context, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _cached(ctx: Context, key: str, compute: Callable[[], Any]) -> Any:
+    """Compute a derived table once per diagnosis: several checks share it."""
+    store = _CACHE.setdefault(ctx, {})
+    if key not in store:
+        store[key] = compute()
+    return store[key]
+
+
+def _dense(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique values, index of each value): np.unique's own inverse is slower."""
+    uniq = np.unique(ids)
+    return uniq, np.searchsorted(uniq, ids).astype(np.int64)
+
+
+def _sort2(major: np.ndarray, minor: np.ndarray,
+           runs: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Sort by (major, minor), both non-negative int64: (order, major, minor) sorted.
+
+    When both fit in one int64 key the sorted columns are decoded from the
+    sorted key, which saves two random gathers over the arrays.  ``runs``:
+    the input is made of long sorted runs, which a merge sort exploits.
+    """
+    if not len(major):
+        return np.zeros(0, np.int64), major, minor
+    bits = int(minor.max()).bit_length()  # a power-of-two span: shifts, not divisions
+    if (int(major.max()) + 1) << bits < _INT63:
+        key = (major << bits) | minor
+        order = np.argsort(key, kind="stable" if runs else None)
+        key = key[order]
+        hi = key >> bits
+        key &= (1 << bits) - 1
+        return order, hi, key
+    order = np.lexsort((minor, major))
+    return order, major[order], minor[order]
+
+
+def _prev_max(group: np.ndarray, end: np.ndarray,
+              holders: bool = False) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+    """For arrays sorted by ``group`` (non-negative): the max ``end`` over the
+    earlier elements of each element's group (-1 for a group's first) and, if
+    asked, the position of the element holding that max (-1 likewise).
+    """
+    n = len(end)
+    if not n:
+        return np.zeros(0, np.int64), (np.zeros(0, np.int64) if holders else None)
+    # Shift each group above all earlier ones so one running max restarts per group.
+    width = int(end.max()) + 1
+    base = group
+    if (int(group[-1]) + 1) * width >= _INT63:  # sparse group numbers: renumber densely
+        first = np.ones(n, bool)
+        first[1:] = group[1:] != group[:-1]
+        base = np.cumsum(first) - 1
+    ranked = None
+    if (int(base[-1]) + 1) * width >= _INT63:  # still too wide: rank the ends
+        ranked = np.unique(end)
+        width = len(ranked)
+    offset = base * width
+    shifted = offset + (end if ranked is None else np.searchsorted(ranked, end))
+    run = np.maximum.accumulate(shifted)
+    if not holders:
+        del shifted
+    prev = np.empty(n, np.int64)
+    prev[0] = -1
+    # At a group's first element the previous run value lies below the group's
+    # shifted range, so this difference is negative there.
+    np.subtract(run[:-1], offset[1:], out=prev[1:])
+    del offset
+    np.maximum(prev, -1, out=prev)
+    if ranked is not None:
+        known = prev >= 0
+        prev[known] = ranked[prev[known]]
+    who = None
+    if holders:
+        who = np.empty(n, np.int64)
+        who[0] = -1
+        who[1:] = np.maximum.accumulate(np.where(shifted == run, np.arange(n), 0))[:-1]
+        who[prev < 0] = -1
+    return prev, who
+
+
+def _busy(records: Records, mask: np.ndarray | None = None) -> np.ndarray:
+    dur = records.end - records.start
+    np.maximum(dur, 0.0, out=dur)
+    return dur if mask is None else dur[mask]
+
+
+def _app_mask(records: Records) -> np.ndarray:
+    """Records of the highest traced layer of their file (see ``_LEVEL``)."""
+    level_of = np.array([_LEVEL.get(name, 1) for name in RECORD_LAYERS], np.int8)
+    level = level_of[records.layer]
+    if np.all(level == level[0]):
+        return np.ones(len(records), bool)
+    _, fidx = _dense(records.file_id)
+    top = np.zeros(int(fidx.max()) + 1, np.int8)
+    np.maximum.at(top, fidx, level)
+    return level == top[fidx]
+
+
+def _rank_list(ranks: np.ndarray, limit: int = 10) -> str:
+    shown = ", ".join(str(int(x)) for x in ranks[:limit])
+    return shown + (f" and {len(ranks) - limit} more" if len(ranks) > limit else "")
