@@ -1,0 +1,177 @@
+"""The HTML report in a real browser: headless Chromium opens pages from file://."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iopilot.checks import diagnose
+from iopilot.checks import thresholds as th
+from iopilot.checks.engine import Diagnosis, summarize
+from iopilot.demo import example_dir
+from iopilot.report.html import write_html
+from iopilot.sources import load
+from test_report_html import _synthetic, page_doc
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()), reason="chromium or chromedriver absent"
+)
+
+# A small program whose POSIX I/O the iopilot runtime traces: three files, written
+# in 4 KiB pieces and read back.
+_PROGRAM = """
+import os, sys
+for k in range(3):
+    name = os.path.join(sys.argv[1], f"part{k}.bin")
+    with open(name, "wb") as f:
+        for _ in range(64):
+            f.write(os.urandom(4096))
+    with open(name, "rb") as f:
+        while f.read(16384):
+            pass
+"""
+
+
+@pytest.fixture(scope="module")
+def driver():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                "--disable-background-networking", "--window-size=1400,1000"):  # fmt: skip
+        opts.add_argument(arg)
+    opts.binary_location = str(CHROMIUM)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    drv = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    drv.set_page_load_timeout(60)
+    yield drv
+    drv.quit()
+
+
+def _iopilot_trace(tmp: Path) -> Path:
+    work, trace = tmp / "work", tmp / "trace"
+    work.mkdir()
+    p = subprocess.run(
+        [sys.executable, "-m", "iopilot", "run", "--trace-only", "--trace-dir", str(trace), "--",
+         sys.executable, "-c", _PROGRAM, str(work)],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=""),
+    )  # fmt: skip
+    if p.returncode != 0 or not trace.exists():
+        pytest.skip(f"the iopilot runtime is not built here: {p.stderr.strip()[:200]}")
+    return trace
+
+
+def _page(kind: str, tmp: Path) -> Path:
+    if kind == "synthetic":  # sampled: the timeline starts on exact bins
+        t = _synthetic(200_000, ranks=16, files=3)
+        d = Diagnosis(t, [], summarize(t), th.defaults())
+    elif kind == "iopilot-trace":
+        d = diagnose(load(str(_iopilot_trace(tmp))))
+    else:
+        d = diagnose(load(str(example_dir() / kind)))
+    out = tmp / f"{kind.replace('.', '_')}.html"
+    write_html(d, out)
+    return out
+
+
+def _expected_plots(doc: dict) -> dict[str, int]:
+    rec = doc["records"]
+    has_ranks = bool(doc["ranks"]["counters"] or doc["ranks"]["records"])
+    out = {
+        "summary": 2 if doc["report"]["layers"] else 0,
+        "sizes": (1 if doc["sizes"] else 0) + (1 if rec else 0),
+        "fs": (3 if doc["ost"] else 0) + (2 if has_ranks else 0),
+    }
+    if rec:
+        out.update(timeline=1, spatiality=1, phases=2)
+    return out
+
+
+def _select(drv, css: str):
+    from selenium.webdriver.support.ui import Select
+
+    return Select(drv.find_element("css selector", css))
+
+
+KINDS = ["ior_hdf5_example.darshan", "dxt.darshan", "example.darshan", "synthetic", "iopilot-trace"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_page_renders_in_chromium(driver, tmp_path, kind):
+    from selenium.webdriver.common.by import By
+
+    path = _page(kind, tmp_path)
+    doc = page_doc(path.read_text(encoding="utf-8"))
+    driver.get_log("browser")  # drop what earlier pages left
+    driver.get_log("performance")
+    driver.get(path.as_uri())
+    expected = _expected_plots(doc)
+    tabs = driver.find_elements(By.CSS_SELECTOR, "nav.tabs button")
+    assert {t.get_attribute("data-view") for t in tabs} == set(expected)
+    plots = 0
+    for tab in tabs:
+        view = tab.get_attribute("data-view")
+        tab.click()
+        sec = driver.find_element(By.ID, "view-" + view)
+        assert sec.get_attribute("data-drawn") == "1", view
+        drawn = sec.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")
+        assert len(drawn) == int(sec.get_attribute("data-plots")) == expected[view], view
+        # Each plot has its SVG and a non-empty size.
+        for p in drawn:
+            assert p.find_elements(By.CSS_SELECTOR, "svg.main-svg")
+            assert p.size["width"] > 200 and p.size["height"] > 150
+        plots += len(drawn)
+        driver.save_screenshot(str(tmp_path / f"{kind}-{view}.png"))
+    assert plots == sum(expected.values())
+
+    if doc["records"]:
+        # The spatiality file selector lists every named file with traced operations.
+        driver.find_element(By.ID, "tab-spatiality").click()
+        files = {int(f) for f in doc["records"]["file_counts"]["file"] if f >= 0}
+        options = _select(driver, "#file-select").options
+        assert len(options) == len(files) >= 1
+        # Phases: a table with rows; switching the gap redraws it.
+        driver.find_element(By.ID, "tab-phases").click()
+        rows = driver.find_elements(By.CSS_SELECTOR, "#phase-table tbody tr")
+        assert len(rows) >= 1
+        gap = _select(driver, "#gap-select")
+        if len(gap.options) > 1:
+            gap.select_by_index(len(gap.options) - 1)
+            assert driver.find_elements(By.CSS_SELECTOR, "#phase-table tbody tr")
+        if doc["records"]["sampled"]:  # exact bins, then the sample, then one file
+            driver.find_element(By.ID, "tab-timeline").click()
+            _select(driver, "#timeline-mode").select_by_value("sample")
+            _select(driver, "#timeline-file").select_by_index(1)
+            _select(driver, "#timeline-mode").select_by_value("bins")
+            _select(driver, "#timeline-file").select_by_index(0)
+            _select(driver, "#timeline-metric").select_by_value("write")
+            driver.save_screenshot(str(tmp_path / f"{kind}-timeline-write-bins.png"))
+    else:
+        assert not driver.find_elements(By.ID, "tab-timeline")
+    # The per-file table sorts on a header click (twice: both directions).
+    driver.find_element(By.ID, "tab-fs").click()
+    header = driver.find_elements(By.CSS_SELECTOR, "#view-fs table.data th")[6]
+    header.click()
+    header.click()
+
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+    # Nothing was fetched but the page itself (plotly.js is inline).
+    urls = []
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            urls.append(msg["params"]["request"]["url"])
+    assert any(u.startswith("file:") for u in urls)  # the log did record the page load
+    assert [u for u in urls if not u.startswith(("file:", "data:", "blob:"))] == []
+    shot = tmp_path / f"{kind}-summary.png"
+    assert shot.exists() and shot.stat().st_size > 20_000  # not a blank page
