@@ -27,3 +27,6 @@ def test_demo_traces_four_ranks_and_finds_the_small_writes(tmp_path):
     assert f["level"] == "HIGH" and f["evidence"]["independent"] == 4 * 1024
     assert found["posix-small-writes"]["evidence"]["small_writes"] >= 4096
     assert (tmp_path / "data" / "shared.dat").stat().st_size == 16 * 1024 * 1024
+    page = (tmp_path / "report.html").read_text()
+    assert "mpiio-collective-writes" in page and "<script src=" not in page
+    assert "report.html in a browser" in p.stdout
