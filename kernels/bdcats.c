@@ -18,6 +18,7 @@
  * = dataset and group closes (plus H5Fclose in the last step).  meta_ops
  * counts H5Fopen, H5Gopen and H5Dopen calls. */
 #include "common.h"
+#include "vpic_layout.h"
 
 #include <hdf5.h>
 #include <inttypes.h>
@@ -26,25 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NVARS 8
-
-static const char *const var_name[NVARS] = {"x", "y", "z", "id1", "id2", "px", "py", "pz"};
-static const int var_is_int[NVARS] = {0, 0, 0, 1, 1, 0, 0, 0};
 
 static const char usage[] =
     "usage: bdcats [--file PATH] [--steps S] [--mode full|partial|strided]\n"
     "              [--fraction F] [--stride S] [--collective] [--coll-metadata]\n"
     "  reads and verifies the particles vpicio wrote to PATH (default vpicio.h5)\n";
 
-/* Must equal vpic_hash() in vpicio.c: the writer's values. */
-static uint32_t vpic_hash(long long g, int var, int step) {
-    uint64_t x = (uint64_t)g * 0x9E3779B97F4A7C15ULL + (uint64_t)(var + 1) * 0xBF58476D1CE4E5B9ULL +
-                 (uint64_t)(step + 1) * 0x94D049BB133111EBULL;
-    x ^= x >> 31;
-    x *= 0xD6E8FEB86659FD93ULL;
-    x ^= x >> 32;
-    return (uint32_t)x;
-}
 
 static long long h5(long long status, const char *what) {
     if (status < 0) k_die("%s failed", what);
@@ -52,26 +40,9 @@ static long long h5(long long status, const char *what) {
 }
 
 static void check_options(int argc, char **argv) {
-    static const char *const valued[] = {"--file", "--steps", "--mode", "--fraction", "--stride"};
-    static const char *const flags[] = {"--collective", "--coll-metadata"};
-    for (int i = 1; i < argc; i++) {
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
-            if (!strcmp(argv[i], valued[k])) {
-                if (i + 1 >= argc) {
-                    if (!k_rank) fputs(usage, stderr);
-                    k_die("%s needs a value", argv[i]);
-                }
-                known = 1;
-                i++;
-            }
-        for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
-            if (!strcmp(argv[i], flags[k])) known = 1;
-        if (!known) {
-            if (!k_rank) fputs(usage, stderr);
-            k_die("unknown option '%s'", argv[i]);
-        }
-    }
+    static const char *const valued[] = {"--file", "--steps", "--mode", "--fraction", "--stride", NULL};
+    static const char *const flags[] = {"--collective", "--coll-metadata", NULL};
+    k_check_options(argc, argv, valued, flags, usage);
 }
 
 /* Compare n values read at global indices first, first + stride, ... */

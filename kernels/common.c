@@ -98,6 +98,30 @@ int k_opt_flag(int argc, char **argv, const char *name) {
     return 0;
 }
 
+static int listed(const char *arg, const char *const *names) {
+    for (; names && *names; names++)
+        if (!strcmp(arg, *names)) return 1;
+    return 0;
+}
+
+void k_check_options(int argc, char **argv, const char *const *valued,
+                     const char *const *flags, const char *usage) {
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *why = NULL;
+        if (listed(arg, valued)) {
+            if (++i >= argc) why = "needs a value";
+        } else if (!listed(arg, flags)) {
+            why = "unknown option";
+        }
+        if (why) {
+            if (k_rank == 0) fputs(usage, stderr);
+            else k_barrier(); /* rank 0 stops the job: one message is enough */
+            if (why[0] == 'u') k_die("unknown option '%s'", arg);
+            k_die("option %s needs a value", arg);
+        }
+    }
+}
+
 void k_die(const char *fmt, ...) {
     char msg[1024];
     va_list ap;

@@ -34,6 +34,11 @@ double k_opt_double(int argc, char **argv, const char *name, double dflt);
 const char *k_opt_str(int argc, char **argv, const char *name, const char *dflt);
 int k_opt_flag(int argc, char **argv, const char *name);
 
+/* Accept only the listed options ("--name value" and "--flag"; both lists end
+ * with NULL): anything else prints ``usage`` and stops the job (status 2). */
+void k_check_options(int argc, char **argv, const char *const *valued,
+                     const char *const *flags, const char *usage);
+
 /* Stop the whole job with one line on stderr and exit status 2. */
 void k_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Abort with status 3: the data read back is wrong. */

@@ -60,26 +60,9 @@ static long long h5(long long status, const char *what) {
 }
 
 static void check_options(int argc, char **argv) {
-    static const char *const valued[] = {"--layout", "--file", "--particles"};
-    static const char *const flags[] = {"--vary", "--collective", "--fpp", "--read"};
-    for (int i = 1; i < argc; i++) {
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
-            if (!strcmp(argv[i], valued[k])) {
-                if (i + 1 >= argc) {
-                    if (!k_rank) fputs(usage, stderr);
-                    k_die("%s needs a value", argv[i]);
-                }
-                known = 1;
-                i++;
-            }
-        for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
-            if (!strcmp(argv[i], flags[k])) known = 1;
-        if (!known) {
-            if (!k_rank) fputs(usage, stderr);
-            k_die("unknown option '%s'", argv[i]);
-        }
-    }
+    static const char *const valued[] = {"--layout", "--file", "--particles", NULL};
+    static const char *const flags[] = {"--vary", "--collective", "--fpp", "--read", NULL};
+    k_check_options(argc, argv, valued, flags, usage);
 }
 
 /* Deterministic 32 bits per (global index, variable). */

@@ -256,21 +256,10 @@ static void bad_usage(const char *msg, const char *arg) {
 
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--api", "--block", "--transfer", "--segments",
-                                         "--iterations", "--file", "--hint"};
+                                         "--iterations", "--file", "--hint", NULL};
     static const char *const flags[] = {"--fpp", "--collective", "--fsync", "--odirect",
-                                        "--write", "--read", "--reorder", "--keep"};
-    for (int i = 1; i < argc; i++) {
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
-            if (!strcmp(argv[i], valued[k])) {
-                if (i + 1 >= argc) bad_usage("option needs a value: ", argv[i]);
-                known = 1;
-                i++;
-            }
-        for (size_t k = 0; !known && k < sizeof flags / sizeof *flags; k++)
-            if (!strcmp(argv[i], flags[k])) known = 1;
-        if (!known) bad_usage("unknown option: ", argv[i]);
-    }
+                                        "--write", "--read", "--reorder", "--keep", NULL};
+    k_check_options(argc, argv, valued, flags, usage);
 }
 
 static const unsigned long long K_MUL = 0x9E3779B97F4A7C15ULL; /* as k_pattern */

@@ -44,17 +44,9 @@ static void bad_usage(const char *msg, const char *arg) {
 }
 
 static void check_options(int argc, char **argv) {
-    static const char *const valued[] = {"--files", "--dir", "--bytes", "--iterations"};
-    for (int i = 1; i < argc; i++) {
-        int known = !strcmp(argv[i], "--unique-dir");
-        for (size_t k = 0; !known && k < sizeof valued / sizeof *valued; k++)
-            if (!strcmp(argv[i], valued[k])) {
-                if (i + 1 >= argc) bad_usage("option needs a value: ", argv[i]);
-                known = 1;
-                i++;
-            }
-        if (!known) bad_usage("unknown option: ", argv[i]);
-    }
+    static const char *const valued[] = {"--files", "--dir", "--bytes", "--iterations", NULL};
+    static const char *const flags[] = {"--unique-dir", NULL};
+    k_check_options(argc, argv, valued, flags, usage);
 }
 
 static const unsigned long long K_MUL = 0x9E3779B97F4A7C15ULL; /* as k_pattern */

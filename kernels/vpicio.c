@@ -9,8 +9,8 @@
  *
  * The values are a pure function of (global particle index, variable, step),
  * and the global index is (rank's prefix + particle index), so bdcats.c can
- * verify them with any number of ranks.  vpic_hash() below must stay equal
- * to the copies in bdcats.c and tests/test_kernels_hdf5.py.
+ * verify them with any number of ranks.  vpic_hash() in vpic_layout.h must stay equal
+ * to the copy in tests/test_kernels_hdf5.py.
  *
  * One k_iteration per step: open_s = group + dataset creation (plus the file
  * creation in step 0), write_s = the 8 H5Dwrite calls, close_s = dataset and
@@ -18,6 +18,7 @@
  * meta_ops counts H5Fcreate, H5Gcreate and H5Dcreate calls.  --compute sleeps
  * between steps; that time is in no phase and is reported as a note. */
 #include "common.h"
+#include "vpic_layout.h"
 
 #include <hdf5.h>
 #include <stdint.h>
@@ -26,10 +27,6 @@
 #include <string.h>
 #include <time.h>
 
-#define NVARS 8
-
-static const char *const var_name[NVARS] = {"x", "y", "z", "id1", "id2", "px", "py", "pz"};
-static const int var_is_int[NVARS] = {0, 0, 0, 1, 1, 0, 0, 0};
 
 static const char usage[] =
     "usage: vpicio [--file PATH] [--particles N] [--steps S] [--collective]\n"
@@ -38,15 +35,6 @@ static const char usage[] =
     "  writes PATH (default vpicio.h5) with groups Timestep_0..S-1, each holding\n"
     "  x y z px py pz (float32) and id1 id2 (int32) of N particles per rank\n";
 
-/* Deterministic 32 bits per (global index, variable, step). */
-static uint32_t vpic_hash(long long g, int var, int step) {
-    uint64_t x = (uint64_t)g * 0x9E3779B97F4A7C15ULL + (uint64_t)(var + 1) * 0xBF58476D1CE4E5B9ULL +
-                 (uint64_t)(step + 1) * 0x94D049BB133111EBULL;
-    x ^= x >> 31;
-    x *= 0xD6E8FEB86659FD93ULL;
-    x ^= x >> 32;
-    return (uint32_t)x;
-}
 
 /* Floats are 24-bit integers / 256: exact in float32, so readers compare with ==. */
 static float vpic_float(long long g, int var, int step) {
@@ -62,26 +50,9 @@ static long long h5(long long status, const char *what) {
 /* Reject unknown options before touching any file. */
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--file", "--particles", "--steps", "--align",
-                                         "--chunk", "--compute"};
-    static const char *const flags[] = {"--collective", "--coll-metadata"};
-    for (int i = 1; i < argc; i++) {
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
-            if (!strcmp(argv[i], valued[k])) {
-                if (i + 1 >= argc) {
-                    if (!k_rank) fputs(usage, stderr);
-                    k_die("%s needs a value", argv[i]);
-                }
-                known = 1;
-                i++;
-            }
-        for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
-            if (!strcmp(argv[i], flags[k])) known = 1;
-        if (!known) {
-            if (!k_rank) fputs(usage, stderr);
-            k_die("unknown option '%s'", argv[i]);
-        }
-    }
+                                         "--chunk", "--compute", NULL};
+    static const char *const flags[] = {"--collective", "--coll-metadata", NULL};
+    k_check_options(argc, argv, valued, flags, usage);
 }
 
 /* "4k:1m" -> threshold and alignment in bytes. */

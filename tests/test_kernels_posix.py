@@ -258,7 +258,7 @@ def test_ior_odirect(kernels, tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--bogus"], "unknown option: --bogus"),
+        (["--bogus"], "unknown option '--bogus'"),
         (["--block", "100k", "--transfer", "64k"], "multiple of --transfer"),
         (["--api", "nfs"], "--api must be"),
         (["--block"], "needs a value"),
