@@ -113,13 +113,20 @@ void k_check_options(int argc, char **argv, const char *const *valued,
         } else if (!listed(arg, flags)) {
             why = "unknown option";
         }
-        if (why) {
-            if (k_rank == 0) fputs(usage, stderr);
-            else k_barrier(); /* rank 0 stops the job: one message is enough */
-            if (why[0] == 'u') k_die("unknown option '%s'", arg);
-            k_die("option %s needs a value", arg);
-        }
+        if (why && why[0] == 'u') k_usage_die(usage, "unknown option '%s'", arg);
+        if (why) k_usage_die(usage, "option %s needs a value", arg);
     }
+}
+
+void k_usage_die(const char *usage, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (k_rank == 0) fputs(usage, stderr);
+    else k_barrier(); /* rank 0 stops the job: one message is enough */
+    k_die("%s", msg);
 }
 
 void k_die(const char *fmt, ...) {

@@ -39,6 +39,10 @@ int k_opt_flag(int argc, char **argv, const char *name);
 void k_check_options(int argc, char **argv, const char *const *valued,
                      const char *const *flags, const char *usage);
 
+/* Print ``usage`` once (rank 0), then stop like k_die: for bad option values. */
+void k_usage_die(const char *usage, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
 /* Stop the whole job with one line on stderr and exit status 2. */
 void k_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Abort with status 3: the data read back is wrong. */

@@ -51,12 +51,6 @@ typedef struct {
     hid_t file, dset, fspace, mspace, dxpl;
 } handle;
 
-static void bad_usage(const char *msg, const char *arg) {
-    if (k_rank == 0) fputs(usage, stderr);
-    else k_barrier(); /* rank 0 aborts the job; one message is enough */
-    k_die("%s%s", msg, arg);
-}
-
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--steps", "--compute", "--size", "--transfer",
                                          "--api", "--file", NULL};
@@ -230,12 +224,12 @@ int main(int argc, char **argv) {
     if (!strcmp(api, "posix")) c.api = POSIX;
     else if (!strcmp(api, "mpiio")) c.api = MPIIO;
     else if (!strcmp(api, "hdf5")) c.api = HDF5;
-    else bad_usage("--api must be posix, mpiio or hdf5, not ", api);
-    if (steps < 1) bad_usage("--steps must be >= 1", "");
-    if (compute < 0) bad_usage("--compute must be >= 0", "");
-    if (c.size < 1) bad_usage("--size must be >= 1 byte", "");
+    else k_usage_die(usage, "%s%s", "--api must be posix, mpiio or hdf5, not ", api);
+    if (steps < 1) k_usage_die(usage, "%s%s", "--steps must be >= 1", "");
+    if (compute < 0) k_usage_die(usage, "%s%s", "--compute must be >= 0", "");
+    if (c.size < 1) k_usage_die(usage, "%s%s", "--size must be >= 1 byte", "");
     if (c.transfer < 1 || c.transfer > (1LL << 30))
-        bad_usage("--transfer must be between 1 byte and 1g", "");
+        k_usage_die(usage, "%s%s", "--transfer must be between 1 byte and 1g", "");
     if (c.api == POSIX) c.collective = 0; /* nothing collective in POSIX */
 
     double rate = compute > 0 ? calibrate() : 0;

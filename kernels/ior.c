@@ -248,12 +248,6 @@ static const backend backends[] = {
 
 /* ---- options, data, phases ------------------------------------------------ */
 
-static void bad_usage(const char *msg, const char *arg) {
-    if (k_rank == 0) fputs(usage, stderr);
-    else k_barrier(); /* rank 0 aborts the job; one message is enough */
-    k_die("%s%s", msg, arg);
-}
-
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--api", "--block", "--transfer", "--segments",
                                          "--iterations", "--file", "--hint", NULL};
@@ -365,7 +359,7 @@ int main(int argc, char **argv) {
     const char *api = k_opt_str(argc, argv, "--api", "posix");
     for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
         if (!strcmp(api, backends[i].name)) rc.api = &backends[i];
-    if (!rc.api) bad_usage("--api must be posix, mpiio or hdf5, not ", api);
+    if (!rc.api) k_usage_die(usage, "%s%s", "--api must be posix, mpiio or hdf5, not ", api);
     rc.path = k_opt_str(argc, argv, "--file", "iopilot-ior.dat");
     rc.block = k_opt_size(argc, argv, "--block", 1LL << 20);
     rc.transfer = k_opt_size(argc, argv, "--transfer", 256LL << 10);
@@ -381,14 +375,14 @@ int main(int argc, char **argv) {
     if (!do_write && !do_read) do_write = do_read = 1;
 
     if (rc.transfer <= 0 || rc.transfer > (1LL << 30))
-        bad_usage("--transfer must be between 1 byte and 1g", "");
+        k_usage_die(usage, "%s%s", "--transfer must be between 1 byte and 1g", "");
     if (rc.block <= 0 || rc.block % rc.transfer)
-        bad_usage("--block must be a positive multiple of --transfer", "");
-    if (rc.segments < 1) bad_usage("--segments must be >= 1", "");
-    if (iterations < 1) bad_usage("--iterations must be >= 1", "");
+        k_usage_die(usage, "%s%s", "--block must be a positive multiple of --transfer", "");
+    if (rc.segments < 1) k_usage_die(usage, "%s%s", "--segments must be >= 1", "");
+    if (iterations < 1) k_usage_die(usage, "%s%s", "--iterations must be >= 1", "");
     int is_posix = rc.api == &backends[0];
-    if (cfg.odirect && !is_posix) bad_usage("--odirect needs --api posix", "");
-    if (cfg.collective && is_posix) bad_usage("--collective needs --api mpiio or hdf5", "");
+    if (cfg.odirect && !is_posix) k_usage_die(usage, "%s%s", "--odirect needs --api posix", "");
+    if (cfg.collective && is_posix) k_usage_die(usage, "%s%s", "--collective needs --api mpiio or hdf5", "");
 
     /* --hint key=value, repeatable: MPI-IO info for the mpiio and hdf5 APIs. */
     cfg.info = MPI_INFO_NULL;
@@ -396,8 +390,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--hint")) continue;
         const char *kv = argv[++i], *eq = strchr(kv, '=');
-        if (is_posix) bad_usage("--hint needs --api mpiio or hdf5", "");
-        if (!eq || eq == kv) bad_usage("--hint wants KEY=VALUE, got ", kv);
+        if (is_posix) k_usage_die(usage, "%s%s", "--hint needs --api mpiio or hdf5", "");
+        if (!eq || eq == kv) k_usage_die(usage, "%s%s", "--hint wants KEY=VALUE, got ", kv);
         char key[MPI_MAX_INFO_KEY + 1];
         snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
         if (cfg.info == MPI_INFO_NULL) MPI_Info_create(&cfg.info);

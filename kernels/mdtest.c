@@ -37,12 +37,6 @@ static const char usage[] =
     "  defaults: 1000 files per rank in one shared directory (iopilot-mdtest),\n"
     "  empty files, 1 iteration; phases create, stat, read (open+close), remove\n";
 
-static void bad_usage(const char *msg, const char *arg) {
-    if (k_rank == 0) fputs(usage, stderr);
-    else k_barrier(); /* rank 0 aborts the job; one message is enough */
-    k_die("%s%s", msg, arg);
-}
-
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--files", "--dir", "--bytes", "--iterations", NULL};
     static const char *const flags[] = {"--unique-dir", NULL};
@@ -149,9 +143,9 @@ int main(int argc, char **argv) {
     int unique = k_opt_flag(argc, argv, "--unique-dir");
     long long bytes = k_opt_size(argc, argv, "--bytes", 0);
     long iterations = k_opt_int(argc, argv, "--iterations", 1);
-    if (files < 1) bad_usage("--files must be >= 1", "");
-    if (iterations < 1) bad_usage("--iterations must be >= 1", "");
-    if (bytes > (1LL << 30)) bad_usage("--bytes must be at most 1g", "");
+    if (files < 1) k_usage_die(usage, "%s%s", "--files must be >= 1", "");
+    if (iterations < 1) k_usage_die(usage, "%s%s", "--iterations must be >= 1", "");
+    if (bytes > (1LL << 30)) k_usage_die(usage, "%s%s", "--bytes must be at most 1g", "");
 
     k_param_int("files", files);
     k_param_str("dir", base);
