@@ -76,10 +76,8 @@ int main(int argc, char **argv) {
     int collective = k_opt_flag(argc, argv, "--collective");
     int coll_meta = k_opt_flag(argc, argv, "--coll-metadata");
     if (steps < 1) k_die("--steps must be >= 1");
-    if (strcmp(mode, "full") && strcmp(mode, "partial") && strcmp(mode, "strided")) {
-        if (!k_rank) fputs(usage, stderr);
-        k_die("--mode must be full, partial or strided, not '%s'", mode);
-    }
+    if (strcmp(mode, "full") && strcmp(mode, "partial") && strcmp(mode, "strided"))
+        k_usage_die(usage, "--mode must be full, partial or strided, not '%s'", mode);
     if (!strcmp(mode, "partial") && !(fraction > 0 && fraction <= 1))
         k_die("--fraction must be in (0, 1]");
     if (!strcmp(mode, "strided") && stride < 1) k_die("--stride must be >= 1");

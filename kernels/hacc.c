@@ -228,10 +228,7 @@ int main(int argc, char **argv) {
     int found = 0;
     for (int l = MPIIO; l <= MULTI; l++)
         if (!strcmp(layout, layout_name[l])) cfg.layout = (enum layout)l, found = 1;
-    if (!found) {
-        if (!k_rank) fputs(usage, stderr);
-        k_die("unknown --layout '%s'", layout);
-    }
+    if (!found) k_usage_die(usage, "unknown --layout '%s'", layout);
     if (n < 1) k_die("--particles must be >= 1");
     const char *dflt = cfg.layout == MPIIO ? "hacc.dat" : "hacc.h5";
     const char *path = k_opt_str(argc, argv, "--file", dflt);
