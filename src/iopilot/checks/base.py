@@ -27,10 +27,6 @@ class Level(IntEnum):
     WARN = 2
     HIGH = 3
 
-    @property
-    def label(self) -> str:
-        return self.name
-
 
 @dataclass
 class FileEvidence:
@@ -160,9 +156,6 @@ class Context:
         ]
         return out, len(ids)
 
-    def files_using(self, layer: str) -> set[int]:
-        c = self.layer(layer)
-        return set() if c is None else {int(i) for i in np.unique(c.file_id)}
 
 
 def _plain(v: Any) -> float | int | str:

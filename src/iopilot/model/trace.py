@@ -267,14 +267,6 @@ class Trace:
     def name(self, file_id: int) -> str:
         return self.names.get(int(file_id), f"<record {int(file_id):#x}>")
 
-    def fs_type(self, path: str) -> str:
-        """File-system type of ``path`` from the mount table (longest prefix)."""
-        best, kind = -1, ""
-        for mnt, fstype in self.job.mounts:
-            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > best:
-                best, kind = len(mnt), fstype
-        return kind
-
     @property
     def partial(self) -> bool:
         return any(m.partial for m in self.modules) or bool(self.warnings)
