@@ -60,7 +60,7 @@ def expand_inputs(items: Sequence[str]) -> list[str]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .checks import thresholds as th
-    from .report import csv_report, json_report, terminal
+    from .report import json_report, terminal
 
     thresholds = th.load(args.config, args.set)
     only = set(args.checks.split(",")) if args.checks else None
@@ -88,6 +88,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         _emit(args.json, json_report.dumps(json_report.document(reports, errors)))
     if args.csv:
+        from .report import csv_report
+
         _emit(args.csv, csv_report.render(reports))
     if not to_stdout:
         style = terminal.Style(terminal.want_color(args.color, sys.stdout))
@@ -231,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--repeat", type=int, default=3, help="runs per log; the best is kept")
     d.add_argument("--compare", metavar="CMD",
                    help="also time another command per log, e.g. 'drishti'")
-    from .bench.kernels import KERNELS
+    from .bench.catalog import KERNELS
 
     for name, what in KERNELS.items():
         k = bsub.add_parser(name, help=what,
@@ -269,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # Options `iopilot bench KERNEL` does not know belong to the kernel.
-    from .bench.kernels import KERNELS
+    from .bench.catalog import KERNELS
 
     if getattr(args, "bench", None) in KERNELS:
         args.kernel_args = extra

@@ -19,17 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from .catalog import KERNELS
 
 REPO = Path(__file__).resolve().parents[3]
 KERNEL_DIR = REPO / "build" / "kernels"
-KERNELS = {
-    "vpicio": "VPIC-IO: particles x 8 variables per time step into one HDF5 file",
-    "bdcats": "BD-CATS-IO: read back and verify what vpicio wrote",
-    "hacc": "HACC-IO: 9 variables per particle, raw MPI-IO or HDF5 layouts",
-    "ior": "IOR-style: POSIX, MPI-IO or HDF5; block, transfer, segments, shared or per-process",
-    "epochs": "compute + I/O epochs (checkpoint pattern) for overlap studies",
-    "mdtest": "metadata: create, stat, open/close and remove many files",
-}
 MiB = 1024 * 1024
 MD_PHASES = ("create", "stat", "read", "remove")
 RESULT_TAG = "IOPILOT-RESULT "
