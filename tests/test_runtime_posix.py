@@ -174,3 +174,31 @@ def test_sanitizer_build_selftest(tmp_path):
     assert p.returncode == 0, p.stderr
     t = load(str(trace))
     assert row(t, "POSIX", tmp_path / "selftest.dat")["POSIX_WRITES"] == 2000
+
+
+def test_damaged_trace_directories_are_one_line_errors(traced, tmp_path):
+    import shutil as sh
+
+    _, _, t = traced
+    src = Path(t.source)
+    broken = tmp_path / "broken"
+    sh.copytree(src, broken)
+    victim = sorted(broken.glob("p*.json"))[0]
+    victim.write_text(victim.read_text()[:100])
+    p = iopilot("report", str(broken))
+    assert p.returncode == 2 and "damaged process summary" in p.stderr
+    assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1
+    orphans = tmp_path / "orphans"
+    orphans.mkdir()
+    for rec in src.glob("p*.rec"):
+        sh.copy(rec, orphans)
+    p = iopilot("report", str(orphans))
+    assert p.returncode == 2 and "did not exit normally" in p.stderr
+    cut = tmp_path / "cut"
+    sh.copytree(src, cut)
+    rec = max(cut.glob("p*.rec"), key=lambda f: f.stat().st_size)
+    rec.write_bytes(rec.read_bytes()[:-7])  # the last record cut short
+    t2 = load(str(cut))
+    assert any("cut short" in w for w in t2.warnings)
+    # The lost record may be a metadata one, which the model does not keep.
+    assert len(t.records) - 1 <= len(t2.records) <= len(t.records)
