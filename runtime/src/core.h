@@ -54,7 +54,8 @@ extern IOP_TLS int iop_in_runtime;    /* >0 while the runtime itself does I/O */
 
 /* Resolve the next definition of a symbol (libc's, libmpi's, libhdf5's). */
 void *iop_resolve(const char *name);
-#define REAL_DECL(ret, name, params) static ret(*real_##name) params
+/* unused: a file may declare more real functions than it ends up calling */
+#define REAL_DECL(ret, name, params) static __attribute__((unused)) ret(*real_##name) params
 #define REAL(name)                                                              \
     ({                                                                          \
         if (IOP_UNLIKELY(real_##name == NULL))                                  \

@@ -1,0 +1,246 @@
+/* Per-thread record buffers, the .rec file, counter updates and notes. */
+#define _GNU_SOURCE
+#include "core_private.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ */
+/* Record buffers: one per thread, written to the .rec file when full. */
+
+
+IOP_TLS tbuf *my_buf;
+tbuf *all_bufs;
+uint32_t next_thread;
+long records_reserved, records_lost; /* lost: no buffer could be had */
+int rec_fd = -1;
+char rec_path[4400], json_path[4400];
+pthread_key_t buf_key;
+
+static void open_rec_file(void) {
+    if (rec_fd >= 0 || !cfg.dir[0]) return;
+    iop_enter();
+    rec_fd = REAL(open)(rec_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (rec_fd >= 0) {
+        struct iop_file_header h = {IOP_MAGIC, IOP_FORMAT_VERSION, sizeof(struct iop_record),
+                                    cfg.rank, cfg.pid, cfg.t0_epoch, {0, 0, 0}};
+        if (REAL(write)(rec_fd, &h, sizeof h) != (ssize_t)sizeof h) {
+            REAL(close)(rec_fd);
+            rec_fd = -1;
+        }
+    }
+    iop_leave();
+    if (rec_fd < 0) give_up("cannot create the record file");
+}
+
+/* Called with big_lock held. */
+void write_buffer(tbuf *b) {
+    if (!b->n) return;
+    /* Ticks to seconds on the way out. */
+    double spt = seconds_per_tick();
+    for (uint32_t i = 0; i < b->n; i++) {
+        b->r[i].start *= spt;
+        b->r[i].end *= spt;
+    }
+    open_rec_file();
+    if (rec_fd >= 0) {
+        const char *p = (const char *)b->r;
+        size_t left = b->n * sizeof(struct iop_record);
+        iop_enter();
+        while (left) {
+            ssize_t w = REAL(write)(rec_fd, p, left);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;
+            p += w;
+            left -= (size_t)w;
+        }
+        iop_leave();
+        if (left) {
+            b->dropped += (long)(left / sizeof(struct iop_record));
+            b->kept -= (long)(left / sizeof(struct iop_record));
+            give_up("writing records failed");
+        }
+    }
+    b->n = 0;
+}
+
+void thread_exit(void *arg) {
+    tbuf *b = arg;
+    int saved = errno;
+    pthread_mutex_lock(&big_lock);
+    write_buffer(b);
+    pthread_mutex_unlock(&big_lock);
+    errno = saved;
+}
+
+static tbuf *thread_buffer(void) {
+    if (IOP_LIKELY(my_buf != NULL)) return my_buf;
+    iop_enter();
+    tbuf *b = mmap(NULL, sizeof(tbuf), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    iop_leave();
+    if (b == MAP_FAILED) return NULL;
+    pthread_mutex_lock(&big_lock);
+    b->thread = next_thread++;
+    b->n = 0;
+    b->budget = b->kept = b->dropped = 0;
+    b->next = all_bufs;
+    all_bufs = b;
+    pthread_mutex_unlock(&big_lock);
+    my_buf = b;
+    pthread_setspecific(buf_key, b);
+    return b;
+}
+
+static int reserve(tbuf *b) {
+    long old = __atomic_fetch_add(&records_reserved, RESERVE, __ATOMIC_RELAXED);
+    if (old >= cfg.max_records) return 0;
+    b->budget = cfg.max_records - old < RESERVE ? cfg.max_records - old : RESERVE;
+    return 1;
+}
+
+static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t len, double t1,
+                       double t2, unsigned flags) {
+    tbuf *b = thread_buffer();
+    if (IOP_UNLIKELY(!b)) {
+        __atomic_add_fetch(&records_lost, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    if (IOP_UNLIKELY(b->budget == 0) && !reserve(b)) {
+        b->dropped++; /* over the limit: the counters still see the call */
+        return;
+    }
+    b->budget--;
+    b->kept++;
+    struct iop_record *r = &b->r[b->n];
+    r->start = t1;
+    r->end = t2;
+    r->offset = offset;
+    r->length = len;
+    r->file_id = id;
+    r->thread = b->thread;
+    r->layer = (uint8_t)layer;
+    r->op = (uint8_t)op;
+    r->flags = (uint16_t)flags;
+    if (IOP_UNLIKELY(++b->n == TB_CAP)) {
+        pthread_mutex_lock(&big_lock);
+        write_buffer(b);
+        pthread_mutex_unlock(&big_lock);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Counters. */
+
+static int size_bin(int64_t n) {
+    static const int64_t upper[] = {100, 1024, 10240, 102400, 1048576, 4194304, 10485760,
+                                    104857600, 1073741824};
+    for (int i = 0; i < 9; i++)
+        if (n < upper[i]) return i;
+    return 9;
+}
+
+void iop_data_op(iop_stats *st, int op, int64_t offset, int64_t bytes, const void *buf,
+                 int64_t alignment, double t1, double t2, unsigned flags) {
+    /* A failed call moved nothing: like Darshan, it is not counted. */
+    if (IOP_UNLIKELY(!st || bytes < 0)) return;
+    int rd = op == IOP_OP_READ;
+    double dt = t2 - t1;
+    spin_lock(&st->lock);
+    int64_t *c = st->c;
+    double *f = st->f;
+    c[rd ? IOP_C_READS : IOP_C_WRITES]++;
+    if (bytes > 0) {
+        c[rd ? IOP_C_BYTES_READ : IOP_C_BYTES_WRITTEN] += bytes;
+        c[(rd ? IOP_C_SIZE_READ_0_100 : IOP_C_SIZE_WRITE_0_100) + size_bin(bytes)]++;
+    } else if (bytes == 0) {
+        c[rd ? IOP_C_SIZE_READ_0_100 : IOP_C_SIZE_WRITE_0_100]++;
+    }
+    if (offset >= 0 && bytes >= 0) {
+        int64_t *next = rd ? &st->next_read : &st->next_write;
+        if (offset == *next) c[rd ? IOP_C_CONSEC_READS : IOP_C_CONSEC_WRITES]++;
+        if (offset >= *next) c[rd ? IOP_C_SEQ_READS : IOP_C_SEQ_WRITES]++;
+        *next = offset + bytes;
+        int64_t last = offset + bytes - 1;
+        int mx = rd ? IOP_C_MAX_BYTE_READ : IOP_C_MAX_BYTE_WRITTEN;
+        if (bytes > 0 && last > c[mx]) c[mx] = last;
+        if (alignment > 0 && offset % alignment) c[IOP_C_FILE_NOT_ALIGNED]++;
+    }
+    if (buf && ((uintptr_t)buf & 7)) c[IOP_C_MEM_NOT_ALIGNED]++;
+    if (st->last_op >= 0 && st->last_op != op) c[IOP_C_RW_SWITCHES]++;
+    st->last_op = op;
+    int t = rd ? IOP_F_F_READ_TIME : IOP_F_F_WRITE_TIME;
+    int mt = rd ? IOP_F_F_MAX_READ_TIME : IOP_F_F_MAX_WRITE_TIME;
+    int ts = rd ? IOP_F_F_READ_START_TIMESTAMP : IOP_F_F_WRITE_START_TIMESTAMP;
+    int te = rd ? IOP_F_F_READ_END_TIMESTAMP : IOP_F_F_WRITE_END_TIMESTAMP;
+    f[t] += dt;
+    if (dt > f[mt]) f[mt] = dt;
+    if (f[ts] == 0 || t1 < f[ts]) f[ts] = t1;
+    if (t2 > f[te]) f[te] = t2;
+    spin_unlock(&st->lock);
+    add_record(st->layer, op, st->file_id, offset, bytes, t1, t2, flags);
+}
+
+void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsigned flags) {
+    if (IOP_UNLIKELY(!st)) return;
+    spin_lock(&st->lock);
+    if (counter >= 0) st->c[counter]++;
+    st->f[IOP_F_F_META_TIME] += t2 - t1;
+    if (op == IOP_OP_OPEN) {
+        if (st->f[IOP_F_F_OPEN_START_TIMESTAMP] == 0 || t1 < st->f[IOP_F_F_OPEN_START_TIMESTAMP])
+            st->f[IOP_F_F_OPEN_START_TIMESTAMP] = t1;
+        if (t2 > st->f[IOP_F_F_OPEN_END_TIMESTAMP]) st->f[IOP_F_F_OPEN_END_TIMESTAMP] = t2;
+    } else if (op == IOP_OP_CLOSE) {
+        if (st->f[IOP_F_F_CLOSE_START_TIMESTAMP] == 0 || t1 < st->f[IOP_F_F_CLOSE_START_TIMESTAMP])
+            st->f[IOP_F_F_CLOSE_START_TIMESTAMP] = t1;
+        if (t2 > st->f[IOP_F_F_CLOSE_END_TIMESTAMP]) st->f[IOP_F_F_CLOSE_END_TIMESTAMP] = t2;
+    }
+    spin_unlock(&st->lock);
+    add_record(st->layer, op, st->file_id, -1, 0, t1, t2, flags);
+}
+
+void iop_count(iop_stats *st, int counter, int64_t delta) {
+    if (!st) return;
+    spin_lock(&st->lock);
+    st->c[counter] += delta;
+    spin_unlock(&st->lock);
+}
+
+void iop_set(iop_stats *st, int counter, int64_t value) {
+    if (!st) return;
+    spin_lock(&st->lock);
+    st->c[counter] = value;
+    spin_unlock(&st->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Notes (hints per file, HDF5 properties ...). */
+
+note *notes;
+
+void iop_note(const char *kind, uint64_t id, const char *key, const char *value) {
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "%s\t%s\t%s", kind, key, value);
+    if (n < 0) return;
+    pthread_mutex_lock(&big_lock);
+    note *e = pool_alloc(sizeof *e + (size_t)n + 1);
+    if (e) {
+        e->id = id;
+        memcpy(e->text, buf, (size_t)n + 1);
+        e->next = notes;
+        notes = e;
+    }
+    pthread_mutex_unlock(&big_lock);
+}
+
+void iop_set_rank(int rank, int size) {
+    if (rank >= 0) cfg.rank = rank;
+    if (size > 0) cfg.nprocs = size;
+}
+

@@ -1,0 +1,259 @@
+/* Tables of the runtime: memory pool, file names, per-file counters,
+ * descriptors and handles. */
+#define _GNU_SOURCE
+#include "core_private.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ */
+/* A bump allocator: tables never call malloc on the hot path, and a full
+ * pool degrades to "untracked", never to a crash. */
+
+char *pool;
+size_t pool_used, pool_size;
+
+void *pool_alloc(size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    if (pool_used + n > pool_size) return NULL;
+    void *p = pool + pool_used;
+    pool_used += n;
+    return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Names and counters: hash tables keyed by file id. */
+
+name_entry *names[NBUCKETS];
+iop_stats *stats[NBUCKETS];
+long stats_missing; /* counter records we had no memory for */
+
+static uint64_t hash_path(const char *s) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h ? h : 1;
+}
+
+
+
+/* System paths are not the application's I/O (library loading, /proc reads
+ * by the MPI runtime ...).  IOPILOT_EXCLUDE replaces the list (":"-separated). */
+static char exclude_buf[2048] =
+    "/proc/:/sys/:/etc/:/usr/:/lib/:/lib64/:/bin/:/sbin/:/boot/:/run/:/dev/shm/:/tmp/ompi.";
+static const char *exclude[64];
+static size_t exclude_len[64];
+static int n_exclude;
+
+void parse_excludes(void) {
+    const char *env = getenv("IOPILOT_EXCLUDE");
+    if (env) snprintf(exclude_buf, sizeof exclude_buf, "%s", env);
+    n_exclude = 0;
+    for (char *p = exclude_buf; *p && n_exclude < 64;) {
+        char *end = strchr(p, ':');
+        if (end) *end = 0;
+        if (*p) {
+            exclude[n_exclude] = p;
+            exclude_len[n_exclude++] = strlen(p);
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+}
+
+static int excluded(const char *path) {
+    for (int i = 0; i < n_exclude; i++) {
+        size_t n = exclude_len[i];
+        if (!strncmp(path, exclude[i], n)) return 1;
+        /* "/sys/" also covers "/sys" itself */
+        if (exclude[i][n - 1] == '/' && !strncmp(path, exclude[i], n - 1) && !path[n - 1])
+            return 1;
+    }
+    return 0;
+}
+
+uint64_t iop_register_path(const char *path) {
+    char abs[4096];
+    if (path[0] != '/' && path[0] != '<') {
+        char cwd[2048];
+        iop_enter();
+        char *got = getcwd(cwd, sizeof cwd);
+        iop_leave();
+        if (got) {
+            snprintf(abs, sizeof abs, "%s/%s", cwd, path);
+            path = abs;
+        }
+    }
+    if (excluded(path)) return 0;
+    uint64_t id = hash_path(path);
+    size_t b = id % NBUCKETS;
+    for (name_entry *e = __atomic_load_n(&names[b], __ATOMIC_ACQUIRE); e; e = e->next)
+        if (e->id == id) return id;
+    pthread_mutex_lock(&big_lock);
+    name_entry *e;
+    for (e = names[b]; e; e = e->next)
+        if (e->id == id) break;
+    if (!e) {
+        size_t len = strlen(path);
+        e = pool_alloc(sizeof *e + len + 1);
+        if (e) {
+            e->id = id;
+            memcpy(e->path, path, len + 1);
+            e->next = names[b];
+            __atomic_store_n(&names[b], e, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&big_lock);
+    return id;
+}
+
+uint64_t iop_register_fd_path(int fd) {
+    char link[64], path[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    iop_enter();
+    ssize_t n = REAL(readlink)(link, path, sizeof path - 1);
+    iop_leave();
+    if (n <= 0) snprintf(path, sizeof path, "<fd %d>", fd);
+    else path[n] = 0;
+    return iop_register_path(path);
+}
+
+static iop_stats *stats_lookup(int layer, uint64_t id) {
+    size_t b = (id ^ (uint64_t)layer * 0x9e3779b97f4a7c15ULL) % NBUCKETS;
+    for (iop_stats *s = __atomic_load_n(&stats[b], __ATOMIC_ACQUIRE); s; s = s->next_in_bucket)
+        if (s->file_id == id && s->layer == layer) return s;
+    return NULL;
+}
+
+iop_stats *iop_stats_for(int layer, uint64_t id) {
+    /* Layer not traced, or an excluded path (id 0): the handle stays unknown. */
+    if (!id || !(cfg.layers & (1 << layer))) return NULL;
+    iop_stats *s = stats_lookup(layer, id);
+    if (s) return s;
+    pthread_mutex_lock(&big_lock);
+    s = stats_lookup(layer, id);
+    if (!s) {
+        s = pool_alloc(sizeof *s);
+        if (s) {
+            memset(s, 0, sizeof *s);
+            s->file_id = id;
+            s->layer = layer;
+            s->last_op = -1;
+            s->c[IOP_C_MEM_ALIGNMENT] = 8;
+            size_t b = (id ^ (uint64_t)layer * 0x9e3779b97f4a7c15ULL) % NBUCKETS;
+            s->next_in_bucket = stats[b];
+            __atomic_store_n(&stats[b], s, __ATOMIC_RELEASE);
+        } else {
+            stats_missing++;
+        }
+    }
+    pthread_mutex_unlock(&big_lock);
+    return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Descriptor table (direct index) and handle map (open addressing). */
+
+iop_open *fds;
+int nfds;
+
+iop_open *iop_fd(int fd) {
+    if (fd < 0 || fd >= nfds || !fds[fd].st) return NULL;
+    return &fds[fd];
+}
+
+void iop_fd_set(int fd, uint64_t id, int64_t offset) {
+    if (fd < 0 || fd >= nfds) return;
+    iop_stats *st = iop_stats_for(IOP_LAYER_POSIX, id);
+    if (!st) {
+        iop_fd_clear(fd); /* an older entry of a reused fd must not count */
+        return;
+    }
+    struct stat sb;
+    int64_t align = 4096;
+    iop_enter(); /* our own fstat must not count as the program's */
+    int ok = fstat(fd, &sb) == 0;
+    iop_leave();
+    if (ok) {
+        if (sb.st_blksize > 0) align = sb.st_blksize;
+        if (offset == IOP_OFFSET_END) offset = sb.st_size; /* O_APPEND */
+    }
+    if (offset < 0) offset = 0;
+    fds[fd].offset = offset;
+    fds[fd].alignment = align;
+    __atomic_store_n(&fds[fd].st, st, __ATOMIC_RELEASE);
+    iop_set(st, IOP_C_FILE_ALIGNMENT, align);
+}
+
+void iop_fd_clear(int fd) {
+    if (fd >= 0 && fd < nfds) __atomic_store_n(&fds[fd].st, NULL, __ATOMIC_RELEASE);
+}
+
+void iop_fd_copy(int from, int to) {
+    if (from < 0 || from >= nfds || to < 0 || to >= nfds) return;
+    fds[to] = fds[from];
+}
+
+handle_slot *handles;
+volatile int handle_lock;
+
+static size_t handle_home(int layer, uintptr_t key) {
+    return (size_t)((key * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)layer) % NHANDLES;
+}
+
+iop_open *iop_handle(int layer, uintptr_t key) {
+    if (!handles || !key) return NULL;
+    iop_open *found = NULL;
+    spin_lock(&handle_lock);
+    for (size_t i = handle_home(layer, key), n = 0; n < NHANDLES; i = (i + 1) % NHANDLES, n++) {
+        if (!handles[i].key) break;
+        if (handles[i].key == key && handles[i].layer == layer) {
+            found = &handles[i].o;
+            break;
+        }
+    }
+    spin_unlock(&handle_lock);
+    return found && found->st ? found : NULL;
+}
+
+iop_open *iop_handle_set(int layer, uintptr_t key, uint64_t id, int64_t offset) {
+    if (!handles || !key) return NULL;
+    iop_stats *st = iop_stats_for(layer, id);
+    iop_open *o = NULL;
+    spin_lock(&handle_lock);
+    for (size_t i = handle_home(layer, key), n = 0; n < NHANDLES; i = (i + 1) % NHANDLES, n++) {
+        if (!handles[i].key || handles[i].key == (uintptr_t)-1 ||
+            (handles[i].key == key && handles[i].layer == layer)) {
+            handles[i].key = key;
+            handles[i].layer = layer;
+            handles[i].o.st = st;
+            handles[i].o.offset = offset;
+            handles[i].o.alignment = 4096;
+            o = &handles[i].o;
+            break;
+        }
+    }
+    spin_unlock(&handle_lock);
+    return o;
+}
+
+void iop_handle_clear(int layer, uintptr_t key) {
+    if (!handles || !key) return;
+    spin_lock(&handle_lock);
+    for (size_t i = handle_home(layer, key), n = 0; n < NHANDLES; i = (i + 1) % NHANDLES, n++) {
+        if (!handles[i].key) break;
+        if (handles[i].key == key && handles[i].layer == layer) {
+            handles[i].key = (uintptr_t)-1; /* tombstone keeps probe chains intact */
+            handles[i].o.st = NULL;
+            break;
+        }
+    }
+    spin_unlock(&handle_lock);
+}
+
