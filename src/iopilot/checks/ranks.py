@@ -262,5 +262,5 @@ class UnbalancedRanks(Check):
         )
 
 
-# The phase helper moved to phases.py; reports import it from here too.
+# Reports reach the phase helper through this module too.
 from .phases import phases as phases  # noqa: E402 - explicit re-export
