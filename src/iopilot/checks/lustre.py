@@ -116,6 +116,18 @@ def _layout(ctx: Context) -> Layout | None:
     return Layout(table)
 
 
+def _striped_files(ctx: Context) -> tuple[Layout, Counters, np.ndarray, np.ndarray,
+                                          np.ndarray, np.ndarray] | None:  # fmt: skip
+    """(layout, POSIX counters, file ids, ranks per file, bytes per file, layout
+    row of each file or -1), or None without Lustre layouts or POSIX counters."""
+    lay, p = _layout(ctx), ctx.layer("POSIX")
+    if lay is None or p is None:
+        return None
+    ids, ranks = ranks_per_file(ctx, p)
+    _, moved = bytes_per_file(p)
+    return lay, p, ids, ranks, moved, lay.rows(ids)
+
+
 def stripe_for(size: int) -> int:
     """A stripe size (a multiple of 64 KiB, 1-64 MiB) that suits ``size``-byte requests."""
     if size < MiB:
@@ -140,12 +152,10 @@ class LustreSingleStripeShared(Check):
     uses = ("lustre_shared_ranks", "lustre_min_bytes")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
-        lay, p = _layout(ctx), ctx.layer("POSIX")
-        if lay is None or p is None:
+        files = _striped_files(ctx)
+        if files is None:
             return
-        ids, ranks = ranks_per_file(ctx, p)
-        _, moved = bytes_per_file(p)
-        row = lay.rows(ids)
+        lay, p, ids, ranks, moved, row = files
         count = np.where(row >= 0, lay.stripe_count[row], 0)
         t = ctx.thresholds
         bad = (
@@ -202,12 +212,10 @@ class LustreStripeRequestMismatch(Check):
     uses = ("misaligned_ratio", "lustre_min_bytes")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
-        lay, p = _layout(ctx), ctx.layer("POSIX")
-        if lay is None or p is None:
+        files = _striped_files(ctx)
+        if files is None:
             return
-        ids, ranks = ranks_per_file(ctx, p)
-        _, moved = bytes_per_file(p)
-        row = lay.rows(ids)
+        lay, p, ids, ranks, moved, row = files
         cand = (row >= 0) & (ranks > 1) & (moved > ctx.thresholds["lustre_min_bytes"])
         cand &= np.where(row >= 0, lay.stripe_count[row], 0) > 1
         if not cand.any():
