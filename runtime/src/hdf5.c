@@ -1023,35 +1023,24 @@ static void dataset_io(h5lib *L, int op, hid_t dset, hid_t mtype, hid_t mspace, 
     iop_data_op(st, op, -1, bytes, buf, 0, t1, t2, flags);
 }
 
-IOP_EXPORT herr_t H5Dwrite(hid_t dset, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl,
-                           const void *buf) {
-    h5lib *L = CALLER_LIB();
-    t_H5Dwrite *f = H5F_(L, H5Dwrite);
-    if (!f) return -1;
-    if (!iop_active()) return f(dset, mtype, mspace, fspace, dxpl, buf);
-    double t1 = iop_now();
-    herr_t r = f(dset, mtype, mspace, fspace, dxpl, buf);
-    int e = errno;
-    double t2 = iop_now();
-    dataset_io(L, IOP_OP_WRITE, dset, mtype, mspace, fspace, dxpl, buf, r, t1, t2);
-    errno = e;
-    return r;
-}
-
-IOP_EXPORT herr_t H5Dread(hid_t dset, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl,
-                          void *buf) {
-    h5lib *L = CALLER_LIB();
-    t_H5Dread *f = H5F_(L, H5Dread);
-    if (!f) return -1;
-    if (!iop_active()) return f(dset, mtype, mspace, fspace, dxpl, buf);
-    double t1 = iop_now();
-    herr_t r = f(dset, mtype, mspace, fspace, dxpl, buf);
-    int e = errno;
-    double t2 = iop_now();
-    dataset_io(L, IOP_OP_READ, dset, mtype, mspace, fspace, dxpl, buf, r, t1, t2);
-    errno = e;
-    return r;
-}
+/* H5Dwrite and H5Dread: the same wrapper, only the buffer's constness differs. */
+#define WRAP_DATASET_IO(name, op, BUFT)                                                 \
+    IOP_EXPORT herr_t name(hid_t dset, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, \
+                           BUFT buf) {                                                  \
+        h5lib *L = CALLER_LIB();                                                        \
+        t_##name *f = H5F_(L, name);                                                    \
+        if (!f) return -1;                                                              \
+        if (!iop_active()) return f(dset, mtype, mspace, fspace, dxpl, buf);            \
+        double t1 = iop_now();                                                          \
+        herr_t r = f(dset, mtype, mspace, fspace, dxpl, buf);                           \
+        int e = errno;                                                                  \
+        double t2 = iop_now();                                                          \
+        dataset_io(L, op, dset, mtype, mspace, fspace, dxpl, buf, r, t1, t2);           \
+        errno = e;                                                                      \
+        return r;                                                                       \
+    }
+WRAP_DATASET_IO(H5Dwrite, IOP_OP_WRITE, const void *)
+WRAP_DATASET_IO(H5Dread, IOP_OP_READ, void *)
 
 /* HDF5 1.14's multi-dataset calls: one operation per dataset, each given an
  * equal share of the call's time. */
