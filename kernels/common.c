@@ -129,28 +129,28 @@ void k_usage_die(const char *usage, const char *fmt, ...) {
     k_die("%s", msg);
 }
 
-void k_die(const char *fmt, ...) {
+/* Print one line (kernel, rank, what happened) and stop the whole job. */
+static void stop(int status, const char *what, const char *fmt, va_list ap)
+    __attribute__((noreturn));
+static void stop(int status, const char *what, const char *fmt, va_list ap) {
     char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "%s: %s (rank %d): %s\n", kernel_name, what, k_rank, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, status);
+    exit(status);
+}
+
+void k_die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s: error (rank %d): %s\n", kernel_name, k_rank, msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-    exit(2);
+    stop(2, "error", fmt, ap);
 }
 
 void k_verify_failed(const char *fmt, ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s: verification failed (rank %d): %s\n", kernel_name, k_rank, msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-    exit(3);
+    stop(3, "verification failed", fmt, ap);
 }
 
 void k_param_int(const char *key, long long value) {

@@ -147,7 +147,9 @@ static void data_done(iop_open *o, MPI_File fh, int op, int counter, unsigned fl
 /* Blocking and non-blocking data calls.  ``LASTT`` is the type of the last
  * argument (MPI_Status * or MPI_Request *), which we only pass on. */
 
-#define DATA_CALL(op, counter, flags, at, off, CALL)                           \
+/* Time one call and hand what it did to ``DONE`` (a function taking the
+ * common arguments below); untraced handles pass straight through. */
+#define TIMED_CALL(at, CALL, DONE, ...)                                        \
     iop_open *o = traced(fh);                                                  \
     if (!o) return CALL;                                                       \
     int64_t pre = offset_before(o, fh, at);                                    \
@@ -157,10 +159,12 @@ static void data_done(iop_open *o, MPI_File fh, int op, int counter, unsigned fl
     mpiio_depth--;                                                             \
     int e = errno;                                                             \
     double t2 = iop_now();                                                     \
-    data_done(o, fh, op, IOP_C_##counter, flags, at, off, pre, buf, count, dt, \
-              r, t1, t2);                                                      \
+    DONE(o, fh, __VA_ARGS__, pre, buf, count, dt, r, t1, t2);                  \
     errno = e;                                                                 \
     return r
+
+#define DATA_CALL(op, counter, flags, at, off, CALL) \
+    TIMED_CALL(at, CALL, data_done, op, IOP_C_##counter, flags, at, off)
 
 /* Explicit offset: (fh, offset, buf, count, datatype, last). */
 #define WRAP_AT(name, op, counter, flags, BUFT, LASTT)                             \
@@ -272,19 +276,7 @@ static void split_begun(iop_open *o, MPI_File fh, int op, int at, MPI_Offset off
               buf, count, dt, ret, t1, t2);
 }
 
-#define SPLIT_BEGIN(op, at, off, CALL)                                              \
-    iop_open *o = traced(fh);                                                       \
-    if (!o) return CALL;                                                            \
-    int64_t pre = offset_before(o, fh, at);                                         \
-    double t1 = iop_now();                                                          \
-    mpiio_depth++;                                                                  \
-    int r = CALL;                                                                   \
-    mpiio_depth--;                                                                  \
-    int e = errno;                                                                  \
-    double t2 = iop_now();                                                          \
-    split_begun(o, fh, op, at, off, pre, buf, count, dt, r, t1, t2);                \
-    errno = e;                                                                      \
-    return r
+#define SPLIT_BEGIN(op, at, off, CALL) TIMED_CALL(at, CALL, split_begun, op, at, off)
 
 #define WRAP_BEGIN_AT(name, op, BUFT)                                              \
     REAL_DECL(int, P##name, (MPI_File, MPI_Offset, BUFT, int, MPI_Datatype));      \

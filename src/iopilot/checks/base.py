@@ -157,7 +157,6 @@ class Context:
         return out, len(ids)
 
 
-
 def _plain(v: Any) -> float | int | str:
     if isinstance(v, np.integer):
         return int(v)

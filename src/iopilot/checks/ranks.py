@@ -112,7 +112,6 @@ def _counter_load(ctx: Context) -> RankLoad | None:
     )
 
 
-
 @check
 class RankZeroHeavy(Check):
     """Rank 0 does much more I/O than the other ranks."""
