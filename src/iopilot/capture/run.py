@@ -7,9 +7,10 @@ Open MPI, ``--export`` for Slurm), so the launcher itself is not traced.
 
 from __future__ import annotations
 
-import json
+import argparse
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import InputError
+from .foreground import Outcome, run_foreground
+from .tracedir import TraceDir
 
 LAYERS = ("POSIX", "STDIO", "MPIIO", "HDF5")
 OPENMPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "mpirun.openmpi", "mpiexec.openmpi")
@@ -31,12 +34,6 @@ def library_path() -> Path:
     if not lib.exists():
         raise InputError(str(lib), "the iopilot runtime is not built", "run `make` first")
     return lib
-
-
-def default_trace_dir(command: Sequence[str]) -> Path:
-    exe = Path(_program(command)).name or "prog"
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path(f"iopilot-trace-{exe}-{stamp}-{os.getpid()}")
 
 
 def _program(command: Sequence[str]) -> str:
@@ -91,15 +88,18 @@ def mounts() -> list[tuple[str, str]]:
     return out
 
 
-def run(command: Sequence[str], trace_dir: Path, *, max_records: int | None = None,
-        layers: Sequence[str] | None = None) -> int:  # fmt: skip
-    """Run ``command`` under the runtime, write ``job.json``; return its exit status."""
-    if not command:
-        raise InputError("iopilot run", "no command given (put it after --)")
+class LaunchError(Exception):
+    """The program could not be started; carries the shell's status (126, 127)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def traced_env(command: Sequence[str], trace_dir: Path, max_records: int | None,
+               layers: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """The command line and environment that run ``command`` under the runtime."""
     lib = library_path()
-    trace_dir.mkdir(parents=True, exist_ok=True)
-    if any(trace_dir.glob("p*.json")):
-        raise InputError(str(trace_dir), "already holds a trace; choose another --trace-dir")
     env = dict(os.environ)
     env["IOPILOT_TRACE_DIR"] = str(trace_dir.resolve())
     preload = env.get("LD_PRELOAD", "")
@@ -107,9 +107,6 @@ def run(command: Sequence[str], trace_dir: Path, *, max_records: int | None = No
     if max_records is not None:
         env["IOPILOT_MAX_RECORDS"] = str(max_records)
     if layers:
-        bad = [x for x in layers if x not in LAYERS]
-        if bad:
-            raise InputError("--layers", f"unknown layer(s) {', '.join(bad)}; known: {LAYERS}")
         env["IOPILOT_LAYERS"] = ",".join(layers)
     argv = traced_command(resolve_shim(command), env)
     if Path(command[0]).name in OPENMPI_LAUNCHERS + SLURM_LAUNCHERS:
@@ -119,46 +116,116 @@ def run(command: Sequence[str], trace_dir: Path, *, max_records: int | None = No
         if not preload:
             del env["LD_PRELOAD"]
         env.pop("IOPILOT_TRACE_DIR", None)
-    if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
-        raise InputError(argv[0], "command not found")
-    start = time.time()
-    try:
-        proc = subprocess.run(argv, env=env)
-        status = proc.returncode
-    except KeyboardInterrupt:
-        status = 130
-    end = time.time()
+    return argv, env
+
+
+def run(command: Sequence[str], trace: TraceDir, *, max_records: int | None = None,
+        layers: Sequence[str] | None = None) -> Outcome:  # fmt: skip
+    """Run ``command`` under the runtime with ``job.json`` in ``trace``; raise
+    LaunchError when it cannot start."""
+    argv, env = traced_env(command, trace.path, max_records, layers)
     job = {
         "format": "iopilot-job",
-        "version": 1,
+        "version": 2,
         "command": list(command),
         "launched": argv,
-        "start": start,
-        "end": end,
-        "exit_status": status,
+        "start": time.time(),
         "host": socket.gethostname(),
         "mounts": mounts(),
         "env": {k: os.environ[k] for k in ("ROMIO_HINTS", "OMPI_MCA_io", "OMPI_MCA_fcoll",
                                            "SLURM_JOB_ID") if k in os.environ},
     }  # fmt: skip
-    (trace_dir / "job.json").write_text(json.dumps(job, indent=1) + "\n")
-    return status
+    trace.claim(job)
+    try:
+        outcome = run_foreground(argv, env)
+    except FileNotFoundError:
+        raise LaunchError(f"{command[0]}: command not found", 127) from None
+    except OSError as e:
+        raise LaunchError(f"{command[0]}: cannot run: {e.strerror}", 126) from None
+    job.update(end=time.time(), exit_status=outcome.status, signal=outcome.signal)
+    try:
+        trace.write_job(job)
+    except OSError as e:  # the program's status matters more than the job summary
+        print(f"iopilot: could not write {trace.path / 'job.json'}: {e.strerror}",
+              file=sys.stderr)  # fmt: skip
+    return outcome
 
 
-def main(args) -> int:
+def diagnose(trace_dir: Path, color: str) -> None:
+    """Print the diagnosis; when it fails, say why in one line and carry on."""
+    try:
+        from ..checks import diagnose as run_checks
+        from ..checks import thresholds
+        from ..report import terminal
+        from ..report.json_report import diagnosis_dict
+        from ..sources import load
+
+        report = diagnosis_dict(run_checks(load(str(trace_dir)), thresholds.load()))
+        style = terminal.Style(terminal.want_color(color, sys.stdout))
+        terminal.write(terminal.render(report, style))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`| head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except InputError as e:
+        print(f"iopilot: could not diagnose the trace: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("iopilot: could not diagnose the trace: interrupted", file=sys.stderr)
+    except Exception as e:
+        if os.environ.get("IOPILOT_DEBUG"):
+            raise
+        print(f"iopilot: could not diagnose the trace: internal error: {type(e).__name__}: {e}",
+              file=sys.stderr)  # fmt: skip
+
+
+def main(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
         raise InputError("iopilot run", "no command given: iopilot run [options] -- COMMAND...")
-    trace_dir = Path(args.trace_dir) if args.trace_dir else default_trace_dir(command)
     layers = args.layers.split(",") if args.layers else None
-    status = run(command, trace_dir, max_records=args.max_records, layers=layers)
-    print(f"iopilot: trace in {trace_dir}", file=sys.stderr)
-    if not args.trace_only:
-        from ..cli import main as cli_main
-
-        rc = cli_main(["report", str(trace_dir), "--color", args.color])
-        if rc == 2:
-            return rc
+    if bad := [x for x in layers or () if x not in LAYERS]:
+        raise InputError("--layers", f"unknown layer(s) {', '.join(bad)}; known: {LAYERS}")
+    library_path()  # before anything is created
+    if args.trace_dir:
+        trace = TraceDir.given(Path(args.trace_dir))
+    else:
+        trace = TraceDir.new_default(Path(_program(command)).name)
+    try:
+        outcome = run(command, trace, max_records=args.max_records, layers=layers)
+    except LaunchError as e:
+        trace.discard()
+        print(f"iopilot: {e}", file=sys.stderr)
+        return e.status
+    except BaseException:
+        trace.discard()  # interrupted before the program started, or the directory was taken
+        raise
+    status = finish(trace, outcome, trace_only=args.trace_only, color=args.color)
+    if outcome.signal == signal.SIGINT:
+        die_by_sigint()
     return status
+
+
+def die_by_sigint() -> None:
+    """End by SIGINT, as shells and Python do when a child died of it: a calling
+    script then stops instead of going on with its next command."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def finish(trace: TraceDir, outcome: Outcome, *, trace_only: bool, color: str) -> int:
+    """Diagnose, say how the program ended and where the trace is; the program's status."""
+    if not trace.holds_trace():
+        trace.discard()
+        print(f"iopilot: the program left no trace (exit status {outcome.status})",
+              file=sys.stderr)  # fmt: skip
+        return outcome.status
+    trace.close()
+    if not trace_only:
+        diagnose(trace.path, color)
+    if failure := outcome.failure():
+        print(f"iopilot: the program {failure}", file=sys.stderr)
+    print(f"iopilot: trace in {trace.path}", file=sys.stderr)
+    return outcome.status
