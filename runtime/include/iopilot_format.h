@@ -1,13 +1,15 @@
-/* iopilot trace format, version 1.
+/* iopilot trace format, version 2 (docs/trace-format.md).
  *
- * A trace is a directory.  Each traced process writes two files named
- * p<rank>-<pid>.*:
+ * A trace is a directory.  Each traced process image writes files named
+ * p<host>-<pid>-<n>.*:
  *
- *   .rec   per-operation records: one iop_file_header, then iop_record
- *          structs back to back (little endian, fixed size), appended as the
- *          per-thread buffers fill.  NumPy reads it with one frombuffer().
- *   .json  process metadata, the name table and the counters, written at
- *          exit (see docs/trace-format.md).
+ *   .rec   per-operation records: one iop_file_header (written at start-up),
+ *          then iop_record structs back to back (little endian, fixed size),
+ *          appended as the per-thread buffers fill.  NumPy reads it with one
+ *          frombuffer().
+ *   .names the names of the files the flushed records refer to.
+ *   .json  process metadata, the name table and the counters, written when
+ *          the image ends.
  *
  * The counter list below is the single source of truth: the C side
  * expands it into an enum and a name table, and the name table is written
@@ -18,7 +20,7 @@
 
 #include <stdint.h>
 
-#define IOP_FORMAT_VERSION 1
+#define IOP_FORMAT_VERSION 2
 #define IOP_MAGIC 0x31505249504f4921ULL /* "!IOPIRP1" read as little endian */
 
 /* Layers: the module that saw the operation. */
@@ -113,10 +115,12 @@ struct iop_file_header {
     uint64_t magic;        /* IOP_MAGIC */
     uint32_t version;      /* IOP_FORMAT_VERSION */
     uint32_t record_size;  /* sizeof(struct iop_record) */
-    int64_t rank;
+    int64_t rank;          /* -1: not known at start-up */
     int64_t pid;
     double t0;             /* epoch seconds of the process's time zero */
-    uint64_t reserved[3];
+    int64_t ppid;
+    int64_t image;         /* n of the file stem p<host>-<pid>-<n> */
+    uint64_t reserved;
 };
 
 struct iop_record {

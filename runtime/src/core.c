@@ -16,39 +16,85 @@
 #include <unistd.h>
 #include <link.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 
 int iop_enabled = 0;
 IOP_TLS int iop_in_runtime = 0;
+long iop_nested_calls;
 int iop_use_tsc = 0;
 uint64_t iop_tsc0 = 0;
+iop_lock_t iop_locks[IOP_NLOCKS];
+long iop_overflows[IOP_NOVERFLOWS];
 
 /* ------------------------------------------------------------------ */
 /* Configuration and process identity. */
 
-iop_config cfg = {.rank = -1, .nprocs = 1, .err_fd = -1, .max_records = 50000000, .layers = ~0};
+iop_config cfg = {.rank = -1, .nprocs = 1, .max_records = 50000000, .layers = ~0,
+                  .exit_code = -1};
 
-pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
+iop_lock_t big_lock;
 
+/* The program's standard streams are not ours: warnings go into the
+ * process summary, and the report shows them. */
 void warn(const char *fmt, ...) {
-    if (cfg.err_fd < 0) return;
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    int n = snprintf(msg, sizeof msg, "iopilot runtime (pid %d): ", (int)getpid());
-    n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    int i = __atomic_fetch_add(&cfg.nwarnings, 1, __ATOMIC_RELAXED);
+    if (i < IOP_NWARN) vsnprintf(cfg.warnings[i], sizeof cfg.warnings[i], fmt, ap);
     va_end(ap);
-    if (n > (int)sizeof msg - 2) n = (int)sizeof msg - 2;
-    msg[n++] = '\n';
-    iop_enter();
-    ssize_t w = REAL(write)(cfg.err_fd, msg, (size_t)n);
-    (void)w;
-    iop_leave();
 }
 
 /* Something inside the runtime failed: stop tracing, never the program. */
 void give_up(const char *why) {
     if (iop_enabled) warn("tracing disabled: %s", why);
     iop_enabled = 0;
+}
+
+void iop_lock_wait(iop_lock_t *l) {
+    for (unsigned spins = 0;; spins++) {
+        if (!*l && !__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) return;
+        if (spins < 100) iop_cpu_relax();
+        else syscall(SYS_sched_yield); /* the holder may be descheduled */
+    }
+}
+
+int iop_inflight_put(iop_inflight *table, int n, int lock, int what, const iop_inflight *e) {
+    int ok = 0;
+    iop_busy_enter();
+    iop_lock(&iop_locks[lock]);
+    int free_slot = -1;
+    for (int i = 0; i < n; i++) {
+        if (table[i].key == e->key) {
+            free_slot = i;
+            break;
+        }
+        if (!table[i].key && free_slot < 0) free_slot = i;
+    }
+    if (free_slot >= 0) {
+        table[free_slot] = *e;
+        ok = 1;
+    }
+    iop_unlock(&iop_locks[lock]);
+    if (!ok) __atomic_add_fetch(&iop_overflows[what], 1, __ATOMIC_RELAXED);
+    iop_busy_leave();
+    return ok;
+}
+
+int iop_inflight_take(iop_inflight *table, int n, int lock, uintptr_t key, iop_inflight *out) {
+    int ok = 0;
+    iop_busy_enter();
+    iop_lock(&iop_locks[lock]);
+    for (int i = 0; i < n; i++) {
+        if (table[i].key == key) {
+            *out = table[i];
+            table[i].key = 0;
+            ok = 1;
+            break;
+        }
+    }
+    iop_unlock(&iop_locks[lock]);
+    iop_busy_leave();
+    return ok;
 }
 
 /* ------------------------------------------------------------------ */
@@ -66,11 +112,9 @@ static int tsc_is_reliable(void) {
 #if defined(__x86_64__)
     /* Only a constant, non-stop TSC counts time; otherwise use the clock. */
     char info[8192];
-    iop_enter();
-    int fd = REAL(open)("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? REAL(read)(fd, info, sizeof info - 1) : 0;
-    if (fd >= 0) REAL(close)(fd);
-    iop_leave();
+    int fd = sys_open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC, 0);
+    ssize_t n = fd >= 0 ? sys_read(fd, info, sizeof info - 1) : 0;
+    if (fd >= 0) sys_close(fd);
     info[n > 0 ? n : 0] = 0;
     return strstr(info, "constant_tsc") && strstr(info, "nonstop_tsc");
 #else
@@ -129,54 +173,66 @@ void *iop_resolve(const char *name) {
 /* ------------------------------------------------------------------ */
 /* Start-up, fork, exec and exit. */
 
-static void set_paths(void) {
-    snprintf(rec_path, sizeof rec_path, "%s/p%s-%d.rec", cfg.dir, cfg.host, (int)cfg.pid);
-    snprintf(json_path, sizeof json_path, "%s/p%s-%d.json", cfg.dir, cfg.host, (int)cfg.pid);
-}
-
 static int env_int(const char *name, int fallback) {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : fallback;
 }
 
+/* After vfork, or a clone without fork handlers, the child shares our
+ * memory under another pid: nothing of ours may change there. */
+int this_is_our_process(void) {
+    return iop_in_runtime < IOP_VFORK_ONE && (pid_t)syscall(SYS_getpid) == cfg.pid;
+}
+
 static void child_after_fork(void) {
-    /* The child starts its own trace: fresh counters and buffers, same t0. */
+    /* The child starts its own image: fresh counters, buffers and files,
+     * same time zero.  Locks held by threads that did not follow are freed. */
     cfg.pid = getpid();
     cfg.ppid = getppid();
-    set_paths();
-    rec_fd = -1;
-    /* Zero the counters in place: descriptor and handle entries point at them. */
-    for (size_t k = 0; k < NBUCKETS; k++) {
-        for (iop_stats *s = stats[k]; s; s = s->next_in_bucket) {
-            s->lock = 0;
-            memset(s->c, 0, sizeof s->c);
-            memset(s->f, 0, sizeof s->f);
-            s->c[IOP_C_MEM_ALIGNMENT] = 8;
-            s->next_read = s->next_write = 0;
-            s->last_op = -1;
-        }
-    }
-    all_bufs = NULL;
-    records_reserved = records_lost = 0;
-    if (my_buf) {
-        my_buf->n = 0;
-        my_buf->budget = my_buf->kept = my_buf->dropped = 0;
-        my_buf->next = NULL;
-        all_bufs = my_buf;
-    }
-    pthread_mutex_init(&big_lock, NULL);
-    handle_lock = 0;
+    big_lock = 0;
+    memset((void *)iop_locks, 0, sizeof iop_locks);
+    memset(iop_overflows, 0, sizeof iop_overflows);
+    iop_nested_calls = 0;
+    cfg.exec_count = 0;
+    cfg.exit_code = -1;
+    cfg.nwarnings = 0;
+    cfg.ended = 0;
+    tables_after_fork();
+    records_after_fork();
+    if (iop_enabled && choose_stem() != 0) give_up("cannot create the record file");
+}
+
+static void note_exit_status(int status, void *arg) {
+    (void)arg;
+    if (this_is_our_process()) cfg.exit_code = status & 0xff;
+}
+
+/* exit() runs its handlers last-registered first, and the one that runs the
+ * libraries' destructors (ours writes the summary) is registered just
+ * before main starts: a handler that learns the status in time must be
+ * registered after that, so the first record of the program does it. */
+void iop_watch_exit_status(void) {
+    static int done;
+    if (!__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED)) on_exit(note_exit_status, NULL);
 }
 
 __attribute__((constructor(101))) static void iop_init(void) {
     const char *dir = getenv("IOPILOT_TRACE_DIR");
     if (!dir || !*dir) return; /* loaded but not asked to trace */
     int saved = errno;
-    cfg.err_fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+    /* Only an existing directory: we create files inside it, never it. */
+    int dfd = sys_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (dfd < 0) {
+        errno = saved;
+        return;
+    }
+    sys_close(dfd);
     snprintf(cfg.dir, sizeof cfg.dir, "%s", dir);
     gethostname(cfg.host, sizeof cfg.host - 1);
     for (char *c = cfg.host; *c; c++)
-        if (*c == '/' || *c == '-') *c = '_';
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '.' || *c == '_'))
+            *c = '_';
     cfg.pid = getpid();
     cfg.ppid = getppid();
     const char *want = getenv("IOPILOT_LAYERS"); /* e.g. "POSIX,MPIIO"; HDF5 = H5F + H5D */
@@ -196,7 +252,7 @@ __attribute__((constructor(101))) static void iop_init(void) {
                                       NULL};
     for (int i = 0; rank_vars[i] && cfg.rank < 0; i++) cfg.rank = env_int(rank_vars[i], -1);
     for (int i = 0; size_vars[i] && cfg.nprocs <= 1; i++) cfg.nprocs = env_int(size_vars[i], 1);
-    if (cfg.rank < 0) cfg.rank = 0;
+    cfg.rank_source = cfg.rank >= 0 ? 1 : 0;
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     clock_gettime(CLOCK_MONOTONIC, &cfg.t0);
@@ -205,29 +261,31 @@ __attribute__((constructor(101))) static void iop_init(void) {
 #endif
     cfg.t0_epoch = (double)rt.tv_sec + (double)rt.tv_nsec * 1e-9;
     struct rlimit rl;
-    nfds = 65536;
+    iop_nfds = 65536;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        rl.rlim_cur < (rlim_t)nfds)
-        nfds = (int)rl.rlim_cur;
-    if (nfds < 1024) nfds = 1024;
+        rl.rlim_cur < (rlim_t)iop_nfds)
+        iop_nfds = (int)rl.rlim_cur;
+    if (iop_nfds < 1024) iop_nfds = 1024;
     pool_size = (size_t)env_int("IOPILOT_TABLE_MB", 64) << 20;
     pool = mmap(NULL, pool_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                 -1, 0);
-    fds = mmap(NULL, sizeof(iop_open) * (size_t)nfds, PROT_READ | PROT_WRITE,
+    fds = mmap(NULL, sizeof(iop_open) * (size_t)iop_nfds, PROT_READ | PROT_WRITE,
                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     handles = mmap(NULL, sizeof(handle_slot) * NHANDLES, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (pool == MAP_FAILED || fds == MAP_FAILED || handles == MAP_FAILED) {
-        warn("not enough memory for the runtime's tables: tracing disabled");
+    if (pool == MAP_FAILED || fds == MAP_FAILED || handles == MAP_FAILED ||
+        pthread_key_create(&buf_key, thread_exit) != 0) {
+        pool = NULL; /* nothing to write at exit */
         errno = saved;
         return;
     }
-    if (pthread_key_create(&buf_key, thread_exit) != 0) {
-        warn("no thread-specific key left: tracing disabled");
+    /* The .rec file exists from the start, so every image that ran is seen,
+     * even one killed before it flushed anything. */
+    if (choose_stem() != 0) {
+        pool = NULL;
         errno = saved;
         return;
     }
-    set_paths();
     parse_excludes();
     iop_use_tsc = tsc_is_reliable();
     pthread_atfork(NULL, NULL, child_after_fork);
@@ -236,20 +294,31 @@ __attribute__((constructor(101))) static void iop_init(void) {
 }
 
 __attribute__((destructor)) static void iop_fini(void) {
-    if (!cfg.dir[0] || !pool || pool == MAP_FAILED) return;
+    if (!cfg.dir[0] || !pool || cfg.ended || !this_is_our_process()) return;
     int saved = errno;
-    int was = iop_enabled;
     iop_enabled = 0; /* nothing after this point is traced */
-    if (was || all_bufs) flush_all("exit");
+    flush_all("exit");
+    cfg.ended = 1;
     errno = saved;
 }
 
-/* Called by the exec wrappers: the new image will not run our destructor. */
+/* Called by the exec wrappers: the new image will not run our destructor.
+ * If exec fails the program goes on, and so does the trace. */
 void iop_before_exec(void) {
-    if (!iop_enabled) return;
-    cfg.exec_count++;
+    if (!iop_enabled || iop_in_runtime || !this_is_our_process()) return;
     int saved = errno;
+    cfg.exec_count++;
     flush_all("exec");
     errno = saved;
 }
 
+/* Called by the _exit wrappers: no destructor runs after them. */
+void iop_before_exit(int status) {
+    if (!iop_enabled || iop_in_runtime || !this_is_our_process()) return;
+    int saved = errno;
+    iop_enabled = 0;
+    cfg.exit_code = status & 0xff;
+    flush_all("_exit");
+    cfg.ended = 1;
+    errno = saved;
+}

@@ -7,8 +7,11 @@
  *     record + count (iop_data_op / iop_meta_op)
  *     errno = saved; return ret
  *
- * Timing stays outside any lock; counters take a per-file spin lock; the
- * record goes into a per-thread buffer without a lock.
+ * Timing stays outside any lock; counters take a per-file lock; the record
+ * goes into a per-thread buffer without a lock.  Everything after the real
+ * call runs under the thread's busy guard (a signal handler that calls a
+ * wrapper meanwhile is passed straight through), and the runtime's own file
+ * I/O uses raw system calls: no cancellation point, no wrapper, no stdio.
  */
 #ifndef IOPILOT_CORE_H
 #define IOPILOT_CORE_H
@@ -25,11 +28,13 @@
 #define IOP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define IOP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+typedef volatile int iop_lock_t; /* see iop_lock() */
+
 /* Per-(layer, file) counters of this process. */
 typedef struct iop_stats {
     uint64_t file_id;
     int layer;
-    volatile int lock;
+    iop_lock_t lock;
     int64_t c[IOP_NCOUNTERS];
     double f[IOP_NFCOUNTERS];
     int64_t next_read; /* offset just after the last read: sequentiality */
@@ -49,8 +54,21 @@ typedef struct iop_open {
  * call on every wrapped function (we are preloaded, so static TLS exists). */
 #define IOP_TLS __thread __attribute__((tls_model("initial-exec")))
 
-extern int iop_enabled;               /* 0: pass every call straight through */
-extern IOP_TLS int iop_in_runtime;    /* >0 while the runtime itself does I/O */
+extern int iop_enabled; /* 0: pass every call straight through */
+
+/* Per-thread re-entrancy guard, one word in three parts:
+ *   low 16 bits   the runtime's own calls into libraries (iop_enter)
+ *   bits 16-23    bookkeeping that may hold a lock (iop_busy_enter): a signal
+ *                 handler that interrupts it passes through, counted as nested
+ *   bit 24 up     set by our vfork in the child, which shares the parent's
+ *                 memory and so must not change anything of ours
+ * Any non-zero value makes wrappers pass calls straight through, so a thread
+ * never waits for a lock it holds itself. */
+extern IOP_TLS int iop_in_runtime;
+#define IOP_BUSY_ONE (1 << 16)
+#define IOP_BUSY_MASK (0xff << 16)
+#define IOP_VFORK_ONE (1 << 24)
+extern long iop_nested_calls;
 
 /* Resolve the next definition of a symbol (libc's, libmpi's, libhdf5's). */
 void *iop_resolve(const char *name);
@@ -63,7 +81,56 @@ void *iop_resolve(const char *name);
         real_##name;                                                            \
     })
 
-static inline int iop_active(void) { return iop_enabled && !iop_in_runtime; }
+static inline int iop_active(void) {
+    if (IOP_LIKELY(iop_enabled && !iop_in_runtime)) return 1;
+    /* A call from a signal handler that interrupted our bookkeeping. */
+    if (iop_enabled && (iop_in_runtime & IOP_BUSY_MASK) && iop_in_runtime < IOP_VFORK_ONE)
+        __atomic_add_fetch(&iop_nested_calls, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* One lock for every table of every layer: a test-and-set word.  Holders
+ * never block and never call out, so waiting is short; a waiter spins a
+ * little, then yields the processor. */
+static inline void iop_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    __asm__ __volatile__("" ::: "memory");
+#endif
+}
+void iop_lock_wait(iop_lock_t *l); /* the slow path, in core.c */
+static inline void iop_lock(iop_lock_t *l) {
+    if (IOP_UNLIKELY(__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))) iop_lock_wait(l);
+}
+static inline void iop_unlock(iop_lock_t *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+/* Named locks of the layers: all reset in a forked child, whose other
+ * threads (which may have held them) are gone. */
+enum { IOP_LOCK_AIO, IOP_LOCK_SPLIT, IOP_LOCK_HINTS, IOP_LOCK_FAPL, IOP_LOCK_H5LIBS,
+       IOP_NLOCKS };
+extern iop_lock_t iop_locks[IOP_NLOCKS];
+
+/* Operations the runtime has to remember between two calls (an aio request
+ * until aio_return, a split collective until its end): a fixed table of
+ * slots keyed by a pointer.  A full table is counted, never silent. */
+typedef struct {
+    uintptr_t key; /* 0: free */
+    double t1;
+    int64_t offset, bytes;
+    const void *buf;
+    int op;
+} iop_inflight;
+enum { IOP_OVERFLOW_AIO, IOP_OVERFLOW_SPLIT, IOP_OVERFLOW_FAPL, IOP_OVERFLOW_HANDLES,
+       IOP_NOVERFLOWS };
+extern long iop_overflows[IOP_NOVERFLOWS];
+/* Keep ``e`` until taken (a second put with the same key replaces it).
+ * Returns 0 and counts an overflow of kind ``what`` when the table is full. */
+int iop_inflight_put(iop_inflight *table, int n, int lock, int what, const iop_inflight *e);
+/* Take (and free) the entry of ``key``; 0 when there is none. */
+int iop_inflight_take(iop_inflight *table, int n, int lock, uintptr_t key, iop_inflight *out);
 
 /* Time in ticks since this process's t0: the TSC on x86-64 (half the cost of
  * clock_gettime here), else nanoseconds.  Ticks become seconds only when
@@ -93,6 +160,9 @@ void iop_fd_set(int fd, uint64_t file_id, int64_t offset);
 void iop_fd_clear(int fd);
 void iop_fd_copy(int from, int to);
 
+extern int iop_nfds; /* size of the descriptor table */
+static inline int iop_fd_known_below(int fd) { return fd >= 0 && fd < iop_nfds; }
+
 /* Handles of other layers (FILE*, MPI_File, hid_t) in one small map. */
 iop_open *iop_handle(int layer, uintptr_t key);
 iop_open *iop_handle_set(int layer, uintptr_t key, uint64_t file_id, int64_t offset);
@@ -111,15 +181,21 @@ void iop_set(iop_stats *st, int counter, int64_t value);
 /* Remember a key/value for the process metadata (e.g. MPI-IO hints per file). */
 void iop_note(const char *kind, uint64_t file_id, const char *key, const char *value);
 
-/* Rank and size once MPI knows them (environment variables give them earlier). */
+/* Rank and size once MPI_Init returned (launcher variables give them earlier). */
 void iop_set_rank(int rank, int size);
 
-/* Write everything out now (at MPI_Finalize); before exec, also count it. */
+/* Write everything out now (at MPI_Finalize); before exec and _exit, say
+ * how the image ends (these do nothing in a vfork child). */
 void iop_flush_all(void);
 void iop_before_exec(void);
+void iop_before_exit(int status);
 
-/* The runtime's own I/O must not be traced: bracket it with these. */
+/* Calls the runtime itself makes into libraries must not be traced:
+ * bracket them with these. */
 static inline void iop_enter(void) { iop_in_runtime++; }
 static inline void iop_leave(void) { iop_in_runtime--; }
+/* Bookkeeping that takes locks (see iop_in_runtime). */
+static inline void iop_busy_enter(void) { iop_in_runtime += IOP_BUSY_ONE; }
+static inline void iop_busy_leave(void) { iop_in_runtime -= IOP_BUSY_ONE; }
 
 #endif

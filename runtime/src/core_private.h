@@ -1,41 +1,55 @@
 /* State shared by the runtime's own files (core.c, tables.c, records.c,
- * output.c); layer modules use core.h only. */
+ * files.c, output.c); layer modules use core.h only. */
 #ifndef IOPILOT_CORE_PRIVATE_H
 #define IOPILOT_CORE_PRIVATE_H
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
 #include "core.h"
 
+/* A file of ours, known by device and inode from the moment we created it:
+ * it is re-opened only when the name still leads to that same file. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int known;
+} iop_fileid;
+
+#define IOP_NWARN 8
 typedef struct {
     char dir[4096];
     char host[256];
+    char stem[4400];      /* DIR/p<host>-<pid>-<n> */
     long max_records;     /* records kept per process; counters stay exact beyond */
     int layers;           /* bit set of traced layers */
     int rank, nprocs;
+    int rank_source;      /* 0 none, 1 launcher variable, 2 MPI */
+    int mpi;              /* MPI_Init was called */
+    int image;            /* n of the stem */
     pid_t pid, ppid;
     double t0_epoch;
     struct timespec t0;
-    int err_fd;           /* a private copy of stderr for our warnings */
     int exec_count;
+    int exit_code;        /* status given to exit/_exit, -1 unknown */
+    int ended;            /* the final summary is written */
+    iop_fileid rec_id, names_id;
+    char warnings[IOP_NWARN][200];
+    int nwarnings;
 } iop_config;
 
-/* Real functions the runtime itself calls, bypassing its own wrappers (each
- * file resolves its own copy of the pointers on first use). */
-REAL_DECL(int, open, (const char *, int, ...));
-REAL_DECL(ssize_t, write, (int, const void *, size_t));
-REAL_DECL(int, close, (int));
-REAL_DECL(int, rename, (const char *, const char *));
-REAL_DECL(ssize_t, readlink, (const char *, char *, size_t));
-REAL_DECL(ssize_t, read, (int, void *, size_t));
-
 extern iop_config cfg;
-extern pthread_mutex_t big_lock;
+extern iop_lock_t big_lock; /* names, counters tables, notes, flushing */
 
 #define NBUCKETS 8192
-typedef struct name_entry { uint64_t id; struct name_entry *next; char path[]; } name_entry;
+typedef struct name_entry {
+    uint64_t id;
+    struct name_entry *next;
+    struct name_entry *next_new; /* names not yet in the .names file */
+    char path[];
+} name_entry;
 #define NHANDLES 65536
 typedef struct { uintptr_t key; int layer; iop_open o; } handle_slot;
 #define TB_CAP 8192
@@ -45,21 +59,29 @@ typedef struct tbuf {
     uint32_t thread;
     uint32_t n;
     long budget, kept, dropped; /* owned by the thread: no atomics per record */
+    struct timespec first;      /* when the oldest record in r was added */
     struct iop_record r[TB_CAP];
 } tbuf;
 typedef struct note { struct note *next; uint64_t id; char text[]; } note;
-
-/* Per-file counter locks: uncontended in practice, so a spin lock. */
-static inline void spin_lock(volatile int *l) {
-    while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
-        while (*l) __builtin_ia32_pause();
-}
-static inline void spin_unlock(volatile int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 
 /* core.c */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void give_up(const char *why);
 double seconds_per_tick(void);
+int this_is_our_process(void); /* not a vfork or clone child sharing our memory */
+void iop_watch_exit_status(void); /* once the program runs (see core.c) */
+
+/* files.c: the runtime's own file I/O, raw system calls only */
+int sys_open(const char *path, int flags, int mode);
+int sys_close(int fd);
+ssize_t sys_read(int fd, void *buf, size_t n);
+int sys_write_all(int fd, const void *buf, size_t n);
+ssize_t sys_readlink(const char *path, char *buf, size_t n);
+int sys_getcwd(char *buf, size_t n);
+int trace_file_create(const char *path, iop_fileid *id);
+int trace_file_append(const char *path, const iop_fileid *id);
+int choose_stem(void); /* create this image's .rec: first free n */
+int write_file_atomically(const char *path, const char *data, size_t n);
 
 /* tables.c */
 extern char *pool;
@@ -67,24 +89,25 @@ extern size_t pool_used, pool_size;
 void *pool_alloc(size_t n);
 void parse_excludes(void);
 extern name_entry *names[NBUCKETS];
+extern name_entry *new_names, **new_names_tail;
 extern iop_stats *stats[NBUCKETS];
 extern long stats_missing;
 extern iop_open *fds;
-extern int nfds;
+
 extern handle_slot *handles;
-extern volatile int handle_lock;
+extern iop_lock_t handle_lock;
+void tables_after_fork(void);
 
 /* records.c */
 extern IOP_TLS tbuf *my_buf;
 extern tbuf *all_bufs;
 extern uint32_t next_thread;
 extern long records_reserved, records_lost;
-extern int rec_fd;
-extern char rec_path[4400], json_path[4400];
 extern pthread_key_t buf_key;
 extern note *notes;
-void write_buffer(tbuf *b);
+void write_buffer(tbuf *b); /* with big_lock held */
 void thread_exit(void *arg);
+void records_after_fork(void);
 
 /* output.c */
 void write_json(const char *reason);

@@ -277,8 +277,7 @@ static h5lib *lib_for(uintptr_t ra) {
     for (int i = 0; i < n; i++)
         if (ra >= callers[i].lo && ra < callers[i].hi) return callers[i].lib;
     int saved = errno;
-    int was = iop_in_runtime;
-    iop_in_runtime = 1; /* dlopen may read files: not the program's I/O */
+    iop_enter(); /* dlopen may read files: not the program's I/O */
     pthread_mutex_lock(&lib_lock);
     h5lib *L = NULL;
     for (int i = 0; i < ncallers && !L; i++)
@@ -297,7 +296,7 @@ static h5lib *lib_for(uintptr_t ra) {
         }
     }
     pthread_mutex_unlock(&lib_lock);
-    iop_in_runtime = was;
+    iop_leave();
     errno = saved;
     return L;
 }
@@ -373,21 +372,25 @@ static struct {
     char mdc[160];
 } fapls[NFAPLS];
 static int next_fapl;
-static volatile int fapl_lock;
 
-static void spin_lock(volatile int *l) {
-    while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
-        while (*l) __builtin_ia32_pause();
+static void fapl_lock(void) {
+    iop_busy_enter();
+    iop_lock(&iop_locks[IOP_LOCK_FAPL]);
 }
-static void spin_unlock(volatile int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+static void fapl_unlock(void) {
+    iop_unlock(&iop_locks[IOP_LOCK_FAPL]);
+    iop_busy_leave();
+}
 
-/* Called with fapl_lock held. */
+/* Called with the FAPL lock held. */
 static int fapl_slot(uintptr_t key, int create) {
     for (int i = 0; i < NFAPLS; i++)
         if (fapls[i].key == key) return i;
     if (!create) return -1;
     int i = next_fapl;
     next_fapl = (next_fapl + 1) % NFAPLS;
+    if (fapls[i].key) /* the oldest list is forgotten: say so */
+        __atomic_add_fetch(&iop_overflows[IOP_OVERFLOW_FAPL], 1, __ATOMIC_RELAXED);
     memset(&fapls[i], 0, sizeof fapls[i]);
     fapls[i].key = key;
     return i;
@@ -400,10 +403,10 @@ IOP_EXPORT herr_t H5Pset_fapl_mpio(hid_t fapl, uintptr_t comm, uintptr_t info) {
     herr_t r = f(fapl, comm, info);
     if (r >= 0 && iop_enabled && fapl > 0) {
         int e = errno;
-        spin_lock(&fapl_lock);
+        fapl_lock();
         int i = fapl_slot(hkey(L, fapl), 1);
         fapls[i].mpio = 1;
-        spin_unlock(&fapl_lock);
+        fapl_unlock();
         errno = e;
     }
     return r;
@@ -438,10 +441,10 @@ IOP_EXPORT herr_t H5Pset_mdc_config(hid_t fapl, void *config) {
         int e = errno;
         char desc[160];
         describe_mdc(config, desc, sizeof desc);
-        spin_lock(&fapl_lock);
+        fapl_lock();
         int i = fapl_slot(hkey(L, fapl), 1);
         memcpy(fapls[i].mdc, desc, sizeof desc);
-        spin_unlock(&fapl_lock);
+        fapl_unlock();
         errno = e;
     }
     return r;
@@ -595,13 +598,13 @@ static void file_properties(h5lib *L, hid_t fid, uint64_t id, iop_stats *st, hid
     }
     if (fapl_in > 0) {
         char mdc[160] = "";
-        spin_lock(&fapl_lock);
+        fapl_lock();
         int i = fapl_slot(hkey(L, fapl_in), 0);
         if (i >= 0) {
             if (fapls[i].mpio) mpio = 1;
             memcpy(mdc, fapls[i].mdc, sizeof mdc);
         }
-        spin_unlock(&fapl_lock);
+        fapl_unlock();
         if (mdc[0]) h5note(0, id, "mdc_config", "%s", mdc);
     }
     if (mpio) iop_set(st, IOP_C_USE_MPIIO, 1);

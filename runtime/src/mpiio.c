@@ -220,47 +220,15 @@ WRAP_PTR(MPI_File_iwrite_shared, AT_SHARED, WR, NB_WRITES, NB, WBUF, REQ)
  * call is recorded on its own, so nothing is lost but the end's time. */
 
 #define NSPLIT 256
-static struct split {
-    uintptr_t fh; /* 0: free */
-    double t1;
-    int64_t offset, bytes;
-    const void *buf;
-} splits[NSPLIT];
-static volatile int split_lock;
-
-static void lock_splits(void) {
-    while (__atomic_exchange_n(&split_lock, 1, __ATOMIC_ACQUIRE))
-        while (split_lock) __builtin_ia32_pause();
-}
-static void unlock_splits(void) { __atomic_store_n(&split_lock, 0, __ATOMIC_RELEASE); }
+static iop_inflight splits[NSPLIT];
 
 static int split_put(MPI_File fh, double t1, int64_t offset, int64_t bytes, const void *buf) {
-    int ok = 0;
-    lock_splits();
-    for (int i = 0; i < NSPLIT; i++) {
-        if (splits[i].fh == 0 || splits[i].fh == (uintptr_t)fh) {
-            splits[i] = (struct split){(uintptr_t)fh, t1, offset, bytes, buf};
-            ok = 1;
-            break;
-        }
-    }
-    unlock_splits();
-    return ok;
+    iop_inflight e = {(uintptr_t)fh, t1, offset, bytes, buf, 0};
+    return iop_inflight_put(splits, NSPLIT, IOP_LOCK_SPLIT, IOP_OVERFLOW_SPLIT, &e);
 }
 
-static int split_take(MPI_File fh, struct split *out) {
-    int ok = 0;
-    lock_splits();
-    for (int i = 0; i < NSPLIT; i++) {
-        if (splits[i].fh == (uintptr_t)fh) {
-            *out = splits[i];
-            splits[i].fh = 0;
-            ok = 1;
-            break;
-        }
-    }
-    unlock_splits();
-    return ok;
+static int split_take(MPI_File fh, iop_inflight *out) {
+    return iop_inflight_take(splits, NSPLIT, IOP_LOCK_SPLIT, (uintptr_t)fh, out);
 }
 
 static void split_begun(iop_open *o, MPI_File fh, int op, int at, MPI_Offset off, int64_t pre,
@@ -301,7 +269,7 @@ static void split_begun(iop_open *o, MPI_File fh, int op, int at, MPI_Offset off
         mpiio_depth--;                                                             \
         int e = errno;                                                             \
         double t2 = iop_now();                                                     \
-        struct split s;                                                            \
+        iop_inflight s;                                                            \
         if (split_take(fh, &s)) {                                                  \
             iop_count(o->st, IOP_C_##counter, 1);                                  \
             iop_data_op(o->st, op, s.offset, r == MPI_SUCCESS ? s.bytes : -1,      \
@@ -330,13 +298,12 @@ WRAP_END(MPI_File_write_ordered_end, WR, SPLIT_WRITES, WBUF)
 
 #define NSEEN 4096
 static uint64_t seen_sets[NSEEN];
-static volatile int seen_lock;
 
 static int first_time(uint64_t h) {
     int fresh = 0, used = 0;
     h = h ? h : 1;
-    while (__atomic_exchange_n(&seen_lock, 1, __ATOMIC_ACQUIRE))
-        while (seen_lock) __builtin_ia32_pause();
+    iop_busy_enter();
+    iop_lock(&iop_locks[IOP_LOCK_HINTS]);
     size_t i = h % NSEEN;
     for (; used < NSEEN * 3 / 4; i = (i + 1) % NSEEN, used++) {
         if (seen_sets[i] == h) break;
@@ -346,7 +313,8 @@ static int first_time(uint64_t h) {
             break;
         }
     }
-    __atomic_store_n(&seen_lock, 0, __ATOMIC_RELEASE);
+    iop_unlock(&iop_locks[IOP_LOCK_HINTS]);
+    iop_busy_leave();
     return fresh;
 }
 

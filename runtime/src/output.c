@@ -42,18 +42,47 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     if (n > 0) sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 if it is not one. */
+static int utf8_len(const unsigned char *s) {
+    unsigned char c = s[0];
+    int n;
+    uint32_t cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
+    else return 0;
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* A JSON string.  File names are bytes: what is not UTF-8 is written as
+ * \udcXX, the surrogateescape convention, so readers get the bytes back. */
 static void sb_str(sbuf *b, const char *s) {
     sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        unsigned char ch = *p;
+        int n = utf8_len(p);
         if (ch == '"' || ch == '\\') {
             char e[2] = {'\\', (char)ch};
             sb_put(b, e, 2);
-        } else if (ch < 0x20) {
+        } else if (ch < 0x20 || ch == 0x7f) {
             sb_printf(b, "\\u%04x", ch);
+        } else if (n == 0) {
+            sb_printf(b, "\\udc%02x", ch);
+            n = 1;
         } else {
-            sb_put(b, (const char *)&ch, 1);
+            sb_put(b, (const char *)p, (size_t)n);
+            p += n;
+            continue;
         }
+        p++;
     }
     sb_put(b, "\"", 1);
 }
@@ -83,28 +112,30 @@ void write_json(const char *reason) {
         kept += tb->kept;
         dropped += tb->dropped;
     }
-    sb_printf(&b, "{\n\"format\": \"iopilot-process\", \"version\": %d,\n", IOP_FORMAT_VERSION);
-    sb_printf(&b, "\"rank\": %d, \"nprocs\": %d, \"pid\": %d, \"ppid\": %d,\n", cfg.rank,
-              cfg.nprocs, (int)cfg.pid, (int)cfg.ppid);
+    static const char *sources[] = {"none", "env", "mpi"};
+    sb_printf(&b, "{\n\"format\": \"iopilot-process\", \"version\": %d, \"image\": %d,\n",
+              IOP_FORMAT_VERSION, cfg.image);
+    sb_printf(&b, "\"rank\": %d, \"nprocs\": %d, \"rank_source\": \"%s\", \"mpi\": %s,\n",
+              cfg.rank, cfg.nprocs, sources[cfg.rank_source], cfg.mpi ? "true" : "false");
+    sb_printf(&b, "\"pid\": %d, \"ppid\": %d,\n", (int)cfg.pid, (int)cfg.ppid);
     sb_put(&b, "\"host\": ", 8);
     sb_str(&b, cfg.host);
     sb_printf(&b, ",\n\"t0\": %.9f, \"t_end\": %.9f, \"ended_by\": \"%s\",\n", cfg.t0_epoch,
               t_end, reason);
+    if (cfg.exit_code >= 0) sb_printf(&b, "\"exit_code\": %d,\n", cfg.exit_code);
+    else sb_printf(&b, "\"exit_code\": null,\n");
     char exe[4096];
-    iop_enter();
-    ssize_t n = REAL(readlink)("/proc/self/exe", exe, sizeof exe - 1);
-    iop_leave();
+    ssize_t n = sys_readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     sb_put(&b, "\"exe\": ", 7);
     sb_str(&b, exe);
     char cmd[8192];
     sb_put(&b, ",\n\"cmdline\": [", 14);
     /* cmdline is NUL-separated; we read at most sizeof cmd - 1 bytes of it. */
-    iop_enter();
-    int fd = REAL(open)("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    ssize_t len = fd >= 0 ? REAL(read)(fd, cmd, sizeof cmd - 1) : 0;
-    if (fd >= 0) REAL(close)(fd);
-    iop_leave();
+    int fd = sys_open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC, 0);
+    ssize_t len = fd >= 0 ? sys_read(fd, cmd, sizeof cmd - 1) : 0;
+    if (fd >= 0) sys_close(fd);
+    if (len > 0) cmd[len] = 0;
     for (ssize_t i = 0, first = 1; i < len; first = 0) {
         if (!first) sb_put(&b, ", ", 2);
         sb_str(&b, cmd + i);
@@ -114,6 +145,18 @@ void write_json(const char *reason) {
                   "\"stats_missing\": %ld, \"threads\": %u, \"execs\": %d,\n",
               kept, dropped, cfg.max_records, stats_missing, next_thread,
               cfg.exec_count);
+    sb_printf(&b, "\"overflows\": {\"aio\": %ld, \"split\": %ld, \"fapl\": %ld, "
+                  "\"handles\": %ld}, \"nested_calls\": %ld,\n\"warnings\": [",
+              iop_overflows[IOP_OVERFLOW_AIO], iop_overflows[IOP_OVERFLOW_SPLIT],
+              iop_overflows[IOP_OVERFLOW_FAPL], iop_overflows[IOP_OVERFLOW_HANDLES],
+              iop_nested_calls);
+    int nw = cfg.nwarnings < IOP_NWARN ? cfg.nwarnings : IOP_NWARN;
+    for (int i = 0; i < nw; i++) {
+        if (i) sb_put(&b, ", ", 2);
+        sb_str(&b, cfg.warnings[i]);
+    }
+    if (cfg.nwarnings > IOP_NWARN) sb_printf(&b, ", \"%d more warnings\"", cfg.nwarnings - IOP_NWARN);
+    sb_put(&b, "],\n", 3);
     sb_put(&b, "\"env\": {", 8);
     static const char *env_keys[] = {"ROMIO_HINTS", "OMPI_MCA_io", "OMPI_MCA_fcoll",
                                      "MPICH_MPIIO_HINTS", "HDF5_PLUGIN_PATH", "SLURM_JOB_ID",
@@ -147,7 +190,7 @@ void write_json(const char *reason) {
     int first = 1;
     for (size_t k = 0; k < NBUCKETS; k++) {
         for (iop_stats *s = stats[k]; s; s = s->next_in_bucket) {
-            spin_lock(&s->lock);
+            iop_lock(&s->lock);
             sb_printf(&b, "%s\n[%d, \"%llu\", {", first ? "" : ",", s->layer,
                       (unsigned long long)s->file_id);
             first = 0;
@@ -163,7 +206,7 @@ void write_json(const char *reason) {
                 f1 = 0;
             }
             sb_put(&b, "}]", 2);
-            spin_unlock(&s->lock);
+            iop_unlock(&s->lock);
         }
     }
     sb_put(&b, "],\n\"names\": {", 13);
@@ -185,33 +228,22 @@ void write_json(const char *reason) {
     }
     sb_put(&b, "]\n}\n", 4);
     if (b.failed) {
-        warn("out of memory writing %s", json_path);
         free(b.p);
         return;
     }
-    char tmp[4500];
-    snprintf(tmp, sizeof tmp, "%s.tmp", json_path);
-    iop_enter();
-    int out = REAL(open)(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    size_t done = 0;
-    while (out >= 0 && done < b.n) {
-        ssize_t w = REAL(write)(out, b.p + done, b.n - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    if (out >= 0) REAL(close)(out);
-    if (done == b.n) REAL(rename)(tmp, json_path); /* readers never see half a file */
-    iop_leave();
-    if (done != b.n) warn("could not write %s", json_path);
+    char path[4500];
+    snprintf(path, sizeof path, "%s.json", cfg.stem);
+    if (write_file_atomically(path, b.p, b.n) != 0) give_up("cannot write the process summary");
     free(b.p);
 }
 
 void flush_all(const char *reason) {
-    pthread_mutex_lock(&big_lock);
+    iop_busy_enter();
+    iop_lock(&big_lock);
     for (tbuf *b = all_bufs; b; b = b->next) write_buffer(b);
-    pthread_mutex_unlock(&big_lock);
-    write_json(reason);
+    write_json(reason); /* under big_lock: one writer of the summary at a time */
+    iop_unlock(&big_lock);
+    iop_busy_leave();
 }
 
 void iop_flush_all(void) {

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <aio.h>
 #include <sys/uio.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -143,8 +144,9 @@ IOP_EXPORT int close(int fd) {
     ssize_t r = CALL;                                                   \
     int e = errno;                                                      \
     double t2 = iop_now();                                              \
-    int64_t off = o->offset;                                            \
-    if (r > 0) o->offset += r;                                          \
+    /* threads may share the descriptor: each call claims its own range */ \
+    int64_t off = r > 0 ? __atomic_fetch_add(&o->offset, (int64_t)r, __ATOMIC_RELAXED) \
+                        : o->offset;                                    \
     iop_data_op(o->st, op, off, r, BUF, o->alignment, t1, t2, 0);       \
     errno = e;                                                          \
     return r
@@ -227,41 +229,20 @@ IOP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_
  * the submission time is kept per control block, and the operation is
  * counted when aio_return hands back what it moved. */
 
-#define AIO_SLOTS 256
-static struct { const void *cb; double t1; int op; } aio_pending[AIO_SLOTS];
-static volatile int aio_lock;
-
-static void aio_lock_take(void) {
-    while (__atomic_exchange_n(&aio_lock, 1, __ATOMIC_ACQUIRE))
-        ;
-}
-static void aio_lock_drop(void) { __atomic_store_n(&aio_lock, 0, __ATOMIC_RELEASE); }
+#define AIO_SLOTS 1024
+static iop_inflight aio_pending[AIO_SLOTS];
 
 static void aio_submitted(const void *cb, int op, double t1) {
-    aio_lock_take();
-    for (int i = 0; i < AIO_SLOTS; i++)
-        if (!aio_pending[i].cb || aio_pending[i].cb == cb) {
-            aio_pending[i].cb = cb;
-            aio_pending[i].t1 = t1;
-            aio_pending[i].op = op;
-            break;
-        }
-    aio_lock_drop();
+    iop_inflight e = {(uintptr_t)cb, t1, 0, 0, NULL, op};
+    iop_inflight_put(aio_pending, AIO_SLOTS, IOP_LOCK_AIO, IOP_OVERFLOW_AIO, &e);
 }
 
 static int aio_finished(const void *cb, double *t1, int *op) {
-    int found = 0;
-    aio_lock_take();
-    for (int i = 0; i < AIO_SLOTS; i++)
-        if (aio_pending[i].cb == cb) {
-            *t1 = aio_pending[i].t1;
-            *op = aio_pending[i].op;
-            aio_pending[i].cb = NULL;
-            found = 1;
-            break;
-        }
-    aio_lock_drop();
-    return found;
+    iop_inflight e;
+    if (!iop_inflight_take(aio_pending, AIO_SLOTS, IOP_LOCK_AIO, (uintptr_t)cb, &e)) return 0;
+    *t1 = e.t1;
+    *op = e.op;
+    return 1;
 }
 
 #define WRAP_AIO_SUBMIT(name, op, CB)                               \
@@ -465,6 +446,87 @@ IOP_EXPORT int dup3(int fd, int to, int flags) {
     return r;
 }
 
+/* fcntl's F_DUPFD forms are dups too; other commands pass straight through.
+ * The third argument is read as a pointer-sized word whatever it is. */
+#define WRAP_FCNTL(name)                                                      \
+    REAL_DECL(int, name, (int, int, ...));                                    \
+    IOP_EXPORT int name(int fd, int cmd, ...) {                               \
+        va_list ap;                                                           \
+        va_start(ap, cmd);                                                    \
+        void *arg = va_arg(ap, void *);                                       \
+        va_end(ap);                                                           \
+        int r = REAL(name)(fd, cmd, arg);                                     \
+        if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0 && iop_active()) { \
+            int e = errno;                                                    \
+            iop_open *o = iop_fd(fd);                                         \
+            if (o) {                                                          \
+                iop_fd_copy(fd, r);                                           \
+                iop_count(o->st, IOP_C_DUPS, 1);                              \
+            } else {                                                          \
+                iop_fd_clear(r);                                              \
+            }                                                                 \
+            errno = e;                                                        \
+        }                                                                     \
+        return r;                                                             \
+    }
+WRAP_FCNTL(fcntl)
+WRAP_FCNTL(fcntl64)
+
+/* Descriptors closed where no close() of ours sees it (fclose, a raw system
+ * call, a close-all loop) leave their number in our table: every call that
+ * hands out a new number for something else forgets what we knew of it. */
+#define WRAP_NEW_FD(ret, name, params, args)                                  \
+    REAL_DECL(ret, name, params);                                             \
+    IOP_EXPORT ret name params {                                              \
+        ret r = REAL(name) args;                                              \
+        if (r >= 0 && iop_active()) iop_fd_clear((int)r);                     \
+        return r;                                                             \
+    }
+WRAP_NEW_FD(int, socket, (int d, int t, int p), (d, t, p))
+WRAP_NEW_FD(int, accept, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l))
+WRAP_NEW_FD(int, accept4, (int fd, struct sockaddr *a, socklen_t *l, int f), (fd, a, l, f))
+WRAP_NEW_FD(int, epoll_create, (int n), (n))
+WRAP_NEW_FD(int, epoll_create1, (int f), (f))
+WRAP_NEW_FD(int, eventfd, (unsigned v, int f), (v, f))
+WRAP_NEW_FD(int, memfd_create, (const char *n, unsigned f), (n, f))
+WRAP_NEW_FD(int, timerfd_create, (int c, int f), (c, f))
+WRAP_NEW_FD(int, inotify_init, (void), ())
+WRAP_NEW_FD(int, inotify_init1, (int f), (f))
+
+#define WRAP_NEW_FD_PAIR(name, params, args)                                  \
+    REAL_DECL(int, name, params);                                             \
+    IOP_EXPORT int name params {                                              \
+        int r = REAL(name) args;                                              \
+        if (r == 0 && iop_active()) {                                         \
+            iop_fd_clear(sv[0]);                                              \
+            iop_fd_clear(sv[1]);                                              \
+        }                                                                     \
+        return r;                                                             \
+    }
+WRAP_NEW_FD_PAIR(pipe, (int sv[2]), (sv))
+WRAP_NEW_FD_PAIR(pipe2, (int sv[2], int f), (sv, f))
+WRAP_NEW_FD_PAIR(socketpair, (int d, int t, int p, int sv[2]), (d, t, p, sv))
+
+/* Closing many at once (daemons, launchers, Python's subprocess). */
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+REAL_DECL(int, close_range, (unsigned, unsigned, int));
+IOP_EXPORT int close_range(unsigned first, unsigned last, int flags) {
+    int r = REAL(close_range)(first, last, flags);
+    if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && iop_active())
+        for (unsigned fd = first; fd <= last && fd < (unsigned)INT32_MAX && iop_fd_known_below((int)fd);
+             fd++)
+            iop_fd_clear((int)fd);
+    return r;
+}
+REAL_DECL(void, closefrom, (int));
+IOP_EXPORT void closefrom(int lowfd) {
+    if (iop_active())
+        for (int fd = lowfd < 0 ? 0 : lowfd; iop_fd_known_below(fd); fd++) iop_fd_clear(fd);
+    REAL(closefrom)(lowfd);
+}
+
 /* ------------------------------------------------------------------ */
 /* exec replaces the image without running destructors: write out first.
  * The new program inherits LD_PRELOAD and starts its own trace. */
@@ -520,3 +582,54 @@ IOP_EXPORT int execle(const char *path, const char *arg, ...) {
     va_end(ap);
     return execve(path, argv, envp);
 }
+
+/* _exit skips destructors (Python's os._exit, multiprocessing workers,
+ * children after fork): write out first.  Nothing in a vfork child. */
+REAL_DECL(void, _exit, (int));
+IOP_EXPORT void _exit(int status) {
+    iop_before_exit(status);
+    REAL(_exit)(status);
+    __builtin_unreachable();
+}
+REAL_DECL(void, _Exit, (int));
+IOP_EXPORT void _Exit(int status) {
+    iop_before_exit(status);
+    REAL(_Exit)(status);
+    __builtin_unreachable();
+}
+
+/* ------------------------------------------------------------------ */
+/* vfork: the child borrows our memory and stack until it execs or exits, so
+ * it must change nothing of ours.  The stub keeps the return address in a
+ * register, as libc's does (the child may overwrite the stack), and sets
+ * the vfork part of the child's guard; the parent clears it on resuming.
+ * Elsewhere the exec and _exit wrappers check the process id instead. */
+#if defined(__x86_64__)
+__attribute__((used, visibility("hidden"))) long iop_vfork_failed(long err) {
+    errno = (int)err;
+    return -1;
+}
+__asm__(".text\n"
+        ".globl vfork\n"
+        ".type vfork,@function\n"
+        "vfork:\n"
+        "    popq %rdi\n"
+        "    movl $58, %eax\n" /* SYS_vfork */
+        "    syscall\n"
+        "    pushq %rdi\n"
+        "    movq iop_in_runtime@gottpoff(%rip), %rcx\n"
+        "    testq %rax, %rax\n"
+        "    jz 1f\n"
+        "    andl $0xffffff, %fs:(%rcx)\n" /* parent, or no child */
+        "    cmpq $-4095, %rax\n"
+        "    jae 2f\n"
+        "    ret\n"
+        "1:  addl $0x1000000, %fs:(%rcx)\n" /* child */
+        "    ret\n"
+        "2:  negq %rax\n"
+        "    movq %rax, %rdi\n"
+        "    jmp iop_vfork_failed\n"
+        ".size vfork, .-vfork\n"
+        ".globl __vfork\n"
+        ".set __vfork, vfork\n");
+#endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ */
@@ -20,24 +21,30 @@ IOP_TLS tbuf *my_buf;
 tbuf *all_bufs;
 uint32_t next_thread;
 long records_reserved, records_lost; /* lost: no buffer could be had */
-int rec_fd = -1;
-char rec_path[4400], json_path[4400];
 pthread_key_t buf_key;
 
-static void open_rec_file(void) {
-    if (rec_fd >= 0 || !cfg.dir[0]) return;
-    iop_enter();
-    rec_fd = REAL(open)(rec_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (rec_fd >= 0) {
-        struct iop_file_header h = {IOP_MAGIC, IOP_FORMAT_VERSION, sizeof(struct iop_record),
-                                    cfg.rank, cfg.pid, cfg.t0_epoch, {0, 0, 0}};
-        if (REAL(write)(rec_fd, &h, sizeof h) != (ssize_t)sizeof h) {
-            REAL(close)(rec_fd);
-            rec_fd = -1;
-        }
+/* Names the records about to be written refer to go first, so that the
+ * .rec and .names of a killed process still make sense together. */
+static int write_new_names(void) {
+    if (!new_names) return 0;
+    char path[4500];
+    snprintf(path, sizeof path, "%s.names", cfg.stem);
+    int fd = cfg.names_id.known ? trace_file_append(path, &cfg.names_id)
+                                : trace_file_create(path, &cfg.names_id);
+    if (fd < 0) return -1;
+    int ok = 1;
+    for (name_entry *e = new_names; e && ok; e = e->next_new) {
+        uint32_t len = (uint32_t)strlen(e->path);
+        struct { uint64_t id; uint32_t len, zero; } head = {e->id, len, 0};
+        static const char pad[8];
+        ok = sys_write_all(fd, &head, sizeof head) == 0 && sys_write_all(fd, e->path, len) == 0 &&
+             sys_write_all(fd, pad, (8 - len % 8) % 8) == 0;
     }
-    iop_leave();
-    if (rec_fd < 0) give_up("cannot create the record file");
+    sys_close(fd);
+    if (!ok) return -1;
+    new_names = NULL;
+    new_names_tail = &new_names;
+    return 0;
 }
 
 /* Called with big_lock held. */
@@ -49,24 +56,18 @@ void write_buffer(tbuf *b) {
         b->r[i].start *= spt;
         b->r[i].end *= spt;
     }
-    open_rec_file();
-    if (rec_fd >= 0) {
-        const char *p = (const char *)b->r;
-        size_t left = b->n * sizeof(struct iop_record);
-        iop_enter();
-        while (left) {
-            ssize_t w = REAL(write)(rec_fd, p, left);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) break;
-            p += w;
-            left -= (size_t)w;
-        }
-        iop_leave();
-        if (left) {
-            b->dropped += (long)(left / sizeof(struct iop_record));
-            b->kept -= (long)(left / sizeof(struct iop_record));
-            give_up("writing records failed");
-        }
+    char path[4500];
+    snprintf(path, sizeof path, "%s.rec", cfg.stem);
+    int fd = -1;
+    if (write_new_names() == 0) fd = trace_file_append(path, &cfg.rec_id);
+    int ok = fd >= 0 && sys_write_all(fd, b->r, b->n * sizeof(struct iop_record)) == 0;
+    if (fd >= 0) sys_close(fd);
+    if (!ok) {
+        /* A short write may have left part of a record: the reader drops it. */
+        b->dropped += b->n;
+        b->kept -= b->n;
+        give_up(fd < 0 ? "the trace files can no longer be opened (moved, replaced or removed)"
+                       : "writing records failed (file system full?)");
     }
     b->n = 0;
 }
@@ -74,28 +75,45 @@ void write_buffer(tbuf *b) {
 void thread_exit(void *arg) {
     tbuf *b = arg;
     int saved = errno;
-    pthread_mutex_lock(&big_lock);
+    iop_busy_enter();
+    iop_lock(&big_lock);
     write_buffer(b);
-    pthread_mutex_unlock(&big_lock);
+    iop_unlock(&big_lock);
+    iop_busy_leave();
     errno = saved;
 }
 
 static tbuf *thread_buffer(void) {
     if (IOP_LIKELY(my_buf != NULL)) return my_buf;
-    iop_enter();
-    tbuf *b = mmap(NULL, sizeof(tbuf), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    iop_leave();
-    if (b == MAP_FAILED) return NULL;
-    pthread_mutex_lock(&big_lock);
+    iop_watch_exit_status();
+    /* the system call itself: our mmap wrapper would count a nested call */
+    void *p = (void *)syscall(SYS_mmap, NULL, sizeof(tbuf), PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    tbuf *b = p;
+    iop_lock(&big_lock);
     b->thread = next_thread++;
     b->n = 0;
     b->budget = b->kept = b->dropped = 0;
     b->next = all_bufs;
     all_bufs = b;
-    pthread_mutex_unlock(&big_lock);
+    iop_unlock(&big_lock);
     my_buf = b;
     pthread_setspecific(buf_key, b);
     return b;
+}
+
+/* A forked child keeps only the buffer of the thread that forked, emptied:
+ * the parent writes its own records. */
+void records_after_fork(void) {
+    all_bufs = NULL;
+    records_reserved = records_lost = 0;
+    if (my_buf) {
+        my_buf->n = 0;
+        my_buf->budget = my_buf->kept = my_buf->dropped = 0;
+        my_buf->next = NULL;
+        all_bufs = my_buf;
+    }
 }
 
 static int reserve(tbuf *b) {
@@ -105,6 +123,14 @@ static int reserve(tbuf *b) {
     return 1;
 }
 
+static int buffer_is_old(const tbuf *b) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec - b->first.tv_sec > 1 ||
+           (now.tv_sec - b->first.tv_sec == 1 && now.tv_nsec >= b->first.tv_nsec);
+}
+
+/* Called under the busy guard. */
 static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t len, double t1,
                        double t2, unsigned flags) {
     tbuf *b = thread_buffer();
@@ -128,10 +154,14 @@ static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t l
     r->layer = (uint8_t)layer;
     r->op = (uint8_t)op;
     r->flags = (uint16_t)flags;
-    if (IOP_UNLIKELY(++b->n == TB_CAP)) {
-        pthread_mutex_lock(&big_lock);
+    if (IOP_UNLIKELY(b->n == 0)) clock_gettime(CLOCK_MONOTONIC, &b->first);
+    ++b->n;
+    /* Full, or (looked at every 256 records) holding records over a second
+     * old: a killed process loses at most one buffer or one second. */
+    if (IOP_UNLIKELY(b->n == TB_CAP) || IOP_UNLIKELY((b->n & 255) == 0 && buffer_is_old(b))) {
+        iop_lock(&big_lock);
         write_buffer(b);
-        pthread_mutex_unlock(&big_lock);
+        iop_unlock(&big_lock);
     }
 }
 
@@ -152,7 +182,8 @@ void iop_data_op(iop_stats *st, int op, int64_t offset, int64_t bytes, const voi
     if (IOP_UNLIKELY(!st || bytes < 0)) return;
     int rd = op == IOP_OP_READ;
     double dt = t2 - t1;
-    spin_lock(&st->lock);
+    iop_busy_enter();
+    iop_lock(&st->lock);
     int64_t *c = st->c;
     double *f = st->f;
     c[rd ? IOP_C_READS : IOP_C_WRITES]++;
@@ -183,13 +214,15 @@ void iop_data_op(iop_stats *st, int op, int64_t offset, int64_t bytes, const voi
     if (dt > f[mt]) f[mt] = dt;
     if (f[ts] == 0 || t1 < f[ts]) f[ts] = t1;
     if (t2 > f[te]) f[te] = t2;
-    spin_unlock(&st->lock);
+    iop_unlock(&st->lock);
     add_record(st->layer, op, st->file_id, offset, bytes, t1, t2, flags);
+    iop_busy_leave();
 }
 
 void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsigned flags) {
     if (IOP_UNLIKELY(!st)) return;
-    spin_lock(&st->lock);
+    iop_busy_enter();
+    iop_lock(&st->lock);
     if (counter >= 0) st->c[counter]++;
     st->f[IOP_F_F_META_TIME] += t2 - t1;
     if (op == IOP_OP_OPEN) {
@@ -201,22 +234,27 @@ void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsig
             st->f[IOP_F_F_CLOSE_START_TIMESTAMP] = t1;
         if (t2 > st->f[IOP_F_F_CLOSE_END_TIMESTAMP]) st->f[IOP_F_F_CLOSE_END_TIMESTAMP] = t2;
     }
-    spin_unlock(&st->lock);
+    iop_unlock(&st->lock);
     add_record(st->layer, op, st->file_id, -1, 0, t1, t2, flags);
+    iop_busy_leave();
 }
 
 void iop_count(iop_stats *st, int counter, int64_t delta) {
     if (!st) return;
-    spin_lock(&st->lock);
+    iop_busy_enter();
+    iop_lock(&st->lock);
     st->c[counter] += delta;
-    spin_unlock(&st->lock);
+    iop_unlock(&st->lock);
+    iop_busy_leave();
 }
 
 void iop_set(iop_stats *st, int counter, int64_t value) {
     if (!st) return;
-    spin_lock(&st->lock);
+    iop_busy_enter();
+    iop_lock(&st->lock);
     st->c[counter] = value;
-    spin_unlock(&st->lock);
+    iop_unlock(&st->lock);
+    iop_busy_leave();
 }
 
 /* ------------------------------------------------------------------ */
@@ -228,7 +266,8 @@ void iop_note(const char *kind, uint64_t id, const char *key, const char *value)
     char buf[1024];
     int n = snprintf(buf, sizeof buf, "%s\t%s\t%s", kind, key, value);
     if (n < 0) return;
-    pthread_mutex_lock(&big_lock);
+    iop_busy_enter();
+    iop_lock(&big_lock);
     note *e = pool_alloc(sizeof *e + (size_t)n + 1);
     if (e) {
         e->id = id;
@@ -236,11 +275,16 @@ void iop_note(const char *kind, uint64_t id, const char *key, const char *value)
         e->next = notes;
         notes = e;
     }
-    pthread_mutex_unlock(&big_lock);
+    iop_unlock(&big_lock);
+    iop_busy_leave();
 }
 
 void iop_set_rank(int rank, int size) {
-    if (rank >= 0) cfg.rank = rank;
+    cfg.mpi = 1;
+    if (rank >= 0) {
+        cfg.rank = rank;
+        cfg.rank_source = 2;
+    }
     if (size > 0) cfg.nprocs = size;
 }
 

@@ -32,6 +32,7 @@ void *pool_alloc(size_t n) {
 /* Names and counters: hash tables keyed by file id. */
 
 name_entry *names[NBUCKETS];
+name_entry *new_names, **new_names_tail = &new_names; /* not yet in .names */
 iop_stats *stats[NBUCKETS];
 long stats_missing; /* counter records we had no memory for */
 
@@ -40,8 +41,6 @@ static uint64_t hash_path(const char *s) {
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
     return h ? h : 1;
 }
-
-
 
 /* System paths are not the application's I/O (library loading, /proc reads
  * by the MPI runtime ...).  IOPILOT_EXCLUDE replaces the list (":"-separated). */
@@ -82,10 +81,7 @@ uint64_t iop_register_path(const char *path) {
     char abs[4096];
     if (path[0] != '/' && path[0] != '<') {
         char cwd[2048];
-        iop_enter();
-        char *got = getcwd(cwd, sizeof cwd);
-        iop_leave();
-        if (got) {
+        if (sys_getcwd(cwd, sizeof cwd) > 0) {
             snprintf(abs, sizeof abs, "%s/%s", cwd, path);
             path = abs;
         }
@@ -95,7 +91,8 @@ uint64_t iop_register_path(const char *path) {
     size_t b = id % NBUCKETS;
     for (name_entry *e = __atomic_load_n(&names[b], __ATOMIC_ACQUIRE); e; e = e->next)
         if (e->id == id) return id;
-    pthread_mutex_lock(&big_lock);
+    iop_busy_enter();
+    iop_lock(&big_lock);
     name_entry *e;
     for (e = names[b]; e; e = e->next)
         if (e->id == id) break;
@@ -106,19 +103,21 @@ uint64_t iop_register_path(const char *path) {
             e->id = id;
             memcpy(e->path, path, len + 1);
             e->next = names[b];
+            e->next_new = NULL;
+            *new_names_tail = e;
+            new_names_tail = &e->next_new;
             __atomic_store_n(&names[b], e, __ATOMIC_RELEASE);
         }
     }
-    pthread_mutex_unlock(&big_lock);
+    iop_unlock(&big_lock);
+    iop_busy_leave();
     return id;
 }
 
 uint64_t iop_register_fd_path(int fd) {
     char link[64], path[4096];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    iop_enter();
-    ssize_t n = REAL(readlink)(link, path, sizeof path - 1);
-    iop_leave();
+    ssize_t n = sys_readlink(link, path, sizeof path - 1);
     if (n <= 0) snprintf(path, sizeof path, "<fd %d>", fd);
     else path[n] = 0;
     return iop_register_path(path);
@@ -136,7 +135,8 @@ iop_stats *iop_stats_for(int layer, uint64_t id) {
     if (!id || !(cfg.layers & (1 << layer))) return NULL;
     iop_stats *s = stats_lookup(layer, id);
     if (s) return s;
-    pthread_mutex_lock(&big_lock);
+    iop_busy_enter();
+    iop_lock(&big_lock);
     s = stats_lookup(layer, id);
     if (!s) {
         s = pool_alloc(sizeof *s);
@@ -153,7 +153,8 @@ iop_stats *iop_stats_for(int layer, uint64_t id) {
             stats_missing++;
         }
     }
-    pthread_mutex_unlock(&big_lock);
+    iop_unlock(&big_lock);
+    iop_busy_leave();
     return s;
 }
 
@@ -161,15 +162,15 @@ iop_stats *iop_stats_for(int layer, uint64_t id) {
 /* Descriptor table (direct index) and handle map (open addressing). */
 
 iop_open *fds;
-int nfds;
+int iop_nfds;
 
 iop_open *iop_fd(int fd) {
-    if (fd < 0 || fd >= nfds || !fds[fd].st) return NULL;
+    if (fd < 0 || fd >= iop_nfds || !fds[fd].st) return NULL;
     return &fds[fd];
 }
 
 void iop_fd_set(int fd, uint64_t id, int64_t offset) {
-    if (fd < 0 || fd >= nfds) return;
+    if (fd < 0 || fd >= iop_nfds) return;
     iop_stats *st = iop_stats_for(IOP_LAYER_POSIX, id);
     if (!st) {
         iop_fd_clear(fd); /* an older entry of a reused fd must not count */
@@ -192,16 +193,16 @@ void iop_fd_set(int fd, uint64_t id, int64_t offset) {
 }
 
 void iop_fd_clear(int fd) {
-    if (fd >= 0 && fd < nfds) __atomic_store_n(&fds[fd].st, NULL, __ATOMIC_RELEASE);
+    if (fd >= 0 && fd < iop_nfds) __atomic_store_n(&fds[fd].st, NULL, __ATOMIC_RELEASE);
 }
 
 void iop_fd_copy(int from, int to) {
-    if (from < 0 || from >= nfds || to < 0 || to >= nfds) return;
+    if (from < 0 || from >= iop_nfds || to < 0 || to >= iop_nfds) return;
     fds[to] = fds[from];
 }
 
 handle_slot *handles;
-volatile int handle_lock;
+iop_lock_t handle_lock;
 
 static size_t handle_home(int layer, uintptr_t key) {
     return (size_t)((key * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)layer) % NHANDLES;
@@ -210,7 +211,8 @@ static size_t handle_home(int layer, uintptr_t key) {
 iop_open *iop_handle(int layer, uintptr_t key) {
     if (!handles || !key) return NULL;
     iop_open *found = NULL;
-    spin_lock(&handle_lock);
+    iop_busy_enter();
+    iop_lock(&handle_lock);
     for (size_t i = handle_home(layer, key), n = 0; n < NHANDLES; i = (i + 1) % NHANDLES, n++) {
         if (!handles[i].key) break;
         if (handles[i].key == key && handles[i].layer == layer) {
@@ -218,7 +220,8 @@ iop_open *iop_handle(int layer, uintptr_t key) {
             break;
         }
     }
-    spin_unlock(&handle_lock);
+    iop_unlock(&handle_lock);
+    iop_busy_leave();
     return found && found->st ? found : NULL;
 }
 
@@ -226,7 +229,8 @@ iop_open *iop_handle_set(int layer, uintptr_t key, uint64_t id, int64_t offset) 
     if (!handles || !key) return NULL;
     iop_stats *st = iop_stats_for(layer, id);
     iop_open *o = NULL;
-    spin_lock(&handle_lock);
+    iop_busy_enter();
+    iop_lock(&handle_lock);
     for (size_t i = handle_home(layer, key), n = 0; n < NHANDLES; i = (i + 1) % NHANDLES, n++) {
         if (!handles[i].key || handles[i].key == (uintptr_t)-1 ||
             (handles[i].key == key && handles[i].layer == layer)) {
@@ -239,13 +243,16 @@ iop_open *iop_handle_set(int layer, uintptr_t key, uint64_t id, int64_t offset) 
             break;
         }
     }
-    spin_unlock(&handle_lock);
+    iop_unlock(&handle_lock);
+    if (!o) __atomic_add_fetch(&iop_overflows[IOP_OVERFLOW_HANDLES], 1, __ATOMIC_RELAXED);
+    iop_busy_leave();
     return o;
 }
 
 void iop_handle_clear(int layer, uintptr_t key) {
     if (!handles || !key) return;
-    spin_lock(&handle_lock);
+    iop_busy_enter();
+    iop_lock(&handle_lock);
     for (size_t i = handle_home(layer, key), n = 0; n < NHANDLES; i = (i + 1) % NHANDLES, n++) {
         if (!handles[i].key) break;
         if (handles[i].key == key && handles[i].layer == layer) {
@@ -254,6 +261,33 @@ void iop_handle_clear(int layer, uintptr_t key) {
             break;
         }
     }
-    spin_unlock(&handle_lock);
+    iop_unlock(&handle_lock);
+    iop_busy_leave();
 }
 
+
+/* A forked child: its own counters from zero (in place: descriptor and
+ * handle entries point at them), every name to be written to its own
+ * .names file, and no lock held by a thread that did not follow. */
+void tables_after_fork(void) {
+    handle_lock = 0;
+    for (size_t k = 0; k < NBUCKETS; k++) {
+        for (iop_stats *s = stats[k]; s; s = s->next_in_bucket) {
+            s->lock = 0;
+            memset(s->c, 0, sizeof s->c);
+            memset(s->f, 0, sizeof s->f);
+            s->c[IOP_C_MEM_ALIGNMENT] = 8;
+            s->next_read = s->next_write = 0;
+            s->last_op = -1;
+        }
+    }
+    new_names = NULL;
+    new_names_tail = &new_names;
+    for (size_t k = 0; k < NBUCKETS; k++) {
+        for (name_entry *e = names[k]; e; e = e->next) {
+            e->next_new = NULL;
+            *new_names_tail = e;
+            new_names_tail = &e->next_new;
+        }
+    }
+}
