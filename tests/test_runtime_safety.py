@@ -336,3 +336,46 @@ def test_h5py_program_keeps_every_hdf5_write():
     h5d = [c for p in run.procs() for (layer, _), c in p.counters.items() if layer == "H5D"]
     assert sum(c.get("WRITES", 0) for c in h5d) == 200
     assert all(not p.json["warnings"] for p in run.procs())
+
+
+# -- the same cases under AddressSanitizer+UBSan and ThreadSanitizer -------------
+
+
+@pytest.fixture(scope="module")
+def sanitized(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("san")
+    b = subprocess.run(["make", "-s", "-C", str(RUNTIME), "sanitize", f"OUT={out}"],
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert b.returncode == 0, b.stderr
+    return out
+
+
+SANITIZED_CASES = {
+    "threads64": "threads.dat",
+    "signals": "signals.dat",
+    "cancel": "cancel.dat",
+    "closeall": "after.dat",
+    "close_range": "after.dat",
+    "rlimit": "data.dat",
+    "killself": "killed.dat",
+    "fifo": "fifo.dat",
+}
+
+
+@pytest.mark.parametrize("tool", ["asan", "tsan"])
+@pytest.mark.parametrize("case", sorted(SANITIZED_CASES))
+def test_fault_cases_under_sanitizers(sanitized, tool, case):
+    work = Path(tempfile.mkdtemp(prefix="iop-work-"))
+    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
+    env = dict(os.environ, IOPILOT_TRACE_DIR=str(trace), ASAN_OPTIONS="detect_leaks=0",
+               TSAN_OPTIONS="halt_on_error=1 exitcode=66")  # fmt: skip
+    env.pop("LD_PRELOAD", None)
+    extra = ["40000"] if case == "signals" else []  # sanitizers make each call slow
+    p = subprocess.run([str(sanitized / f"faults-{tool}"), case, str(work), *extra], env=env,
+                       capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
+    assert p.returncode == (-signal.SIGKILL if case == "killself" else 0), p.stderr
+    assert (work / SANITIZED_CASES[case]).stat().st_size > 0
+    recs = list(trace.glob("p*.rec"))
+    assert len(recs) == 1
+    assert case == "fifo" or recs[0].stat().st_size >= 64  # the fifo case replaced it

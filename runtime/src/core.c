@@ -50,14 +50,6 @@ void give_up(const char *why) {
     iop_enabled = 0;
 }
 
-void iop_lock_wait(iop_lock_t *l) {
-    for (unsigned spins = 0;; spins++) {
-        if (!*l && !__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) return;
-        if (spins < 100) iop_cpu_relax();
-        else syscall(SYS_sched_yield); /* the holder may be descheduled */
-    }
-}
-
 int iop_inflight_put(iop_inflight *table, int n, int lock, int what, const iop_inflight *e) {
     int ok = 0;
     iop_busy_enter();

@@ -11,7 +11,19 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+/* The slow path of iop_lock(): the holder never blocks, so spin a little,
+ * then give the processor away (the holder may be descheduled). */
+void iop_lock_wait(iop_lock_t *l) {
+    for (unsigned spins = 0;; spins++) {
+        if (!__atomic_load_n(l, __ATOMIC_RELAXED) && !__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+            return;
+        if (spins < 100) iop_cpu_relax();
+        else syscall(SYS_sched_yield);
+    }
+}
 
 /* ------------------------------------------------------------------ */
 /* A bump allocator: tables never call malloc on the hot path, and a full

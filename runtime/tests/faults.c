@@ -91,7 +91,7 @@ static void on_alarm(int sig) {
     errno = e;
 }
 
-static int signals(void) {
+static int signals(int n) {
     sig_fd = make("signals.dat");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -101,7 +101,7 @@ static int signals(void) {
     struct itimerval it = {{0, 20}, {0, 20}};
     setitimer(ITIMER_REAL, &it, NULL);
     int main_writes = 0;
-    for (int i = 0; i < 400000; i++)
+    for (int i = 0; i < n; i++)
         if (write(sig_fd, "m", 1) == 1) main_writes++;
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, NULL);
@@ -226,7 +226,7 @@ int main(int argc, char **argv) {
         return close_all(!strcmp(c, "closeall") ? "loop" : c);
     if (!strcmp(c, "rlimit")) return rlimit(0);
     if (!strcmp(c, "rlimit_hard")) return rlimit(1);
-    if (!strcmp(c, "signals")) return signals();
+    if (!strcmp(c, "signals")) return signals(argc > 3 ? atoi(argv[3]) : 400000);
     if (!strcmp(c, "cancel")) return cancel();
     if (!strcmp(c, "threads64")) return threads64();
     if (!strcmp(c, "plant") && argc > 3) return plant(argv[3]);
