@@ -261,11 +261,11 @@ __attribute__((constructor(101))) static void iop_init(void) {
     pool_size = (size_t)env_int("IOPILOT_TABLE_MB", 64) << 20;
     pool = mmap(NULL, pool_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                 -1, 0);
-    fds = mmap(NULL, sizeof(iop_open) * (size_t)iop_nfds, PROT_READ | PROT_WRITE,
+    iop_fds = mmap(NULL, sizeof(iop_open) * (size_t)iop_nfds, PROT_READ | PROT_WRITE,
                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     handles = mmap(NULL, sizeof(handle_slot) * NHANDLES, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (pool == MAP_FAILED || fds == MAP_FAILED || handles == MAP_FAILED ||
+    if (pool == MAP_FAILED || iop_fds == MAP_FAILED || handles == MAP_FAILED ||
         pthread_key_create(&buf_key, thread_exit) != 0) {
         pool = NULL; /* nothing to write at exit */
         errno = saved;

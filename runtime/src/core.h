@@ -153,14 +153,19 @@ uint64_t iop_register_path(const char *path);
 uint64_t iop_register_fd_path(int fd); /* name of an fd we did not see opened */
 iop_stats *iop_stats_for(int layer, uint64_t file_id);
 
-/* Open descriptors (POSIX fds, indexed directly). */
-iop_open *iop_fd(int fd); /* NULL when the fd is not tracked */
+/* Open descriptors (POSIX fds, indexed directly); inline: every call asks. */
+extern iop_open *iop_fds;
+extern int iop_nfds; /* size of the descriptor table */
+static inline iop_open *iop_fd(int fd) { /* NULL when the fd is not tracked */
+    if ((unsigned)fd >= (unsigned)iop_nfds) return NULL;
+    iop_open *o = &iop_fds[fd];
+    return __atomic_load_n(&o->st, __ATOMIC_ACQUIRE) ? o : NULL;
+}
 #define IOP_OFFSET_END (-2) /* iop_fd_set: start at the end of the file (O_APPEND) */
 void iop_fd_set(int fd, uint64_t file_id, int64_t offset);
 void iop_fd_clear(int fd);
 void iop_fd_copy(int from, int to);
 
-extern int iop_nfds; /* size of the descriptor table */
 static inline int iop_fd_known_below(int fd) { return fd >= 0 && fd < iop_nfds; }
 
 /* Handles of other layers (FILE*, MPI_File, hid_t) in one small map. */

@@ -52,7 +52,7 @@ typedef struct name_entry {
 } name_entry;
 #define NHANDLES 65536
 typedef struct { uintptr_t key; int layer; iop_open o; } handle_slot;
-#define TB_CAP 8192
+#define TB_CAP 8192 /* a multiple of 256: see buffer_checkpoint() */
 #define RESERVE 1024 /* records a thread takes from the process budget at once */
 typedef struct tbuf {
     struct tbuf *next;
@@ -92,7 +92,6 @@ extern name_entry *names[NBUCKETS];
 extern name_entry *new_names, **new_names_tail;
 extern iop_stats *stats[NBUCKETS];
 extern long stats_missing;
-extern iop_open *fds;
 
 extern handle_slot *handles;
 extern iop_lock_t handle_lock;

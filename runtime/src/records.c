@@ -123,11 +123,25 @@ static int reserve(tbuf *b) {
     return 1;
 }
 
-static int buffer_is_old(const tbuf *b) {
+_Static_assert(TB_CAP % 256 == 0, "buffers are checked every 256 records");
+
+/* Every 256th record (one test on the hot path): the buffer is written out
+ * when full, or when its oldest record is over a second old, so a killed
+ * process loses at most one buffer or one second. */
+static void buffer_checkpoint(tbuf *b) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec - b->first.tv_sec > 1 ||
-           (now.tv_sec - b->first.tv_sec == 1 && now.tv_nsec >= b->first.tv_nsec);
+    if (b->n == 1) {
+        b->first = now;
+        return;
+    }
+    int old = now.tv_sec - b->first.tv_sec > 1 ||
+              (now.tv_sec - b->first.tv_sec == 1 && now.tv_nsec >= b->first.tv_nsec);
+    if (b->n == TB_CAP || old) {
+        iop_lock(&big_lock);
+        write_buffer(b);
+        iop_unlock(&big_lock);
+    }
 }
 
 /* Called under the busy guard. */
@@ -154,15 +168,7 @@ static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t l
     r->layer = (uint8_t)layer;
     r->op = (uint8_t)op;
     r->flags = (uint16_t)flags;
-    if (IOP_UNLIKELY(b->n == 0)) clock_gettime(CLOCK_MONOTONIC, &b->first);
-    ++b->n;
-    /* Full, or (looked at every 256 records) holding records over a second
-     * old: a killed process loses at most one buffer or one second. */
-    if (IOP_UNLIKELY(b->n == TB_CAP) || IOP_UNLIKELY((b->n & 255) == 0 && buffer_is_old(b))) {
-        iop_lock(&big_lock);
-        write_buffer(b);
-        iop_unlock(&big_lock);
-    }
+    if (IOP_UNLIKELY((++b->n & 255) <= 1)) buffer_checkpoint(b);
 }
 
 /* ------------------------------------------------------------------ */
@@ -201,7 +207,10 @@ void iop_data_op(iop_stats *st, int op, int64_t offset, int64_t bytes, const voi
         int64_t last = offset + bytes - 1;
         int mx = rd ? IOP_C_MAX_BYTE_READ : IOP_C_MAX_BYTE_WRITTEN;
         if (bytes > 0 && last > c[mx]) c[mx] = last;
-        if (alignment > 0 && offset % alignment) c[IOP_C_FILE_NOT_ALIGNED]++;
+        /* block sizes are powers of two: a mask, not a division, per call */
+        if (alignment > 0 && ((alignment & (alignment - 1)) ? offset % alignment
+                                                             : offset & (alignment - 1)))
+            c[IOP_C_FILE_NOT_ALIGNED]++;
     }
     if (buf && ((uintptr_t)buf & 7)) c[IOP_C_MEM_NOT_ALIGNED]++;
     if (st->last_op >= 0 && st->last_op != op) c[IOP_C_RW_SWITCHES]++;

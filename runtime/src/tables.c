@@ -173,13 +173,9 @@ iop_stats *iop_stats_for(int layer, uint64_t id) {
 /* ------------------------------------------------------------------ */
 /* Descriptor table (direct index) and handle map (open addressing). */
 
-iop_open *fds;
+iop_open *iop_fds;
 int iop_nfds;
 
-iop_open *iop_fd(int fd) {
-    if (fd < 0 || fd >= iop_nfds || !fds[fd].st) return NULL;
-    return &fds[fd];
-}
 
 void iop_fd_set(int fd, uint64_t id, int64_t offset) {
     if (fd < 0 || fd >= iop_nfds) return;
@@ -198,19 +194,19 @@ void iop_fd_set(int fd, uint64_t id, int64_t offset) {
         if (offset == IOP_OFFSET_END) offset = sb.st_size; /* O_APPEND */
     }
     if (offset < 0) offset = 0;
-    fds[fd].offset = offset;
-    fds[fd].alignment = align;
-    __atomic_store_n(&fds[fd].st, st, __ATOMIC_RELEASE);
+    iop_fds[fd].offset = offset;
+    iop_fds[fd].alignment = align;
+    __atomic_store_n(&iop_fds[fd].st, st, __ATOMIC_RELEASE);
     iop_set(st, IOP_C_FILE_ALIGNMENT, align);
 }
 
 void iop_fd_clear(int fd) {
-    if (fd >= 0 && fd < iop_nfds) __atomic_store_n(&fds[fd].st, NULL, __ATOMIC_RELEASE);
+    if (fd >= 0 && fd < iop_nfds) __atomic_store_n(&iop_fds[fd].st, NULL, __ATOMIC_RELEASE);
 }
 
 void iop_fd_copy(int from, int to) {
     if (from < 0 || from >= iop_nfds || to < 0 || to >= iop_nfds) return;
-    fds[to] = fds[from];
+    iop_fds[to] = iop_fds[from];
 }
 
 handle_slot *handles;
