@@ -379,3 +379,40 @@ def test_fault_cases_under_sanitizers(sanitized, tool, case):
     recs = list(trace.glob("p*.rec"))
     assert len(recs) == 1
     assert case == "fifo" or recs[0].stat().st_size >= 64  # the fifo case replaced it
+
+
+MPI4PY_PY = """
+import platform, sys
+platform.processor()                    # a child process at import time, as in real codes
+from mpi4py import MPI
+import h5py, numpy as np
+rank = MPI.COMM_WORLD.Get_rank()
+with h5py.File(f"{sys.argv[1]}/rank{rank}.h5", "w") as f:
+    for i in range(50):
+        f.create_dataset(f"d{i}", data=np.full(512, rank, dtype="f8"))
+MPI.COMM_WORLD.Barrier()
+"""
+
+
+def test_mpi4py_h5py_ranks_keep_every_write():
+    pytest.importorskip("mpi4py")
+    pytest.importorskip("h5py")
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("no mpirun")
+    work = Path(tempfile.mkdtemp(prefix="iop-work-"))
+    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl="self,vader")  # fmt: skip
+    p = subprocess.run([mpirun, "-np", "2", "-x", f"LD_PRELOAD={library_path()}",
+                        "-x", f"IOPILOT_TRACE_DIR={trace}", PY, "-c", MPI4PY_PY, str(work)],
+                       env=env, capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    ranks = {}
+    for proc in (RawProc(x) for x in trace.glob("p*.json")):
+        assert not proc.json["warnings"]
+        assert proc.json["records_dropped"] == 0
+        if proc.json["mpi"]:
+            h5d = [c for (layer, _), c in proc.counters.items() if layer == "H5D"]
+            ranks[proc.rank] = (proc.json["rank_source"], sum(c.get("WRITES", 0) for c in h5d))
+    assert ranks == {0: ("mpi", 50), 1: ("mpi", 50)}
