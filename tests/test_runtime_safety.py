@@ -416,3 +416,15 @@ def test_mpi4py_h5py_ranks_keep_every_write():
             h5d = [c for (layer, _), c in proc.counters.items() if layer == "H5D"]
             ranks[proc.rank] = (proc.json["rank_source"], sum(c.get("WRITES", 0) for c in h5d))
     assert ranks == {0: ("mpi", 50), 1: ("mpi", 50)}
+
+
+def test_relative_trace_directory_survives_a_change_of_directory(tmp_path):
+    (tmp_path / "tr").mkdir()
+    (tmp_path / "sub").mkdir()
+    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR="tr")
+    prog = "import os; os.chdir('sub'); open('f', 'w').write('x')"
+    p = subprocess.run([PY, "-c", prog], cwd=tmp_path, env=env, capture_output=True, timeout=60)
+    assert p.returncode == 0 and p.stderr == b""
+    (summary,) = (tmp_path / "tr").glob("p*.json")
+    names = json.loads(summary.read_text())["names"].values()
+    assert str(tmp_path / "sub" / "f") in names

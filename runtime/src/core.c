@@ -219,7 +219,12 @@ __attribute__((constructor(101))) static void iop_init(void) {
         return;
     }
     sys_close(dfd);
-    snprintf(cfg.dir, sizeof cfg.dir, "%s", dir);
+    /* absolute, so that a program that changes directory still writes here */
+    char cwd[2048];
+    if (dir[0] != '/' && sys_getcwd(cwd, sizeof cwd) > 0)
+        snprintf(cfg.dir, sizeof cfg.dir, "%s/%s", cwd, dir);
+    else
+        snprintf(cfg.dir, sizeof cfg.dir, "%s", dir);
     gethostname(cfg.host, sizeof cfg.host - 1);
     for (char *c = cfg.host; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||

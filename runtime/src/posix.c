@@ -552,6 +552,18 @@ IOP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
     return REAL(execvpe)(file, argv, envp);
 }
 
+REAL_DECL(int, fexecve, (int, char *const[], char *const[]));
+IOP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+    iop_before_exec();
+    return REAL(fexecve)(fd, argv, envp);
+}
+REAL_DECL(int, execveat, (int, const char *, char *const[], char *const[], int));
+IOP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+                        int flags) {
+    iop_before_exec();
+    return REAL(execveat)(dirfd, path, argv, envp, flags);
+}
+
 /* The list forms: collect the arguments, then use the vector forms. */
 #define COLLECT_ARGS(first, argv, ap)                      \
     size_t n_ = 1;                                         \
