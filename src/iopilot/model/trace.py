@@ -18,8 +18,10 @@ as in Darshan.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -241,6 +243,10 @@ class Job:
     hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, when known
     format: str = ""  # e.g. "darshan 3.41"
     writer: str = ""  # e.g. "darshan-runtime 3.4.6"
+    # How the program ended, when the source knows (Darshan logs do not):
+    # shell-style status (128+N after signal N) and the signal, if any.
+    exit_status: int | None = None
+    signal: int | None = None
 
 
 @dataclass
@@ -255,6 +261,9 @@ class Trace:
     lustre: Striping | None = None
     modules: list[ModuleInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # How the traced processes ran and ended (plain data, see
+    # docs/json-report.md); None when the source does not say (Darshan).
+    processes: dict[str, Any] | None = None
 
     def layer(self, name: str) -> Counters | None:
         """The counters of a layer, or None if the source had none."""
@@ -265,8 +274,39 @@ class Trace:
         return c is not None and len(c) > 0
 
     def name(self, file_id: int) -> str:
-        return self.names.get(int(file_id), f"<record {int(file_id):#x}>")
+        return self.names.get(int(file_id), f"<file {int(file_id):#x}>")
 
     @property
     def partial(self) -> bool:
         return any(m.partial for m in self.modules) or bool(self.warnings)
+
+
+# Characters never shown raw: C0 controls, DEL, C1 controls, line and
+# paragraph separators, bidirectional overrides, and lone surrogates (bytes
+# that were not UTF-8, decoded with "surrogateescape").
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e"
+                     "\u2066-\u2069\ud800-\udfff]")  # fmt: skip
+_SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    o = ord(c)
+    if c in _SHORT:
+        return _SHORT[c]
+    if o < 0x80 or 0xDC80 <= o <= 0xDCFF:  # a control byte, or a byte that was not UTF-8
+        return f"\\x{o & 0xFF:02x}"
+    return f"\\u{o:04x}"
+
+
+def safe_name(text: str, *, multiline: bool = False) -> str:
+    """``text`` (a file name, a command line, a message) fit for a terminal, a
+    spreadsheet or a web page: bytes that were not UTF-8 become ``\\xNN``,
+    control characters ``\\n``, ``\\t``, ``\\xNN`` or ``\\uNNNN``, so no escape
+    sequence from a trace ever reaches a terminal.  ``multiline`` keeps line
+    breaks (for code snippets)."""
+    if text.isprintable() or not _UNSAFE.search(text):
+        return text
+    if multiline:
+        return "\n".join(_UNSAFE.sub(_escape, line) for line in text.split("\n"))
+    return _UNSAFE.sub(_escape, text)
