@@ -1,17 +1,32 @@
 """iopilot traces (a directory written by ``libiopilot.so``) -> :class:`~iopilot.model.Trace`.
 
-The directory holds, per traced process, ``p<host>-<pid>.json`` (metadata,
-names and counters) and ``p<host>-<pid>.rec`` (fixed-size binary records),
-plus ``job.json`` written by ``iopilot run``.  See ``docs/trace-format.md``.
+The directory holds, per traced process image, ``S.rec`` (fixed-size binary
+records), ``S.names`` (names of the files those records refer to) and, when the
+image ended normally, ``S.json`` (metadata, names and counters), plus
+``job.json`` written by ``iopilot run``; ``S`` is ``p<host>-<pid>-<n>``
+(``p<host>-<pid>`` in format 1).  See ``docs/trace-format.md``.
 
 Counters are renamed to Darshan's vocabulary (``READS`` of the MPI-IO layer
 becomes ``MPIIO_...``), and files that every rank touched are reduced to one
 rank ``-1`` row as Darshan does, so every check reads both sources alike.
+
+Every file is opened as a regular file only (never a FIFO, device or link),
+with a size limit, and every field is checked before use: a damaged or hostile
+trace is an :class:`InputError` naming the file and the reason.  How each
+process ended, and everything the runtime could not record, becomes the
+trace's ``processes`` summary and warnings.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import math
+import os
+import re
+import stat
+import struct
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +34,50 @@ import numpy as np
 
 from ..errors import InputError
 from ..model import RECORD_LAYERS, Counters, Job, ModuleInfo, Records, Trace
+from ..model.trace import safe_name
 from .darshan_log import _counter_names
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest format this reader knows; 1 is read too
 MAGIC = 0x31505249504F4921
 HEADER = np.dtype(
     [("magic", "<u8"), ("version", "<u4"), ("record_size", "<u4"), ("rank", "<i8"),
-     ("pid", "<i8"), ("t0", "<f8"), ("reserved", "<u8", (3,))]
+     ("pid", "<i8"), ("t0", "<f8"), ("ppid", "<i8"), ("image", "<i8"), ("reserved", "<u8")]
 )  # fmt: skip
 RECORD = np.dtype(
     [("start", "<f8"), ("end", "<f8"), ("offset", "<i8"), ("length", "<i8"),
      ("file_id", "<u8"), ("thread", "<u4"), ("layer", "u1"), ("op", "u1"), ("flags", "<u2")]
 )  # fmt: skip
+# The runtime's layer codes when no summary lists them, and its operations.
+LAYER_CODES = ("POSIX", "STDIO", "MPIIO", "H5F", "H5D")
+N_OPS = 13  # READ WRITE OPEN CLOSE SEEK SYNC STAT TRUNCATE MMAP FLUSH UNLINK RENAME MKDIR
+OP_MMAP = 8
 # Runtime layer names -> model layers with counters (H5F keeps its name).
 LAYER_PREFIX = {"POSIX": "POSIX", "STDIO": "STDIO", "MPIIO": "MPIIO", "H5F": "H5F", "H5D": "H5D"}
 _DARSHAN_PREFIX = {"MPIIO": "mpiio", "H5F": "h5f", "H5D": "h5d"}
+_FS_LAYERS = ("POSIX", "STDIO")  # what the file system saw (MPI-IO and HDF5 sit above)
 # Counters combined with max (not sum) when rows of one (file, rank) merge.
 _MAX_SUFFIXES = ("MAX_BYTE_READ", "MAX_BYTE_WRITTEN", "ALIGNMENT", "MODE", "USE_MPIIO",
                  "USE_MPIIO_COLLECTIVE", "DATASPACE_NDIMS", "DATASPACE_NPOINTS",
                  "DATATYPE_SIZE", "CHUNK_SIZE_D1", "CHUNK_SIZE_D2", "CHUNK_SIZE_D3",
                  "CHUNK_SIZE_D4", "CHUNK_SIZE_D5", "F_MAX_READ_TIME", "F_MAX_WRITE_TIME",
                  "END_TIMESTAMP")  # fmt: skip
+
+# Size limits of the files read whole.  A record file has no fixed limit: it
+# may hold at most the process's record limit, and is read in chunks.
+JSON_LIMIT = 1 << 30
+JOB_LIMIT = 64 << 20
+NAMES_LIMIT = 1 << 30
+DEFAULT_MAX_RECORDS = 50_000_000
+CHUNK = 1 << 20  # records per read
+_NORMAL_ENDS = ("exit", "_exit", "exec", "flush")
+_OVERFLOWS = {"aio": "asynchronous I/O operations (aio)",
+              "split": "split-collective MPI-IO operations",
+              "fapl": "HDF5 file access property lists",
+              "handles": "file handles"}  # fmt: skip
+_STEM2 = re.compile(r"p([A-Za-z0-9._]*)-(\d+)-(\d+)")
+_STEM1 = re.compile(r"p(.*)-(\d+)")
+_INT64 = (-(2**63), 2**63 - 1)
+_NAME_ENTRY = struct.Struct("<QII")
 
 
 def is_trace_dir(path: str | Path) -> bool:
@@ -54,111 +92,579 @@ def read_trace(path: str) -> Trace:
     root = Path(path)
     if not root.is_dir():
         raise InputError(path, "not a trace directory")
-    procs = sorted(root.glob("p*.json"))
-    job_meta = _read_json(root / "job.json") if (root / "job.json").exists() else {}
-    if not procs:
-        orphans = list(root.glob("p*.rec"))
-        why = (
-            f"holds {len(orphans)} record file(s) but no process summary: the traced "
-            "processes did not exit normally"
-            if orphans
-            else "holds no iopilot trace (no p*.json files)"
-        )
-        raise InputError(path, why)
-    warnings: list[str] = []
-    metas = []
+    job_meta = _job_meta(root / "job.json")
+    stems = sorted({p.name[: -len(p.suffix)] for p in (*root.glob("p*.json"),
+                                                       *root.glob("p*.rec"))})  # fmt: skip
+    if not stems:
+        raise InputError(path, "holds no iopilot trace (no p*.json or p*.rec files)")
+    summaries = {s: _summary(root / f"{s}.json") for s in stems if _exists(root / f"{s}.json")}
+    # No record file holds more than its process's record limit.
+    limit = max([s["max_records"] or 0 for s in summaries.values()] + [_max_records()])
+    procs = [_process(root, s, summaries.get(s), limit) for s in stems]
+    procs.sort(key=lambda p: (p.pid, p.image, p.stem))
+    layers_of = {p.version: p.summary["layers"] for p in procs if p.summary}
     for p in procs:
-        m = _read_json(p)
-        if m.get("format") != "iopilot-process":
-            raise InputError(str(p), "not an iopilot process summary")
-        if int(m.get("version", 0)) > FORMAT_VERSION:
-            raise InputError(
-                str(p), f"written by a newer iopilot (format {m['version']}); upgrade iopilot"
-            )
-        m["_path"] = p
-        metas.append(m)
-    seen_recs = {m["_path"].with_suffix(".rec") for m in metas}
-    lost = [p for p in root.glob("p*.rec") if p not in seen_recs]
-    if lost:
-        warnings.append(
-            f"{len(lost)} process(es) left records but no summary (killed or crashed): "
-            "their counters are missing"
-        )
-    job_start = min(float(m["t0"]) for m in metas)
+        p.layers = p.summary["layers"] if p.summary else layers_of.get(p.version, LAYER_CODES)
+    _assign_ranks(procs)
+    times = [p.t0 for p in procs if math.isfinite(p.t0)]
+    job_start = min(times) if times else float(job_meta.get("start", 0.0))
+    records = Records.concat([part for p in procs
+                              for part in _read_records(p, job_start, limit)])  # fmt: skip
+    for p in procs:
+        _summary_totals(p)
     names: dict[int, str] = {}
-    for m in metas:
-        names.update({int(k): v for k, v in m.get("names", {}).items()})
-    counters = _counters(metas, job_start)
-    records = _records(metas, job_start, warnings)
-    for m in metas:
-        if m.get("records_dropped"):
-            warnings.append(
-                f"rank {m['rank']} (pid {m['pid']}) kept {m['records']:,} operation records "
-                f"and dropped {m['records_dropped']:,} beyond its limit of "
-                f"{m['max_records']:,}: per-operation views see part of the run "
-                "(counters are exact)"
-            )
-        if m.get("stats_missing"):
-            warnings.append(
-                f"rank {m['rank']} (pid {m['pid']}) ran out of table memory for "
-                f"{m['stats_missing']} file(s): their counters are missing"
-            )
-    ranks = {int(m["rank"]) for m in metas}
-    nprocs = max([int(m.get("nprocs", 1)) for m in metas] + [len(ranks)])
-    first = min(metas, key=lambda m: (int(m["rank"]), float(m["t0"])))
-    end = max(float(m["t0"]) + float(m["t_end"]) for m in metas)
-    hints: dict[str, str] = {}
-    for m in metas:
-        for _fid, text in m.get("notes", []):
-            kind, key, value = [*text.split("\t"), "", ""][:3]
-            if kind == "mpiio_hint":
-                hints[key] = value
-    job = Job(
-        nprocs=nprocs,
-        start=float(job_meta.get("start", job_start)),
-        end=float(job_meta.get("end", end)),
-        runtime=float(job_meta.get("end", end)) - float(job_meta.get("start", job_start)),
-        executable=" ".join(job_meta.get("command") or first.get("cmdline") or [first["exe"]]),
-        metadata={k: str(v) for k, v in first.get("env", {}).items()},
-        hints=hints or None,
-        mounts=[tuple(x) for x in job_meta.get("mounts", [])],
-        hosts={int(m["rank"]): str(m["host"]) for m in metas},
-        format=f"iopilot {FORMAT_VERSION}",
-        writer=f"libiopilot ({len(metas)} process(es))",
-    )
+    for p in procs:
+        names.update(p.file_names)
+        if p.summary:
+            names.update(p.summary["names"])
+    for i in set().union(*(p.unnamed for p in procs)) - names.keys():
+        names[i] = f"<file {i:#x}>"
+    counters = _counters([p for p in procs if p.rank is not None], job_start)
     modules = [ModuleInfo(layer, rows=len(c)) for layer, c in counters.items()]
     if len(records):
         modules.append(ModuleInfo("RECORDS", rows=len(records)))
     return Trace(
         source=path,
-        job=job,
+        job=_job(job_meta, procs, job_start),
         names=names,
         counters=counters,
         records=records,
         modules=modules,
-        warnings=warnings,
+        warnings=_warnings(procs),
+        processes=_accounting(procs),
     )
 
 
-def _read_json(p: Path) -> dict[str, Any]:
+def _job(job_meta: dict[str, Any], procs: list[_Proc], job_start: float) -> Job:
+    """The job: job.json where it says, else what the ranks' summaries say."""
+    ranked = [p for p in procs if p.rank is not None]
+    described = [p for p in ranked if p.summary] or [p for p in procs if p.summary]
+    first = min(described, key=lambda p: (p.rank or 0, p.t0)) if described else None
+    nprocs = max([p.summary["nprocs"] for p in ranked if p.summary]
+                 + [max((p.rank or 0) + 1 for p in ranked) if ranked else 1])  # fmt: skip
+    end = max([p.t0 + p.t_end for p in procs if math.isfinite(p.t0)] + [job_start])
+    hints: dict[str, str] = {}
+    for p in ranked:
+        for _fid, text in p.summary["notes"] if p.summary else ():
+            kind, key, value = [*text.split("\t"), "", ""][:3]
+            if kind == "mpiio_hint":
+                hints[key] = value
+    start = float(job_meta.get("start", job_start))
+    stop = float(job_meta.get("end", end))
+    status, sig = _exit_status(job_meta, procs)
+    command = job_meta.get("command") or (
+        (first.summary["cmdline"] or [first.summary["exe"]]) if first else [])  # fmt: skip
+    return Job(
+        nprocs=nprocs,
+        start=start,
+        end=stop,
+        runtime=stop - start,
+        executable=" ".join(command),
+        metadata={k: str(v) for k, v in (first.summary["env"] if first else {}).items()},
+        hints=hints or None,
+        mounts=job_meta.get("mounts", []),
+        hosts={p.rank: p.host for p in reversed(ranked) if p.rank is not None},
+        format=f"iopilot {max(p.version for p in procs)}",
+        writer=f"libiopilot ({len(procs)} process image(s))",
+        exit_status=status,
+        signal=sig,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Opening files safely
+# ---------------------------------------------------------------------------
+
+
+def _where(p: Path) -> str:
+    return safe_name(str(p))
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))  # fmt: skip
+    for test, what in kinds:
+        if test(mode):
+            return what
+    return "of an unknown kind"
+
+
+def _open(p: Path, limit: int | None) -> tuple[int, int]:
+    """A descriptor on ``p`` and its size, if it is a regular file within
+    ``limit`` bytes; never follows a link, never waits on a FIFO."""
     try:
-        return json.loads(p.read_text())
+        st = os.lstat(p)
     except OSError as e:
-        raise InputError(str(p), f"cannot read: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(str(p), f"damaged process summary ({e})") from None
+        raise InputError(_where(p), f"cannot read: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(_where(p), f"not a regular file ({_kind(st.st_mode)})")
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(p, flags)
+    except OSError as e:
+        why = "not a regular file (a symbolic link)" if e.errno == errno.ELOOP else (
+            f"cannot read: {e.strerror}")  # fmt: skip
+        raise InputError(_where(p), why) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (limit is not None and st.st_size > limit):
+        os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(_where(p), f"not a regular file ({_kind(st.st_mode)})")
+        hint = "more records than the record limit; set IOPILOT_MAX_RECORDS to read it" if (
+            p.suffix == ".rec") else ""  # fmt: skip
+        raise InputError(_where(p), f"too large: {st.st_size:,} bytes, limit {limit:,}", hint)
+    return fd, st.st_size
 
 
-def _counters(metas: list[dict[str, Any]], job_start: float) -> dict[str, Counters]:
+def _read_bytes(p: Path, limit: int) -> bytes:
+    fd, size = _open(p, limit)
+    try:
+        chunks, got = [], 0
+        while got <= limit:
+            b = os.read(fd, min(max(size - got, 0) + 1, limit + 1 - got, 1 << 24))
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+    except OSError as e:
+        raise InputError(_where(p), f"cannot read: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if got > limit:
+        raise InputError(_where(p), f"too large: more than {limit:,} bytes, limit {limit:,}")
+    return b"".join(chunks)
+
+
+def _load_json(p: Path, limit: int, what: str) -> dict[str, Any]:
+    """A JSON object; bytes that are not UTF-8 become surrogate escapes."""
+    text = _read_bytes(p, limit).decode("utf-8", "surrogateescape")
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise InputError(_where(p), f"damaged {what} ({e})") from None
+    if not isinstance(obj, dict):
+        raise InputError(_where(p), f"damaged {what} (not a JSON object)")
+    return obj
+
+
+# ---------------------------------------------------------------------------
+# Checked fields
+# ---------------------------------------------------------------------------
+
+_REQUIRED = object()
+
+
+def _jtype(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    return {int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "an object"}.get(type(v), type(v).__name__)  # fmt: skip
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1]
+
+
+def _is_num(v: Any) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+# kind -> (test, what the value should be)
+_KINDS = {
+    "int": (_is_int, "an integer"),
+    "count": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "int?": (lambda v: v is None or _is_int(v), "an integer or null"),
+    "number": (_is_num, "a finite number"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "strs": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+             "an array of strings"),
+    "dict": (lambda v: isinstance(v, dict), "an object"),
+    "list": (lambda v: isinstance(v, list), "an array"),
+    "counts": (lambda v: isinstance(v, dict) and all(_is_int(x) and x >= 0 for x in v.values()),
+               "an object of non-negative integers"),
+    "mounts": (lambda v: isinstance(v, list) and all(
+        isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) for y in x) for x in v),
+        "an array of [mount point, type]"),
+}  # fmt: skip
+
+
+class _Fields:
+    """Typed access to one JSON object: a missing or wrong field is an
+    InputError naming the file and the field."""
+
+    def __init__(self, obj: dict[str, Any], path: Path, what: str) -> None:
+        self.obj, self.path, self.what = obj, path, what
+
+    def bad(self, why: str) -> InputError:
+        return InputError(_where(self.path), f"damaged {self.what}: {why}")
+
+    def get(self, key: str, kind: str, default: Any = _REQUIRED) -> Any:
+        if key not in self.obj or (self.obj[key] is None and default is not _REQUIRED):
+            if default is _REQUIRED:
+                raise self.bad(f"{key!r} is missing")
+            return default
+        v = self.obj[key]
+        test, what = _KINDS[kind]
+        if not test(v):
+            raise self.bad(f"{key!r} should be {what}, not {_jtype(v)}")
+        return v
+
+
+def _file_id(v: Any) -> int | None:
+    if isinstance(v, str) and v.isascii() and v.isdigit():
+        v = int(v)
+    ok = isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64
+    return v if ok else None
+
+
+# ---------------------------------------------------------------------------
+# job.json and the per-process files
+# ---------------------------------------------------------------------------
+
+
+def _job_meta(p: Path) -> dict[str, Any]:
+    """The fields of job.json this reader uses, checked; {} when there is none."""
+    try:
+        os.lstat(p)
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise InputError(_where(p), f"cannot read: {e.strerror}") from None
+    f = _Fields(_load_json(p, JOB_LIMIT, "job description"), p, "job description")
+    out: dict[str, Any] = {}
+    fields = (("command", "strs"), ("start", "number"), ("end", "number"),
+              ("exit_status", "int?"), ("signal", "int?"), ("mounts", "mounts"))  # fmt: skip
+    for key, kind in fields:
+        v = f.get(key, kind, None)
+        if v is not None:
+            out[key] = v
+    if "mounts" in out:
+        out["mounts"] = [(a, b) for a, b in out["mounts"]]
+    return out
+
+
+@dataclass
+class _Proc:
+    """One process image: what its files say, and what the reader made of it."""
+
+    stem: str
+    root: Path
+    version: int
+    pid: int
+    ppid: int | None
+    image: int
+    host: str
+    t0: float
+    t_end: float
+    written_rank: int  # -1: not known
+    known: bool  # the rank came from MPI or a launcher variable
+    summary: dict[str, Any] | None  # the checked .json; None: ended without one
+    rec_size: int | None  # bytes of the .rec, None when there is none
+    file_names: dict[int, str] = field(default_factory=dict)
+    layers: tuple[str, ...] | list[str] = LAYER_CODES
+    rank: int | None = None  # rank in the analysis; None: a launcher, left out
+    on_disk: int = 0  # whole records in the .rec
+    kept: int = 0  # of which reads and writes kept for the analysis
+    cut: bool = False  # the .rec ends inside a record
+    fs_bytes: int = 0  # bytes read and written at POSIX and STDIO
+    mmaps: int = 0
+    unnamed: set[int] = field(default_factory=set)
+
+    def path(self, suffix: str) -> Path:
+        return self.root / (self.stem + suffix)
+
+    @property
+    def exe(self) -> str:
+        return self.summary["exe"] if self.summary else ""
+
+    def who(self) -> str:
+        if self.rank is None:
+            return f"{os.path.basename(self.exe) or 'a process'} (pid {self.pid})"
+        return f"rank {self.rank} (pid {self.pid})"
+
+
+def _process(root: Path, stem: str, summary: dict[str, Any] | None, limit: int) -> _Proc:
+    rpath, npath = root / f"{stem}.rec", root / f"{stem}.names"
+    cap = max(limit, summary["records"] if summary else 0)
+    head = _header(rpath, _rec_limit(cap)) if _exists(rpath) else None
+    m = _STEM2.fullmatch(stem) or _STEM1.fullmatch(stem)
+    host, pid, image = (m.group(1), int(m.group(2)), int(m.group(3)) if m.lastindex == 3 else 0
+                        ) if m else ("", 0, 0)  # fmt: skip
+    if summary:
+        s = summary
+        version, pid, ppid, t0 = s["version"], s["pid"], s["ppid"], s["t0"]
+        image = image if s["image"] is None else s["image"]  # else the stem's
+        host = host if s["host"] is None else s["host"]
+        rank, t_end = s["rank"], s["t_end"]
+        known = rank >= 0 and s["rank_source"] != "none"
+    elif head:
+        version, t0, rank = head["version"], head["t0"], head["rank"]
+        pid = head["pid"]
+        ppid = head["ppid"] if version >= 2 else None
+        image = head["image"] if version >= 2 else image
+        known, t_end = rank >= 0, 0.0
+    else:  # an empty record file and no summary: died at start-up
+        version, t0, rank, ppid, known, t_end = FORMAT_VERSION, math.inf, -1, None, False, 0.0
+    p = _Proc(stem, root, version, pid, ppid, image, host, t0, t_end, rank, known, summary,
+              head["size"] if head else (0 if _exists(rpath) else None))  # fmt: skip
+    if _exists(npath):
+        p.file_names = _names_file(npath)
+    return p
+
+
+def _exists(p: Path) -> bool:
+    try:
+        os.lstat(p)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise InputError(_where(p), f"cannot read: {e.strerror}") from None
+    return True
+
+
+def _summary(p: Path) -> dict[str, Any]:
+    """The checked fields of a process summary (S.json)."""
+    what = "process summary"
+    m = _load_json(p, JSON_LIMIT, what)
+    if m.get("format") != "iopilot-process":
+        raise InputError(_where(p), "not an iopilot process summary")
+    f = _Fields(m, p, what)
+    version = f.get("version", "int")
+    if version > FORMAT_VERSION:
+        raise InputError(_where(p), f"written by a newer iopilot (format {version}); "
+                                    "upgrade iopilot")  # fmt: skip
+    if version < 1:
+        raise f.bad(f"'version' {version} is not a format version")
+    s: dict[str, Any] = {"version": version}
+    for key, kind, default in (
+        ("rank", "int", _REQUIRED), ("nprocs", "count", 1), ("rank_source", "str", ""),
+        ("pid", "int", _REQUIRED), ("ppid", "int", None), ("image", "count", None),
+        ("host", "str", None), ("t0", "number", _REQUIRED), ("t_end", "number", _REQUIRED),
+        ("ended_by", "str", "exit"), ("exit_code", "int?", None), ("exe", "str", ""),
+        ("cmdline", "strs", []), ("records", "count", 0), ("records_dropped", "count", 0),
+        ("max_records", "count", None), ("stats_missing", "count", 0),
+        ("nested_calls", "count", 0), ("overflows", "counts", {}), ("warnings", "strs", []),
+        ("env", "dict", {}), ("layers", "strs", _REQUIRED), ("counter_names", "strs", _REQUIRED),
+        ("fcounter_names", "strs", _REQUIRED), ("counters", "list", _REQUIRED),
+        ("names", "dict", {}), ("notes", "list", []),
+    ):  # fmt: skip
+        s[key] = f.get(key, kind, default)
+    if not -1 <= s["rank"] < 2**31 - 1:
+        raise f.bad(f"'rank' {s['rank']} is out of range")
+    names = {}
+    for k, v in s["names"].items():
+        i = _file_id(k)
+        if i is None or not isinstance(v, str):
+            raise f.bad(f"'names': entry {k!r} should be \"file id\": \"path\"")
+        names[i] = v
+    s["names"] = names
+    for i, note in enumerate(s["notes"]):
+        if not (isinstance(note, list) and len(note) == 2 and _file_id(note[0]) is not None
+                and isinstance(note[1], str)):  # fmt: skip
+            raise f.bad(f"'notes' entry {i} should be [file id, text]")
+    s["counters"] = [_counter_row(f, s, i, row) for i, row in enumerate(s["counters"])]
+    return s
+
+
+def _counter_row(f: _Fields, s: dict[str, Any], i: int, row: Any) -> tuple:
+    """(layer code, file id, {counter index: int}, {fcounter index: float}), checked."""
+    if not (isinstance(row, list) and len(row) == 4):
+        raise f.bad(f"'counters' row {i} should be [layer, file id, {{...}}, {{...}}]")
+    layer, fid, ints, floats = row
+    if not _is_int(layer) or not 0 <= layer < len(s["layers"]):
+        raise f.bad(f"'counters' row {i}: layer code {layer!r} is out of range "
+                    f"({len(s['layers'])} layers)")  # fmt: skip
+    file_id = _file_id(fid)
+    if file_id is None:
+        raise f.bad(f"'counters' row {i}: file id {fid!r} is not a number")
+    out = []
+    kinds = ((ints, s["counter_names"], _is_int, "an integer"),
+             (floats, s["fcounter_names"], _is_num, "a finite number"))  # fmt: skip
+    for values, names, test, what in kinds:
+        if not isinstance(values, dict):
+            raise f.bad(f"'counters' row {i}: counters should be an object")
+        checked = {}
+        for k, v in values.items():
+            j = int(k) if isinstance(k, str) and k.isascii() and k.isdigit() else -1
+            if not 0 <= j < len(names):
+                raise f.bad(f"'counters' row {i}: counter index {k!r} is out of range "
+                            f"({len(names)} counters)")  # fmt: skip
+            if not test(v):
+                got = "out of range" if _jtype(v) == "an integer" else _jtype(v)
+                raise f.bad(f"'counters' row {i}: counter {names[j]} should be {what}, "
+                            f"not {got}")  # fmt: skip
+            checked[j] = v
+        out.append(checked)
+    return layer, file_id, out[0], out[1]
+
+
+def _max_records() -> int:
+    """The record limit of processes without a summary: the runtime's default,
+    or IOPILOT_MAX_RECORDS when the reader is given a larger one."""
+    env = os.environ.get("IOPILOT_MAX_RECORDS", "")
+    return max(DEFAULT_MAX_RECORDS, int(env) if env.isascii() and env.isdigit() else 0)
+
+
+def _rec_limit(records: int) -> int:
+    """The largest record file of a process with this record limit (and a cut record)."""
+    return HEADER.itemsize + RECORD.itemsize * (records + 1)
+
+
+def _header(p: Path, limit: int) -> dict[str, Any] | None:
+    """The checked header of a record file, with the file's size."""
+    fd, size = _open(p, limit)
+    try:
+        raw = os.pread(fd, HEADER.itemsize, 0)
+    except OSError as e:
+        raise InputError(_where(p), f"cannot read: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if size == 0:
+        return None  # created, then nothing written: the image died at start-up
+    if len(raw) < HEADER.itemsize:
+        raise InputError(_where(p), f"truncated: the file ends inside its {HEADER.itemsize}-byte "
+                                    f"header ({len(raw)} bytes)")  # fmt: skip
+    h = np.frombuffer(raw, HEADER, count=1)[0]
+    if int(h["magic"]) != MAGIC:
+        raise InputError(_where(p), "not an iopilot record file (bad magic number)")
+    version = int(h["version"])
+    if version > FORMAT_VERSION:
+        raise InputError(_where(p), f"written by a newer iopilot (format {version}); "
+                                    "upgrade iopilot")  # fmt: skip
+    if version < 1:
+        raise InputError(_where(p), f"damaged record file: version {version} in its header")
+    size_of = int(h["record_size"])
+    if size_of != RECORD.itemsize:
+        raise InputError(_where(p), f"not an iopilot record file (record size {size_of}, "
+                                    f"expected {RECORD.itemsize})")  # fmt: skip
+    t0 = float(h["t0"])
+    rank = int(h["rank"])
+    if not math.isfinite(t0) or not -1 <= rank < 2**31 - 1:
+        raise InputError(_where(p), "damaged record file: its header's time or rank is invalid")
+    return {"version": version, "t0": t0, "rank": rank, "pid": int(h["pid"]),
+            "ppid": int(h["ppid"]), "image": int(h["image"]), "size": size}  # fmt: skip
+
+
+def _names_file(p: Path) -> dict[int, str]:
+    """S.names: ``u64 id, u32 length, u32 0``, the name, zeros up to 8 bytes."""
+    data = _read_bytes(p, NAMES_LIMIT)
+    out: dict[int, str] = {}
+    pos, n = 0, len(data)
+    while pos < n:
+        if pos + _NAME_ENTRY.size > n:
+            raise InputError(_where(p), f"damaged names file: the entry at byte {pos:,} is "
+                                        "cut short")  # fmt: skip
+        i, length, _ = _NAME_ENTRY.unpack_from(data, pos)
+        end = pos + _NAME_ENTRY.size + length
+        if end > n:
+            raise InputError(_where(p), f"damaged names file: the entry at byte {pos:,} has a "
+                                        f"{length:,}-byte name, past the end of the file "
+                                        f"({n:,} bytes)")  # fmt: skip
+        out[i] = data[pos + _NAME_ENTRY.size : end].decode("utf-8", "surrogateescape")
+        pos = end + (-length % 8)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Ranks, records, counters
+# ---------------------------------------------------------------------------
+
+
+def _assign_ranks(procs: list[_Proc]) -> None:
+    """Known ranks stay; without any, every process is rank 0 (a serial program
+    and its children); with some, the others are launchers, left out."""
+    any_known = any(p.known for p in procs)
+    for p in procs:
+        p.rank = p.written_rank if p.known else (None if any_known else 0)
+
+
+def _read_records(p: _Proc, job_start: float, limit: int) -> list[Records]:
+    """The data operations of one image, in chunks: memory holds what is kept.
+    Counts what the file holds, and the file-system bytes of launchers."""
+    if not p.rec_size:
+        return []
+    path = p.path(".rec")
+    fd, size = _open(path, _rec_limit(max(limit, p.summary["records"] if p.summary else 0)))
+    parts: list[Records] = []
+    layers = p.layers
+    model_layer = np.full(256, 255, np.uint8)
+    fs_layer = np.zeros(256, bool)
+    for i, name in enumerate(layers[:256]):
+        if name in RECORD_LAYERS:
+            model_layer[i] = RECORD_LAYERS.index(name)
+        fs_layer[i] = name in _FS_LAYERS
+    shift = p.t0 - job_start
+    last = 0.0
+    with os.fdopen(fd, "rb") as f:
+        f.seek(HEADER.itemsize)
+        whole = (size - HEADER.itemsize) // RECORD.itemsize
+        p.cut = (size - HEADER.itemsize) % RECORD.itemsize != 0
+        done = 0
+        while done < whole:
+            r = np.fromfile(f, RECORD, count=min(CHUNK, whole - done))
+            if len(r) == 0:
+                p.cut = True  # the file shrank while it was read
+                break
+            _check_records(path, r, done, len(layers))
+            data = r["op"] <= 1
+            done += len(r)
+            if not p.summary or p.rank is None:  # what its counters would have said
+                p.fs_bytes += int(r["length"][data & fs_layer[r["layer"]]].sum())
+                p.mmaps += int((r["op"] == OP_MMAP).sum())
+                last = max(last, float(r["end"].max()))
+            if p.rank is None:
+                continue
+            r = r[data & (model_layer[r["layer"]] != 255)]
+            p.kept += len(r)
+            if not p.summary:
+                p.unnamed.update(np.unique(r["file_id"]).tolist())
+            parts.append(Records(
+                rank=np.full(len(r), p.rank, np.int32),
+                layer=model_layer[r["layer"]],
+                op=r["op"].astype(np.uint8),
+                file_id=r["file_id"].copy(),
+                offset=r["offset"].copy(),
+                length=r["length"].copy(),
+                start=r["start"] + shift,
+                end=r["end"] + shift,
+            ))  # fmt: skip
+    p.on_disk = done
+    if not p.summary:
+        p.t_end = last
+    return parts
+
+
+def _check_records(path: Path, r: np.ndarray, first: int, nlayers: int) -> None:
+    bad = np.flatnonzero(r["layer"] >= nlayers)
+    if len(bad):
+        code = r["layer"][bad[0]]
+        raise InputError(_where(path), f"damaged record file: record {first + bad[0]:,} has "
+                                       f"layer code {code} ({nlayers} layers)")  # fmt: skip
+    bad = np.flatnonzero(r["op"] >= N_OPS)
+    if len(bad):
+        raise InputError(_where(path), f"damaged record file: record {first + bad[0]:,} has "
+                                       f"operation code {r['op'][bad[0]]}")  # fmt: skip
+    bad = np.flatnonzero(~(np.isfinite(r["start"]) & np.isfinite(r["end"])))
+    if len(bad):
+        raise InputError(_where(path), f"damaged record file: record {first + bad[0]:,} has a "
+                                       "start or end time that is not a number")  # fmt: skip
+
+
+def _counters(procs: list[_Proc], job_start: float) -> dict[str, Counters]:
     """One Counters table per layer, in Darshan's names, Darshan's reduction."""
     rows: dict[str, dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]] = {}
     spec: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-    for m in metas:
+    for p in procs:
+        m = p.summary
+        if not m:
+            continue
         layers = m["layers"]
         cnames, fnames = m["counter_names"], m["fcounter_names"]
-        rank = int(m["rank"])
-        shift = float(m["t0"]) - job_start
-        for layer_idx, fid, ints, floats in m.get("counters", []):
+        shift = p.t0 - job_start
+        for layer_idx, fid, ints, floats in m["counters"]:
             layer = LAYER_PREFIX.get(layers[layer_idx])
             if layer is None:
                 continue
@@ -169,24 +675,24 @@ def _counters(metas: list[dict[str, Any]], job_start: float) -> dict[str, Counte
             iv = np.zeros(len(inames), np.int64)
             fv = np.zeros(len(fnames_d), np.float64)
             for k, v in ints.items():
-                raw = cnames[int(k)]
+                raw = cnames[k]
                 if layer == "H5F" and raw == "CREATES":
                     raw = "OPENS"  # Darshan counts H5Fcreate among the opens
                 name = _darshan_name(layer, raw)
                 if name in inames:
                     iv[inames.index(name)] += v
             for k, v in floats.items():
-                raw = fnames[int(k)]
+                raw = fnames[k]
                 name = f"{layer}_{raw}"
                 if name in fnames_d:
                     fv[fnames_d.index(name)] = v + shift if raw.endswith("TIMESTAMP") else v
-            key = (int(fid), rank)
+            key = (fid, p.rank)
             table = rows.setdefault(layer, {})
             if key in table:
                 table[key] = _merge(layer, inames, fnames_d, table[key], (iv, fv))
             else:
                 table[key] = (iv, fv)
-    nranks = len({int(m["rank"]) for m in metas})
+    nranks = len({p.rank for p in procs})
     out = {}
     for layer, table in rows.items():
         inames, fnames_d = spec[layer]
@@ -203,6 +709,21 @@ def _counters(metas: list[dict[str, Any]], job_start: float) -> dict[str, Counte
         )
         out[layer] = _reduce_shared(c, nranks) if nranks > 1 else c
     return out
+
+
+def _summary_totals(p: _Proc) -> None:
+    """File-system bytes and mmap calls from the counters of a summary."""
+    s = p.summary
+    if not s:
+        return
+    idx = {n: i for i, n in enumerate(s["counter_names"])}
+    moved = [idx[n] for n in ("BYTES_READ", "BYTES_WRITTEN") if n in idx]
+    mm = idx.get("MMAPS")
+    p.fs_bytes = p.mmaps = 0
+    for layer, _fid, ints, _floats in s["counters"]:
+        if s["layers"][layer] in _FS_LAYERS:
+            p.fs_bytes += sum(ints.get(i, 0) for i in moved)
+            p.mmaps += ints.get(mm, 0) if mm is not None else 0
 
 
 def _darshan_name(layer: str, raw: str) -> str:
@@ -286,43 +807,168 @@ def _reduce_shared(c: Counters, nranks: int) -> Counters:
     )
 
 
-def _records(metas: list[dict[str, Any]], job_start: float, warnings: list[str]) -> Records:
-    """Data operations of all processes, times on the job's clock."""
-    parts = []
-    for m in metas:
-        rec = m["_path"].with_suffix(".rec")
-        if not rec.exists():
-            continue
-        raw = rec.read_bytes()
-        if len(raw) < HEADER.itemsize:
-            warnings.append(f"{rec.name}: record file ends inside its header")
-            continue
-        head = np.frombuffer(raw, HEADER, count=1)[0]
-        if int(head["magic"]) != MAGIC or int(head["record_size"]) != RECORD.itemsize:
-            raise InputError(str(rec), "not an iopilot record file (bad magic or record size)")
-        body = raw[HEADER.itemsize :]
-        whole = len(body) // RECORD.itemsize
-        if whole * RECORD.itemsize != len(body):
-            warnings.append(f"{rec.name}: the last record is cut short and was dropped")
-        r = np.frombuffer(body, RECORD, count=whole)
-        layer_names = m["layers"]
-        model_layer = np.full(len(layer_names), 255, np.uint8)
-        for i, name in enumerate(layer_names):
-            if name in RECORD_LAYERS:
-                model_layer[i] = RECORD_LAYERS.index(name)
-        keep = (r["op"] <= 1) & (model_layer[r["layer"]] != 255)
-        r = r[keep]
-        shift = float(m["t0"]) - job_start
-        parts.append(
-            Records(
-                rank=np.full(len(r), int(m["rank"]), np.int32),
-                layer=model_layer[r["layer"]],
-                op=r["op"].astype(np.uint8),
-                file_id=r["file_id"].copy(),
-                offset=r["offset"].copy(),
-                length=r["length"].copy(),
-                start=r["start"] + shift,
-                end=r["end"] + shift,
-            )
+# ---------------------------------------------------------------------------
+# How the processes ended, and what the runtime could not record
+# ---------------------------------------------------------------------------
+
+
+def _exit_status(job_meta: dict[str, Any], procs: list[_Proc]) -> tuple[int | None, int | None]:
+    """The program's status: job.json's, else the exit code of the first
+    process's last image (the first non-zero one when several started alone)."""
+    if "exit_status" in job_meta:
+        status, sig = job_meta["exit_status"], job_meta.get("signal")
+        if status < 0:  # a Python return code: killed by signal -status
+            sig, status = -status, 128 - status
+        return status, sig
+    pids = {p.pid for p in procs}
+    last: dict[int, _Proc] = {}
+    for p in procs:
+        if p.ppid not in pids and (p.pid not in last or p.image > last[p.pid].image):
+            last[p.pid] = p
+    codes = [p.summary["exit_code"] for p in sorted(last.values(), key=lambda p: (p.rank or 0,
+                                                                                 p.pid))
+             if p.summary and p.summary["ended_by"] in ("exit", "_exit")
+             and p.summary["exit_code"] is not None]  # fmt: skip
+    if not codes:
+        return None, None
+    return next((c for c in codes if c), 0), None
+
+
+def _human(n: float) -> str:
+    from ..checks.advice import human_size
+
+    return human_size(n)
+
+
+def _who_list(procs: list[_Proc], limit: int = 3) -> str:
+    if len(procs) <= limit:
+        return ", ".join(p.who() for p in procs)
+    shown = ", ".join(p.who() for p in procs[:limit])
+    return f"{len(procs):,} processes ({shown}, ...)"
+
+
+def _grouped(items: list[tuple[str, _Proc]], fmt) -> list[str]:
+    """One line per distinct text, naming every process it concerns."""
+    groups: dict[str, list[_Proc]] = {}
+    for text, p in items:
+        groups.setdefault(text, []).append(p)
+    return [fmt(_who_list(ps), text) for text, ps in groups.items()]
+
+
+def _warnings(procs: list[_Proc]) -> list[str]:
+    out: list[str] = []
+    killed = [p for p in procs if not p.summary]
+    if killed:
+        n = sum(p.on_disk for p in killed)
+        data = sum(p.kept for p in killed)
+        shown = "; ".join(f"pid {p.pid}, {safe_name(p.stem)}" for p in killed[:5])
+        more = f"; and {len(killed) - 5:,} more" if len(killed) > 5 else ""
+        one = len(killed) == 1
+        kept = (f"{'its' if one else 'their'} {n:,} flushed operation records are kept"
+                if n else f"{'it' if one else 'they'} flushed no operation records")  # fmt: skip
+        if data != n:
+            kept += f" ({data:,} reads and writes analysed)"
+        out.append(
+            f"{len(killed):,} process{'' if one else 'es'} ({shown}{more}) ended without a "
+            f"summary (killed or crashed): {kept}, {'its' if one else 'their'} counters are "
+            "missing"
         )
-    return Records.concat(parts)
+    busy = [p for p in procs if p.rank is None and p.fs_bytes]
+    if busy:
+        listed = ", ".join(f"{p.who()}: {_human(p.fs_bytes)}" for p in busy[:5])
+        if len(busy) > 5:
+            listed += f", and {len(busy) - 5:,} more: {_human(sum(p.fs_bytes for p in busy[5:]))}"
+        out.append(f"launcher processes, not ranks: {listed} of I/O not analysed")
+    for p in procs:
+        s = p.summary
+        if not s:
+            if p.cut:
+                out.append(f"{safe_name(p.stem)}.rec: the last record is cut short and was dropped")
+            continue
+        said = (f" (its summary says {s['records']:,})"
+                if p.on_disk != s["records"] and p.rec_size is not None else "")  # fmt: skip
+        tail = ": per-operation views see part of the run (counters are exact)"
+        dropped, limit = s["records_dropped"], s["max_records"]
+        kept = f"{p.who()} kept {p.on_disk:,} operation records{said} and"
+        if dropped and limit is not None and s["records"] + dropped >= limit:
+            out.append(f"{kept} dropped {dropped:,} beyond its limit of {limit:,}{tail}")
+        elif dropped:
+            why = "; ".join(f'runtime warning: "{w}"' for w in s["warnings"]) or (
+                "the runtime left no warning")  # fmt: skip
+            out.append(f"{kept} lost {dropped:,} because tracing stopped ({why}){tail}")
+        elif p.rec_size is not None and p.on_disk < s["records"]:
+            out.append(f"{p.who()}: its record file holds {p.on_disk:,} operation records, its "
+                       f"summary says {s['records']:,}: the file was cut short{tail}")  # fmt: skip
+        if p.cut:
+            out.append(f"{safe_name(p.stem)}.rec: the last record is cut short and was dropped")
+        if s["stats_missing"]:
+            out.append(f"{p.who()} ran out of table memory for {s['stats_missing']} file(s): "
+                       "their counters are missing")  # fmt: skip
+    withs = [p for p in procs if p.summary]
+    out += _grouped([(w, p) for p in withs for w in p.summary["warnings"]],
+                    lambda who, w: f"{who}: runtime warning: {w}")  # fmt: skip
+    for kind, what in {**_OVERFLOWS, **{k: k for p in withs for k in p.summary["overflows"]
+                                        if k not in _OVERFLOWS}}.items():  # fmt: skip
+        ps = [p for p in withs if p.summary["overflows"].get(kind)]
+        if ps:
+            n = sum(p.summary["overflows"][kind] for p in ps)
+            out.append(f"{_who_list(ps)}: a runtime table was full: {n:,} {what} could not be "
+                       "followed, their I/O is missing or incomplete")  # fmt: skip
+    ps = [p for p in withs if p.summary["nested_calls"]]
+    if ps:
+        n = sum(p.summary["nested_calls"] for p in ps)
+        out.append(f"{_who_list(ps)}: {n:,} calls made by signal handlers while the runtime "
+                   "was busy were passed through, not counted")  # fmt: skip
+    return out
+
+
+def _accounting(procs: list[_Proc]) -> dict[str, Any]:
+    """How many images ran, how they ended, launchers, what the runtime cannot see."""
+    ended: dict[str, int] = {}
+    codes: dict[str, int] = {}
+    for p in procs:
+        how = p.summary["ended_by"] if p.summary else "none"
+        ended[how] = ended.get(how, 0) + 1
+        if how in ("exit", "_exit"):
+            code = p.summary["exit_code"]
+            key = "unknown" if code is None else str(code)
+            codes[key] = codes.get(key, 0) + 1
+    abnormal = [p for p in procs if not p.summary]
+    launchers = [p for p in procs if p.rank is None]
+    normal = len(procs) - len(abnormal)
+    details = [f"exit {k}: {v}" if k != "unknown" else f"exit: {v}"
+               for k, v in sorted(codes.items(), key=lambda kv: (kv[0] == "unknown", kv[0]))]
+    details += [f"{label}: {ended[k]}" for k, label in (("exec", "exec"),
+                                                        ("flush", "after MPI_Finalize"))
+                if ended.get(k)]  # fmt: skip
+    details += [f"{safe_name(k)}: {v}" for k, v in ended.items()
+                if k not in (*_NORMAL_ENDS, "none")]  # fmt: skip
+    n = len(procs)
+    text = f"{n:,} process image{'' if n == 1 else 's'}: {normal:,} ended normally"
+    text += f" ({', '.join(details)})" if details else ""
+    if abnormal:
+        text += f", {len(abnormal):,} ended without a summary (killed or crashed)"
+    if launchers:
+        exes = ", ".join(safe_name(os.path.basename(p.exe) or p.stem) for p in launchers[:5])
+        more = ", ..." if len(launchers) > 5 else ""
+        text += (f"; {len(launchers):,} launcher process{'' if len(launchers) == 1 else 'es'} "
+                 f"({exes}{more}) not counted as ranks")  # fmt: skip
+    mmaps = sum(p.mmaps for p in procs)
+    unseen = "data moved by sendfile, copy_file_range, splice or io_uring"
+    if mmaps:
+        unseen = (f"reads and writes through memory mapped with mmap ({mmaps:,} mmap "
+                  f"call{'' if mmaps == 1 else 's'} on traced files), and {unseen}")  # fmt: skip
+    return {
+        "images": n,
+        "ranks": len({p.rank for p in procs if p.rank is not None}),
+        "ended_normally": normal,
+        "ended_abnormally": len(abnormal),
+        "ended_by": ended,
+        "exit_codes": codes,
+        "abnormal": [{"stem": p.stem, "pid": p.pid, "host": p.host, "rank": p.rank,
+                      "records": p.on_disk} for p in abnormal],
+        "launchers": [{"stem": p.stem, "pid": p.pid, "exe": p.exe, "bytes": p.fs_bytes}
+                      for p in launchers],
+        "summary": text,
+        "not_seen": f"not seen by the runtime: {unseen}",
+    }
