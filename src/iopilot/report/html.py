@@ -34,6 +34,7 @@ from .. import __version__
 from ..checks import Diagnosis
 from ..checks.ranks import phases
 from ..model import RECORD_LAYERS, SIZE_BIN_UPPER, SIZE_BINS, Counters, Records, Trace
+from ..model.trace import safe_name
 from .json_report import diagnosis_dict
 
 SAMPLE_CAP = 50_000  # operations embedded one by one, over all views
@@ -110,7 +111,7 @@ def page_data(diagnosis: Diagnosis, *, phase_gap: float | None = None) -> dict[s
 
 def _render(d: Diagnosis, phase_gap: float | None) -> tuple[str, dict[str, Any]]:
     doc = page_data(d, phase_gap=phase_gap)
-    title = html.escape(f"iopilot — {Path(d.trace.source).name or d.trace.source}")
+    title = html.escape(safe_name(f"iopilot — {Path(d.trace.source).name or d.trace.source}"))
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
@@ -153,10 +154,10 @@ def _json(doc: dict[str, Any]) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _finite(o: Any) -> Any:
+def _finite(o: Any, key: str = "") -> Any:
     """Plain JSON data: NumPy scalars to Python, NaN/inf to null (JSON has neither)."""
     if isinstance(o, dict):
-        return {str(k): _finite(v) for k, v in o.items()}
+        return {_finite(str(k)): _finite(v, str(k)) for k, v in o.items()}
     if isinstance(o, list | tuple):
         return [_finite(v) for v in o]
     if isinstance(o, np.integer):
@@ -166,6 +167,8 @@ def _finite(o: Any) -> Any:
         return f if math.isfinite(f) else None
     if isinstance(o, np.ndarray):
         return _finite(o.tolist())
+    if isinstance(o, str):  # names from a trace may hold any byte: shown escaped
+        return safe_name(o, multiline=key == "snippet")
     return o
 
 

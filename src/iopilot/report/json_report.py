@@ -7,6 +7,7 @@ only when a field is removed or changes meaning (new fields may be added).
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any
 
 from .. import __version__
@@ -34,7 +35,11 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
             "hints": job.hints,
             "mounts": [{"path": p, "type": k} for p, k in job.mounts],
             "hosts": len(set(job.hosts.values())) or None,
+            "exit_status": job.exit_status,
+            "signal": job.signal,
+            "status": program_status(job.exit_status, job.signal),
         },
+        "processes": t.processes,
         "modules": [
             {"name": m.name, "partial": m.partial, "rows": m.rows, "used": m.read}
             for m in t.modules
@@ -64,6 +69,26 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
         ],
         "thresholds_fired": d.fired_thresholds,
     }
+
+
+def program_status(status: int | None, sig: int | None) -> str | None:
+    """"program killed by SIGTERM", "program failed: exit status 3", or None
+    when the program exited with 0 or its status is unknown."""
+    if sig:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"program killed by {name}"
+    if not status:
+        return None
+    text = f"program failed: exit status {status}"
+    if 128 < status < 128 + 65:
+        try:  # how shells report a child killed by a signal
+            text += f" (128+{status - 128}: killed by {signal.Signals(status - 128).name}?)"
+        except ValueError:
+            pass
+    return text
 
 
 def document(reports: list[dict[str, Any]], errors: list[dict[str, str]]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import sys
 from typing import Any, TextIO
 
 from ..checks.advice import human_size
+from ..model.trace import safe_name
 
 LEVEL_STYLE = {"HIGH": "1;31", "WARN": "1;33", "INFO": "1;36", "OK": "1;32"}
 LEVEL_ORDER = ("HIGH", "WARN", "INFO", "OK")
@@ -36,8 +37,11 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
            verbose: bool = False, files_shown: int = 5) -> str:  # fmt: skip
     lines: list[str] = []
     add = lines.append
+    report = printable(report)
     job = report["job"]
     add(style(f"iopilot report: {report['source']}", "1"))
+    if job.get("status"):
+        add(style(f"  {job['status']}", LEVEL_STYLE["WARN"]))
     exe = job["executable"] or "(unknown executable)"
     add(f"  job       {exe}")
     add(
@@ -49,8 +53,14 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
     add(f"  modules   {mods}")
     if report["records"]:
         add(f"  records   {report['records']:,} per-operation records")
+    procs = report.get("processes")
+    if procs:
+        line = f"  processes {procs['summary']}"
+        add(style(line, "33") if procs["ended_abnormally"] else line)
     for w in report["warnings"]:
         add(style(f"  ! {w}", "33"))
+    if procs:
+        add(style(f"  i {procs['not_seen']}", "36"))
     if report["layers"]:
         add("")
         add(f"  {'layer':<8} {'files':>6} {'reads':>12} {'writes':>12} {'read':>11} "
@@ -101,6 +111,18 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
     return "\n".join(lines) + "\n"
 
 
+def printable(o: Any, key: str = "") -> Any:
+    """The report with every string safe to print: names from a trace may hold
+    any byte, escape sequences included (snippets keep their line breaks)."""
+    if isinstance(o, str):
+        return safe_name(o, multiline=key == "snippet")
+    if isinstance(o, dict):
+        return {printable(k): printable(v, k) for k, v in o.items()}
+    if isinstance(o, list):
+        return [printable(v) for v in o]
+    return o
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:,.4g}"
@@ -111,6 +133,7 @@ def _fmt(v: Any) -> str:
 
 def render_summary(rows: list[dict[str, Any]], errors: list[dict[str, str]], style: Style) -> str:
     """One line per log, after the individual reports."""
+    rows, errors = printable(rows), printable(errors)
     lines = ["", style("summary", "1")]
     width = max([len(_short(r["source"])) for r in rows] + [len(_short(e["path"])) for e in errors]
                 + [3])  # fmt: skip
