@@ -949,10 +949,14 @@ def _accounting(procs: list[_Proc]) -> dict[str, Any]:
     if abnormal:
         text += f", {len(abnormal):,} ended without a summary (killed or crashed)"
     if launchers:
-        exes = ", ".join(safe_name(os.path.basename(p.exe) or p.stem) for p in launchers[:5])
-        more = ", ..." if len(launchers) > 5 else ""
-        text += (f"; {len(launchers):,} launcher process{'' if len(launchers) == 1 else 'es'} "
-                 f"({exes}{more}) not counted as ranks")  # fmt: skip
+        exes: dict[str, int] = {}
+        for p in launchers:
+            exe = safe_name(os.path.basename(p.exe) or "unknown")
+            exes[exe] = exes.get(exe, 0) + 1
+        listed = ", ".join(f"{e} ×{k}" if k > 1 else e for e, k in list(exes.items())[:5])
+        more = ", ..." if len(exes) > 5 else ""
+        text += (f"; {len(launchers):,} launcher image{'' if len(launchers) == 1 else 's'} "
+                 f"({listed}{more}) not counted as ranks")  # fmt: skip
     mmaps = sum(p.mmaps for p in procs)
     unseen = "data moved by sendfile, copy_file_range, splice or io_uring"
     if mmaps:
