@@ -12,6 +12,8 @@ import csv
 import io
 import json
 import os
+import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -624,3 +626,62 @@ def test_damaged_benchmark_traces(capsys, tmp_path, what):
     rc, _, err = report(capsys, root)
     assert rc == 2 and err.count("\n") == 1 and err.startswith(f"iopilot: error: {victim}: ")
     assert needle in err and "internal error" not in err
+
+
+# ---------------------------------------------------------------------------
+# Real traced runs
+# ---------------------------------------------------------------------------
+
+
+def traced(trace: Path, *command: str, cwd: Path, env: dict | None = None):
+    from iopilot.capture.run import library_path
+
+    try:
+        library_path()
+    except Exception:
+        pytest.skip("the runtime is not built")
+    return subprocess.run([sys.executable, "-m", "iopilot", "run", "--trace-only", "--trace-dir",
+                           str(trace), "--", *command], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+KILLED = """
+import os, signal
+with open("killed.dat", "wb", buffering=0) as f:
+    for _ in range(20000):
+        f.write(b"x" * 100)
+    os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+
+def test_real_program_killed_by_a_signal(capsys, tmp_path):
+    trace = tmp_path / "t"
+    p = traced(trace, sys.executable, "-c", KILLED, cwd=tmp_path)
+    assert p.returncode == 128 + signal.SIGTERM, p.stderr
+    t = load(str(trace))
+    assert (t.job.exit_status, t.job.signal) == (143, signal.SIGTERM)
+    assert any("ended without a summary (killed or crashed)" in w for w in t.warnings)
+    ids = [i for i, n in t.names.items() if n == str(tmp_path / "killed.dat")]
+    assert ids, "the killed process's file is named from its .names file"
+    written = int((t.records.file_id == ids[0]).sum())
+    assert 8192 <= written <= 20000  # at least the first full buffer reached the disk
+    rc, out, _ = report(capsys, trace, "--color", "never")
+    assert rc == 0 and out.splitlines()[1] == "  program killed by SIGTERM"
+
+
+@pytest.mark.skipif(not shutil.which("mpirun"), reason="mpirun not installed")
+def test_real_launchers_are_not_ranks(tmp_path):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")  # fmt: skip
+    trace = tmp_path / "t"
+    script = ("mpirun -np 2 sh -c 'dd if=/dev/zero of=out.$OMPI_COMM_WORLD_RANK bs=10000 "
+              "count=10 status=none'; exit 0")  # fmt: skip
+    p = traced(trace, "bash", "-c", script, cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stderr
+    t = load(str(trace))
+    assert t.job.nprocs == 2 and set(t.records.rank.tolist()) == {0, 1}
+    launchers = {os.path.basename(x["exe"]) for x in t.processes["launchers"]}
+    assert "bash" in launchers
+    for r in range(2):
+        out = [i for i, n in t.names.items() if n == str(tmp_path / f"out.{r}")]
+        assert out and int(t.records.length[t.records.file_id == out[0]].sum()) == 100_000
