@@ -170,10 +170,10 @@ def test_trace_directory_moved_away_stops_tracing_quietly(faults):
 
 
 def test_signal_handler_writing_during_traced_writes_does_not_deadlock(faults):
-    run = Run([str(faults), "signals", "WORK"], traced=True, timeout=30)
+    run = Run([str(faults), "signals", "WORK", "200000"], traced=True, timeout=10)
     assert run.p.returncode == 0, run.p.stderr
     main, handler = (int(x) for x in run.p.stdout.split()[1::2])
-    assert main == 400000 and handler > 0
+    assert main == 200000 and handler > 0
     assert (run.work / "signals.dat").stat().st_size == main + handler
     (proc,) = run.procs()
     c = proc.get("POSIX", run.work / "signals.dat")
@@ -428,3 +428,30 @@ def test_relative_trace_directory_survives_a_change_of_directory(tmp_path):
     (summary,) = (tmp_path / "tr").glob("p*.json")
     names = json.loads(summary.read_text())["names"].values()
     assert str(tmp_path / "sub" / "f") in names
+
+
+def test_run_reports_a_child_killed_by_sigkill_with_its_flushed_records(tmp_path):
+    """End to end: `iopilot run`, then `iopilot report --json`, on a program whose
+    child dies by SIGKILL after its first buffer reached the disk."""
+    prog = ("import os, sys\n"
+            "if os.fork() == 0:\n"
+            "    fd = os.open(sys.argv[1] + '/k', os.O_CREAT | os.O_WRONLY, 0o644)\n"
+            "    for i in range(10000): os.write(fd, b'k')\n"
+            "    os.kill(os.getpid(), 9)\n"
+            "os.wait()\n")  # fmt: skip
+    out, trace = tmp_path / "report.json", tmp_path / "t"
+    iopilot = [sys.executable, "-m", "iopilot"]
+    p = subprocess.run([*iopilot, "run", "--trace-only", "--trace-dir", str(trace), "--", PY,
+                        "-c", prog, str(tmp_path)], capture_output=True, text=True,
+                       timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([*iopilot, "report", str(trace), "--json", str(out)], capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    report = json.loads(out.read_text())
+    report = report["reports"][0] if "reports" in report else report
+    procs = report["processes"]
+    assert procs["images"] == 2 and procs["ended_normally"] == 1 and procs["ended_abnormally"] == 1
+    (killed,) = procs["abnormal"]
+    assert killed["records"] >= 8192
+    assert any("killed or crashed" in w for w in report["warnings"])
