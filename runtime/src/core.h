@@ -177,6 +177,9 @@ void iop_handle_clear(int layer, uintptr_t key);
  * is what the call moved (< 0: it failed); ``buf`` is checked for alignment. */
 void iop_data_op(iop_stats *st, int op, int64_t offset, int64_t bytes, const void *buf,
                  int64_t alignment, double t1, double t2, unsigned flags);
+/* The same at the descriptor's position ``*pos``, which it advances. */
+void iop_data_op_at(iop_stats *st, int op, int64_t *pos, int64_t bytes, const void *buf,
+                    int64_t alignment, double t1, double t2, unsigned flags);
 /* Record and count one metadata operation (open, close, seek, stat, ...). */
 void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsigned flags);
 /* Change counters under the file's lock. */

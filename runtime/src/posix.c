@@ -144,10 +144,7 @@ IOP_EXPORT int close(int fd) {
     ssize_t r = CALL;                                                   \
     int e = errno;                                                      \
     double t2 = iop_now();                                              \
-    /* threads may share the descriptor: each call claims its own range */ \
-    int64_t off = r > 0 ? __atomic_fetch_add(&o->offset, (int64_t)r, __ATOMIC_RELAXED) \
-                        : o->offset;                                    \
-    iop_data_op(o->st, op, off, r, BUF, o->alignment, t1, t2, 0);       \
+    iop_data_op_at(o->st, op, &o->offset, r, BUF, o->alignment, t1, t2, 0); \
     errno = e;                                                          \
     return r
 

@@ -182,14 +182,11 @@ static int size_bin(int64_t n) {
     return 9;
 }
 
-void iop_data_op(iop_stats *st, int op, int64_t offset, int64_t bytes, const void *buf,
-                 int64_t alignment, double t1, double t2, unsigned flags) {
-    /* A failed call moved nothing: like Darshan, it is not counted. */
-    if (IOP_UNLIKELY(!st || bytes < 0)) return;
+/* The counters of one data operation; called with the file's lock held. */
+static inline __attribute__((always_inline)) void count_data(iop_stats *st, int op, int64_t offset, int64_t bytes,
+                              const void *buf, int64_t alignment, double t1, double t2) {
     int rd = op == IOP_OP_READ;
     double dt = t2 - t1;
-    iop_busy_enter();
-    iop_lock(&st->lock);
     int64_t *c = st->c;
     double *f = st->f;
     c[rd ? IOP_C_READS : IOP_C_WRITES]++;
@@ -223,6 +220,30 @@ void iop_data_op(iop_stats *st, int op, int64_t offset, int64_t bytes, const voi
     if (dt > f[mt]) f[mt] = dt;
     if (f[ts] == 0 || t1 < f[ts]) f[ts] = t1;
     if (t2 > f[te]) f[te] = t2;
+}
+
+void iop_data_op(iop_stats *st, int op, int64_t offset, int64_t bytes, const void *buf,
+                 int64_t alignment, double t1, double t2, unsigned flags) {
+    /* A failed call moved nothing: like Darshan, it is not counted. */
+    if (IOP_UNLIKELY(!st || bytes < 0)) return;
+    iop_busy_enter();
+    iop_lock(&st->lock);
+    count_data(st, op, offset, bytes, buf, alignment, t1, t2);
+    iop_unlock(&st->lock);
+    add_record(st->layer, op, st->file_id, offset, bytes, t1, t2, flags);
+    iop_busy_leave();
+}
+
+void iop_data_op_at(iop_stats *st, int op, int64_t *pos, int64_t bytes, const void *buf,
+                    int64_t alignment, double t1, double t2, unsigned flags) {
+    if (IOP_UNLIKELY(!st || bytes < 0)) return;
+    iop_busy_enter();
+    iop_lock(&st->lock);
+    /* Threads sharing a descriptor share its position: the file's lock,
+     * taken anyway, makes each call claim its own range. */
+    int64_t offset = *pos;
+    *pos = offset + bytes;
+    count_data(st, op, offset, bytes, buf, alignment, t1, t2);
     iop_unlock(&st->lock);
     add_record(st->layer, op, st->file_id, offset, bytes, t1, t2, flags);
     iop_busy_leave();
