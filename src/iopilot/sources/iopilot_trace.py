@@ -19,12 +19,9 @@ trace's ``processes`` summary and warnings.
 
 from __future__ import annotations
 
-import errno
-import json
 import math
 import os
 import re
-import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +32,18 @@ import numpy as np
 from ..errors import InputError
 from ..model import RECORD_LAYERS, Counters, Job, ModuleInfo, Records, Trace
 from ..model.trace import safe_name
+from .checked import (
+    REQUIRED,
+    Fields,
+    is_int64,
+    is_number,
+    json_type,
+    load_json,
+    open_regular,
+    parse_file_id,
+    read_bytes,
+    where,
+)
 from .darshan_log import _counter_names
 
 FORMAT_VERSION = 2  # the newest format this reader knows; 1 is read too
@@ -76,7 +85,6 @@ _OVERFLOWS = {"aio": "asynchronous I/O operations (aio)",
               "handles": "file handles"}  # fmt: skip
 _STEM2 = re.compile(r"p([A-Za-z0-9._]*)-(\d+)-(\d+)")
 _STEM1 = re.compile(r"p(.*)-(\d+)")
-_INT64 = (-(2**63), 2**63 - 1)
 _NAME_ENTRY = struct.Struct("<QII")
 
 
@@ -172,155 +180,6 @@ def _job(job_meta: dict[str, Any], procs: list[_Proc], job_start: float) -> Job:
 
 
 # ---------------------------------------------------------------------------
-# Opening files safely
-# ---------------------------------------------------------------------------
-
-
-def _where(p: Path) -> str:
-    return safe_name(str(p))
-
-
-def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
-             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))  # fmt: skip
-    for test, what in kinds:
-        if test(mode):
-            return what
-    return "of an unknown kind"
-
-
-def _open(p: Path, limit: int | None) -> tuple[int, int]:
-    """A descriptor on ``p`` and its size, if it is a regular file within
-    ``limit`` bytes; never follows a link, never waits on a FIFO."""
-    try:
-        st = os.lstat(p)
-    except OSError as e:
-        raise InputError(_where(p), f"cannot read: {e.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(_where(p), f"not a regular file ({_kind(st.st_mode)})")
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(p, flags)
-    except OSError as e:
-        why = "not a regular file (a symbolic link)" if e.errno == errno.ELOOP else (
-            f"cannot read: {e.strerror}")  # fmt: skip
-        raise InputError(_where(p), why) from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or (limit is not None and st.st_size > limit):
-        os.close(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(_where(p), f"not a regular file ({_kind(st.st_mode)})")
-        hint = "more records than the record limit; set IOPILOT_MAX_RECORDS to read it" if (
-            p.suffix == ".rec") else ""  # fmt: skip
-        raise InputError(_where(p), f"too large: {st.st_size:,} bytes, limit {limit:,}", hint)
-    return fd, st.st_size
-
-
-def _read_bytes(p: Path, limit: int) -> bytes:
-    fd, size = _open(p, limit)
-    try:
-        chunks, got = [], 0
-        while got <= limit:
-            b = os.read(fd, min(max(size - got, 0) + 1, limit + 1 - got, 1 << 24))
-            if not b:
-                break
-            chunks.append(b)
-            got += len(b)
-    except OSError as e:
-        raise InputError(_where(p), f"cannot read: {e.strerror}") from None
-    finally:
-        os.close(fd)
-    if got > limit:
-        raise InputError(_where(p), f"too large: more than {limit:,} bytes, limit {limit:,}")
-    return b"".join(chunks)
-
-
-def _load_json(p: Path, limit: int, what: str) -> dict[str, Any]:
-    """A JSON object; bytes that are not UTF-8 become surrogate escapes."""
-    text = _read_bytes(p, limit).decode("utf-8", "surrogateescape")
-    try:
-        obj = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise InputError(_where(p), f"damaged {what} ({e})") from None
-    if not isinstance(obj, dict):
-        raise InputError(_where(p), f"damaged {what} (not a JSON object)")
-    return obj
-
-
-# ---------------------------------------------------------------------------
-# Checked fields
-# ---------------------------------------------------------------------------
-
-_REQUIRED = object()
-
-
-def _jtype(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    return {int: "an integer", float: "a number", str: "a string", list: "an array",
-            dict: "an object"}.get(type(v), type(v).__name__)  # fmt: skip
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1]
-
-
-def _is_num(v: Any) -> bool:
-    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
-
-
-# kind -> (test, what the value should be)
-_KINDS = {
-    "int": (_is_int, "an integer"),
-    "count": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
-    "int?": (lambda v: v is None or _is_int(v), "an integer or null"),
-    "number": (_is_num, "a finite number"),
-    "str": (lambda v: isinstance(v, str), "a string"),
-    "strs": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-             "an array of strings"),
-    "dict": (lambda v: isinstance(v, dict), "an object"),
-    "list": (lambda v: isinstance(v, list), "an array"),
-    "counts": (lambda v: isinstance(v, dict) and all(_is_int(x) and x >= 0 for x in v.values()),
-               "an object of non-negative integers"),
-    "mounts": (lambda v: isinstance(v, list) and all(
-        isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) for y in x) for x in v),
-        "an array of [mount point, type]"),
-}  # fmt: skip
-
-
-class _Fields:
-    """Typed access to one JSON object: a missing or wrong field is an
-    InputError naming the file and the field."""
-
-    def __init__(self, obj: dict[str, Any], path: Path, what: str) -> None:
-        self.obj, self.path, self.what = obj, path, what
-
-    def bad(self, why: str) -> InputError:
-        return InputError(_where(self.path), f"damaged {self.what}: {why}")
-
-    def get(self, key: str, kind: str, default: Any = _REQUIRED) -> Any:
-        if key not in self.obj or (self.obj[key] is None and default is not _REQUIRED):
-            if default is _REQUIRED:
-                raise self.bad(f"{key!r} is missing")
-            return default
-        v = self.obj[key]
-        test, what = _KINDS[kind]
-        if not test(v):
-            raise self.bad(f"{key!r} should be {what}, not {_jtype(v)}")
-        return v
-
-
-def _file_id(v: Any) -> int | None:
-    if isinstance(v, str) and v.isascii() and v.isdigit():
-        v = int(v)
-    ok = isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64
-    return v if ok else None
-
-
-# ---------------------------------------------------------------------------
 # job.json and the per-process files
 # ---------------------------------------------------------------------------
 
@@ -332,8 +191,8 @@ def _job_meta(p: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except OSError as e:
-        raise InputError(_where(p), f"cannot read: {e.strerror}") from None
-    f = _Fields(_load_json(p, JOB_LIMIT, "job description"), p, "job description")
+        raise InputError(where(p), f"cannot read: {e.strerror}") from None
+    f = Fields(load_json(p, JOB_LIMIT, "job description"), p, "job description")
     out: dict[str, Any] = {}
     fields = (("command", "strs"), ("start", "number"), ("end", "number"),
               ("exit_status", "int?"), ("signal", "int?"), ("mounts", "mounts"))  # fmt: skip
@@ -421,34 +280,34 @@ def _exists(p: Path) -> bool:
     except FileNotFoundError:
         return False
     except OSError as e:
-        raise InputError(_where(p), f"cannot read: {e.strerror}") from None
+        raise InputError(where(p), f"cannot read: {e.strerror}") from None
     return True
 
 
 def _summary(p: Path) -> dict[str, Any]:
     """The checked fields of a process summary (S.json)."""
     what = "process summary"
-    m = _load_json(p, JSON_LIMIT, what)
+    m = load_json(p, JSON_LIMIT, what)
     if m.get("format") != "iopilot-process":
-        raise InputError(_where(p), "not an iopilot process summary")
-    f = _Fields(m, p, what)
+        raise InputError(where(p), "not an iopilot process summary")
+    f = Fields(m, p, what)
     version = f.get("version", "int")
     if version > FORMAT_VERSION:
-        raise InputError(_where(p), f"written by a newer iopilot (format {version}); "
+        raise InputError(where(p), f"written by a newer iopilot (format {version}); "
                                     "upgrade iopilot")  # fmt: skip
     if version < 1:
         raise f.bad(f"'version' {version} is not a format version")
     s: dict[str, Any] = {"version": version}
     for key, kind, default in (
-        ("rank", "int", _REQUIRED), ("nprocs", "count", 1), ("rank_source", "str", ""),
-        ("pid", "int", _REQUIRED), ("ppid", "int", None), ("image", "count", None),
-        ("host", "str", None), ("t0", "number", _REQUIRED), ("t_end", "number", _REQUIRED),
+        ("rank", "int", REQUIRED), ("nprocs", "count", 1), ("rank_source", "str", ""),
+        ("pid", "int", REQUIRED), ("ppid", "int", None), ("image", "count", None),
+        ("host", "str", None), ("t0", "number", REQUIRED), ("t_end", "number", REQUIRED),
         ("ended_by", "str", "exit"), ("exit_code", "int?", None), ("exe", "str", ""),
         ("cmdline", "strs", []), ("records", "count", 0), ("records_dropped", "count", 0),
         ("max_records", "count", None), ("stats_missing", "count", 0),
         ("nested_calls", "count", 0), ("overflows", "counts", {}), ("warnings", "strs", []),
-        ("env", "dict", {}), ("layers", "strs", _REQUIRED), ("counter_names", "strs", _REQUIRED),
-        ("fcounter_names", "strs", _REQUIRED), ("counters", "list", _REQUIRED),
+        ("env", "dict", {}), ("layers", "strs", REQUIRED), ("counter_names", "strs", REQUIRED),
+        ("fcounter_names", "strs", REQUIRED), ("counters", "list", REQUIRED),
         ("names", "dict", {}), ("notes", "list", []),
     ):  # fmt: skip
         s[key] = f.get(key, kind, default)
@@ -456,33 +315,33 @@ def _summary(p: Path) -> dict[str, Any]:
         raise f.bad(f"'rank' {s['rank']} is out of range")
     names = {}
     for k, v in s["names"].items():
-        i = _file_id(k)
+        i = parse_file_id(k)
         if i is None or not isinstance(v, str):
             raise f.bad(f"'names': entry {k!r} should be \"file id\": \"path\"")
         names[i] = v
     s["names"] = names
     for i, note in enumerate(s["notes"]):
-        if not (isinstance(note, list) and len(note) == 2 and _file_id(note[0]) is not None
+        if not (isinstance(note, list) and len(note) == 2 and parse_file_id(note[0]) is not None
                 and isinstance(note[1], str)):  # fmt: skip
             raise f.bad(f"'notes' entry {i} should be [file id, text]")
     s["counters"] = [_counter_row(f, s, i, row) for i, row in enumerate(s["counters"])]
     return s
 
 
-def _counter_row(f: _Fields, s: dict[str, Any], i: int, row: Any) -> tuple:
+def _counter_row(f: Fields, s: dict[str, Any], i: int, row: Any) -> tuple:
     """(layer code, file id, {counter index: int}, {fcounter index: float}), checked."""
     if not (isinstance(row, list) and len(row) == 4):
         raise f.bad(f"'counters' row {i} should be [layer, file id, {{...}}, {{...}}]")
     layer, fid, ints, floats = row
-    if not _is_int(layer) or not 0 <= layer < len(s["layers"]):
+    if not is_int64(layer) or not 0 <= layer < len(s["layers"]):
         raise f.bad(f"'counters' row {i}: layer code {layer!r} is out of range "
                     f"({len(s['layers'])} layers)")  # fmt: skip
-    file_id = _file_id(fid)
+    file_id = parse_file_id(fid)
     if file_id is None:
         raise f.bad(f"'counters' row {i}: file id {fid!r} is not a number")
     out = []
-    kinds = ((ints, s["counter_names"], _is_int, "an integer"),
-             (floats, s["fcounter_names"], _is_num, "a finite number"))  # fmt: skip
+    kinds = ((ints, s["counter_names"], is_int64, "an integer"),
+             (floats, s["fcounter_names"], is_number, "a finite number"))  # fmt: skip
     for values, names, test, what in kinds:
         if not isinstance(values, dict):
             raise f.bad(f"'counters' row {i}: counters should be an object")
@@ -493,7 +352,7 @@ def _counter_row(f: _Fields, s: dict[str, Any], i: int, row: Any) -> tuple:
                 raise f.bad(f"'counters' row {i}: counter index {k!r} is out of range "
                             f"({len(names)} counters)")  # fmt: skip
             if not test(v):
-                got = "out of range" if _jtype(v) == "an integer" else _jtype(v)
+                got = "out of range" if json_type(v) == "an integer" else json_type(v)
                 raise f.bad(f"'counters' row {i}: counter {names[j]} should be {what}, "
                             f"not {got}")  # fmt: skip
             checked[j] = v
@@ -515,52 +374,52 @@ def _rec_limit(records: int) -> int:
 
 def _header(p: Path, limit: int) -> dict[str, Any] | None:
     """The checked header of a record file, with the file's size."""
-    fd, size = _open(p, limit)
+    fd, size = open_regular(p, limit)
     try:
         raw = os.pread(fd, HEADER.itemsize, 0)
     except OSError as e:
-        raise InputError(_where(p), f"cannot read: {e.strerror}") from None
+        raise InputError(where(p), f"cannot read: {e.strerror}") from None
     finally:
         os.close(fd)
     if size == 0:
         return None  # created, then nothing written: the image died at start-up
     if len(raw) < HEADER.itemsize:
-        raise InputError(_where(p), f"truncated: the file ends inside its {HEADER.itemsize}-byte "
+        raise InputError(where(p), f"truncated: the file ends inside its {HEADER.itemsize}-byte "
                                     f"header ({len(raw)} bytes)")  # fmt: skip
     h = np.frombuffer(raw, HEADER, count=1)[0]
     if int(h["magic"]) != MAGIC:
-        raise InputError(_where(p), "not an iopilot record file (bad magic number)")
+        raise InputError(where(p), "not an iopilot record file (bad magic number)")
     version = int(h["version"])
     if version > FORMAT_VERSION:
-        raise InputError(_where(p), f"written by a newer iopilot (format {version}); "
+        raise InputError(where(p), f"written by a newer iopilot (format {version}); "
                                     "upgrade iopilot")  # fmt: skip
     if version < 1:
-        raise InputError(_where(p), f"damaged record file: version {version} in its header")
+        raise InputError(where(p), f"damaged record file: version {version} in its header")
     size_of = int(h["record_size"])
     if size_of != RECORD.itemsize:
-        raise InputError(_where(p), f"not an iopilot record file (record size {size_of}, "
+        raise InputError(where(p), f"not an iopilot record file (record size {size_of}, "
                                     f"expected {RECORD.itemsize})")  # fmt: skip
     t0 = float(h["t0"])
     rank = int(h["rank"])
     if not math.isfinite(t0) or not -1 <= rank < 2**31 - 1:
-        raise InputError(_where(p), "damaged record file: its header's time or rank is invalid")
+        raise InputError(where(p), "damaged record file: its header's time or rank is invalid")
     return {"version": version, "t0": t0, "rank": rank, "pid": int(h["pid"]),
             "ppid": int(h["ppid"]), "image": int(h["image"]), "size": size}  # fmt: skip
 
 
 def _names_file(p: Path) -> dict[int, str]:
     """S.names: ``u64 id, u32 length, u32 0``, the name, zeros up to 8 bytes."""
-    data = _read_bytes(p, NAMES_LIMIT)
+    data = read_bytes(p, NAMES_LIMIT)
     out: dict[int, str] = {}
     pos, n = 0, len(data)
     while pos < n:
         if pos + _NAME_ENTRY.size > n:
-            raise InputError(_where(p), f"damaged names file: the entry at byte {pos:,} is "
+            raise InputError(where(p), f"damaged names file: the entry at byte {pos:,} is "
                                         "cut short")  # fmt: skip
         i, length, _ = _NAME_ENTRY.unpack_from(data, pos)
         end = pos + _NAME_ENTRY.size + length
         if end > n:
-            raise InputError(_where(p), f"damaged names file: the entry at byte {pos:,} has a "
+            raise InputError(where(p), f"damaged names file: the entry at byte {pos:,} has a "
                                         f"{length:,}-byte name, past the end of the file "
                                         f"({n:,} bytes)")  # fmt: skip
         out[i] = data[pos + _NAME_ENTRY.size : end].decode("utf-8", "surrogateescape")
@@ -587,7 +446,7 @@ def _read_records(p: _Proc, job_start: float, limit: int) -> list[Records]:
     if not p.rec_size:
         return []
     path = p.path(".rec")
-    fd, size = _open(path, _rec_limit(max(limit, p.summary["records"] if p.summary else 0)))
+    fd, size = open_regular(path, _rec_limit(max(limit, p.summary["records"] if p.summary else 0)))
     parts: list[Records] = []
     layers = p.layers
     model_layer = np.full(256, 255, np.uint8)
@@ -641,15 +500,15 @@ def _check_records(path: Path, r: np.ndarray, first: int, nlayers: int) -> None:
     bad = np.flatnonzero(r["layer"] >= nlayers)
     if len(bad):
         code = r["layer"][bad[0]]
-        raise InputError(_where(path), f"damaged record file: record {first + bad[0]:,} has "
+        raise InputError(where(path), f"damaged record file: record {first + bad[0]:,} has "
                                        f"layer code {code} ({nlayers} layers)")  # fmt: skip
     bad = np.flatnonzero(r["op"] >= N_OPS)
     if len(bad):
-        raise InputError(_where(path), f"damaged record file: record {first + bad[0]:,} has "
+        raise InputError(where(path), f"damaged record file: record {first + bad[0]:,} has "
                                        f"operation code {r['op'][bad[0]]}")  # fmt: skip
     bad = np.flatnonzero(~(np.isfinite(r["start"]) & np.isfinite(r["end"])))
     if len(bad):
-        raise InputError(_where(path), f"damaged record file: record {first + bad[0]:,} has a "
+        raise InputError(where(path), f"damaged record file: record {first + bad[0]:,} has a "
                                        "start or end time that is not a number")  # fmt: skip
 
 
