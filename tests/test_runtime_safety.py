@@ -209,6 +209,15 @@ def test_64_threads_sharing_one_descriptor(faults):
     assert offsets == list(range(0, total, 512))  # each write claimed its own range
 
 
+def test_a_full_table_of_pending_aio_is_counted_not_hidden(faults):
+    run = same_behaviour([str(faults), "aio", "WORK"])
+    assert run.p.stdout == b"aio 1100\n"
+    (proc,) = run.procs()
+    followed = proc.get("POSIX", run.work / "aio.dat")["WRITES"]
+    assert followed + proc.json["overflows"]["aio"] == 1100
+    assert proc.json["overflows"]["aio"] > 0  # the table holds 1,024
+
+
 # -- the trace directory ------------------------------------------------------
 
 

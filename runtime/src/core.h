@@ -124,7 +124,7 @@ typedef struct {
     int op;
 } iop_inflight;
 enum { IOP_OVERFLOW_AIO, IOP_OVERFLOW_SPLIT, IOP_OVERFLOW_FAPL, IOP_OVERFLOW_HANDLES,
-       IOP_NOVERFLOWS };
+       IOP_OVERFLOW_NOTES, IOP_NOVERFLOWS };
 extern long iop_overflows[IOP_NOVERFLOWS];
 /* Keep ``e`` until taken (a second put with the same key replaces it).
  * Returns 0 and counts an overflow of kind ``what`` when the table is full. */

@@ -339,7 +339,9 @@ static int note_is_new(uint64_t h) {
             if (zero == h) return 0;
         }
     }
-    return 0; /* table full: drop rather than grow */
+    /* table full: drop rather than grow, and say so */
+    __atomic_add_fetch(&iop_overflows[IOP_OVERFLOW_NOTES], 1, __ATOMIC_RELAXED);
+    return 0;
 }
 
 /* ``dataset``: a dataset's note, from a budget of their own (a program

@@ -314,6 +314,8 @@ static int first_time(uint64_t h) {
         }
     }
     iop_unlock(&iop_locks[IOP_LOCK_HINTS]);
+    if (used >= NSEEN * 3 / 4) /* table full: noted no more */
+        __atomic_add_fetch(&iop_overflows[IOP_OVERFLOW_NOTES], 1, __ATOMIC_RELAXED);
     iop_busy_leave();
     return fresh;
 }

@@ -146,10 +146,10 @@ void write_json(const char *reason) {
               kept, dropped, cfg.max_records, stats_missing, next_thread,
               cfg.exec_count);
     sb_printf(&b, "\"overflows\": {\"aio\": %ld, \"split\": %ld, \"fapl\": %ld, "
-                  "\"handles\": %ld}, \"nested_calls\": %ld,\n\"warnings\": [",
+                  "\"handles\": %ld, \"notes\": %ld}, \"nested_calls\": %ld,\n\"warnings\": [",
               iop_overflows[IOP_OVERFLOW_AIO], iop_overflows[IOP_OVERFLOW_SPLIT],
               iop_overflows[IOP_OVERFLOW_FAPL], iop_overflows[IOP_OVERFLOW_HANDLES],
-              iop_nested_calls);
+              iop_overflows[IOP_OVERFLOW_NOTES], iop_nested_calls);
     int nw = cfg.nwarnings < IOP_NWARN ? cfg.nwarnings : IOP_NWARN;
     for (int i = 0; i < nw; i++) {
         if (i) sb_put(&b, ", ", 2);

@@ -304,6 +304,8 @@ void iop_note(const char *kind, uint64_t id, const char *key, const char *value)
         memcpy(e->text, buf, (size_t)n + 1);
         e->next = notes;
         notes = e;
+    } else {
+        __atomic_add_fetch(&iop_overflows[IOP_OVERFLOW_NOTES], 1, __ATOMIC_RELAXED);
     }
     iop_unlock(&big_lock);
     iop_busy_leave();

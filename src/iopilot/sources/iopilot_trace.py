@@ -82,7 +82,8 @@ _NORMAL_ENDS = ("exit", "_exit", "exec", "flush")
 _OVERFLOWS = {"aio": "asynchronous I/O operations (aio)",
               "split": "split-collective MPI-IO operations",
               "fapl": "HDF5 file access property lists",
-              "handles": "file handles"}  # fmt: skip
+              "handles": "file handles",
+              "notes": "settings (MPI-IO hints, HDF5 properties) to note"}  # fmt: skip
 _STEM2 = re.compile(r"p([A-Za-z0-9._]*)-(\d+)-(\d+)")
 _STEM1 = re.compile(r"p(.*)-(\d+)")
 _NAME_ENTRY = struct.Struct("<QII")
