@@ -37,9 +37,11 @@ typedef struct iop_stats {
     iop_lock_t lock;
     int64_t c[IOP_NCOUNTERS];
     double f[IOP_NFCOUNTERS];
-    int64_t next_read; /* offset just after the last read: sequentiality */
-    int64_t next_write;
+    /* Darshan's last byte read / written (0 after open and close), from
+     * which sequential, consecutive and stride are counted */
+    int64_t last_read, last_write;
     int last_op; /* IOP_OP_READ / IOP_OP_WRITE / -1: read-write switches */
+    struct iop_common_pair *common; /* access sizes and strides, from the first data op */
     struct iop_stats *next_in_bucket;
 } iop_stats;
 

@@ -1,6 +1,7 @@
 /* Per-thread record buffers, the .rec file, counter updates and notes. */
 #define _GNU_SOURCE
 #include "core_private.h"
+#include "access.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -174,12 +175,25 @@ static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t l
 /* ------------------------------------------------------------------ */
 /* Counters. */
 
+/* Darshan's size bins: each upper edge belongs to its bin (exactly 100 B
+ * is 0_100, exactly 1 MiB is 100K_1M). */
 static int size_bin(int64_t n) {
     static const int64_t upper[] = {100, 1024, 10240, 102400, 1048576, 4194304, 10485760,
                                     104857600, 1073741824};
     for (int i = 0; i < 9; i++)
-        if (n < upper[i]) return i;
+        if (n <= upper[i]) return i;
     return 9;
+}
+
+struct iop_common_pair { iop_common access, stride; };
+
+/* The common-value tables, taken from the pool the first time a file
+ * moves data (most files of a metadata-heavy run never do). */
+static struct iop_common_pair *common_of(iop_stats *st) {
+    if (IOP_LIKELY(st->common != NULL)) return st->common;
+    struct iop_common_pair *p = pool_alloc(sizeof *p);
+    if (p) memset(p, 0, sizeof *p);
+    return st->common = p;
 }
 
 /* The counters of one data operation; called with the file's lock held. */
@@ -190,20 +204,21 @@ static inline __attribute__((always_inline)) void count_data(iop_stats *st, int 
     int64_t *c = st->c;
     double *f = st->f;
     c[rd ? IOP_C_READS : IOP_C_WRITES]++;
-    if (bytes > 0) {
-        c[rd ? IOP_C_BYTES_READ : IOP_C_BYTES_WRITTEN] += bytes;
-        c[(rd ? IOP_C_SIZE_READ_0_100 : IOP_C_SIZE_WRITE_0_100) + size_bin(bytes)]++;
-    } else if (bytes == 0) {
-        c[rd ? IOP_C_SIZE_READ_0_100 : IOP_C_SIZE_WRITE_0_100]++;
-    }
-    if (offset >= 0 && bytes >= 0) {
-        int64_t *next = rd ? &st->next_read : &st->next_write;
-        if (offset == *next) c[rd ? IOP_C_CONSEC_READS : IOP_C_CONSEC_WRITES]++;
-        if (offset >= *next) c[rd ? IOP_C_SEQ_READS : IOP_C_SEQ_WRITES]++;
-        *next = offset + bytes;
-        int64_t last = offset + bytes - 1;
+    c[rd ? IOP_C_BYTES_READ : IOP_C_BYTES_WRITTEN] += bytes;
+    c[(rd ? IOP_C_SIZE_READ_0_100 : IOP_C_SIZE_WRITE_0_100) + size_bin(bytes)]++;
+    struct iop_common_pair *cp = common_of(st);
+    if (cp) common_note(&cp->access, &c[IOP_C_ACCESS1_ACCESS], &c[IOP_C_ACCESS1_COUNT], bytes);
+    if (offset >= 0) {
+        /* Darshan's definitions, with the last byte 0 at open: a first
+         * access at offset 0 is neither sequential nor consecutive */
+        int64_t *last = rd ? &st->last_read : &st->last_write;
+        if (offset > *last) c[rd ? IOP_C_SEQ_READS : IOP_C_SEQ_WRITES]++;
+        if (offset == *last + 1) c[rd ? IOP_C_CONSEC_READS : IOP_C_CONSEC_WRITES]++;
+        int64_t stride = offset > 0 && offset > *last && *last != 0 ? offset - *last - 1 : 0;
+        *last = offset + bytes - 1;
         int mx = rd ? IOP_C_MAX_BYTE_READ : IOP_C_MAX_BYTE_WRITTEN;
-        if (bytes > 0 && last > c[mx]) c[mx] = last;
+        if (offset + bytes - 1 > c[mx]) c[mx] = offset + bytes - 1;
+        if (cp) common_note(&cp->stride, &c[IOP_C_STRIDE1_STRIDE], &c[IOP_C_STRIDE1_COUNT], stride);
         /* block sizes are powers of two: a mask, not a division, per call */
         if (alignment > 0 && ((alignment & (alignment - 1)) ? offset % alignment
                                                              : offset & (alignment - 1)))
@@ -255,6 +270,7 @@ void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsig
     iop_lock(&st->lock);
     if (counter >= 0) st->c[counter]++;
     st->f[IOP_F_F_META_TIME] += t2 - t1;
+    if (op == IOP_OP_OPEN || op == IOP_OP_CLOSE) st->last_read = st->last_write = 0; /* as Darshan */
     if (op == IOP_OP_OPEN) {
         if (st->f[IOP_F_F_OPEN_START_TIMESTAMP] == 0 || t1 < st->f[IOP_F_F_OPEN_START_TIMESTAMP])
             st->f[IOP_F_F_OPEN_START_TIMESTAMP] = t1;

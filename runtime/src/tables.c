@@ -33,11 +33,14 @@ char *pool;
 size_t pool_used, pool_size;
 
 void *pool_alloc(size_t n) {
+    /* lock-free: callers hold different locks (names, a file's counters) */
     n = (n + 15) & ~(size_t)15;
-    if (pool_used + n > pool_size) return NULL;
-    void *p = pool + pool_used;
-    pool_used += n;
-    return p;
+    size_t at = __atomic_load_n(&pool_used, __ATOMIC_RELAXED);
+    do {
+        if (at + n > pool_size) return NULL;
+    } while (!__atomic_compare_exchange_n(&pool_used, &at, at + n, 1, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return pool + at;
 }
 
 /* ------------------------------------------------------------------ */
@@ -285,7 +288,8 @@ void tables_after_fork(void) {
             memset(s->c, 0, sizeof s->c);
             memset(s->f, 0, sizeof s->f);
             s->c[IOP_C_MEM_ALIGNMENT] = 8;
-            s->next_read = s->next_write = 0;
+            s->last_read = s->last_write = 0;
+            s->common = NULL; /* the child takes fresh tables from the pool */
             s->last_op = -1;
         }
     }

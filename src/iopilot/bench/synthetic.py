@@ -71,7 +71,7 @@ def write_trace(out: Path, records: int, *, ranks: int = 64, files: int = 8,
 def _process_json(rank: int, ranks: int, t0: float, t_end: float, rec: np.ndarray,
                   files: int) -> dict:  # fmt: skip
     counters = []
-    bins = np.searchsorted(np.array(SIZE_BIN_UPPER), rec["length"], side="right")
+    bins = np.searchsorted(np.array(SIZE_BIN_UPPER), rec["length"], side="left")  # edges inclusive
     for fid in range(1, files + 1):
         m = rec["file_id"] == fid
         if not m.any():

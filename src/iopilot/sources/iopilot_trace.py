@@ -23,6 +23,7 @@ import math
 import os
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -592,10 +593,32 @@ def _darshan_name(layer: str, raw: str) -> str:
     return f"{layer}_{raw}"
 
 
+def _common_values(names: Sequence[str], rows: np.ndarray, out: np.ndarray) -> None:
+    """Darshan's four most common access sizes and strides of several rows
+    combined as Darshan combines ranks: counts of equal values add up, then
+    the four highest counts (the larger value first on a tie) are kept."""
+    for kind, val in (("ACCESS", "ACCESS"), ("STRIDE", "STRIDE")):
+        vcols = [i for i, n in enumerate(names) for k in range(1, 5)
+                 if n.endswith(f"_{kind}{k}_{val}")]  # fmt: skip
+        ccols = [i for i, n in enumerate(names) for k in range(1, 5)
+                 if n.endswith(f"_{kind}{k}_COUNT")]  # fmt: skip
+        if len(vcols) != 4 or len(ccols) != 4:
+            continue
+        totals: dict[int, int] = {}
+        for v, n in zip(rows[:, vcols].ravel(), rows[:, ccols].ravel(), strict=True):
+            if v and n:
+                totals[int(v)] = totals.get(int(v), 0) + int(n)
+        top = sorted(totals.items(), key=lambda vn: (-vn[1], -vn[0]))[:4]
+        top += [(0, 0)] * (4 - len(top))
+        out[vcols] = [v for v, _ in top]
+        out[ccols] = [n for _, n in top]
+
+
 def _merge(layer, inames, fnames, a, b):
     """Two processes with one rank (a forked child) on one file: combine."""
     iv = a[0] + b[0]
     fv = a[1] + b[1]
+    _common_values(inames, np.stack([a[0], b[0]]), iv)
     for i, n in enumerate(inames):
         if n.endswith(_MAX_SUFFIXES):
             iv[i] = max(a[0][i], b[0][i])
@@ -623,6 +646,7 @@ def _reduce_shared(c: Counters, nranks: int) -> Counters:
         sub = c.select(m)
         iv = sub.ints.sum(axis=0)
         fv = sub.floats.sum(axis=0)
+        _common_values(sub.int_names, sub.ints, iv)
         for i, n in enumerate(sub.int_names):
             if n.endswith(_MAX_SUFFIXES):
                 iv[i] = sub.ints[:, i].max()

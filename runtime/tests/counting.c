@@ -1,0 +1,60 @@
+/* Access patterns whose Darshan counters are known by hand: `counting
+ * PATTERN DIR` writes DIR/PATTERN.dat (see tests/test_runtime_counting.py). */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char *buf;
+static int fd;
+static char path[4200];
+
+static void at(long off, long n) {
+    if (pwrite(fd, buf, (size_t)n, off) != n) exit(3);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    buf = calloc(1, 11 << 20);
+    snprintf(path, sizeof path, "%s/%s.dat", argv[2], argv[1]);
+    fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    const char *p = argv[1];
+    if (!strcmp(p, "example")) { /* one 1 MiB, three 100 B and one 4 KiB write, in order */
+        long sizes[] = {1 << 20, 100, 100, 100, 4096};
+        for (int i = 0; i < 5; i++)
+            if (write(fd, buf, (size_t)sizes[i]) != sizes[i]) return 3;
+    } else if (!strcmp(p, "edges")) { /* every bin edge, and one byte more */
+        long edges[] = {100, 1024, 10240, 102400, 1048576, 4194304, 10485760}, off = 0;
+        for (int i = 0; i < 7; i++) {
+            at(off, edges[i]);
+            off += edges[i];
+            at(off, edges[i] + 1);
+            off += edges[i] + 1;
+        }
+    } else if (!strcmp(p, "sequential")) {
+        for (long i = 0; i < 10; i++) at(i * 10, 10);
+    } else if (!strcmp(p, "strided")) {
+        for (long i = 0; i < 3; i++) at(i * 20, 10);
+    } else if (!strcmp(p, "backward")) {
+        for (long i = 2; i >= 0; i--) at(i * 20, 10);
+    } else if (!strcmp(p, "from_one")) {
+        at(1, 10);
+    } else if (!strcmp(p, "reopened")) {
+        at(0, 10);
+        close(fd);
+        fd = open(path, O_WRONLY);
+        at(10, 10);
+    } else if (!strcmp(p, "common")) { /* 5x10 B, 3x20 B, 3x30 B, 1x40 B, 1x50 B */
+        long sizes[] = {10, 20, 10, 30, 10, 20, 30, 10, 20, 30, 40, 10, 50}, off = 0;
+        for (int i = 0; i < 13; i++) {
+            at(off, sizes[i]);
+            off += sizes[i];
+        }
+    } else {
+        return 2;
+    }
+    close(fd);
+    return 0;
+}

@@ -1,0 +1,106 @@
+"""Counters as Darshan defines them, on access patterns whose values are
+worked out by hand: size bins with inclusive upper edges, sequential and
+consecutive accesses (the last byte is 0 after open and close, so a first
+access at offset 0 is neither), strides, and the four most common access
+sizes and strides with their counts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iopilot.capture.run import library_path
+from iopilot.sources import load
+from iopilot.sources.iopilot_trace import _common_values
+from rawtrace import RawProc
+
+RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
+CC = shutil.which("cc") or shutil.which("gcc")
+pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler")
+
+
+@pytest.fixture(scope="module")
+def counting(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("bin") / "counting"
+    subprocess.run([CC, "-O2", "-Wall", "-Werror", "-o", str(exe),
+                    str(RUNTIME / "tests/counting.c")], check=True)  # fmt: skip
+    return exe
+
+
+def traced(counting: Path, pattern: str) -> tuple[dict[str, int], str]:
+    """Raw counters of DIR/PATTERN.dat, and the trace directory."""
+    work = Path(tempfile.mkdtemp(prefix="iop-work-"))
+    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
+    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    subprocess.run([str(counting), pattern, str(work)], env=env, check=True, timeout=60)
+    (proc,) = [RawProc(p) for p in trace.glob("p*.json")]
+    return proc.get("POSIX", work / f"{pattern}.dat"), str(trace)
+
+
+def test_the_worked_example(counting):
+    c, trace = traced(counting, "example")
+    assert c["SIZE_WRITE_100K_1M"] == 1 and c["SIZE_WRITE_0_100"] == 3
+    assert c["SIZE_WRITE_1K_10K"] == 1 and c.get("SIZE_WRITE_1M_4M", 0) == 0
+    assert (c["ACCESS1_ACCESS"], c["ACCESS1_COUNT"]) == (100, 3)
+    # ties: the larger size first
+    assert (c["ACCESS2_ACCESS"], c["ACCESS2_COUNT"]) == (1 << 20, 1)
+    assert (c["ACCESS3_ACCESS"], c["ACCESS3_COUNT"]) == (4096, 1)
+    assert c.get("ACCESS4_ACCESS", 0) == 0
+    assert c["CONSEC_WRITES"] == 4 and c["SEQ_WRITES"] == 4
+    assert c["MAX_BYTE_WRITTEN"] == (1 << 20) + 300 + 4096 - 1
+    # the same through the reader, in Darshan's names
+    t = load(trace)
+    col = t.counters["POSIX"]
+    row = {n: int(col.ints[0, i]) for i, n in enumerate(col.int_names)}
+    assert row["POSIX_ACCESS1_ACCESS"] == 100 and row["POSIX_ACCESS1_COUNT"] == 3
+    assert row["POSIX_SIZE_WRITE_100K_1M"] == 1 and row["POSIX_CONSEC_WRITES"] == 4
+
+
+BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M"]
+
+
+def test_every_bin_edge_belongs_to_its_bin_and_one_byte_more_to_the_next(counting):
+    c, _ = traced(counting, "edges")
+    # edge e of bin i is in bin i; e + 1 is in bin i + 1
+    expected = {b: 0 for b in BINS}
+    for i in range(7):
+        expected[BINS[i]] += 1
+        expected[BINS[i + 1]] += 1
+    assert {b: c.get(f"SIZE_WRITE_{b}", 0) for b in BINS} == expected
+
+
+@pytest.mark.parametrize("pattern, seq, consec, strides", [
+    ("sequential", 9, 9, {}),            # offsets 0, 10, ... 90: the first is neither
+    ("strided", 2, 0, {10: 2}),          # 0, 20, 40 (10 B each): gaps of 10 bytes
+    ("backward", 1, 0, {}),              # 40, 20, 0: only the first is beyond the last byte
+    ("from_one", 1, 1, {}),              # a first write at offset 1 follows "byte 0"
+    ("reopened", 1, 0, {}),              # open resets the last byte: offset 10 is not consecutive
+])  # fmt: skip
+def test_sequential_consecutive_and_strides(counting, pattern, seq, consec, strides):
+    c, _ = traced(counting, pattern)
+    assert c.get("SEQ_WRITES", 0) == seq
+    assert c.get("CONSEC_WRITES", 0) == consec
+    got = {c[f"STRIDE{k}_STRIDE"]: c[f"STRIDE{k}_COUNT"] for k in range(1, 5)
+           if c.get(f"STRIDE{k}_STRIDE")}  # fmt: skip
+    assert got == strides
+
+
+def test_four_most_common_sizes_highest_count_then_largest_size(counting):
+    c, _ = traced(counting, "common")  # 5x10, 3x20, 3x30, 1x40, 1x50
+    top = [(c.get(f"ACCESS{k}_ACCESS", 0), c.get(f"ACCESS{k}_COUNT", 0)) for k in range(1, 5)]
+    assert top == [(10, 5), (30, 3), (20, 3), (50, 1)]
+
+
+def test_ranks_combine_their_common_sizes_by_adding_counts():
+    names = [f"X_ACCESS{k}_{what}" for what in ("ACCESS", "COUNT") for k in range(1, 5)]
+    rows = np.array([[100, 8, 0, 0, 3, 1, 0, 0],
+                     [8, 4096, 100, 0, 5, 2, 1, 0]], np.int64)  # fmt: skip
+    out = rows.sum(axis=0)
+    _common_values(names, rows, out)
+    assert list(out) == [8, 100, 4096, 0, 6, 4, 2, 0]
