@@ -104,3 +104,46 @@ def test_ranks_combine_their_common_sizes_by_adding_counts():
     out = rows.sum(axis=0)
     _common_values(names, rows, out)
     assert list(out) == [8, 100, 4096, 0, 6, 4, 2, 0]
+
+
+NAMES_PY = """
+import os, sys
+os.chdir(sys.argv[1])
+os.makedirs("sub/x")
+for name in ("sub/../sub/./f", sys.argv[1] + "//sub/f", "sub/x/../f"):
+    fd = os.open(name, os.O_CREAT | os.O_WRONLY, 0o644)
+    os.write(fd, b"z")
+    os.close(fd)
+with open("/dev/null", "wb") as f:           # a character device: not a file
+    f.write(b"n")
+fd = os.open("/dev/null", os.O_WRONLY)
+os.write(fd, b"n")
+os.close(fd)
+r, w = os.pipe()                              # a pipe: not a file
+os.write(w, b"p")
+with os.fdopen(w, "wb") as f:
+    f.write(b"p")
+"""
+
+
+def traced_names(tmp_path: Path, **env: str) -> set[str]:
+    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
+    e = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace), **env)
+    import sys
+
+    subprocess.run([sys.executable, "-c", NAMES_PY, str(tmp_path)], env=e, check=True,
+                   timeout=60)  # fmt: skip
+    (proc,) = [RawProc(p) for p in trace.glob("p*.json")]
+    return {name for (layer, name), c in proc.counters.items() if c.get("WRITES")}
+
+
+def test_names_are_absolute_and_clean_and_devices_are_left_out(tmp_path):
+    names = traced_names(tmp_path)
+    assert str(tmp_path / "sub" / "f") in names
+    assert not any("/../" in n or "/./" in n or "//" in n for n in names)
+    assert not any(n.startswith("/dev/") or "pipe:" in n for n in names)
+
+
+def test_special_files_are_traced_when_asked(tmp_path):
+    names = traced_names(tmp_path, IOPILOT_TRACE_SPECIAL="1", IOPILOT_EXCLUDE="/proc/:/sys/")
+    assert "/dev/null" in names

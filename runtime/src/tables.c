@@ -60,12 +60,17 @@ static uint64_t hash_path(const char *s) {
 /* System paths are not the application's I/O (library loading, /proc reads
  * by the MPI runtime ...).  IOPILOT_EXCLUDE replaces the list (":"-separated). */
 static char exclude_buf[2048] =
-    "/proc/:/sys/:/etc/:/usr/:/lib/:/lib64/:/bin/:/sbin/:/boot/:/run/:/dev/shm/:/tmp/ompi.";
+    "/proc/:/sys/:/dev/:/etc/:/usr/:/lib/:/lib64/:/bin/:/sbin/:/boot/:/run/:/tmp/ompi.";
+/* Pipes, sockets and character devices are not files: left out unless
+ * IOPILOT_TRACE_SPECIAL=1 (what `iopilot bench runtime` uses for /dev/null). */
+static int trace_special;
 static const char *exclude[64];
 static size_t exclude_len[64];
 static int n_exclude;
 
 void parse_excludes(void) {
+    const char *special = getenv("IOPILOT_TRACE_SPECIAL");
+    trace_special = special && special[0] == '1';
     const char *env = getenv("IOPILOT_EXCLUDE");
     if (env) snprintf(exclude_buf, sizeof exclude_buf, "%s", env);
     n_exclude = 0;
@@ -92,15 +97,45 @@ static int excluded(const char *path) {
     return 0;
 }
 
-uint64_t iop_register_path(const char *path) {
-    char abs[4096];
-    if (path[0] != '/' && path[0] != '<') {
-        char cwd[2048];
-        if (sys_getcwd(cwd, sizeof cwd) > 0) {
-            snprintf(abs, sizeof abs, "%s/%s", cwd, path);
-            path = abs;
+/* Lexically clean an absolute path in place, as Darshan does: no empty or
+ * "." components, ".." removes the one before (never above the root).
+ * Links are not followed: the name is the one the program used. */
+static void clean_path(char *p) {
+    char *out = p; /* p[0] == '/' */
+    const char *in = p;
+    while (*in) {
+        while (*in == '/') in++;
+        const char *end = in;
+        while (*end && *end != '/') end++;
+        size_t n = (size_t)(end - in);
+        if (n == 0 || (n == 1 && in[0] == '.')) {
+            /* nothing */
+        } else if (n == 2 && in[0] == '.' && in[1] == '.') {
+            while (out > p && *--out != '/') {}
+        } else {
+            *out++ = '/';
+            memmove(out, in, n);
+            out += n;
         }
+        in = end;
     }
+    if (out == p) *out++ = '/';
+    *out = 0;
+}
+
+uint64_t iop_register_path(const char *path) {
+    char abs[8192];
+    if (path[0] == '/') {
+        snprintf(abs, sizeof abs, "%s", path);
+    } else if (path[0] != '<') {
+        char cwd[4096];
+        if (sys_getcwd(cwd, sizeof cwd) <= 0) snprintf(cwd, sizeof cwd, "/<unknown directory>");
+        snprintf(abs, sizeof abs, "%s/%s", cwd, path);
+    } else {
+        snprintf(abs, sizeof abs, "%s", path);
+    }
+    if (abs[0] == '/') clean_path(abs);
+    path = abs;
     if (excluded(path)) return 0;
     uint64_t id = hash_path(path);
     size_t b = id % NBUCKETS;
@@ -135,6 +170,7 @@ uint64_t iop_register_fd_path(int fd) {
     ssize_t n = sys_readlink(link, path, sizeof path - 1);
     if (n <= 0) snprintf(path, sizeof path, "<fd %d>", fd);
     else path[n] = 0;
+    if (n > 0 && path[0] != '/' && !trace_special) return 0; /* pipe:[...], socket:[...] */
     return iop_register_path(path);
 }
 
@@ -182,16 +218,18 @@ int iop_nfds;
 
 void iop_fd_set(int fd, uint64_t id, int64_t offset) {
     if (fd < 0 || fd >= iop_nfds) return;
-    iop_stats *st = iop_stats_for(IOP_LAYER_POSIX, id);
+    struct stat sb;
+    int64_t align = 4096;
+    iop_enter(); /* our own fstat must not count as the program's */
+    int ok = id && fstat(fd, &sb) == 0;
+    iop_leave();
+    iop_stats *st = NULL;
+    if (id && (!ok || trace_special || S_ISREG(sb.st_mode) || S_ISBLK(sb.st_mode)))
+        st = iop_stats_for(IOP_LAYER_POSIX, id);
     if (!st) {
         iop_fd_clear(fd); /* an older entry of a reused fd must not count */
         return;
     }
-    struct stat sb;
-    int64_t align = 4096;
-    iop_enter(); /* our own fstat must not count as the program's */
-    int ok = fstat(fd, &sb) == 0;
-    iop_leave();
     if (ok) {
         if (sb.st_blksize > 0) align = sb.st_blksize;
         if (offset == IOP_OFFSET_END) offset = sb.st_size; /* O_APPEND */

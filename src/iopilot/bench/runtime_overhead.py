@@ -36,6 +36,9 @@ def _time(argv: list[str], traced: bool, trace_root: Path) -> float:
         tdir = Path(tempfile.mkdtemp(dir=trace_root))
         env["LD_PRELOAD"] = str(library_path())
         env["IOPILOT_TRACE_DIR"] = str(tdir)
+        # /dev/null is a character device under /dev: traced only when asked
+        env["IOPILOT_TRACE_SPECIAL"] = "1"
+        env["IOPILOT_EXCLUDE"] = "/proc/:/sys/"
     out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
     if tdir is not None:
         shutil.rmtree(tdir, ignore_errors=True)
