@@ -147,3 +147,57 @@ def test_names_are_absolute_and_clean_and_devices_are_left_out(tmp_path):
 def test_special_files_are_traced_when_asked(tmp_path):
     names = traced_names(tmp_path, IOPILOT_TRACE_SPECIAL="1", IOPILOT_EXCLUDE="/proc/:/sys/")
     assert "/dev/null" in names
+
+
+# -- iopilot export counters --------------------------------------------------
+
+
+def export(path: str) -> dict[tuple[str, int, int, str], str]:
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "iopilot", "export", "counters", path],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("#"):
+            continue
+        module, rank, rid, counter, value, name, mount, fstype = line.split("\t")
+        out[module, int(rank), int(rid), counter] = value
+        assert name and mount and fstype
+    return out
+
+
+def test_export_prints_a_traces_counters_as_darshan_parser_does(counting):
+    _, trace = traced(counting, "example")
+    lines = export(trace)
+    mine = {k[3]: v for k, v in lines.items() if k[0] == "POSIX"}
+    assert mine["POSIX_WRITES"] == "5" and mine["POSIX_ACCESS1_ACCESS"] == "100"
+    assert mine["POSIX_ACCESS1_COUNT"] == "3" and mine["POSIX_SIZE_WRITE_100K_1M"] == "1"
+    assert mine["POSIX_CONSEC_WRITES"] == "4"
+    assert float(mine["POSIX_F_WRITE_TIME"]) >= 0 and "." in mine["POSIX_F_WRITE_TIME"]
+
+
+def test_export_of_a_darshan_log_agrees_with_pydarshan():
+    import darshan
+
+    from iopilot.demo import example_dir
+
+    log = example_dir() / "example.darshan"
+    report = darshan.DarshanReport(str(log), read_all=False)
+    report.mod_read_all_records("POSIX")
+    frames = report.records["POSIX"].to_df()
+    lines = export(str(log))
+    checked = 0
+    for kind in ("counters", "fcounters"):
+        df = frames[kind]
+        ids, ranks = df["id"].to_numpy(np.uint64), df["rank"].to_numpy(np.int64)
+        for col in df.columns.drop(["id", "rank"]):
+            for rid, rank, want in zip(ids, ranks, df[col].to_numpy(), strict=True):
+                got = lines["POSIX", int(rank), int(rid), col]
+                if kind == "counters":
+                    assert int(got) == int(want), col
+                else:
+                    assert abs(float(got) - float(want)) <= 5e-7, col
+                checked += 1
+    assert checked == len(frames["counters"]) * (69 + 17)

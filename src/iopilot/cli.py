@@ -220,6 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     u.set_defaults(func=cmd_run)
 
+    x = sub.add_parser("export", help="counters of a trace or Darshan log as text")
+    xsub = x.add_subparsers(dest="export", required=True, metavar="WHAT")
+    xc = xsub.add_parser("counters", help="every counter, one line each, as darshan-parser "
+                         "prints them (module, rank, record id, counter, value, file, mount, "
+                         "fs type)")
+    xc.add_argument("log", metavar="TRACE-OR-LOG")
+    xc.add_argument("--out", metavar="PATH", help="write to PATH (default: standard output)")
+    xc.set_defaults(func=cmd_export)
+
     m = sub.add_parser("demo", help="diagnose a built-in example")
     m.add_argument("--out", default="demo-output", help="where to write the reports")
     m.add_argument("--darshan", action="store_true",
@@ -265,6 +274,23 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--dir", help="where the kernel writes (default: a temporary directory)")
     b.set_defaults(func=cmd_bench)
     return p  # fmt: skip
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .report.counters_text import counter_lines, header
+    from .sources import load
+
+    trace = load(args.log)
+    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
+    try:
+        for line in header(trace):
+            out.write(line + "\n")
+        for line in counter_lines(trace):
+            out.write(line + "\n")
+    finally:
+        if args.out:
+            out.close()
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
