@@ -149,6 +149,18 @@ def test_special_files_are_traced_when_asked(tmp_path):
     assert "/dev/null" in names
 
 
+def test_stdio_character_scan_and_position_calls_are_counted(counting):
+    work = Path(tempfile.mkdtemp(prefix="iop-work-"))
+    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
+    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    subprocess.run([str(counting), "stdio", str(work)], env=env, check=True, timeout=60)
+    (proc,) = [RawProc(p) for p in trace.glob("p*.json")]
+    c = proc.get("STDIO", work / "stdio.dat")
+    assert (c["WRITES"], c["BYTES_WRITTEN"]) == (3, 8)  # fputs, putc, fputc
+    assert (c["READS"], c["BYTES_READ"]) == (3, 7)  # fscanf (5 B), getc, fgetc
+    assert c["SEEKS"] == 2  # rewind, fsetpos
+
+
 # -- iopilot export counters --------------------------------------------------
 
 

@@ -123,6 +123,68 @@ REAL_DECL(int, fputc, (int, FILE *));
 IOP_EXPORT int fputc(int ch, FILE *fp) {
     STREAM_DATA(IOP_OP_WRITE, fp, NULL, int, REAL(fputc)(ch, fp), r != EOF ? 1 : 0);
 }
+/* One character at a time: each call is an operation, as Darshan counts it. */
+#define WRAP_GETC(name)                                                          \
+    REAL_DECL(int, name, (FILE *));                                              \
+    IOP_EXPORT int name(FILE *fp) {                                              \
+        STREAM_DATA(IOP_OP_READ, fp, NULL, int, REAL(name)(fp), r != EOF ? 1 : 0); \
+    }
+#undef getc
+WRAP_GETC(fgetc)
+WRAP_GETC(getc)
+WRAP_GETC(_IO_getc)
+#undef putc
+REAL_DECL(int, putc, (int, FILE *));
+IOP_EXPORT int putc(int ch, FILE *fp) {
+    STREAM_DATA(IOP_OP_WRITE, fp, NULL, int, REAL(putc)(ch, fp), r != EOF ? 1 : 0);
+}
+
+/* fscanf reads what the stream position moved by (unknown when unseekable). */
+static long stream_pos(FILE *fp) {
+    iop_enter(); /* ftell is ours to call, not the program's */
+    long pos = ftell(fp);
+    iop_leave();
+    return pos;
+}
+#define SCAN_BODY(CALL)                                                           \
+    iop_open *o = iop_active() ? stream(fp) : NULL;                               \
+    if (!o) return CALL;                                                          \
+    long before = stream_pos(fp);                                                 \
+    double t1 = iop_now();                                                        \
+    int r = CALL;                                                                 \
+    int e = errno;                                                                \
+    double t2 = iop_now();                                                        \
+    long after = stream_pos(fp);                                                  \
+    int64_t moved = before >= 0 && after >= before ? after - before : 0;          \
+    int64_t off = o->offset;                                                      \
+    if (off >= 0) o->offset = after >= 0 ? after : off + moved;                   \
+    iop_data_op(o->st, IOP_OP_READ, off, moved, NULL, 0, t1, t2, 0);              \
+    errno = e;                                                                    \
+    return r
+/* The C library's headers rename fscanf to __isoc99_fscanf: our functions
+ * take their symbol names from asm labels so that both names are wrapped. */
+#define WRAP_VFSCANF(sym)                                                         \
+    static int (*real_v_##sym)(FILE *, const char *, va_list);                    \
+    IOP_EXPORT int iop_v_##sym(FILE *fp, const char *fmt, va_list ap) __asm__(#sym); \
+    IOP_EXPORT int iop_v_##sym(FILE *fp, const char *fmt, va_list ap) {           \
+        if (IOP_UNLIKELY(!real_v_##sym))                                          \
+            real_v_##sym = (__typeof__(real_v_##sym))iop_resolve(#sym);           \
+        SCAN_BODY(real_v_##sym(fp, fmt, ap));                                     \
+    }
+WRAP_VFSCANF(vfscanf)
+WRAP_VFSCANF(__isoc99_vfscanf)
+#define WRAP_FSCANF(sym, vsym)                                                    \
+    IOP_EXPORT int iop_##sym(FILE *fp, const char *fmt, ...) __asm__(#sym);       \
+    IOP_EXPORT int iop_##sym(FILE *fp, const char *fmt, ...) {                    \
+        va_list ap;                                                               \
+        va_start(ap, fmt);                                                        \
+        int r = iop_v_##vsym(fp, fmt, ap);                                        \
+        va_end(ap);                                                               \
+        return r;                                                                 \
+    }
+WRAP_FSCANF(fscanf, vfscanf)
+WRAP_FSCANF(__isoc99_fscanf, __isoc99_vfscanf)
+
 REAL_DECL(char *, fgets, (char *, int, FILE *));
 IOP_EXPORT char *fgets(char *s, int n, FILE *fp) {
     STREAM_DATA(IOP_OP_READ, fp, s, char *, REAL(fgets)(s, n, fp), r ? strlen(s) : 0);
@@ -176,6 +238,37 @@ IOP_EXPORT int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...) {
 WRAP_FSEEK(fseek, long)
 WRAP_FSEEK(fseeko, off_t)
 WRAP_FSEEK(fseeko64, off64_t)
+
+/* rewind and fsetpos move the stream as fseek does. */
+static void stream_moved(iop_open *o, FILE *fp, double t1) {
+    o->offset = stream_pos(fp);
+    iop_meta_op(o->st, IOP_OP_SEEK, IOP_C_SEEKS, t1, iop_now(), 0);
+}
+REAL_DECL(void, rewind, (FILE *));
+IOP_EXPORT void rewind(FILE *fp) {
+    iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL;
+    double t1 = o ? iop_now() : 0;
+    REAL(rewind)(fp);
+    if (o) {
+        int e = errno;
+        stream_moved(o, fp, t1);
+        errno = e;
+    }
+}
+#define WRAP_FSETPOS(name, POST)                                                  \
+    REAL_DECL(int, name, (FILE *, const POST *));                                 \
+    IOP_EXPORT int name(FILE *fp, const POST *pos) {                              \
+        iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL; \
+        if (!o) return REAL(name)(fp, pos);                                       \
+        double t1 = iop_now();                                                    \
+        int r = REAL(name)(fp, pos);                                              \
+        int e = errno;                                                            \
+        if (r == 0) stream_moved(o, fp, t1);                                      \
+        errno = e;                                                                \
+        return r;                                                                 \
+    }
+WRAP_FSETPOS(fsetpos, fpos_t)
+WRAP_FSETPOS(fsetpos64, fpos64_t)
 
 REAL_DECL(int, fflush, (FILE *));
 IOP_EXPORT int fflush(FILE *fp) {

@@ -52,6 +52,21 @@ int main(int argc, char **argv) {
             at(off, sizes[i]);
             off += sizes[i];
         }
+    } else if (!strcmp(p, "stdio")) { /* every STDIO call Darshan counts */
+        close(fd);
+        FILE *f = fopen(path, "w+");
+        fputs("12 34\n", f); /* 3 writes, 8 bytes */
+        putc('x', f);
+        fputc('y', f);
+        rewind(f); /* seek */
+        int a = 0, b = 0;
+        if (fscanf(f, "%d %d", &a, &b) != 2 || a != 12 || b != 34) return 4; /* 5 bytes */
+        if (getc(f) != '\n' || fgetc(f) != 'x') return 5;                    /* 2 reads */
+        fpos_t pos;
+        fgetpos(f, &pos);
+        fsetpos(f, &pos); /* seek */
+        fclose(f);
+        return 0;
     } else {
         return 2;
     }
