@@ -161,6 +161,21 @@ def test_stdio_character_scan_and_position_calls_are_counted(counting):
     assert c["SEEKS"] == 2  # rewind, fsetpos
 
 
+def test_dups_fdopen_and_fileno_count_as_darshan_counts_them(counting):
+    work = Path(tempfile.mkdtemp(prefix="iop-work-"))
+    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
+    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    subprocess.run([str(counting), "dups", str(work)], env=env, check=True, timeout=60)
+    (proc,) = [RawProc(p) for p in trace.glob("p*.json")]
+    posix = proc.get("POSIX", work / "dups.dat")
+    # open + dup + dup2 + dup3 + F_DUPFD, then fopen's fileno: each an open
+    assert posix["DUPS"] == 4 and posix["FILENOS"] == 1 and posix["OPENS"] == 6
+    assert posix["WRITES"] == 5 and posix["BYTES_WRITTEN"] == 50  # F_DUPFD copy included
+    stdio = proc.get("STDIO", work / "dups.dat")
+    assert stdio["FDOPENS"] == 1 and stdio["OPENS"] == 2  # fdopen and fopen
+    assert "FILENOS" not in stdio
+
+
 # -- iopilot export counters --------------------------------------------------
 
 

@@ -65,7 +65,7 @@ enum iop_op {
  * the layer prefix; the reader adds POSIX_, MPIIO_, ... and, for MPI-IO and
  * HDF5, Darshan's _AGG_ in the size bins.  Only non-zero values are written. */
 #define IOP_COUNTERS(X)                                                     \
-    X(OPENS) X(FILENOS) X(DUPS) X(READS) X(WRITES) X(SEEKS) X(STATS)         \
+    X(OPENS) X(FILENOS) X(FDOPENS) X(DUPS) X(READS) X(WRITES) X(SEEKS) X(STATS)         \
     X(MMAPS) X(FSYNCS) X(FDSYNCS) X(FLUSHES) X(RENAME_SOURCES)              \
     X(RENAME_TARGETS) X(BYTES_READ) X(BYTES_WRITTEN) X(MAX_BYTE_READ)       \
     X(MAX_BYTE_WRITTEN) X(CONSEC_READS) X(CONSEC_WRITES) X(SEQ_READS)       \

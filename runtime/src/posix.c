@@ -402,46 +402,34 @@ IOP_EXPORT int rename(const char *from, const char *to) {
 /* ------------------------------------------------------------------ */
 /* Duplicated descriptors refer to the same open file. */
 
-REAL_DECL(int, dup, (int));
-IOP_EXPORT int dup(int fd) {
-    int r = REAL(dup)(fd);
-    iop_open *o = iop_active() ? iop_fd(fd) : NULL;
-    if (o && r >= 0) {
-        int e = errno;
+/* A second descriptor for a file we follow counts as an open of it, of the
+ * kind DUPS, as Darshan counts it (dup, dup2, dup3, fcntl F_DUPFD). */
+static void duplicated(int fd, int r, double t1) {
+    if (r < 0) return;
+    int e = errno;
+    iop_open *o = iop_fd(fd);
+    if (o) {
         iop_fd_copy(fd, r);
-        iop_count(o->st, IOP_C_DUPS, 1);
-        errno = e;
+        iop_count(o->st, IOP_C_OPENS, 1);
+        iop_meta_op(o->st, IOP_OP_OPEN, IOP_C_DUPS, t1, iop_now(), 0);
+    } else {
+        iop_fd_clear(r); /* whatever was known of the old descriptor there */
     }
-    return r;
+    errno = e;
 }
-REAL_DECL(int, dup2, (int, int));
-IOP_EXPORT int dup2(int fd, int to) {
-    int r = REAL(dup2)(fd, to);
-    if (iop_active() && r >= 0 && fd != to) {
-        int e = errno;
-        iop_open *o = iop_fd(fd);
-        if (o) {
-            iop_fd_copy(fd, to);
-            iop_count(o->st, IOP_C_DUPS, 1);
-        } else {
-            iop_fd_clear(to);
-        }
-        errno = e;
+
+#define WRAP_DUP(name, params, args, fd)                  \
+    REAL_DECL(int, name, params);                         \
+    IOP_EXPORT int name params {                          \
+        if (!iop_active()) return REAL(name) args;        \
+        double t1 = iop_now();                            \
+        int r = REAL(name) args;                          \
+        duplicated(fd, r, t1);                            \
+        return r;                                         \
     }
-    return r;
-}
-REAL_DECL(int, dup3, (int, int, int));
-IOP_EXPORT int dup3(int fd, int to, int flags) {
-    int r = REAL(dup3)(fd, to, flags);
-    if (iop_active() && r >= 0) {
-        int e = errno;
-        iop_open *o = iop_fd(fd);
-        if (o) iop_fd_copy(fd, to);
-        else iop_fd_clear(to);
-        errno = e;
-    }
-    return r;
-}
+WRAP_DUP(dup, (int fd), (fd), fd)
+WRAP_DUP(dup2, (int fd, int to), (fd, to), fd)
+WRAP_DUP(dup3, (int fd, int to, int flags), (fd, to, flags), fd)
 
 /* fcntl's F_DUPFD forms are dups too; other commands pass straight through.
  * The third argument is read as a pointer-sized word whatever it is. */
@@ -452,18 +440,11 @@ IOP_EXPORT int dup3(int fd, int to, int flags) {
         va_start(ap, cmd);                                                    \
         void *arg = va_arg(ap, void *);                                       \
         va_end(ap);                                                           \
+        if (!iop_active() || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC))      \
+            return REAL(name)(fd, cmd, arg);                                  \
+        double t1 = iop_now();                                                \
         int r = REAL(name)(fd, cmd, arg);                                     \
-        if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0 && iop_active()) { \
-            int e = errno;                                                    \
-            iop_open *o = iop_fd(fd);                                         \
-            if (o) {                                                          \
-                iop_fd_copy(fd, r);                                           \
-                iop_count(o->st, IOP_C_DUPS, 1);                              \
-            } else {                                                          \
-                iop_fd_clear(r);                                              \
-            }                                                                 \
-            errno = e;                                                        \
-        }                                                                     \
+        duplicated(fd, r, t1);                                                \
         return r;                                                             \
     }
 WRAP_FCNTL(fcntl)

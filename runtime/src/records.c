@@ -270,7 +270,9 @@ void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsig
     iop_lock(&st->lock);
     if (counter >= 0) st->c[counter]++;
     st->f[IOP_F_F_META_TIME] += t2 - t1;
-    if (op == IOP_OP_OPEN || op == IOP_OP_CLOSE) st->last_read = st->last_write = 0; /* as Darshan */
+    /* as Darshan: a real open or a close starts sequentiality afresh, a dup does not */
+    if ((op == IOP_OP_OPEN && counter == IOP_C_OPENS) || op == IOP_OP_CLOSE)
+        st->last_read = st->last_write = 0;
     if (op == IOP_OP_OPEN) {
         if (st->f[IOP_F_F_OPEN_START_TIMESTAMP] == 0 || t1 < st->f[IOP_F_F_OPEN_START_TIMESTAMP])
             st->f[IOP_F_F_OPEN_START_TIMESTAMP] = t1;

@@ -57,10 +57,34 @@ IOP_EXPORT FILE *fdopen(int fd, const char *mode) {
     if (fp) {
         uint64_t id = iop_register_fd_path(fd);
         iop_open *o = iop_handle_set(IOP_LAYER_STDIO, (uintptr_t)fp, id, -1);
-        if (o) iop_meta_op(o->st, IOP_OP_OPEN, IOP_C_FILENOS, t1, t2, 0);
+        if (o) { /* Darshan: an open, of the kind FDOPENS */
+            iop_count(o->st, IOP_C_OPENS, 1);
+            iop_meta_op(o->st, IOP_OP_OPEN, IOP_C_FDOPENS, t1, t2, 0);
+        }
     }
     errno = e;
     return fp;
+}
+
+/* fileno of a stream we follow: its descriptor is followed too, counted as
+ * an open of the kind FILENOS in the POSIX layer, as Darshan does. */
+REAL_DECL(int, fileno, (FILE *));
+IOP_EXPORT int fileno(FILE *fp) {
+    iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL;
+    if (!o) return REAL(fileno)(fp);
+    double t1 = iop_now();
+    int r = REAL(fileno)(fp);
+    int e = errno;
+    if (r >= 0) { /* every call counts, as in Darshan */
+        if (!iop_fd(r)) iop_fd_set(r, o->st->file_id, 0);
+        iop_open *p = iop_fd(r);
+        if (p) {
+            iop_count(p->st, IOP_C_OPENS, 1);
+            iop_meta_op(p->st, IOP_OP_OPEN, IOP_C_FILENOS, t1, iop_now(), 0);
+        }
+    }
+    errno = e;
+    return r;
 }
 
 REAL_DECL(int, fclose, (FILE *));

@@ -52,6 +52,19 @@ int main(int argc, char **argv) {
             at(off, sizes[i]);
             off += sizes[i];
         }
+    } else if (!strcmp(p, "dups")) { /* four more descriptors, writes through each */
+        int d1 = dup(fd), d2 = dup2(fd, 50), d3 = dup3(fd, 51, 0), d4 = fcntl(fd, F_DUPFD, 60);
+        int all[] = {fd, d1, d2, d3, d4};
+        for (int i = 0; i < 5; i++)
+            if (write(all[i], buf, 10) != 10) return 6;
+        for (int i = 1; i < 5; i++) close(all[i]);
+        FILE *f = fdopen(fd, "w"); /* a stream on it: STDIO FDOPENS */
+        fputs("abc", f);
+        fclose(f);
+        FILE *g = fopen(path, "r"); /* fileno of a stream: POSIX FILENOS */
+        if (fileno(g) < 0) return 7;
+        fclose(g);
+        return 0;
     } else if (!strcmp(p, "stdio")) { /* every STDIO call Darshan counts */
         close(fd);
         FILE *f = fopen(path, "w+");
