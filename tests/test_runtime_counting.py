@@ -176,6 +176,17 @@ def test_dups_fdopen_and_fileno_count_as_darshan_counts_them(counting):
     assert "FILENOS" not in stdio
 
 
+def test_appends_are_recorded_where_they_landed(counting):
+    work = Path(tempfile.mkdtemp(prefix="iop-work-"))
+    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
+    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    subprocess.run([str(counting), "append", str(work)], env=env, check=True, timeout=60)
+    (proc,) = [RawProc(p) for p in trace.glob("p*.json")]
+    writes = proc.records_of("POSIX", work / "append.dat", 1)
+    assert [r[2] for r in writes] == [0, 10, 20]  # not 0, 0, 10 as each descriptor alone
+    assert proc.get("POSIX", work / "append.dat")["MAX_BYTE_WRITTEN"] == 29
+
+
 # -- iopilot export counters --------------------------------------------------
 
 

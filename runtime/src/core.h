@@ -50,6 +50,7 @@ typedef struct iop_open {
     iop_stats *st;      /* counters of the file in the handle's layer */
     int64_t offset;     /* current position, tracked without system calls */
     int64_t alignment;  /* file-system block size at open */
+    int append;         /* O_APPEND: each write lands at the end of the moment */
 } iop_open;
 
 /* Initial-exec TLS: a plain %fs-relative load instead of a __tls_get_addr

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <aio.h>
 #include <sys/uio.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -137,6 +138,15 @@ IOP_EXPORT int close(int fd) {
 /* Data at the descriptor's position: read, write and their fortified and
  * vector forms.  ``CALL`` is the real call, ``BUF`` the buffer to check. */
 
+/* An O_APPEND write went to the end of the file as it was at that moment,
+ * wherever other descriptors or processes had taken it: ask where it ended. */
+static void appended(int fd, iop_open *o, ssize_t r) {
+    int e = errno;
+    off_t end = (off_t)syscall(SYS_lseek, fd, 0, SEEK_CUR);
+    if (end >= r) o->offset = (int64_t)end - r;
+    errno = e;
+}
+
 #define DATA_AT_POSITION(op, fd, BUF, CALL)                             \
     iop_open *o = iop_active() ? iop_fd(fd) : NULL;                     \
     if (!o) return CALL;                                                \
@@ -144,6 +154,8 @@ IOP_EXPORT int close(int fd) {
     ssize_t r = CALL;                                                   \
     int e = errno;                                                      \
     double t2 = iop_now();                                              \
+    if (IOP_UNLIKELY(o->append) && op == IOP_OP_WRITE && r > 0)         \
+        appended(fd, o, r);                                             \
     iop_data_op_at(o->st, op, &o->offset, r, BUF, o->alignment, t1, t2, 0); \
     errno = e;                                                          \
     return r

@@ -230,10 +230,8 @@ void iop_fd_set(int fd, uint64_t id, int64_t offset) {
         iop_fd_clear(fd); /* an older entry of a reused fd must not count */
         return;
     }
-    if (ok) {
-        if (sb.st_blksize > 0) align = sb.st_blksize;
-        if (offset == IOP_OFFSET_END) offset = sb.st_size; /* O_APPEND */
-    }
+    if (ok && sb.st_blksize > 0) align = sb.st_blksize;
+    iop_fds[fd].append = offset == IOP_OFFSET_END;
     if (offset < 0) offset = 0;
     iop_fds[fd].offset = offset;
     iop_fds[fd].alignment = align;

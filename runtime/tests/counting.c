@@ -65,6 +65,12 @@ int main(int argc, char **argv) {
         if (fileno(g) < 0) return 7;
         fclose(g);
         return 0;
+    } else if (!strcmp(p, "append")) { /* two appending descriptors take turns */
+        int a = open(path, O_WRONLY | O_APPEND), b = open(path, O_WRONLY | O_APPEND);
+        for (int i = 0; i < 3; i++)
+            if (write(i % 2 ? b : a, buf, 10) != 10) return 8;
+        close(a);
+        close(b);
     } else if (!strcmp(p, "stdio")) { /* every STDIO call Darshan counts */
         close(fd);
         FILE *f = fopen(path, "w+");
