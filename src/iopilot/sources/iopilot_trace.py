@@ -118,8 +118,11 @@ def read_trace(path: str) -> Trace:
     _assign_ranks(procs)
     times = [p.t0 for p in procs if math.isfinite(p.t0)]
     job_start = min(times) if times else float(job_meta.get("start", 0.0))
-    records = Records.concat([part for p in procs
-                              for part in _read_records(p, job_start, limit)])  # fmt: skip
+    sink = _RecordSink(sum(max(p.rec_size - HEADER.itemsize, 0) // RECORD.itemsize
+                           for p in procs))  # fmt: skip
+    for p in procs:
+        _read_records(p, job_start, limit, sink)
+    records = sink.records()
     for p in procs:
         _summary_totals(p)
     names: dict[int, str] = {}
@@ -442,14 +445,40 @@ def _assign_ranks(procs: list[_Proc]) -> None:
         p.rank = p.written_rank if p.known else (None if any_known else 0)
 
 
-def _read_records(p: _Proc, job_start: float, limit: int) -> list[Records]:
+class _RecordSink:
+    """The columns of every kept record, allocated once for all processes
+    (the records on disk bound their number) and filled chunk by chunk:
+    no list of parts, no second copy when they are joined."""
+
+    def __init__(self, capacity: int) -> None:
+        self.n = 0
+        empty = Records.empty()
+        self.cols = {f: np.empty(capacity, getattr(empty, f).dtype)
+                     for f in _FIELDS}  # fmt: skip
+
+    def add(self, **cols: Any) -> None:
+        k = len(cols["file_id"])
+        for f in _FIELDS:
+            self.cols[f][self.n : self.n + k] = cols[f]
+        self.n += k
+
+    def records(self) -> Records:
+        cap = len(self.cols["file_id"])
+        # views when nearly full; a compact copy when metadata records left room
+        take = (lambda a: a[: self.n]) if self.n >= cap * 3 // 4 else (lambda a: a[: self.n].copy())
+        return Records(**{f: take(self.cols[f]) for f in _FIELDS})
+
+
+_FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start", "end")
+
+
+def _read_records(p: _Proc, job_start: float, limit: int, sink: _RecordSink) -> None:
     """The data operations of one image, in chunks: memory holds what is kept.
     Counts what the file holds, and the file-system bytes of launchers."""
     if not p.rec_size:
-        return []
+        return
     path = p.path(".rec")
     fd, size = open_regular(path, _rec_limit(max(limit, p.summary["records"] if p.summary else 0)))
-    parts: list[Records] = []
     layers = p.layers
     model_layer = np.full(256, 255, np.uint8)
     fs_layer = np.zeros(256, bool)
@@ -482,20 +511,12 @@ def _read_records(p: _Proc, job_start: float, limit: int) -> list[Records]:
             p.kept += len(r)
             if not p.summary:
                 p.unnamed.update(np.unique(r["file_id"]).tolist())
-            parts.append(Records(
-                rank=np.full(len(r), p.rank, np.int32),
-                layer=model_layer[r["layer"]],
-                op=r["op"].astype(np.uint8),
-                file_id=r["file_id"].copy(),
-                offset=r["offset"].copy(),
-                length=r["length"].copy(),
-                start=r["start"] + shift,
-                end=r["end"] + shift,
-            ))  # fmt: skip
+            sink.add(rank=p.rank, layer=model_layer[r["layer"]], op=r["op"],
+                     file_id=r["file_id"], offset=r["offset"], length=r["length"],
+                     start=r["start"] + shift, end=r["end"] + shift)  # fmt: skip
     p.on_disk = done
     if not p.summary:
         p.t_end = last
-    return parts
 
 
 def _check_records(path: Path, r: np.ndarray, first: int, nlayers: int) -> None:
