@@ -62,6 +62,26 @@ def test_the_worked_example(counting):
     assert row["POSIX_SIZE_WRITE_100K_1M"] == 1 and row["POSIX_CONSEC_WRITES"] == 4
 
 
+def test_mode_and_the_size_of_the_slowest_write(counting):
+    c, trace = traced(counting, "example")
+    assert c["MODE"] == 0o644  # the mode open() was given, as Darshan keeps it
+    (proc,) = [RawProc(p) for p in Path(trace).glob("p*.json")]
+    writes = [r for r in proc.records if r[6] == 0 and r[7] == 1]
+    slowest = max(writes, key=lambda r: r[1] - r[0])
+    assert c["MAX_WRITE_TIME_SIZE"] == slowest[3]
+
+
+def test_ranks_combine_the_size_of_the_slowest_operation():
+    from iopilot.sources.iopilot_trace import _slowest_sizes
+
+    inames, fnames = ["X_MAX_WRITE_TIME_SIZE"], ["X_F_MAX_WRITE_TIME"]
+    ints = np.array([[4096], [1 << 20], [100]], np.int64)
+    floats = np.array([[0.5], [2.0], [1.0]])
+    out = ints.sum(axis=0)
+    _slowest_sizes(inames, fnames, ints, floats, out)
+    assert out[0] == 1 << 20  # the rank whose slowest write took 2 s
+
+
 BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M"]
 
 

@@ -36,12 +36,17 @@ static int wants_mode(int flags) {
         va_end(ap);                    \
     }
 
-static void opened(int fd, const char *path, int flags, double t1, double t2) {
+static void opened_id(int fd, uint64_t id, int flags, mode_t mode, double t1, double t2) {
     if (fd < 0) return;
-    uint64_t id = iop_register_path(path);
     iop_fd_set(fd, id, (flags & O_APPEND) ? IOP_OFFSET_END : 0);
     iop_open *o = iop_fd(fd);
-    if (o) iop_meta_op(o->st, IOP_OP_OPEN, IOP_C_OPENS, t1, t2, 0);
+    if (!o) return;
+    if (mode) iop_set(o->st, IOP_C_MODE, (int64_t)mode); /* as Darshan: the mode asked for */
+    iop_meta_op(o->st, IOP_OP_OPEN, IOP_C_OPENS, t1, t2, 0);
+}
+
+static void opened(int fd, const char *path, int flags, mode_t mode, double t1, double t2) {
+    if (fd >= 0) opened_id(fd, iop_register_path(path), flags, mode, t1, t2);
 }
 
 #define WRAP_OPEN(name)                                                 \
@@ -52,7 +57,7 @@ static void opened(int fd, const char *path, int flags, double t1, double t2) {
         double t1 = iop_now();                                          \
         int fd = REAL(name)(path, flags, mode);                         \
         int e = errno;                                                  \
-        opened(fd, path, flags, t1, iop_now());                         \
+        opened(fd, path, flags, mode, t1, iop_now());                   \
         errno = e;                                                      \
         return fd;                                                      \
     }
@@ -68,12 +73,9 @@ static void opened(int fd, const char *path, int flags, double t1, double t2) {
         double t2 = iop_now();                                          \
         if (fd >= 0) {                                                  \
             if (path[0] == '/' || dirfd == AT_FDCWD)                    \
-                opened(fd, path, flags, t1, t2);                        \
-            else {                                                      \
-                iop_fd_set(fd, iop_register_fd_path(fd), 0);            \
-                iop_open *o = iop_fd(fd);                               \
-                if (o) iop_meta_op(o->st, IOP_OP_OPEN, IOP_C_OPENS, t1, t2, 0); \
-            }                                                           \
+                opened(fd, path, flags, mode, t1, t2);                  \
+            else /* relative to a directory: the kernel knows the name */ \
+                opened_id(fd, iop_register_fd_path(fd), flags, mode, t1, t2); \
         }                                                               \
         errno = e;                                                      \
         return fd;                                                      \
@@ -87,7 +89,7 @@ static void opened(int fd, const char *path, int flags, double t1, double t2) {
         double t1 = iop_now();                               \
         int fd = REAL(name)(path, flags);                    \
         int e = errno;                                       \
-        opened(fd, path, flags, t1, iop_now());              \
+        opened(fd, path, flags, 0, t1, iop_now());           \
         errno = e;                                           \
         return fd;                                           \
     }
@@ -99,7 +101,7 @@ static void opened(int fd, const char *path, int flags, double t1, double t2) {
         double t1 = iop_now();                                          \
         int fd = REAL(name)(path, mode);                                \
         int e = errno;                                                  \
-        opened(fd, path, O_CREAT | O_WRONLY | O_TRUNC, t1, iop_now());  \
+        opened(fd, path, O_CREAT | O_WRONLY | O_TRUNC, mode, t1, iop_now()); \
         errno = e;                                                      \
         return fd;                                                      \
     }

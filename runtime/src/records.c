@@ -232,7 +232,10 @@ static inline __attribute__((always_inline)) void count_data(iop_stats *st, int 
     int ts = rd ? IOP_F_F_READ_START_TIMESTAMP : IOP_F_F_WRITE_START_TIMESTAMP;
     int te = rd ? IOP_F_F_READ_END_TIMESTAMP : IOP_F_F_WRITE_END_TIMESTAMP;
     f[t] += dt;
-    if (dt > f[mt]) f[mt] = dt;
+    if (dt > f[mt]) { /* the slowest operation, and how much it moved */
+        f[mt] = dt;
+        c[rd ? IOP_C_MAX_READ_TIME_SIZE : IOP_C_MAX_WRITE_TIME_SIZE] = bytes;
+    }
     if (f[ts] == 0 || t1 < f[ts]) f[ts] = t1;
     if (t2 > f[te]) f[te] = t2;
 }

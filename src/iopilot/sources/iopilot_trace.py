@@ -635,11 +635,23 @@ def _common_values(names: Sequence[str], rows: np.ndarray, out: np.ndarray) -> N
         out[ccols] = [n for _, n in top]
 
 
+def _slowest_sizes(inames: Sequence[str], fnames: Sequence[str], ints: np.ndarray,
+                   floats: np.ndarray, out: np.ndarray) -> None:
+    """MAX_{READ,WRITE}_TIME_SIZE of combined rows: the size of the slowest
+    operation, i.e. that of the row holding the largest F_MAX_*_TIME."""
+    for rw in ("READ", "WRITE"):
+        size = [i for i, n in enumerate(inames) if n.endswith(f"_MAX_{rw}_TIME_SIZE")]
+        time = [i for i, n in enumerate(fnames) if n.endswith(f"_F_MAX_{rw}_TIME")]
+        if size and time:
+            out[size[0]] = ints[int(np.argmax(floats[:, time[0]])), size[0]]
+
+
 def _merge(layer, inames, fnames, a, b):
     """Two processes with one rank (a forked child) on one file: combine."""
     iv = a[0] + b[0]
     fv = a[1] + b[1]
     _common_values(inames, np.stack([a[0], b[0]]), iv)
+    _slowest_sizes(inames, fnames, np.stack([a[0], b[0]]), np.stack([a[1], b[1]]), iv)
     for i, n in enumerate(inames):
         if n.endswith(_MAX_SUFFIXES):
             iv[i] = max(a[0][i], b[0][i])
@@ -668,6 +680,7 @@ def _reduce_shared(c: Counters, nranks: int) -> Counters:
         iv = sub.ints.sum(axis=0)
         fv = sub.floats.sum(axis=0)
         _common_values(sub.int_names, sub.ints, iv)
+        _slowest_sizes(sub.int_names, sub.float_names, sub.ints, sub.floats, iv)
         for i, n in enumerate(sub.int_names):
             if n.endswith(_MAX_SUFFIXES):
                 iv[i] = sub.ints[:, i].max()
