@@ -33,14 +33,20 @@ def counting(tmp_path_factory) -> Path:
     return exe
 
 
-def traced(counting: Path, pattern: str) -> tuple[dict[str, int], str]:
-    """Raw counters of DIR/PATTERN.dat, and the trace directory."""
+def run_pattern(counting: Path, pattern: str) -> tuple[RawProc, Path, str]:
+    """Run one pattern traced: its process, work directory and trace directory."""
     work = Path(tempfile.mkdtemp(prefix="iop-work-"))
     trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
     env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
     subprocess.run([str(counting), pattern, str(work)], env=env, check=True, timeout=60)
     (proc,) = [RawProc(p) for p in trace.glob("p*.json")]
-    return proc.get("POSIX", work / f"{pattern}.dat"), str(trace)
+    return proc, work, str(trace)
+
+
+def traced(counting: Path, pattern: str) -> tuple[dict[str, int], str]:
+    """Raw counters of DIR/PATTERN.dat, and the trace directory."""
+    proc, work, trace = run_pattern(counting, pattern)
+    return proc.get("POSIX", work / f"{pattern}.dat"), trace
 
 
 def test_the_worked_example(counting):
@@ -170,11 +176,7 @@ def test_special_files_are_traced_when_asked(tmp_path):
 
 
 def test_stdio_character_scan_and_position_calls_are_counted(counting):
-    work = Path(tempfile.mkdtemp(prefix="iop-work-"))
-    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
-    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
-    subprocess.run([str(counting), "stdio", str(work)], env=env, check=True, timeout=60)
-    (proc,) = [RawProc(p) for p in trace.glob("p*.json")]
+    proc, work, _ = run_pattern(counting, "stdio")
     c = proc.get("STDIO", work / "stdio.dat")
     assert (c["WRITES"], c["BYTES_WRITTEN"]) == (3, 8)  # fputs, putc, fputc
     assert (c["READS"], c["BYTES_READ"]) == (3, 7)  # fscanf (5 B), getc, fgetc
@@ -182,11 +184,7 @@ def test_stdio_character_scan_and_position_calls_are_counted(counting):
 
 
 def test_dups_fdopen_and_fileno_count_as_darshan_counts_them(counting):
-    work = Path(tempfile.mkdtemp(prefix="iop-work-"))
-    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
-    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
-    subprocess.run([str(counting), "dups", str(work)], env=env, check=True, timeout=60)
-    (proc,) = [RawProc(p) for p in trace.glob("p*.json")]
+    proc, work, _ = run_pattern(counting, "dups")
     posix = proc.get("POSIX", work / "dups.dat")
     # open + dup + dup2 + dup3 + F_DUPFD, then fopen's fileno: each an open
     assert posix["DUPS"] == 4 and posix["FILENOS"] == 1 and posix["OPENS"] == 6
@@ -197,11 +195,7 @@ def test_dups_fdopen_and_fileno_count_as_darshan_counts_them(counting):
 
 
 def test_appends_are_recorded_where_they_landed(counting):
-    work = Path(tempfile.mkdtemp(prefix="iop-work-"))
-    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
-    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
-    subprocess.run([str(counting), "append", str(work)], env=env, check=True, timeout=60)
-    (proc,) = [RawProc(p) for p in trace.glob("p*.json")]
+    proc, work, _ = run_pattern(counting, "append")
     writes = proc.records_of("POSIX", work / "append.dat", 1)
     assert [r[2] for r in writes] == [0, 10, 20]  # not 0, 0, 10 as each descriptor alone
     assert proc.get("POSIX", work / "append.dat")["MAX_BYTE_WRITTEN"] == 29
