@@ -61,6 +61,12 @@ enum iop_op {
     IOP_NOPS
 };
 
+/* Upper edges of Darshan's access-size bins, each inclusive (SIZE_*_0_100
+ * holds 0..100 bytes, ...); the last bin, 1G_PLUS, has none.  The Python side
+ * has the same list (iopilot.model.SIZE_BIN_UPPER); a test keeps them equal. */
+#define IOP_SIZE_BIN_UPPER {100, 1024, 10240, 102400, 1048576, 4194304, 10485760, \
+                            104857600, 1073741824}
+
 /* Integer counters per (layer, file, process).  Names are Darshan's without
  * the layer prefix; the reader adds POSIX_, MPIIO_, ... and, for MPI-IO and
  * HDF5, Darshan's _AGG_ in the size bins.  Only non-zero values are written. */

@@ -178,8 +178,7 @@ static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t l
 /* Darshan's size bins: each upper edge belongs to its bin (exactly 100 B
  * is 0_100, exactly 1 MiB is 100K_1M). */
 static int size_bin(int64_t n) {
-    static const int64_t upper[] = {100, 1024, 10240, 102400, 1048576, 4194304, 10485760,
-                                    104857600, 1073741824};
+    static const int64_t upper[] = IOP_SIZE_BIN_UPPER;
     for (int i = 0; i < 9; i++)
         if (n <= upper[i]) return i;
     return 9;

@@ -428,6 +428,7 @@ class _Builder:
             "labels": LABELS,
             "record_layers": list(RECORD_LAYERS),
             "size_bins": list(SIZE_BINS),
+            "size_upper": list(SIZE_BIN_UPPER),  # inclusive upper edges, one list for all
             "nranks": self.nranks,
             "runtime": float(t.job.runtime),
             "files": self._files_section(),

@@ -45,8 +45,7 @@
     '#b07aa1', '#ff9da7', '#9c755f', '#17becf'];
   const SIZE_LABEL = ['0–100 B', '100 B–1 KiB', '1–10 KiB', '10–100 KiB', '100 KiB–1 MiB',
     '1–4 MiB', '4–10 MiB', '10–100 MiB', '100 MiB–1 GiB', '≥ 1 GiB'];
-  const SIZE_UPPER = [100, 1024, 10240, 102400, 1048576, 4194304, 10485760, 104857600,
-    1073741824, Infinity];
+  const SIZE_UPPER = D.size_upper; // inclusive upper edges, from iopilot.model
   const CONFIG = { displaylogo: false, responsive: true,
     modeBarButtonsToRemove: ['select2d', 'lasso2d'] };
 
