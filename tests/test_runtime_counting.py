@@ -183,6 +183,15 @@ def test_stdio_character_scan_and_position_calls_are_counted(counting):
     assert c["SEEKS"] == 2  # rewind, fsetpos
 
 
+def test_loading_keeps_counters_darshan_does_not_have(counting):
+    proc, work, trace = run_pattern(counting, "stdio")
+    stdio = load(trace).counters["STDIO"]
+    # Darshan's STDIO module has no sequential counters; the runtime keeps them
+    assert stdio.has("STDIO_SEQ_WRITES") and stdio.has("STDIO_OPENS")
+    assert int(stdio["STDIO_SEQ_WRITES"].sum()) == proc.get("STDIO", work / "stdio.dat")[
+        "SEQ_WRITES"] == 2  # putc and fputc follow fputs  # fmt: skip
+
+
 def test_dups_fdopen_and_fileno_count_as_darshan_counts_them(counting):
     proc, work, _ = run_pattern(counting, "dups")
     posix = proc.get("POSIX", work / "dups.dat")

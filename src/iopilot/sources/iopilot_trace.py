@@ -535,10 +535,41 @@ def _check_records(path: Path, r: np.ndarray, first: int, nlayers: int) -> None:
                                        "start or end time that is not a number")  # fmt: skip
 
 
+def _layer_spec(procs: list[_Proc]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Per layer: Darshan's counter names, then those the runtime keeps and
+    Darshan has not (e.g. MPIIO_SEQ_WRITES, STDIO_CONSEC_READS), so loading
+    drops nothing the trace holds."""
+    extra: dict[str, tuple[dict[str, None], dict[str, None]]] = {}
+    for p in procs:
+        m = p.summary
+        if not m:
+            continue
+        for layer_idx, _fid, ints, floats in m["counters"]:
+            layer = LAYER_PREFIX.get(m["layers"][layer_idx])
+            if layer is None:
+                continue
+            ei, ef = extra.setdefault(layer, ({}, {}))
+            for k in ints:
+                ei[_darshan_name(layer, _h5f_name(layer, m["counter_names"][k]))] = None
+            for k in floats:
+                ef[f"{layer}_{m['fcounter_names'][k]}"] = None
+    spec = {}
+    for layer, (ei, ef) in extra.items():
+        prefix = _DARSHAN_PREFIX.get(layer, layer.lower())
+        inames, fnames = _counter_names(prefix), _counter_names(prefix + "_f")
+        spec[layer] = (tuple(inames) + tuple(n for n in ei if n not in inames),
+                       tuple(fnames) + tuple(n for n in ef if n not in fnames))  # fmt: skip
+    return spec
+
+
+def _h5f_name(layer: str, raw: str) -> str:
+    return "OPENS" if layer == "H5F" and raw == "CREATES" else raw  # Darshan counts creates
+
+
 def _counters(procs: list[_Proc], job_start: float) -> dict[str, Counters]:
     """One Counters table per layer, in Darshan's names, Darshan's reduction."""
     rows: dict[str, dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]] = {}
-    spec: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    spec = _layer_spec(procs)
     for p in procs:
         m = p.summary
         if not m:
@@ -550,17 +581,11 @@ def _counters(procs: list[_Proc], job_start: float) -> dict[str, Counters]:
             layer = LAYER_PREFIX.get(layers[layer_idx])
             if layer is None:
                 continue
-            if layer not in spec:
-                prefix = _DARSHAN_PREFIX.get(layer, layer.lower())
-                spec[layer] = (_counter_names(prefix), _counter_names(prefix + "_f"))
             inames, fnames_d = spec[layer]
             iv = np.zeros(len(inames), np.int64)
             fv = np.zeros(len(fnames_d), np.float64)
             for k, v in ints.items():
-                raw = cnames[k]
-                if layer == "H5F" and raw == "CREATES":
-                    raw = "OPENS"  # Darshan counts H5Fcreate among the opens
-                name = _darshan_name(layer, raw)
+                name = _darshan_name(layer, _h5f_name(layer, cnames[k]))
                 if name in inames:
                     iv[inames.index(name)] += v
             for k, v in floats.items():
