@@ -192,6 +192,18 @@ def test_loading_keeps_counters_darshan_does_not_have(counting):
         "SEQ_WRITES"] == 2  # putc and fputc follow fputs  # fmt: skip
 
 
+def test_loading_keeps_metadata_operations_one_by_one(counting):
+    from iopilot.model import OP_NAMES
+
+    _, work, trace = run_pattern(counting, "reopened")  # open, write, close, open, write, close
+    t = load(trace)
+    fid = next(k for k, v in t.names.items() if v == str(work / "reopened.dat"))
+    m = t.meta_records
+    ops = [OP_NAMES[o] for o in m.op[m.file_id == fid]]
+    assert ops.count("open") == 2 and ops.count("close") == 2
+    assert len(t.records.op[t.records.file_id == fid]) == 2  # the two writes, kept apart
+
+
 def test_dups_fdopen_and_fileno_count_as_darshan_counts_them(counting):
     proc, work, _ = run_pattern(counting, "dups")
     posix = proc.get("POSIX", work / "dups.dat")

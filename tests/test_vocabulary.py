@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from iopilot.model import SIZE_BIN_UPPER, SIZE_BINS
+from iopilot.model import OP_NAMES, SIZE_BIN_UPPER, SIZE_BINS
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMAT_H = (ROOT / "runtime/include/iopilot_format.h").read_text()
@@ -29,3 +29,9 @@ def test_the_page_takes_its_bin_edges_from_the_data():
     js = (ROOT / "src/iopilot/report/html_page.js").read_text()
     assert "SIZE_UPPER = D.size_upper" in js
     assert "1048576" not in js and "104857600" not in js
+
+
+def test_c_and_python_operation_codes_are_the_same():
+    block = FORMAT_H[FORMAT_H.index("#define IOP_OPS(X)") :]
+    block = block[: block.index("enum iop_op")]
+    assert [x.lower() for x in re.findall(r"X\((\w+)\)", block)] == list(OP_NAMES)

@@ -41,7 +41,12 @@ DISPLAY_NAME = {"MPIIO": "MPI-IO"}
 # Layer and operation codes of the per-operation records.
 RECORD_LAYERS: tuple[str, ...] = ("POSIX", "MPIIO", "STDIO", "H5D")
 OP_READ, OP_WRITE = 0, 1
-OP_NAMES = ("read", "write")
+# Operation codes of the records, in the runtime's order (IOP_OPS in
+# runtime/include/iopilot_format.h; a test keeps the two lists equal).  Data
+# operations (read, write) are in ``Trace.records``, the others in
+# ``Trace.meta_records``.
+OP_NAMES = ("read", "write", "open", "close", "seek", "sync", "stat", "truncate", "mmap",
+            "flush", "unlink", "rename", "mkdir")  # fmt: skip
 
 # Darshan's access-size histogram bins, shared by all layers.
 SIZE_BINS: tuple[str, ...] = (
@@ -264,6 +269,9 @@ class Trace:
     # How the traced processes ran and ended (plain data, see
     # docs/json-report.md); None when the source does not say (Darshan).
     processes: dict[str, Any] | None = None
+    # Metadata operations (open, close, seek, stat ...) when the source has
+    # them one by one (iopilot traces); their ``length`` is 0.
+    meta_records: Records = field(default_factory=lambda: Records.empty())
 
     def layer(self, name: str) -> Counters | None:
         """The counters of a layer, or None if the source had none."""

@@ -118,10 +118,11 @@ def read_trace(path: str) -> Trace:
     _assign_ranks(procs)
     times = [p.t0 for p in procs if math.isfinite(p.t0)]
     job_start = min(times) if times else float(job_meta.get("start", 0.0))
-    sink = _RecordSink(sum(max(p.rec_size - HEADER.itemsize, 0) // RECORD.itemsize
-                           for p in procs))  # fmt: skip
+    on_disk = sum(max(p.rec_size - HEADER.itemsize, 0) // RECORD.itemsize for p in procs)
+    # both bounded by the records on disk; untouched pages cost no memory
+    sink, meta_sink = _RecordSink(on_disk), _RecordSink(on_disk)
     for p in procs:
-        _read_records(p, job_start, limit, sink)
+        _read_records(p, job_start, limit, sink, meta_sink)
     records = sink.records()
     for p in procs:
         _summary_totals(p)
@@ -142,6 +143,7 @@ def read_trace(path: str) -> Trace:
         names=names,
         counters=counters,
         records=records,
+        meta_records=meta_sink.records(),
         modules=modules,
         warnings=_warnings(procs),
         processes=_accounting(procs),
@@ -472,7 +474,8 @@ class _RecordSink:
 _FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start", "end")
 
 
-def _read_records(p: _Proc, job_start: float, limit: int, sink: _RecordSink) -> None:
+def _read_records(p: _Proc, job_start: float, limit: int, sink: _RecordSink,
+                  meta_sink: _RecordSink) -> None:  # fmt: skip
     """The data operations of one image, in chunks: memory holds what is kept.
     Counts what the file holds, and the file-system bytes of launchers."""
     if not p.rec_size:
@@ -507,13 +510,17 @@ def _read_records(p: _Proc, job_start: float, limit: int, sink: _RecordSink) -> 
                 last = max(last, float(r["end"].max()))
             if p.rank is None:
                 continue
-            r = r[data & (model_layer[r["layer"]] != 255)]
+            known = model_layer[r["layer"]] != 255
+            meta = r[~data & known]
+            r = r[data & known]
             p.kept += len(r)
             if not p.summary:
-                p.unnamed.update(np.unique(r["file_id"]).tolist())
-            sink.add(rank=p.rank, layer=model_layer[r["layer"]], op=r["op"],
-                     file_id=r["file_id"], offset=r["offset"], length=r["length"],
-                     start=r["start"] + shift, end=r["end"] + shift)  # fmt: skip
+                ids = np.concatenate([r["file_id"], meta["file_id"]])
+                p.unnamed.update(np.unique(ids).tolist())
+            for out, part in ((sink, r), (meta_sink, meta)):
+                out.add(rank=p.rank, layer=model_layer[part["layer"]], op=part["op"],
+                        file_id=part["file_id"], offset=part["offset"], length=part["length"],
+                        start=part["start"] + shift, end=part["end"] + shift)  # fmt: skip
     p.on_disk = done
     if not p.summary:
         p.t_end = last
