@@ -56,7 +56,7 @@ def _phases(records: Records, gap: float | None,
     if not n:
         empty = {k: np.zeros(0) for k in _PHASE_KEYS}
         return empty, np.zeros(0, np.int64)
-    order = np.argsort(records.start)
+    order = np.argsort(records.start, kind="stable")  # traces hold long sorted runs
     s = records.start[order]
     e = np.maximum(records.end[order], s)
     run = np.maximum.accumulate(e)
