@@ -170,3 +170,18 @@ def test_aggregators_need_application_hints_and_hosts():
     f = only(findings(trace(c, nprocs=8, hints={"cb_nodes": "2"}, hosts=hosts),
                       "mpiio-aggregators"), Level.OK)  # fmt: skip
     assert f.drishti == "M10"
+
+
+def test_requests_of_exactly_the_small_size_are_not_small():
+    """1 MiB requests fall in Darshan's 100K_1M bin (its upper edge is inclusive):
+    the most common access sizes tell them from the small ones."""
+    exact = {"POSIX_WRITES": 5000, "POSIX_SIZE_WRITE_100K_1M": 5000,
+             "POSIX_ACCESS1_ACCESS": MiB, "POSIX_ACCESS1_COUNT": 5000}  # fmt: skip
+    assert findings(trace(counters("POSIX", [exact])), "posix-small-writes") == []
+    # one byte less is small
+    below = dict(exact, POSIX_ACCESS1_ACCESS=MiB - 1)
+    assert findings(trace(counters("POSIX", [below])), "posix-small-writes")
+    # the same 1 MiB size read as often as written: those can be the reads
+    mixed = dict(exact, POSIX_ACCESS1_ACCESS=MiB, POSIX_ACCESS1_COUNT=5000,
+                 POSIX_READS=5000, POSIX_SIZE_READ_100K_1M=5000)  # fmt: skip
+    assert findings(trace(counters("POSIX", [mixed])), "posix-small-writes")

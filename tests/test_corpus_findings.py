@@ -75,7 +75,10 @@ def test_hdf5_one_byte_writes_are_tiny():
 def test_e3sm_small_requests_under_collective_io_get_buffer_advice():
     d = run("e3sm_io_heatmap_only.darshan")
     f = by_check(d, "posix-small-writes")
-    assert f.level == Level.HIGH and f.evidence["small_writes"] == 306_777
+    # 306,777 writes fall in bins up to 100K_1M; 36,500 of them are exactly 1 MiB
+    # (the log's second most common access size), which is not small
+    assert f.level == Level.HIGH and f.evidence["small_writes"] == 270_277
+    assert f.evidence["writes"] == 306_777
     assert "cb_buffer_size" in f.snippet and "already in use" in f.recommendation
     assert by_check(d, "mpiio-collective-writes").level == Level.OK
 
