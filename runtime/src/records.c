@@ -241,18 +241,12 @@ static inline __attribute__((always_inline)) void count_data(iop_stats *st, int 
 
 void iop_data_op(iop_stats *st, int op, int64_t offset, int64_t bytes, const void *buf,
                  int64_t alignment, double t1, double t2, unsigned flags) {
-    /* A failed call moved nothing: like Darshan, it is not counted. */
-    if (IOP_UNLIKELY(!st || bytes < 0)) return;
-    iop_busy_enter();
-    iop_lock(&st->lock);
-    count_data(st, op, offset, bytes, buf, alignment, t1, t2);
-    iop_unlock(&st->lock);
-    add_record(st->layer, op, st->file_id, offset, bytes, t1, t2, flags);
-    iop_busy_leave();
+    iop_data_op_at(st, op, &offset, bytes, buf, alignment, t1, t2, flags); /* a local position */
 }
 
 void iop_data_op_at(iop_stats *st, int op, int64_t *pos, int64_t bytes, const void *buf,
                     int64_t alignment, double t1, double t2, unsigned flags) {
+    /* A failed call moved nothing: like Darshan, it is not counted. */
     if (IOP_UNLIKELY(!st || bytes < 0)) return;
     iop_busy_enter();
     iop_lock(&st->lock);

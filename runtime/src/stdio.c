@@ -249,12 +249,7 @@ IOP_EXPORT int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...) {
         double t1 = iop_now();                                            \
         int r = REAL(name)(fp, off, whence);                              \
         int e = errno;                                                    \
-        if (r == 0) {                                                     \
-            iop_enter(); /* ftell is ours to call, not the program's */   \
-            long pos = ftell(fp);                                         \
-            iop_leave();                                                  \
-            o->offset = pos;                                              \
-        }                                                                 \
+        if (r == 0) o->offset = stream_pos(fp);                           \
         iop_meta_op(o->st, IOP_OP_SEEK, IOP_C_SEEKS, t1, iop_now(), 0);   \
         errno = e;                                                        \
         return r;                                                         \
