@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from iopilot.checks import Level, diagnose
-from iopilot.checks.phases import phases
+from iopilot.checks.phases import _busy_intervals, phases
 from iopilot.demo import example_dir
 from iopilot.model import Records
 from iopilot.sources import load
@@ -45,6 +45,22 @@ def test_rank_zero_doing_most_bytes_is_high():
     assert f.evidence["others_mean_bytes"] == 100
     assert f.evidence["rank0_ops"] == 10
     assert "100.0×" in f.message and "10 operations" in f.message
+
+
+@pytest.mark.parametrize("step", [1, 3, 1 << 20])
+def test_rank_loads_in_steps_add_up(step, monkeypatch):
+    from iopilot.checks import recordtools
+    from iopilot.checks.base import Context
+    from iopilot.checks.ranks import rank_load
+    from iopilot.checks.thresholds import defaults
+
+    monkeypatch.setattr(recordtools, "STEP", step)
+    rows = [(r, "rw"[i % 2], 1, 100 * i, 10 * r + i, 0.5 * i, 0.5 * i + 0.1 * r)
+            for r in range(3) for i in range(4)]  # fmt: skip
+    load = rank_load(Context(trace(recs=records(rows), nprocs=4), defaults()))
+    assert load.reads.tolist() == [2, 2, 2, 0] and load.writes.tolist() == [2, 2, 2, 0]
+    assert load.bytes.tolist() == [sum(10 * r + i for i in range(4)) for r in range(3)] + [0]
+    assert load.seconds.tolist() == pytest.approx([0.0, 0.4, 0.8, 0.0])
 
 
 def test_rank_zero_heavy_but_not_majority_is_warn():
@@ -166,6 +182,65 @@ def test_explicit_gap_joins_or_splits():
     assert len(phases(records(rows), gap=1.0)["start"]) == 2
     assert len(phases(records(rows), gap=2.5)["start"]) == 1
     assert len(phases(records(rows), gap=0.1)["start"]) == 3
+
+
+def _naive_phases(rows, gap):
+    """Busy intervals and phases of rows, one operation at a time."""
+    spans = sorted((s, max(e, s)) for *_, s, e in rows)
+    busy = [list(spans[0])]
+    for s, e in spans[1:]:
+        if s > busy[-1][1]:
+            busy.append([s, e])
+        else:
+            busy[-1][1] = max(busy[-1][1], e)
+    ph = [[busy[0][0], busy[0][1], busy[0][1] - busy[0][0]]]
+    for s, e in busy[1:]:
+        if s - ph[-1][1] > gap:
+            ph.append([s, e, e - s])
+        else:
+            ph[-1][1] = max(ph[-1][1], e)
+            ph[-1][2] += e - s
+    which = [max(i for i, p in enumerate(ph) if p[0] <= r[5]) for r in rows]
+    ops = [which.count(i) for i in range(len(ph))]
+    nbytes = [sum(r[4] for r, w in zip(rows, which, strict=True) if w == i)
+              for i in range(len(ph))]  # fmt: skip
+    slowest = []
+    for i in range(len(ph)):
+        per: dict[int, float] = {}
+        for r, w in zip(rows, which, strict=True):
+            if w == i:
+                per[r[0]] = per.get(r[0], 0.0) + max(r[6] - r[5], 0.0)
+        slowest.append(max(per.values()))
+    return busy, ph, ops, nbytes, slowest
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 1 << 20])
+@pytest.mark.parametrize("seed", range(6))
+def test_phases_in_steps_match_an_operation_by_operation_count(seed, step, monkeypatch):
+    from iopilot.checks import recordtools
+
+    monkeypatch.setattr(recordtools, "STEP", step)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for rank in range(3):  # one block per rank, as traces hold them
+        t = float(rng.uniform(0, 2))
+        for i in range(int(rng.integers(3, 15))):
+            d = float(rng.choice([0.0, 0.1, 0.5, 2.0]))
+            rows.append((rank, "w", 1, 10 * i, int(rng.integers(1, 9)), t, t + d))
+            # the next one touches, starts together, starts near or far
+            t += d if rng.random() < 0.3 else float(rng.choice([0.0, 0.05, 1.0, 3.0]))
+    busy, ph, ops, nbytes, slowest = _naive_phases(rows, gap=0.9)
+    recs = records(rows)
+    b_start, b_end = _busy_intervals(recs.start, recs.end)
+    assert b_start.tolist() == [b[0] for b in busy]  # touching spans are one interval
+    assert b_end.tolist() == [b[1] for b in busy]
+    p = phases(recs, gap=0.9)
+    assert p["start"].tolist() == pytest.approx([x[0] for x in ph])
+    assert p["end"].tolist() == pytest.approx([x[1] for x in ph])
+    assert p["busy"].tolist() == pytest.approx([x[2] for x in ph])
+    assert p["ops"].tolist() == ops
+    assert p["bytes"].tolist() == nbytes
+    assert p["slowest_time"].tolist() == pytest.approx(slowest)
 
 
 def test_phases_of_nothing_is_empty():
@@ -351,6 +426,53 @@ def test_overlap_bytes_match_a_byte_by_byte_count(seed, base):
     got = {f.level: f.evidence for f in found}
     assert got.get(Level.INFO, {}).get("rewritten_bytes", 0) == same
     assert got.get(Level.WARN, {}).get("conflict_bytes", 0) == cross
+
+
+def _forward_rows(rng, base=0):
+    """Rows as traces hold them: one block per rank, each rank moving forward
+    through its files (with overlaps of its own and with other ranks)."""
+    rows = []
+    for rank in range(4):
+        off = base + int(rng.integers(0, 100))
+        for _ in range(int(rng.integers(5, 25))):
+            ln = int(rng.integers(1, 60))
+            rows.append((rank, "w", int(rng.integers(1, 3)), off, ln, 0.0, 0.1))
+            off += int(rng.integers(-ln + 1, 40))  # may start inside the last one
+            off = max(off, rows[-1][3])  # never back
+    return rows
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
+@pytest.mark.parametrize("seed", range(8))
+def test_overlaps_in_steps_match_a_byte_by_byte_count(seed, chunk, monkeypatch):
+    from iopilot.checks import recordtools
+
+    monkeypatch.setattr(recordtools, "STEP", chunk)
+    rng = np.random.default_rng(100 + seed)
+    for rows in (_forward_rows(rng), _forward_rows(rng)[::-1]):  # counting sort; full sort
+        same, cross = _naive_repeats(rows)
+        found = findings(trace(recs=records(rows), nprocs=4), "overlapping-writes")
+        got = {f.level: f.evidence for f in found}
+        assert got.get(Level.INFO, {}).get("rewritten_bytes", 0) == same
+        assert got.get(Level.WARN, {}).get("conflict_bytes", 0) == cross
+
+
+def test_the_counting_sort_is_used_only_when_each_rank_moves_forward_in_one_block():
+    from iopilot.checks.overlaps import _by_kind_file
+
+    def order(rows):
+        r = records(rows)
+        return _by_kind_file(r.file_id.astype(np.uint8), r.rank, r.offset)
+
+    forward = [(0, "w", 1, 0, 10, 0, 1), (0, "w", 2, 0, 10, 0, 1), (0, "w", 1, 10, 10, 0, 1),
+               (1, "w", 1, 5, 10, 0, 1), (1, "w", 1, 5, 10, 0, 1)]  # fmt: skip
+    assert order(forward).tolist() == [0, 2, 3, 4, 1]
+    back = [*forward[:2], (0, "w", 1, 0, 10, 0, 1), *forward[3:]]  # 0 then 0: still forward
+    assert order(back) is not None
+    back[2] = (0, "w", 1, -1, 10, 0, 1)  # one byte back
+    assert order(back) is None
+    split = [*forward, (0, "w", 1, 30, 10, 0, 1)]  # rank 0 in two blocks
+    assert order(split) is None
 
 
 # -- overlapping-reads -------------------------------------------------------

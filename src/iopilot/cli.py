@@ -18,10 +18,12 @@ EXIT_OK, EXIT_CRITICAL, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
              html: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Load and diagnose one log (and write its HTML page); runs in a worker for many logs."""
+    from ._alloc import keep_freed_memory
     from .checks import diagnose
     from .report.json_report import diagnosis_dict
     from .sources import load
 
+    keep_freed_memory()  # also in worker processes
     try:
         d = diagnose(load(path), thresholds, only)
         out: dict[str, Any] = {"ok": diagnosis_dict(d)}
@@ -294,6 +296,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ._alloc import keep_freed_memory
+
+    keep_freed_memory()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # Options `iopilot bench KERNEL` does not know belong to the kernel.

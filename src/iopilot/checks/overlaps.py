@@ -13,7 +13,7 @@ from ..model import OP_READ, OP_WRITE
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .phases import _layer_records
-from .recordtools import _INT63, _MPIIO, _cached, _dense, _prev_max, _sort2
+from .recordtools import _INT63, _MPIIO, _cached, _dense, _prev_max, _sort2, small_type, steps
 
 # ---------------------------------------------------------------------------
 # Overlapping byte ranges
@@ -40,48 +40,140 @@ class Overlaps:
     pair_b: np.ndarray
 
 
+def _by_kind_file(kf: np.ndarray, rank: np.ndarray, offset: np.ndarray) -> np.ndarray | None:
+    """The order grouping operations by their small (kind, file) key ``kf``,
+    or None when it does not also sort each rank's operations by offset.
+
+    Traces hold each process's operations in time order, one process after
+    another, and most ranks move forward through a file.  A stable counting
+    sort on the small key then keeps every rank's operations together and in
+    offset order: O(n) instead of a comparison sort.
+    """
+    # Each rank must sit in one block (two processes with one rank may not).
+    blocks = np.count_nonzero(rank[1:] != rank[:-1]) + 1
+    if blocks != np.count_nonzero(np.bincount(rank - rank.min())):
+        return None
+    order = np.argsort(kf, kind="stable")  # a radix sort for 8- and 16-bit keys
+    step = steps(len(order)).step
+    for a in steps(len(order)):  # one more element: the step's seam
+        o = order[a : a + step + 1]
+        k, r, s = kf[o], rank[o], offset[o]
+        same = (r[1:] == r[:-1]) & (k[1:] == k[:-1])
+        if not np.all((s[1:] >= s[:-1]) | ~same):
+            return None  # a rank went back in a file
+    return order
+
+
+@dataclass
+class _Pass1:
+    """Pass 1's sums per (kind, file) and the per-rank extents it leaves."""
+
+    same_bytes: np.ndarray
+    same_ops: np.ndarray
+    total: np.ndarray
+    count: np.ndarray
+    x_start: np.ndarray
+    x_end: np.ndarray
+    x_kf: np.ndarray
+    x_rank: np.ndarray
+
+
+def _pass1(order: np.ndarray, kf: np.ndarray, rank: np.ndarray, offset: np.ndarray,
+           length: np.ndarray, n_kf: int) -> _Pass1:  # fmt: skip
+    """Re-accessed bytes within each rank, step by step over ``order`` (sorted
+    by kind, file, rank, offset; ``kf`` and ``rank`` in that order too).
+
+    A group (kind, file, rank) may run across steps: its running max end is
+    carried over, and so is the extent still open at the seam.
+    """
+    sums = np.zeros((4, n_kf))
+    parts: list[tuple[np.ndarray, ...]] = []
+    carry: tuple[int, int] | None = None
+    carry_max = -1
+    step = steps(len(order)).step
+    for a in steps(len(order)):
+        o = order[a : a + step]
+        s = offset[o]
+        e = length[o]
+        e += s
+        k = kf[a : a + step].astype(np.int64)
+        r = rank[a : a + step]
+        first = np.empty(len(o), bool)
+        first[1:] = (k[1:] != k[:-1]) | (r[1:] != r[:-1])
+        first[0] = carry != (int(k[0]), int(r[0]))
+        prev, _ = _prev_max(np.cumsum(first), e)
+        if not first[0]:  # the group goes on from the step before
+            m = int(np.argmax(first)) if first.any() else len(o)
+            np.maximum(prev[:m], carry_max, out=prev[:m])
+        covered = np.minimum(e, prev)
+        covered -= s
+        np.maximum(covered, 0, out=covered)
+        sums[0] += np.bincount(k, weights=covered, minlength=n_kf)
+        sums[1] += np.bincount(k[covered > 0], minlength=n_kf)
+        del covered
+        sums[2] += np.bincount(k, weights=e - s, minlength=n_kf)
+        sums[3] += np.bincount(k, minlength=n_kf)
+        # Per-rank extents: runs of operations that overlap or touch their predecessor.
+        heads = np.flatnonzero(prev < s)
+        del prev
+        h0 = int(heads[0]) if len(heads) else len(o)
+        if h0:  # the extent open at the seam grows
+            x_end = parts[-1][1]
+            x_end[-1] = max(int(x_end[-1]), int(e[:h0].max()))
+        if len(heads):
+            parts.append((s[heads], np.maximum.reduceat(e, heads), k[heads],
+                          r[heads].astype(np.int64)))  # fmt: skip
+        last = np.flatnonzero(first)
+        tail = int(e[last[-1] :].max()) if len(last) else int(e.max())
+        carry_max = tail if len(last) else max(carry_max, tail)
+        carry = (int(k[-1]), int(r[-1]))
+    cols = [np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, np.int64)
+            for i in range(4)]  # fmt: skip
+    ints = sums.astype(np.int64)
+    return _Pass1(ints[0], ints[1], sums[2], ints[3], *cols)
+
+
 def _overlaps(op: np.ndarray, rank: np.ndarray, file_id: np.ndarray, offset: np.ndarray,
               length: np.ndarray) -> dict[int, Overlaps]:  # fmt: skip
     """Byte ranges accessed more than once, per operation kind, file and rank.
 
-    Pass 1 sorts by (kind, file, rank, offset): an operation starting below
-    the running max end of its rank's earlier operations re-accesses bytes.
-    The per-rank extents left over are disjoint, so in pass 2, sorted by
-    (kind, file, offset), any extent starting below the running max end
-    overlaps bytes of another rank.  Both passes are one sort each.
+    Pass 1 groups operations by (kind, file, rank) in offset order: an
+    operation starting below the running max end of its rank's earlier
+    operations re-accesses bytes.  The per-rank extents left over are
+    disjoint, so in pass 2, sorted by (kind, file, offset), any extent
+    starting below the running max end overlaps bytes of another rank.
     """
     files, fidx = _dense(file_id)
     nf = len(files)
+    n_kf = 2 * nf
     rlo = int(rank.min())
     rbits = (int(rank.max()) - rlo).bit_length()  # ranks packed in the low bits
-    group = ((op.astype(np.int64) * nf + fidx) << rbits) | (rank - rlo)
-    del fidx
-    order, g, s = _sort2(group, offset)
-    del group
-    e = s + length[order]
-    del order
-    kf = g >> rbits  # (kind, file) of each operation
-    prev, _ = _prev_max(g, e)
-    n_kf = 2 * nf
-    covered = np.minimum(e, prev)
-    covered -= s
-    np.maximum(covered, 0, out=covered)
-    same_bytes = np.bincount(kf, weights=covered, minlength=n_kf)
-    same_ops = np.bincount(kf[covered > 0], minlength=n_kf)
-    del covered
-    covered = e - s
-    total = np.bincount(kf, weights=covered, minlength=n_kf)
-    count = np.bincount(kf, minlength=n_kf)
+    order = None
+    small = small_type(n_kf - 1)
+    if small != np.int64:
+        kf = op.astype(small)
+        kf *= small(nf)
+        kf += fidx
+        order = _by_kind_file(kf, rank, offset)
+    if order is not None:
+        del fidx
+        kf = kf[order]
+        rk = rank[order]
+    else:
+        group = ((op.astype(np.int64) * nf + fidx.astype(np.int64)) << rbits) | (rank - rlo)
+        del fidx
+        order, g, _ = _sort2(group, offset)
+        del group
+        kf = g >> rbits  # (kind, file) of each operation
+        rk = (g & ((1 << rbits) - 1)) + rlo
+        del g
+    p1 = _pass1(order, kf, rk, offset, length, n_kf)
+    del order, kf, rk
+    same_bytes, same_ops, total, count = p1.same_bytes, p1.same_ops, p1.total, p1.count
     ops = [int(count[:nf].sum()), int(count[nf:].sum())]
-    del covered
-    # Per-rank extents: runs of operations that overlap or touch their predecessor.
-    heads = np.flatnonzero(prev < s)
-    del prev
-    x_start = s[heads]
-    x_end = np.maximum.reduceat(e, heads)
-    x_kf = kf[heads]
-    x_rank = g[heads] & ((1 << rbits) - 1)
-    del s, e, g, kf, heads
+    x_start, x_end, x_kf = p1.x_start, p1.x_end, p1.x_kf
+    x_rank = p1.x_rank - rlo
+    del p1
     # Order by (kind, file, start); the rank rides in the low bits when it fits.
     if (int(x_start.max()) + 1) << rbits < _INT63 // n_kf:
         # Each rank's extents are already in order: merge-friendly runs.
@@ -131,10 +223,10 @@ def file_overlaps(ctx: Context, op: int) -> Overlaps | None:
             return None
         keep = (r.length > 0) & (r.offset >= 0)
         if keep.all():
-            return _overlaps(r.op, r.rank.astype(np.int64), r.file_id, r.offset, r.length)
+            return _overlaps(r.op, r.rank, r.file_id, r.offset, r.length)
         if not keep.any():
             return None
-        return _overlaps(r.op[keep], r.rank[keep].astype(np.int64), r.file_id[keep],
+        return _overlaps(r.op[keep], r.rank[keep], r.file_id[keep],
                          r.offset[keep], r.length[keep])  # fmt: skip
 
     both = _cached(ctx, "overlaps", compute)

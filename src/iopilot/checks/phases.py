@@ -13,7 +13,7 @@ import numpy as np
 from ..model import RECORD_LAYERS, Records, display
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, check, pct
-from .recordtools import PHASES_LISTED, _busy, _cached, _rank_list
+from .recordtools import PHASES_LISTED, _busy, _cached, _rank_list, small_type, steps
 
 # ---------------------------------------------------------------------------
 # I/O phases
@@ -49,22 +49,43 @@ def phases(records: Records, gap: float | None = None,
     return _phases(records, gap, min_gap_share)[0]
 
 
+def _busy_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the time some operation is running: the union of all
+    ``[start, end]`` spans, in time order, found step by step in start order."""
+    order = np.argsort(start, kind="stable")  # traces hold long sorted runs
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    reach = -np.inf  # the latest end so far
+    step = steps(len(order)).step
+    for a in steps(len(order)):
+        o = order[a : a + step]
+        s = start[o]
+        e = end[o]
+        np.maximum(e, s, out=e)
+        run = np.maximum.accumulate(e)
+        np.maximum(run, reach, out=run)
+        new = np.empty(len(o), bool)
+        new[0] = s[0] > reach
+        np.greater(s[1:], run[:-1], out=new[1:])
+        heads = np.flatnonzero(new)
+        h0 = int(heads[0]) if len(heads) else len(o)
+        if h0:  # the interval open at the seam goes on
+            ends[-1][-1] = max(ends[-1][-1], float(e[:h0].max()))
+        if len(heads):
+            starts.append(s[heads])
+            ends.append(np.maximum.reduceat(e, heads))
+        reach = float(run[-1])
+    return np.concatenate(starts), np.concatenate(ends)
+
+
 def _phases(records: Records, gap: float | None,
             min_gap_share: float) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
-    """:func:`phases` plus the phase of every record."""
+    """:func:`phases` plus the phase of every record (the smallest unsigned type)."""
     n = len(records)
     if not n:
         empty = {k: np.zeros(0) for k in _PHASE_KEYS}
         return empty, np.zeros(0, np.int64)
-    order = np.argsort(records.start, kind="stable")  # traces hold long sorted runs
-    s = records.start[order]
-    e = np.maximum(records.end[order], s)
-    run = np.maximum.accumulate(e)
-    new = np.ones(n, bool)
-    new[1:] = s[1:] > run[:-1]
-    heads = np.flatnonzero(new)
-    b_start = s[heads]
-    b_end = np.maximum.reduceat(e, heads)
+    b_start, b_end = _busy_intervals(records.start, records.end)
     gaps = b_start[1:] - b_end[:-1]
     if gap is not None and gap > 0:
         split = gaps > gap
@@ -74,58 +95,66 @@ def _phases(records: Records, gap: float | None,
         split = (gaps >= gaps.mean() * (1 - 1e-9)) & (gaps > min_gap_share * span)
     else:
         split = np.zeros(0, bool)
-    b_phase = np.concatenate([[0], np.cumsum(split)])
-    n_ph = int(b_phase[-1]) + 1
+    n_ph = int(split.sum()) + 1
     p_heads = np.flatnonzero(np.concatenate([[True], split]))
-    if n_ph == 1:  # the common case: no need to scatter phase numbers back
-        rec_phase = np.zeros(n, np.int64)
-    else:
-        rec_phase = np.empty(n, np.int64)
-        rec_phase[order] = b_phase[np.cumsum(new) - 1]
-    del order, s, e, run
-
     table: dict[str, np.ndarray] = {
         "start": b_start[p_heads],
         "end": np.maximum.reduceat(b_end, p_heads),
     }
     table["duration"] = table["end"] - table["start"]
     table["busy"] = np.add.reduceat(b_end - b_start, p_heads)
-    table["ops"] = np.bincount(rec_phase, minlength=n_ph)
-    table["bytes"] = np.bincount(
-        rec_phase, weights=records.length.clip(0), minlength=n_ph
-    ).astype(np.int64)
-    table.update(_rank_times(records, rec_phase, n_ph))
+    # Idle time separates phases, so an operation's start tells its phase.
+    rec_phase = np.zeros(n, small_type(n_ph - 1))
+    if n_ph > 1:
+        step = steps(n).step
+        for a in steps(n):
+            found = np.searchsorted(table["start"], records.start[a : a + step], side="right")
+            rec_phase[a : a + step] = found - 1
+    table.update(_phase_sums(records, rec_phase, n_ph))
     return table, rec_phase
 
 
-def _pairs(rec_phase: np.ndarray, rank: np.ndarray, weights: dict[str, np.ndarray],
-           n_ph: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:  # fmt: skip
-    """Sums of ``weights`` per (phase, rank) that occur, sorted by phase then rank."""
-    rank = rank.astype(np.int64)
+def _phase_sums(records: Records, rec_phase: np.ndarray, n_ph: int) -> dict[str, np.ndarray]:
+    """Operations, bytes and per-rank times of each phase, in steps."""
+    rank = records.rank
     lo = int(rank.min())
     width = int(rank.max()) - lo + 1
-    key = rec_phase * width + (rank - lo)
-    if n_ph * width <= 4 * len(rank) + (1 << 20):  # dense enough for bincount
-        counts = np.bincount(key, minlength=n_ph * width)
-        keys = np.flatnonzero(counts)
-        sums = {k: np.bincount(key, weights=w, minlength=n_ph * width)[keys]
-                for k, w in weights.items()}  # fmt: skip
-    else:
+    n = len(rank)
+    if n_ph * width > 4 * n + (1 << 20):  # too sparse for counting arrays
+        key = rec_phase.astype(np.int64) * width + (rank - lo)
         keys, inv = np.unique(key, return_inverse=True)
-        sums = {k: np.bincount(inv, weights=w, minlength=len(keys)) for k, w in weights.items()}
-    return keys // width, keys % width + lo, sums
-
-
-def _rank_times(records: Records, rec_phase: np.ndarray, n_ph: int) -> dict[str, np.ndarray]:
-    p_phase, p_rank, sums = _pairs(rec_phase, records.rank, {"t": _busy(records)}, n_ph)
-    p_time = sums["t"]
+        del key
+        sums = np.stack([np.bincount(inv, weights=w, minlength=len(keys))
+                         for w in (None, records.length.clip(0), _busy(records))])  # fmt: skip
+        del inv
+    else:
+        sums = np.zeros((3, n_ph * width))
+        step = steps(n).step
+        for a in steps(n):
+            cut = slice(a, a + step)
+            key = rec_phase[cut].astype(np.int64)
+            key *= width
+            key += rank[cut]
+            key -= lo
+            sums[0] += np.bincount(key, minlength=n_ph * width)
+            sums[1] += np.bincount(key, weights=records.length[cut].clip(0),
+                                   minlength=n_ph * width)  # fmt: skip
+            busy = records.end[cut] - records.start[cut]
+            sums[2] += np.bincount(key, weights=np.maximum(busy, 0.0, out=busy),
+                                   minlength=n_ph * width)  # fmt: skip
+        keys = np.flatnonzero(sums[0])
+        sums = sums[:, keys]
+    p_phase, p_rank = keys // width, keys % width + lo
+    out = {"ops": np.bincount(p_phase, weights=sums[0], minlength=n_ph).astype(np.int64),
+           "bytes": np.bincount(p_phase, weights=sums[1], minlength=n_ph).astype(np.int64)}
+    p_time = sums[2]
     order = np.lexsort((p_time, p_phase))
     p_phase, p_rank, p_time = p_phase[order], p_rank[order], p_time[order]
     count = np.bincount(p_phase, minlength=n_ph)
     first = np.concatenate([[0], np.cumsum(count)[:-1]])
     last = first + count - 1
     mid_lo, mid_hi = first + (count - 1) // 2, first + count // 2
-    return {
+    return out | {
         "ranks": count,
         "fastest_rank": p_rank[first],
         "fastest_time": p_time[first],

@@ -11,7 +11,7 @@ import numpy as np
 from ..model import OP_READ, OP_WRITE
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, check, pct
-from .recordtools import _app_mask, _busy, _cached, _rank_list
+from .recordtools import _app_mask, _cached, _rank_list, steps
 
 # ---------------------------------------------------------------------------
 # Per-rank loads
@@ -45,16 +45,26 @@ def _rank_load(ctx: Context) -> RankLoad | None:
     r = tr.records
     if len(r):
         keep = _app_mask(r)
-        rank = r.rank[keep].astype(np.int64)
-        if not len(rank) or rank.min() < 0:
+        if not keep.all():
+            r = r.select(keep)
+        if not len(r) or r.rank.min() < 0:
             return None
-        n = max(tr.job.nprocs, int(rank.max()) + 1)
-        op = r.op[keep]
+        n = max(tr.job.nprocs, int(r.rank.max()) + 1)
+        sums = np.zeros((4, n))
+        step = steps(len(r)).step
+        for a in steps(len(r)):
+            cut = slice(a, a + step)
+            rank, op = r.rank[cut], r.op[cut]
+            sums[0] += np.bincount(rank, weights=op == OP_READ, minlength=n)
+            sums[1] += np.bincount(rank, weights=op == OP_WRITE, minlength=n)
+            sums[2] += np.bincount(rank, weights=r.length[cut].clip(0), minlength=n)
+            busy = r.end[cut] - r.start[cut]
+            sums[3] += np.bincount(rank, weights=np.maximum(busy, 0.0, out=busy), minlength=n)
         return RankLoad(
-            reads=np.bincount(rank[op == OP_READ], minlength=n),
-            writes=np.bincount(rank[op == OP_WRITE], minlength=n),
-            bytes=np.bincount(rank, weights=r.length[keep].clip(0), minlength=n),
-            seconds=np.bincount(rank, weights=_busy(r, keep), minlength=n),
+            reads=sums[0].astype(np.int64),
+            writes=sums[1].astype(np.int64),
+            bytes=sums[2],
+            seconds=sums[3],
             source="records",
         )
     return _counter_load(ctx)

@@ -23,6 +23,7 @@ _LEVEL = {"POSIX": 1, "STDIO": 1, "MPIIO": 2, "H5D": 3}
 _INT63 = 2**62  # products of sort keys must stay below this to fit int64
 
 PHASES_LISTED = 50
+STEP = 1 << 20  # records per step of a pass over sorted records: bounds its temporaries
 
 # ---------------------------------------------------------------------------
 # Shared vectorised helpers
@@ -39,10 +40,25 @@ def _cached(ctx: Context, key: str, compute: Callable[[], Any]) -> Any:
     return store[key]
 
 
+def steps(n: int) -> range:
+    """Start positions of the steps of a pass over ``n`` records."""
+    return range(0, n, STEP)
+
+
+def small_type(top: int) -> type[np.integer]:
+    """The smallest unsigned type that holds 0 .. ``top`` (int64 past 16 bits)."""
+    return np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.int64
+
+
 def _dense(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(unique values, index of each value): np.unique's own inverse is slower."""
+    """(unique values, index of each value in the smallest type that holds it),
+    in steps: np.unique's own inverse is slower and takes 8 bytes per value."""
     uniq = np.unique(ids)
-    return uniq, np.searchsorted(uniq, ids).astype(np.int64)
+    out = np.empty(len(ids), small_type(len(uniq) - 1))
+    step = steps(len(ids)).step
+    for a in steps(len(ids)):
+        out[a : a + step] = np.searchsorted(uniq, ids[a : a + step])
+    return uniq, out
 
 
 def _sort2(major: np.ndarray, minor: np.ndarray,

@@ -78,7 +78,7 @@ JSON_LIMIT = 1 << 30
 JOB_LIMIT = 64 << 20
 NAMES_LIMIT = 1 << 30
 DEFAULT_MAX_RECORDS = 50_000_000
-CHUNK = 1 << 20  # records per read
+CHUNK = 1 << 16  # records per read: one 3 MiB buffer, used again for every read
 _NORMAL_ENDS = ("exit", "_exit", "exec", "flush")
 _OVERFLOWS = {"aio": "asynchronous I/O operations (aio)",
               "split": "split-collective MPI-IO operations",
@@ -458,10 +458,28 @@ class _RecordSink:
         self.cols = {f: np.empty(capacity, getattr(empty, f).dtype)
                      for f in _FIELDS}  # fmt: skip
 
-    def add(self, **cols: Any) -> None:
-        k = len(cols["file_id"])
-        for f in _FIELDS:
-            self.cols[f][self.n : self.n + k] = cols[f]
+    def add(self, r: np.ndarray, keep: np.ndarray, rank: int, layer: np.ndarray,
+            shift: float) -> None:  # fmt: skip
+        """Append the records of ``r`` (on-disk rows) where ``keep`` is true,
+        field by field straight into the columns: no copy of the rows."""
+        k = int(np.count_nonzero(keep))
+        if not k:
+            return
+        sl = slice(self.n, self.n + k)
+        c = self.cols
+        if k == len(r):
+            for f in ("op", "file_id", "offset", "length", "start", "end"):
+                c[f][sl] = r[f]
+            c["layer"][sl] = layer
+        else:
+            idx = np.flatnonzero(keep)
+            for f in ("op", "file_id", "offset", "length", "start", "end"):
+                np.take(r[f], idx, out=c[f][sl])
+            np.take(layer, idx, out=c["layer"][sl])
+        c["rank"][sl] = rank
+        if shift:
+            c["start"][sl] += shift
+            c["end"][sl] += shift
         self.n += k
 
     def records(self) -> Records:
@@ -496,10 +514,14 @@ def _read_records(p: _Proc, job_start: float, limit: int, sink: _RecordSink,
         whole = (size - HEADER.itemsize) // RECORD.itemsize
         p.cut = (size - HEADER.itemsize) % RECORD.itemsize != 0
         done = 0
+        buf = np.empty(min(CHUNK, whole), RECORD)
         while done < whole:
-            r = np.fromfile(f, RECORD, count=min(CHUNK, whole - done))
-            if len(r) == 0:
+            want = min(CHUNK, whole - done)
+            got = (f.readinto(buf[:want].view(np.uint8)) or 0) // RECORD.itemsize
+            r = buf[:got]
+            if got < want:
                 p.cut = True  # the file shrank while it was read
+            if not got:
                 break
             _check_records(path, r, done, len(layers))
             data = r["op"] <= 1
@@ -510,17 +532,14 @@ def _read_records(p: _Proc, job_start: float, limit: int, sink: _RecordSink,
                 last = max(last, float(r["end"].max()))
             if p.rank is None:
                 continue
-            known = model_layer[r["layer"]] != 255
-            meta = r[~data & known]
-            r = r[data & known]
-            p.kept += len(r)
+            layer = model_layer[r["layer"]]
+            known = layer != 255
+            keep = data & known
+            p.kept += int(np.count_nonzero(keep))
             if not p.summary:
-                ids = np.concatenate([r["file_id"], meta["file_id"]])
-                p.unnamed.update(np.unique(ids).tolist())
-            for out, part in ((sink, r), (meta_sink, meta)):
-                out.add(rank=p.rank, layer=model_layer[part["layer"]], op=part["op"],
-                        file_id=part["file_id"], offset=part["offset"], length=part["length"],
-                        start=part["start"] + shift, end=part["end"] + shift)  # fmt: skip
+                p.unnamed.update(np.unique(r["file_id"][known]).tolist())
+            sink.add(r, keep, p.rank, layer, shift)
+            meta_sink.add(r, ~data & known, p.rank, layer, shift)
     p.on_disk = done
     if not p.summary:
         p.t_end = last
