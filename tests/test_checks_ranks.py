@@ -47,8 +47,9 @@ def test_rank_zero_doing_most_bytes_is_high():
     assert "100.0×" in f.message and "10 operations" in f.message
 
 
+@pytest.mark.parametrize("per_rank", [4, 40])  # short runs of a rank; long runs (summed per run)
 @pytest.mark.parametrize("step", [1, 3, 1 << 20])
-def test_rank_loads_in_steps_add_up(step, monkeypatch):
+def test_rank_loads_in_steps_add_up(step, per_rank, monkeypatch):
     from iopilot.checks import recordtools
     from iopilot.checks.base import Context
     from iopilot.checks.ranks import rank_load
@@ -56,11 +57,15 @@ def test_rank_loads_in_steps_add_up(step, monkeypatch):
 
     monkeypatch.setattr(recordtools, "STEP", step)
     rows = [(r, "rw"[i % 2], 1, 100 * i, 10 * r + i, 0.5 * i, 0.5 * i + 0.1 * r)
-            for r in range(3) for i in range(4)]  # fmt: skip
+            for r in range(3) for i in range(per_rank)]  # fmt: skip
+    rows += [(0, "w", 1, 0, 7, 1.0, 0.5)]  # rank 0 again, and an end before its start
     load = rank_load(Context(trace(recs=records(rows), nprocs=4), defaults()))
-    assert load.reads.tolist() == [2, 2, 2, 0] and load.writes.tolist() == [2, 2, 2, 0]
-    assert load.bytes.tolist() == [sum(10 * r + i for i in range(4)) for r in range(3)] + [0]
-    assert load.seconds.tolist() == pytest.approx([0.0, 0.4, 0.8, 0.0])
+    half = per_rank // 2
+    assert load.reads.tolist() == [half, half, half, 0]
+    assert load.writes.tolist() == [half + 1, half, half, 0]
+    assert load.bytes.tolist() == [sum(10 * r + i for i in range(per_rank)) + 7 * (r == 0)
+                                   for r in range(3)] + [0]  # fmt: skip
+    assert load.seconds.tolist() == pytest.approx([0.0, 0.1 * per_rank, 0.2 * per_rank, 0.0])
 
 
 def test_rank_zero_heavy_but_not_majority_is_warn():

@@ -240,8 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks of iopilot itself")
     bsub = b.add_subparsers(dest="bench", required=True, metavar="BENCH")
     d = bsub.add_parser("diagnose", help="wall time and peak memory of 'iopilot report' per log")
-    d.add_argument("logs", nargs="+", metavar="LOG", help="log files or directories")
+    d.add_argument("logs", nargs="*", metavar="LOG", help="log files or directories")
     d.add_argument("--repeat", type=int, default=3, help="runs per log; the best is kept")
+    d.add_argument("--synthetic", type=lambda v: [int(x) for x in v.split(",") if x],
+                   default=[], metavar="N[,N...]",
+                   help="also synthetic traces of these record counts, e.g. 5000000")
     d.add_argument("--compare", metavar="CMD",
                    help="also time another command per log, e.g. 'drishti'")
     from .bench.catalog import KERNELS

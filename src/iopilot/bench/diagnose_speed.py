@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,9 +37,29 @@ def best_of(cmd: list[str], repeat: int) -> tuple[float, float, int]:
 
 
 def main(args: argparse.Namespace) -> int:
+    work = Path(tempfile.mkdtemp(prefix="iopilot-bench-diagnose-"))
+    try:
+        return _main(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _size(path: str) -> int:
+    p = Path(path)
+    return sum(f.stat().st_size for f in p.iterdir()) if p.is_dir() else p.stat().st_size
+
+
+def _main(args: argparse.Namespace, work: Path) -> int:
     from ..cli import expand_inputs
+    from .synthetic import write_trace
 
     logs = expand_inputs(args.logs)
+    for n in args.synthetic:
+        print(f"writing a synthetic trace of {n:,} records ...", file=sys.stderr, flush=True)
+        logs.append(str(write_trace(work / f"synthetic-{n}", n)))
+    if not logs:
+        print("iopilot: error: no logs given (name some, or --synthetic N)", file=sys.stderr)
+        return 2
     ours = [sys.executable, "-m", "iopilot", "report", "--json", os.devnull, "-j", "1"]
     other = shlex.split(args.compare) if args.compare else None
     width = min(max(len(Path(p).name) for p in logs), 48)
@@ -53,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
         worst_mem = max(worst_mem, mem)
         name = Path(log).name
         name = name if len(name) <= width else name[: width - 3] + "..."
-        line = f"{name:<{width}} {os.path.getsize(log) / 1024:>7.0f} {wall:>9.3f} {mem:>6.0f}"
+        line = f"{name:<{width}} {_size(log) / 1024:>7.0f} {wall:>9.3f} {mem:>6.0f}"
         if rc not in (0, 1):
             line += f"  (exit {rc})"
         if other:

@@ -52,23 +52,27 @@ def phases(records: Records, gap: float | None = None,
 def _busy_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the time some operation is running: the union of all
     ``[start, end]`` spans, in time order, found step by step in start order."""
-    order = np.argsort(start, kind="stable")  # traces hold long sorted runs
+    # (start, end) pairs sorted as complex numbers: one sort moves both, and
+    # the stable sort uses the long sorted runs traces hold.
+    pairs = np.empty(len(start), np.complex128)
+    pairs.real = start
+    pairs.imag = end
+    pairs.sort(kind="stable")
     starts: list[np.ndarray] = []
     ends: list[np.ndarray] = []
     reach = -np.inf  # the latest end so far
-    step = steps(len(order)).step
-    for a in steps(len(order)):
-        o = order[a : a + step]
-        s = start[o]
-        e = end[o]
+    step = steps(len(pairs)).step
+    for a in steps(len(pairs)):
+        s = pairs.real[a : a + step]
+        e = pairs.imag[a : a + step].copy()
         np.maximum(e, s, out=e)
         run = np.maximum.accumulate(e)
         np.maximum(run, reach, out=run)
-        new = np.empty(len(o), bool)
+        new = np.empty(len(s), bool)
         new[0] = s[0] > reach
         np.greater(s[1:], run[:-1], out=new[1:])
         heads = np.flatnonzero(new)
-        h0 = int(heads[0]) if len(heads) else len(o)
+        h0 = int(heads[0]) if len(heads) else len(s)
         if h0:  # the interval open at the seam goes on
             ends[-1][-1] = max(ends[-1][-1], float(e[:h0].max()))
         if len(heads):

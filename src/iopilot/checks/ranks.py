@@ -54,12 +54,18 @@ def _rank_load(ctx: Context) -> RankLoad | None:
         step = steps(len(r)).step
         for a in steps(len(r)):
             cut = slice(a, a + step)
-            rank, op = r.rank[cut], r.op[cut]
-            sums[0] += np.bincount(rank, weights=op == OP_READ, minlength=n)
-            sums[1] += np.bincount(rank, weights=op == OP_WRITE, minlength=n)
-            sums[2] += np.bincount(rank, weights=r.length[cut].clip(0), minlength=n)
+            rank = r.rank[cut]
             busy = r.end[cut] - r.start[cut]
-            sums[3] += np.bincount(rank, weights=np.maximum(busy, 0.0, out=busy), minlength=n)
+            cols = (r.op[cut] == OP_READ, r.op[cut] == OP_WRITE, r.length[cut].clip(0),
+                    np.maximum(busy, 0.0, out=busy))  # fmt: skip
+            # Traces hold each rank's operations in one run: sum runs, then ranks.
+            heads = np.flatnonzero(np.concatenate([[True], rank[1:] != rank[:-1]]))
+            if len(heads) * 8 <= len(rank):
+                for row, col in zip(sums, cols, strict=True):
+                    np.add.at(row, rank[heads], np.add.reduceat(col, heads, dtype=np.float64))
+            else:
+                for row, col in zip(sums, cols, strict=True):
+                    row += np.bincount(rank, weights=col, minlength=n)
         return RankLoad(
             reads=sums[0].astype(np.int64),
             writes=sums[1].astype(np.int64),

