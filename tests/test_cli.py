@@ -146,3 +146,18 @@ def test_whole_corpus_in_one_run(capsys):
     assert len(doc["reports"]) == len(list(SHARED.glob("*.darshan")))
     for r in doc["reports"]:
         assert not [w for w in r["warnings"] if "failed" in w], (r["source"], r["warnings"])
+
+
+def test_bench_diagnose_times_a_synthetic_trace(capsys):
+    assert main(["bench", "diagnose", "--synthetic", "2000", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if line.startswith("synthetic-2000")]
+    kib, secs, mib = row.split()[1:4]
+    assert int(kib) >= 2000 * 48 // 1024  # the trace's records are all counted
+    assert float(secs) > 0 and float(mib) > 0
+    assert "1 logs: iopilot" in out
+
+
+def test_bench_diagnose_without_logs_is_an_error(capsys):
+    assert main(["bench", "diagnose"]) == 2
+    assert "no logs given" in capsys.readouterr().err

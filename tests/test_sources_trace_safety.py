@@ -685,3 +685,26 @@ def test_real_launchers_are_not_ranks(tmp_path):
     for r in range(2):
         out = [i for i, n in t.names.items() if n == str(tmp_path / f"out.{r}")]
         assert out and int(t.records.length[t.records.file_id == out[0]].sum()) == 100_000
+
+
+_LOAD_RSS = """
+import resource, sys
+from pathlib import Path
+from iopilot.sources import load
+def rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+before = rss()
+trace = load(sys.argv[1])
+print(len(trace.records), rss() - before)
+"""
+
+
+def test_loading_takes_at_most_60_bytes_per_record(tmp_path):
+    from iopilot.bench.synthetic import write_trace
+
+    n = 1_000_000
+    path = write_trace(tmp_path / "t", n)
+    out = subprocess.run([sys.executable, "-c", _LOAD_RSS, str(path)], capture_output=True,
+                         text=True, check=True).stdout.split()  # fmt: skip
+    assert int(out[0]) == n
+    assert int(out[1]) <= 60 * n, f"{int(out[1]) / n:.0f} bytes per record"
