@@ -198,3 +198,18 @@ def test_big_endian_log_reads():
     t = load(str(SHARED / "mpi-io-test-ppc64-3.1.3.darshan"))
     assert t.job.nprocs == 4
     assert t.counters["POSIX"].total("POSIX_BYTES_WRITTEN") > 0
+
+
+@needs_shared
+def test_export_names_each_datasets_file_record_as_darshan_parser_does():
+    from iopilot.report.counters_text import counter_lines, header
+
+    tr = load(str(SHARED / "hdf5_diagonal_write_1_byte_dxt.darshan"))
+    lines = [line.split("\t") for line in counter_lines(tr)]
+    parents = {(r[1], r[2]): r[4] for r in lines if r[3] == "H5D_FILE_REC_ID"}
+    # darshan-parser 3.5 prints this pair for rank 0's dataset of test_0.h5
+    assert parents["0", "17389075414465034664"] == "2130744796581944128"
+    assert len(parents) == len(tr.counters["H5D"])
+    h5d = [r[3] for r in lines if r[0] == "H5D" and r[2] == "17389075414465034664"]
+    assert h5d[-1] == "H5D_FILE_REC_ID"  # after the floating-point counters, as there
+    assert "# not exported as counters: DXT_POSIX" in header(tr)

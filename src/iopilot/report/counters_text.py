@@ -47,11 +47,21 @@ def counter_lines(trace: Trace) -> Iterator[str]:
                 yield f"{head}{n}\t{v}{tail}"
             for n, v in zip(c.float_names, c.floats[row].tolist(), strict=True):
                 yield f"{head}{n}\t{v:.6f}{tail}"
+            if c.parent_id is not None:  # datasets and variables name their file's record
+                yield f"{head}{layer}_FILE_REC_ID\t{int(c.parent_id[row])}{tail}"
+
+
+# Modules whose records are not counter lines here: traces (DXT), time bins
+# (HEATMAP) and layouts (LUSTRE; the model keeps stripe size, count and OSTs).
+_NOT_EXPORTED = ("DXT", "HEATMAP", "LUSTRE", "BG/Q")
 
 
 def header(trace: Trace) -> list[str]:
     j = trace.job
-    return [f"# source: {safe_name(trace.source)}",
+    left = sorted({m.name for m in trace.modules
+                   if any(m.name.upper().startswith(x) for x in _NOT_EXPORTED)})  # fmt: skip
+    note = [f"# not exported as counters: {', '.join(left)}"] if left else []
+    return [f"# source: {safe_name(trace.source)}", *note,
             f"# format: {j.format}",
             f"# exe: {safe_name(j.executable)}",
             f"# nprocs: {j.nprocs}",
