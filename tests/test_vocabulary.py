@@ -1,37 +1,115 @@
-"""One vocabulary: the size bins and counter names the C runtime, the Python
-side and the HTML page use must be the same lists."""
+"""One vocabulary: layers, operations, size bins and counters are written once
+(src/iopilot/model/vocabulary.py); the C header is generated from it, Python
+imports it and the HTML page receives it in its data."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
+import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
-from iopilot.model import OP_NAMES, SIZE_BIN_UPPER, SIZE_BINS
+import pytest
+
+from iopilot.model import vocabulary as v
 
 ROOT = Path(__file__).resolve().parents[1]
-FORMAT_H = (ROOT / "runtime/include/iopilot_format.h").read_text()
+HEADER = ROOT / "runtime/include/iopilot_vocab.h"
 
 
-def test_c_and_python_size_bin_edges_are_the_same():
-    m = re.search(r"#define IOP_SIZE_BIN_UPPER \{([^}]*)\}", FORMAT_H)
-    assert m, "IOP_SIZE_BIN_UPPER not found"
-    edges = [int(x) for x in re.sub(r"\\\s*", " ", m.group(1)).replace(",", " ").split()]
-    assert edges == list(SIZE_BIN_UPPER[:-1])  # the last bin is open-ended
+def _generator():
+    gen = ROOT / "tools/gen_vocabulary.py"
+    spec = importlib.util.spec_from_file_location("gen_vocabulary", gen)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def test_c_counter_names_have_every_python_size_bin():
-    for rw in ("READ", "WRITE"):
-        c_bins = re.findall(rf"X\(SIZE_{rw}_([0-9A-Z_]+?)\)", FORMAT_H)
-        assert c_bins == list(SIZE_BINS)
+def test_the_committed_header_is_what_the_generator_writes_now():
+    gen = _generator()
+    assert HEADER.read_text() == gen.render(gen.load_vocabulary()), (
+        "runtime/include/iopilot_vocab.h is stale: run python tools/gen_vocabulary.py")
 
 
-def test_the_page_takes_its_bin_edges_from_the_data():
-    js = (ROOT / "src/iopilot/report/html_page.js").read_text()
-    assert "SIZE_UPPER = D.size_upper" in js
-    assert "1048576" not in js and "104857600" not in js
+def test_an_edit_of_the_vocabulary_changes_the_header():
+    """The check above can fail: any change of a list reaches the header."""
+    gen = _generator()
+    voc = gen.load_vocabulary()
+    base = gen.render(voc)
+    for name, value in (("COUNTERS", (*voc.COUNTERS, "NEW_COUNTER")),
+                        ("OP_NAMES", (*voc.OP_NAMES, "fsync_range")),
+                        ("SIZE_BIN_UPPER", (99, *voc.SIZE_BIN_UPPER[1:])),
+                        ("RUNTIME_LAYERS", voc.RUNTIME_LAYERS[::-1])):  # fmt: skip
+        old = getattr(voc, name)
+        setattr(voc, name, value)
+        try:
+            assert gen.render(voc) != base, name
+        finally:
+            setattr(voc, name, old)
+    assert gen.main(["--check"]) == 0
 
 
-def test_c_and_python_operation_codes_are_the_same():
-    block = FORMAT_H[FORMAT_H.index("#define IOP_OPS(X)") :]
-    block = block[: block.index("enum iop_op")]
-    assert [x.lower() for x in re.findall(r"X\((\w+)\)", block)] == list(OP_NAMES)
+def test_the_c_side_has_no_list_of_its_own():
+    fmt = (ROOT / "runtime/include/iopilot_format.h").read_text()
+    assert '#include "iopilot_vocab.h"' in fmt
+    assert not re.search(r"#define IOP_(LAYERS|OPS|COUNTERS|FCOUNTERS|SIZE_BIN_UPPER)\b", fmt)
+    for src in (ROOT / "runtime/src").glob("*.[ch]"):
+        text = src.read_text()
+        # bin edges and the number of bins come from the header
+        assert "1048576" not in text and "104857600" not in text, src.name
+        assert not re.search(r"#define IOP_(LAYERS|OPS|COUNTERS|FCOUNTERS)\(", text), src.name
+
+
+def test_the_format_codes_never_change():
+    """Traces store these codes: a reorder would misread every existing trace."""
+    assert v.OP_NAMES[:13] == ("read", "write", "open", "close", "seek", "sync", "stat",
+                               "truncate", "mmap", "flush", "unlink", "rename", "mkdir")
+    assert v.RUNTIME_LAYERS[:5] == ("POSIX", "STDIO", "MPIIO", "H5F", "H5D")
+    assert (v.OP_READ, v.OP_WRITE) == (0, 1)
+    doc = (ROOT / "docs/trace-format.md").read_text()
+    assert " ".join(o.upper() for o in v.OP_NAMES) in re.sub(r"\s+", " ", doc)
+    assert json.dumps(list(v.RUNTIME_LAYERS)) in doc
+
+
+def test_the_size_bins_are_darshans():
+    assert len(v.SIZE_BINS) == len(v.SIZE_BIN_UPPER) == len(v.SIZE_BIN_LABELS) == 10
+    assert v.SIZE_BIN_UPPER[4] == 1 << 20 and v.SIZE_BINS[4] == "100K_1M"
+    assert list(v.SIZE_BIN_UPPER) == sorted(v.SIZE_BIN_UPPER)
+    sizes = [c for c in v.COUNTERS if c.startswith("SIZE_READ_")]
+    assert sizes == [f"SIZE_READ_{b}" for b in v.SIZE_BINS]
+
+
+def test_module_counter_names():
+    mpiio, posix = v.MODULE["MPIIO"], v.MODULE["POSIX"]
+    assert mpiio.op_counters("WRITE") == ("MPIIO_INDEP_WRITES", "MPIIO_COLL_WRITES",
+                                          "MPIIO_SPLIT_WRITES", "MPIIO_NB_WRITES")
+    assert mpiio.op_counters("READ") == v.mpiio_counters("READ")
+    assert v.mpiio_counters("READ", v.MPIIO_COLLECTIVE) == ("MPIIO_COLL_READS",
+                                                              "MPIIO_SPLIT_READS")
+    assert posix.op_counters("READ") == ("POSIX_READS",)
+    assert mpiio.size_counter("READ", "0_100") == "MPIIO_SIZE_READ_AGG_0_100"
+    assert posix.size_counter("WRITE", "1G_PLUS") == "POSIX_SIZE_WRITE_1G_PLUS"
+    assert v.MODULE["H5D"].darshan_name("SIZE_WRITE_1M_4M") == "H5D_SIZE_WRITE_AGG_1M_4M"
+    assert posix.darshan_name("SIZE_WRITE_1M_4M") == "POSIX_SIZE_WRITE_1M_4M"
+    # every MPI-IO operation counter is a runtime counter
+    for d in v.DIRECTIONS:
+        assert all(c.removeprefix("MPIIO_") in v.COUNTERS for c in v.mpiio_counters(d))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        posix.name = "X"  # type: ignore[misc]
+
+
+def test_the_runtime_writes_the_vocabulary(tmp_path):
+    """What the built library writes into a summary is the vocabulary."""
+    from iopilot.capture.run import library_path
+
+    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(tmp_path))
+    subprocess.run(["/bin/true"], env=env, check=True, timeout=60)
+    (summary,) = tmp_path.glob("p*.json")
+    s = json.loads(summary.read_text())
+    assert tuple(s["layers"]) == v.RUNTIME_LAYERS
+    assert tuple(s["counter_names"]) == v.COUNTERS
+    assert tuple(s["fcounter_names"]) == v.FCOUNTERS

@@ -1,13 +1,7 @@
-"""The data model shared by every layer of iopilot (see :mod:`.trace`)."""
+"""The data model shared by every layer of iopilot (see :mod:`.trace`), and the
+names it shares with the runtime and the HTML page (:mod:`.vocabulary`)."""
 
 from .trace import (
-    COUNTER_LAYERS,
-    OP_NAMES,
-    OP_READ,
-    OP_WRITE,
-    RECORD_LAYERS,
-    SIZE_BIN_UPPER,
-    SIZE_BINS,
     Counters,
     Job,
     ModuleInfo,
@@ -15,6 +9,15 @@ from .trace import (
     Striping,
     Trace,
     display,
+)
+from .vocabulary import (
+    COUNTER_LAYERS,
+    OP_NAMES,
+    OP_READ,
+    OP_WRITE,
+    RECORD_LAYERS,
+    SIZE_BIN_UPPER,
+    SIZE_BINS,
 )
 
 __all__ = [
