@@ -1,5 +1,5 @@
 """One vocabulary: layers, operations, size bins and counters are written once
-(src/iopilot/model/vocabulary.py); the C header is generated from it, Python
+(src/iopilot/vocabulary.py); the C header is generated from it, Python
 imports it and the HTML page receives it in its data."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from iopilot.model import vocabulary as v
+from iopilot import vocabulary as v
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = ROOT / "runtime/include/iopilot_vocab.h"
@@ -81,6 +81,45 @@ def test_the_size_bins_are_darshans():
     assert list(v.SIZE_BIN_UPPER) == sorted(v.SIZE_BIN_UPPER)
     sizes = [c for c in v.COUNTERS if c.startswith("SIZE_READ_")]
     assert sizes == [f"SIZE_READ_{b}" for b in v.SIZE_BINS]
+
+
+def test_python_takes_its_lists_from_the_vocabulary():
+    from iopilot import model
+    from iopilot.bench import synthetic
+    from iopilot.capture import run
+    from iopilot.report import html
+    from iopilot.sources import darshan_log, iopilot_trace
+
+    for name in ("OP_NAMES", "SIZE_BINS", "SIZE_BIN_UPPER", "RECORD_LAYERS", "COUNTER_LAYERS"):
+        assert getattr(model, name) is getattr(v, name), name
+    assert iopilot_trace.LAYER_CODES is v.RUNTIME_LAYERS
+    assert iopilot_trace.N_OPS == len(v.OP_NAMES)
+    assert run.LAYERS is v.RUNTIME_SWITCHES
+    assert synthetic.LAYERS is v.RUNTIME_LAYERS and synthetic.INT_NAMES is v.COUNTERS
+    assert {k: lay for k, (lay, _) in darshan_log.COUNTER_MODULES.items()} == {
+        m.darshan: m.name for m in v.MODULES}
+    assert html.LABELS["H5D"] == "HDF5" and html.LABELS["MPIIO"] == "MPI-IO"
+    assert model.display("MPIIO") == "MPI-IO" and model.display("LUSTRE") == "LUSTRE"
+
+
+def test_no_python_file_keeps_its_own_list():
+    """Lists of layers, operations, size bins or MPI-IO classes live in the vocabulary."""
+    names = "|".join(m.name for m in v.MODULES)
+    lists = {
+        "layers": rf'"({names})",\s*"({names})",\s*"({names})"',
+        "operations": r'"(open|close|seek|stat|sync)",\s*"(close|seek|sync|stat|truncate)"',
+        "size bins": r'"(0_100|100_1K|1K_10K)",\s*"(100_1K|1K_10K|10K_100K)"',
+        "MPI-IO classes": r'"(INDEP|COLL|SPLIT|NB)",\s*"(COLL|SPLIT|NB)"',
+        "MPI-IO counters": r'"MPIIO_\w+_(READS|WRITES)",\s*"MPIIO_\w+_(READS|WRITES)"',
+    }
+    for path in (ROOT / "src/iopilot").rglob("*.py"):
+        if path.name == "vocabulary.py":
+            continue
+        # Darshan's numbering of the modules of its log format is Darshan's, not ours
+        text = re.sub(r"\nMODULE_IDS = \(.*?\)", "", path.read_text(), flags=re.S)
+        for what, pattern in lists.items():
+            m = re.search(pattern, text)
+            assert not m, f"{path.relative_to(ROOT)} lists {what}: {m.group()}"
 
 
 def test_module_counter_names():

@@ -12,7 +12,7 @@
  *          the image ends.
  *
  * The names (layers, operations, size bins, counters) are generated from
- * src/iopilot/model/vocabulary.py into iopilot_vocab.h: the C side expands
+ * src/iopilot/vocabulary.py into iopilot_vocab.h: the C side expands
  * them into enums and name tables, and the name tables are written into
  * every .json so the reader maps counters by name, not by position.
  */

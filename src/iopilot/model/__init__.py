@@ -1,6 +1,15 @@
 """The data model shared by every layer of iopilot (see :mod:`.trace`), and the
-names it shares with the runtime and the HTML page (:mod:`.vocabulary`)."""
+names it shares with the runtime and the HTML page (:mod:`iopilot.vocabulary`)."""
 
+from ..vocabulary import (
+    COUNTER_LAYERS,
+    OP_NAMES,
+    OP_READ,
+    OP_WRITE,
+    RECORD_LAYERS,
+    SIZE_BIN_UPPER,
+    SIZE_BINS,
+)
 from .trace import (
     Counters,
     Job,
@@ -9,15 +18,6 @@ from .trace import (
     Striping,
     Trace,
     display,
-)
-from .vocabulary import (
-    COUNTER_LAYERS,
-    OP_NAMES,
-    OP_READ,
-    OP_WRITE,
-    RECORD_LAYERS,
-    SIZE_BIN_UPPER,
-    SIZE_BINS,
 )
 
 __all__ = [

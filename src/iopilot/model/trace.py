@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 # Layers, operation codes and size bins are the shared vocabulary's
-# (:mod:`.vocabulary`).  Data operations (read, write) are in
+# (:mod:`iopilot.vocabulary`).  Data operations (read, write) are in
 # ``Trace.records``, the others in ``Trace.meta_records``.
-from .vocabulary import MODULE, RECORD_LAYERS
+from ..vocabulary import MODULE, RECORD_LAYERS
 
 
 def display(layer: str) -> str:

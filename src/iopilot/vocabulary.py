@@ -97,6 +97,7 @@ class Module:
     records: bool = False  # per-operation records (iopilot traces, Darshan's DXT)
     level: int = 0  # place in the stack: 1 file system, 2 MPI-IO, 3 HDF5 above them
     op_classes: tuple[str, ...] = ()  # <class><READS|WRITES> count its data operations
+    histogram: bool = False  # Darshan keeps its access-size histogram (SIZE_READ_* ...)
     agg_sizes: bool = False  # size bins count aggregate request sizes (SIZE_READ_AGG_*)
     parent: bool = False  # a row is part of a file (a dataset, a variable)
 
@@ -122,22 +123,22 @@ _MPIIO_OPS = tuple(f"{c}_" for c in MPIIO_OP_CLASSES)
 # In the order reports list them.
 MODULES: tuple[Module, ...] = (
     Module("POSIX", "POSIX", "POSIX", "POSIX", "posix", "darshan_posix_file",
-           code=0, switch="POSIX", records=True, level=1, op_classes=("",)),
+           code=0, switch="POSIX", records=True, level=1, op_classes=("",), histogram=True),
     Module("MPIIO", "MPI-IO", "MPI-IO", "MPI-IO", "mpiio", "darshan_mpiio_file",
            code=2, switch="MPIIO", records=True, level=2, op_classes=_MPIIO_OPS,
-           agg_sizes=True),
+           histogram=True, agg_sizes=True),
     Module("STDIO", "STDIO", "STDIO", "STDIO", "stdio", "darshan_stdio_file",
            code=1, switch="STDIO", records=True, level=1, op_classes=("",)),
     Module("H5F", "H5F", "HDF5", "H5F", "h5f", "darshan_hdf5_file",
            code=3, switch="HDF5", level=3),
     Module("H5D", "H5D", "HDF5", "H5D", "h5d", "darshan_hdf5_dataset",
-           code=4, switch="HDF5", records=True, level=3, op_classes=("",), agg_sizes=True,
-           parent=True),
+           code=4, switch="HDF5", records=True, level=3, op_classes=("",), histogram=True,
+           agg_sizes=True, parent=True),
     Module("PNETCDF_FILE", "PNETCDF_FILE", "PnetCDF", "PNETCDF_FILE", "pnetcdf_file",
            "darshan_pnetcdf_file", level=3),
     Module("PNETCDF_VAR", "PNETCDF_VAR", "PnetCDF", "PNETCDF_VAR", "pnetcdf_var",
-           "darshan_pnetcdf_var", level=3, op_classes=("INDEP_", "COLL_"), agg_sizes=True,
-           parent=True),
+           "darshan_pnetcdf_var", level=3, op_classes=("INDEP_", "COLL_"), histogram=True,
+           agg_sizes=True, parent=True),
 )  # fmt: skip
 MODULE: dict[str, Module] = {m.name: m for m in MODULES}
 # Layers with counters, in report order.
