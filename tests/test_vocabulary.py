@@ -152,3 +152,20 @@ def test_the_runtime_writes_the_vocabulary(tmp_path):
     assert tuple(s["layers"]) == v.RUNTIME_LAYERS
     assert tuple(s["counter_names"]) == v.COUNTERS
     assert tuple(s["fcounter_names"]) == v.FCOUNTERS
+
+
+def test_the_page_has_no_copies_of_the_vocabulary():
+    js = (ROOT / "src/iopilot/report/html_page.js").read_text()
+    assert "SIZE_UPPER = D.size_upper" in js
+    for edge in v.SIZE_BIN_UPPER[2:-1]:  # 100 and 1024 are percentages and byte units
+        assert not re.search(rf"\b{edge}\b", js), edge
+    for label in v.SIZE_BIN_LABELS:
+        assert label not in js, label
+    assert not re.search(r"\bb\s*<\s*10\b", js), "the number of size bins is SIZE_UPPER.length"
+    for m in v.MODULES:
+        for q in "'\"`":
+            assert f"{q}{m.name}" not in js, m.name  # also 'MPIIO+POSIX'
+            assert f"{q}{m.interface}{q}" not in js, m.interface
+    for op in v.OP_NAMES[2:]:
+        assert f"'{op}'" not in js, op
+    assert not re.search(r"\?\s*'write'\s*:\s*'read'", js), "operation names are D.op_names"

@@ -33,9 +33,9 @@ import numpy as np
 from .. import __version__
 from ..checks import Diagnosis
 from ..checks.ranks import phases
-from ..model import RECORD_LAYERS, SIZE_BIN_UPPER, SIZE_BINS, Counters, Records, Trace
+from ..model import RECORD_LAYERS, SIZE_BIN_UPPER, SIZE_BINS, Counters, Records, Trace, display
 from ..model.trace import safe_name
-from ..vocabulary import FS_LAYERS, MODULE, MODULES
+from ..vocabulary import FS_LAYERS, MODULE, MODULES, OP_NAMES, SIZE_BIN_LABELS
 from .json_report import diagnosis_dict
 
 SAMPLE_CAP = 50_000  # operations embedded one by one, over all views
@@ -419,6 +419,13 @@ class _Builder:
             "record_layers": list(RECORD_LAYERS),
             "size_bins": list(SIZE_BINS),
             "size_upper": list(SIZE_BIN_UPPER),  # inclusive upper edges, one list for all
+            "size_labels": list(SIZE_BIN_LABELS),
+            "op_names": list(OP_NAMES),  # by operation code
+            # what the file system sees (layer names, and as report.layers names them)
+            "fs_layers": list(FS_LAYERS),
+            "fs_display": [display(n) for n in FS_LAYERS],
+            # layers drawn above the file-system calls they make
+            "stacks": [[n, FS_LAYERS[0]] for n in RECORD_LAYERS if MODULE[n].level > 1],
             "nranks": self.nranks,
             "runtime": float(t.job.runtime),
             "files": self._files_section(),
@@ -740,6 +747,7 @@ class _Builder:
                     and c.has(m.size_counter("READ", SIZE_BINS[0]))):  # fmt: skip
                 out[layer] = {
                     "source": "counters",
+                    "aggregate": m.agg_sizes,
                     "read": [int(c[m.size_counter("READ", b)].sum()) for b in SIZE_BINS],
                     "write": [int(c[m.size_counter("WRITE", b)].sum()) for b in SIZE_BINS],
                 }
