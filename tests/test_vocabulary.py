@@ -143,15 +143,67 @@ def test_module_counter_names():
 
 def test_the_runtime_writes_the_vocabulary(tmp_path):
     """What the built library writes into a summary is the vocabulary."""
-    from iopilot.capture.run import library_path
-
-    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(tmp_path))
-    subprocess.run(["/bin/true"], env=env, check=True, timeout=60)
-    (summary,) = tmp_path.glob("p*.json")
-    s = json.loads(summary.read_text())
+    s = _run_traced(tmp_path, ["/bin/true"])
     assert tuple(s["layers"]) == v.RUNTIME_LAYERS
     assert tuple(s["counter_names"]) == v.COUNTERS
     assert tuple(s["fcounter_names"]) == v.FCOUNTERS
+
+
+def _c_code(path: Path) -> str:
+    """A C file without its comments."""
+    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", path.read_text(), flags=re.S)
+
+
+def test_the_runtime_core_names_no_layer():
+    """Only the modules know their layers; the core iterates over modules.c."""
+    words = (*v.RUNTIME_LAYERS, *v.RUNTIME_SWITCHES, "HDF5", "ROMIO", "OMPI_MCA", "AIO",
+             "FAPL", "SPLIT", "aio", "fapl", "split")  # fmt: skip
+    for name in ("core.c", "output.c", "records.c", "tables.c", "files.c", "core_private.h"):
+        code = _c_code(ROOT / "runtime/src" / name)
+        for w in words:
+            assert w not in code, f"runtime/src/{name} names {w}"
+
+
+def test_every_module_declares_itself_and_is_listed():
+    src = ROOT / "runtime/src"
+    table = _c_code(src / "modules.c")
+    declared = {}
+    for path in src.glob("*.c"):
+        code = _c_code(path)
+        for var, word in re.findall(r"const iop_module (\w+) = \{\s*IOP_MODULE_OF\((\w+)\)",
+                                    code):  # fmt: skip
+            declared[word] = var
+            assert f"&{var}," in table, f"{var} ({path.name}) is not in modules.c"
+    assert sorted(declared) == sorted(v.RUNTIME_SWITCHES)
+
+
+def _run_traced(tmp_path: Path, argv: list[str], **env: str) -> dict:
+    from iopilot.capture.run import library_path
+
+    out = tmp_path / f"t{len(list(tmp_path.iterdir()))}"
+    out.mkdir()
+    full = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(out), **env)
+    subprocess.run(argv, env=full, check=True, timeout=60)
+    (summary,) = out.glob("p*.json")
+    return json.loads(summary.read_text())
+
+
+def test_iopilot_layers_switches_modules_by_name(tmp_path):
+    target = tmp_path / "written.txt"
+    script = ["/bin/sh", "-c", f"echo hello > {target}"]
+    codes = {}
+    for want in ("POSIX", "STDIO,HDF5", ""):
+        s = _run_traced(tmp_path, script, IOPILOT_LAYERS=want)
+        (fid,) = [k for k, n in s["names"].items() if n == str(target)] or [None]
+        codes[want] = sorted(s["layers"][row[0]] for row in s["counters"] if row[1] == fid)
+    assert codes == {"POSIX": ["POSIX"], "STDIO,HDF5": [], "": ["POSIX"]}
+
+
+def test_modules_write_their_parts_of_the_summary(tmp_path):
+    s = _run_traced(tmp_path, ["/bin/true"], HDF5_PLUGIN_PATH="/plugins", SLURM_JOB_ID="42")
+    # module tables first (MPI-IO's only when built with MPI headers), then the core's
+    assert [k for k in s["overflows"] if k != "split"] == ["aio", "fapl", "handles", "notes"]
+    assert s["env"]["HDF5_PLUGIN_PATH"] == "/plugins" and s["env"]["SLURM_JOB_ID"] == "42"
 
 
 def test_the_page_has_no_copies_of_the_vocabulary():
