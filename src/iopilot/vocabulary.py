@@ -120,7 +120,8 @@ class Module:
 
 _MPIIO_OPS = tuple(f"{c}_" for c in MPIIO_OP_CLASSES)
 
-# In the order reports list them.
+# In the order reports list them.  Positional: name, display, interface, Darshan
+# module, Darshan counter tables, Darshan struct; the rest by keyword.
 MODULES: tuple[Module, ...] = (
     Module("POSIX", "POSIX", "POSIX", "POSIX", "posix", "darshan_posix_file",
            code=0, switch="POSIX", records=True, level=1, op_classes=("",), histogram=True),
@@ -155,10 +156,11 @@ RUNTIME_SWITCHES: tuple[str, ...] = tuple(dict.fromkeys(MODULE[n].switch for n i
 
 # ---------------------------------------------------------------------------
 # The runtime's counters per (layer, file, process), in the order the trace
-# format writes them (never reorder; append new ones at the end of a group
-# only if readers of older traces do not mind -- they map by name).  Names
-# are Darshan's without the layer prefix; the reader adds POSIX_, MPIIO_ ...
-# and _AGG_ in the size bins of layers with ``agg_sizes``.
+# format writes them.  Each summary lists the names it uses and readers map
+# counters by name, so a new counter may join its group; the existing ones
+# keep their order.  Names are Darshan's without the layer prefix; the
+# reader adds POSIX_, MPIIO_ ... and _AGG_ in the size bins of layers with
+# ``agg_sizes``.
 # ---------------------------------------------------------------------------
 
 _COMMON_VALUES = tuple(f"{kind}{k}_{what}" for kind in ("ACCESS", "STRIDE")
