@@ -157,6 +157,7 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
             driver.save_screenshot(str(tmp_path / f"{kind}-timeline-write-bins.png"))
     else:
         assert not driver.find_elements(By.ID, "tab-timeline")
+    _vocabulary_texts(driver, doc)
     # The per-file table sorts on a header click (twice: both directions).
     driver.find_element(By.ID, "tab-fs").click()
     header = driver.find_elements(By.CSS_SELECTOR, "#view-fs table.data th")[6]
@@ -175,3 +176,30 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
     assert [u for u in urls if not u.startswith(("file:", "data:", "blob:"))] == []
     shot = tmp_path / f"{kind}-summary.png"
     assert shot.exists() and shot.stat().st_size > 20_000  # not a blank page
+
+
+def _vocabulary_texts(driver, doc: dict) -> None:
+    """Texts the page builds from the vocabulary in its data: the file-system
+    layers, the layers drawn above them, the operation names."""
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.ID, "tab-summary").click()
+    summary = driver.find_element(By.ID, "view-summary").text
+    fs_bytes = sum(lay["bytes_read"] + lay["bytes_written"] for lay in doc["report"]["layers"]
+                   if lay["layer"] in ("POSIX", "STDIO"))  # fmt: skip
+    assert ("read (POSIX + STDIO)" in summary) == (fs_bytes > 0)
+    if not doc["records"]:
+        return
+    driver.find_element(By.ID, "tab-timeline").click()
+    labels = [o.text for o in _select(driver, "#timeline-layer").options]
+    present = [n for n, k in zip(doc["record_layers"], doc["records"]["per_layer"], strict=True)
+               if k]  # fmt: skip
+    for upper, label in (("MPIIO", "MPI-IO above its POSIX calls"),
+                         ("H5D", "HDF5 above its POSIX calls")):  # fmt: skip
+        assert (label in labels) == (upper in present and "POSIX" in present), label
+    ops = driver.execute_script(
+        "const p = document.querySelector('#view-timeline .js-plotly-plot');"
+        "return p ? p.data.filter((t) => t.mode === 'lines')"
+        "  .map((t) => (t.text || []).find((x) => typeof x === 'string')).filter((x) => x) : [];")
+    assert ops or doc["records"]["sampled"]  # unsampled pages draw operations first
+    assert all(" read<br>" in t or " write<br>" in t for t in ops), ops[:3]

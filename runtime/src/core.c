@@ -1,6 +1,7 @@
 /* iopilot runtime core: start-up, configuration, clock, symbol resolution,
  * fork/exec/exit.  Tables are in tables.c, record buffers and counters in
- * records.c, the .json writer in output.c.  Layer modules use core.h only.
+ * records.c, the .json writer in output.c.  Layer modules use core.h only,
+ * and the core knows them only through the table in modules.c.
  */
 #define _GNU_SOURCE
 #include "core_private.h"
@@ -23,7 +24,6 @@ IOP_TLS int iop_in_runtime = 0;
 long iop_nested_calls;
 int iop_use_tsc = 0;
 uint64_t iop_tsc0 = 0;
-iop_lock_t iop_locks[IOP_NLOCKS];
 long iop_overflows[IOP_NOVERFLOWS];
 
 /* ------------------------------------------------------------------ */
@@ -50,10 +50,11 @@ void give_up(const char *why) {
     iop_enabled = 0;
 }
 
-int iop_inflight_put(iop_inflight *table, int n, int lock, int what, const iop_inflight *e) {
+int iop_inflight_put(iop_inflight *table, int n, iop_lock_t *lock, long *overflow,
+                     const iop_inflight *e) {
     int ok = 0;
     iop_busy_enter();
-    iop_lock(&iop_locks[lock]);
+    iop_lock(lock);
     int free_slot = -1;
     for (int i = 0; i < n; i++) {
         if (table[i].key == e->key) {
@@ -66,16 +67,17 @@ int iop_inflight_put(iop_inflight *table, int n, int lock, int what, const iop_i
         table[free_slot] = *e;
         ok = 1;
     }
-    iop_unlock(&iop_locks[lock]);
-    if (!ok) __atomic_add_fetch(&iop_overflows[what], 1, __ATOMIC_RELAXED);
+    iop_unlock(lock);
+    if (!ok) iop_overflow(overflow);
     iop_busy_leave();
     return ok;
 }
 
-int iop_inflight_take(iop_inflight *table, int n, int lock, uintptr_t key, iop_inflight *out) {
+int iop_inflight_take(iop_inflight *table, int n, iop_lock_t *lock, uintptr_t key,
+                      iop_inflight *out) {
     int ok = 0;
     iop_busy_enter();
-    iop_lock(&iop_locks[lock]);
+    iop_lock(lock);
     for (int i = 0; i < n; i++) {
         if (table[i].key == key) {
             *out = table[i];
@@ -84,7 +86,7 @@ int iop_inflight_take(iop_inflight *table, int n, int lock, uintptr_t key, iop_i
             break;
         }
     }
-    iop_unlock(&iop_locks[lock]);
+    iop_unlock(lock);
     iop_busy_leave();
     return ok;
 }
@@ -182,8 +184,9 @@ static void child_after_fork(void) {
     cfg.pid = getpid();
     cfg.ppid = getppid();
     big_lock = 0;
-    memset((void *)iop_locks, 0, sizeof iop_locks);
     memset(iop_overflows, 0, sizeof iop_overflows);
+    for (int i = 0; i < iop_nmodules; i++)
+        if (iop_modules[i] && iop_modules[i]->after_fork) iop_modules[i]->after_fork();
     iop_nested_calls = 0;
     cfg.exec_count = 0;
     cfg.exit_code = -1;
@@ -232,13 +235,12 @@ __attribute__((constructor(101))) static void iop_init(void) {
             *c = '_';
     cfg.pid = getpid();
     cfg.ppid = getppid();
-    const char *want = getenv("IOPILOT_LAYERS"); /* e.g. "POSIX,MPIIO"; HDF5 = H5F + H5D */
+    const char *want = getenv("IOPILOT_LAYERS"); /* e.g. "POSIX,MPIIO": module names */
     if (want && *want) {
         cfg.layers = 0;
-        if (strstr(want, "POSIX")) cfg.layers |= 1 << IOP_LAYER_POSIX;
-        if (strstr(want, "STDIO")) cfg.layers |= 1 << IOP_LAYER_STDIO;
-        if (strstr(want, "MPIIO")) cfg.layers |= 1 << IOP_LAYER_MPIIO;
-        if (strstr(want, "HDF5")) cfg.layers |= (1 << IOP_LAYER_H5F) | (1 << IOP_LAYER_H5D);
+        for (int i = 0; i < iop_nmodules; i++)
+            if (iop_modules[i] && strstr(want, iop_modules[i]->name))
+                cfg.layers |= (int)iop_modules[i]->layers;
     }
     const char *mr = getenv("IOPILOT_MAX_RECORDS");
     if (mr && *mr) cfg.max_records = atol(mr);

@@ -110,12 +110,6 @@ static inline void iop_lock(iop_lock_t *l) {
 }
 static inline void iop_unlock(iop_lock_t *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 
-/* Named locks of the layers: all reset in a forked child, whose other
- * threads (which may have held them) are gone. */
-enum { IOP_LOCK_AIO, IOP_LOCK_SPLIT, IOP_LOCK_HINTS, IOP_LOCK_FAPL, IOP_LOCK_H5LIBS,
-       IOP_NLOCKS };
-extern iop_lock_t iop_locks[IOP_NLOCKS];
-
 /* Operations the runtime has to remember between two calls (an aio request
  * until aio_return, a split collective until its end): a fixed table of
  * slots keyed by a pointer.  A full table is counted, never silent. */
@@ -126,14 +120,39 @@ typedef struct {
     const void *buf;
     int op;
 } iop_inflight;
-enum { IOP_OVERFLOW_AIO, IOP_OVERFLOW_SPLIT, IOP_OVERFLOW_FAPL, IOP_OVERFLOW_HANDLES,
-       IOP_OVERFLOW_NOTES, IOP_NOVERFLOWS };
-extern long iop_overflows[IOP_NOVERFLOWS];
-/* Keep ``e`` until taken (a second put with the same key replaces it).
- * Returns 0 and counts an overflow of kind ``what`` when the table is full. */
-int iop_inflight_put(iop_inflight *table, int n, int lock, int what, const iop_inflight *e);
+/* Keep ``e`` until taken (a second put with the same key replaces it), under
+ * the table's ``lock``.  Returns 0 and adds 1 to ``*overflow`` when it is full. */
+int iop_inflight_put(iop_inflight *table, int n, iop_lock_t *lock, long *overflow,
+                     const iop_inflight *e);
 /* Take (and free) the entry of ``key``; 0 when there is none. */
-int iop_inflight_take(iop_inflight *table, int n, int lock, uintptr_t key, iop_inflight *out);
+int iop_inflight_take(iop_inflight *table, int n, iop_lock_t *lock, uintptr_t key,
+                      iop_inflight *out);
+/* Tables of the core that can be full: counted, reported in the summary. */
+enum { IOP_OVERFLOW_HANDLES, IOP_OVERFLOW_NOTES, IOP_NOVERFLOWS };
+extern long iop_overflows[IOP_NOVERFLOWS];
+static inline void iop_overflow(long *count) { __atomic_add_fetch(count, 1, __ATOMIC_RELAXED); }
+
+/* A layer module (posix.c, stdio.c, mpiio.c, hdf5.c) describes itself to
+ * the core with one of these, defined at the end of its file and listed in
+ * modules.c; the core names no layer.  Its names come from the vocabulary
+ * (iopilot_vocab.h, generated from src/iopilot/vocabulary.py). */
+typedef struct {
+    const char *name; /* "overflows" key in the summary */
+    long *count;      /* operations or settings a full table made it drop */
+} iop_overflow_count;
+
+/* .name and .layers of the module called ``word`` in the vocabulary. */
+#define IOP_MODULE_OF(word) .name = #word, .layers = IOP_SWITCH_##word
+
+typedef struct iop_module {
+    const char *name; /* its word in IOPILOT_LAYERS: "POSIX", "HDF5" ... */
+    unsigned layers;  /* the layers it records under: IOP_SWITCH_<name> */
+    /* In a forked child, whose other threads (which may have held the
+     * module's locks) are gone: free its locks, zero its overflow counts. */
+    void (*after_fork)(void);
+    const iop_overflow_count *overflows; /* its full tables; a NULL name ends */
+    const char *const *env; /* environment variables the summary keeps; NULL ends */
+} iop_module;
 
 /* Time in ticks since this process's t0: the TSC on x86-64 (half the cost of
  * clock_gettime here), else nanoseconds.  Ticks become seconds only when
@@ -165,7 +184,9 @@ static inline iop_open *iop_fd(int fd) { /* NULL when the fd is not tracked */
     return __atomic_load_n(&o->st, __ATOMIC_ACQUIRE) ? o : NULL;
 }
 #define IOP_OFFSET_END (-2) /* iop_fd_set: start at the end of the file (O_APPEND) */
-void iop_fd_set(int fd, uint64_t file_id, int64_t offset);
+/* Follow ``fd`` with the counters of ``file_id`` in ``layer`` (the POSIX
+ * module's descriptors; STDIO's fileno hands its stream's descriptor on). */
+void iop_fd_set(int layer, int fd, uint64_t file_id, int64_t offset);
 void iop_fd_clear(int fd);
 void iop_fd_copy(int from, int to);
 

@@ -109,6 +109,11 @@ void write_buffer(tbuf *b); /* with big_lock held */
 void thread_exit(void *arg);
 void records_after_fork(void);
 
+/* modules.c: the layer modules, in the order of their parts in summaries;
+ * NULL for a module left out of this build (e.g. MPI-IO without mpi.h). */
+extern const iop_module *const iop_modules[];
+extern const int iop_nmodules;
+
 /* output.c */
 void write_json(const char *reason);
 void flush_all(const char *reason); /* every buffer, then the .json */

@@ -374,13 +374,15 @@ static struct {
     char mdc[160];
 } fapls[NFAPLS];
 static int next_fapl;
+static iop_lock_t fapl_lock_word;
+static long fapl_overflows; /* lists forgotten: the table was full */
 
 static void fapl_lock(void) {
     iop_busy_enter();
-    iop_lock(&iop_locks[IOP_LOCK_FAPL]);
+    iop_lock(&fapl_lock_word);
 }
 static void fapl_unlock(void) {
-    iop_unlock(&iop_locks[IOP_LOCK_FAPL]);
+    iop_unlock(&fapl_lock_word);
     iop_busy_leave();
 }
 
@@ -392,7 +394,7 @@ static int fapl_slot(uintptr_t key, int create) {
     int i = next_fapl;
     next_fapl = (next_fapl + 1) % NFAPLS;
     if (fapls[i].key) /* the oldest list is forgotten: say so */
-        __atomic_add_fetch(&iop_overflows[IOP_OVERFLOW_FAPL], 1, __ATOMIC_RELAXED);
+        iop_overflow(&fapl_overflows);
     memset(&fapls[i], 0, sizeof fapls[i]);
     fapls[i].key = key;
     return i;
@@ -1078,3 +1080,21 @@ IOP_EXPORT herr_t H5Dread_multi(size_t count, hid_t *dset, hid_t *mtype, hid_t *
     if (!f) return -1;
     MULTI_BODY(IOP_OP_READ, f(count, dset, mtype, mspace, fspace, dxpl, buf));
 }
+
+/* ------------------------------------------------------------------ */
+/* The module, as the core sees it (modules.c). */
+
+static void hdf5_after_fork(void) {
+    fapl_lock_word = 0;
+    fapl_overflows = 0;
+}
+
+static const iop_overflow_count hdf5_overflows[] = {{"fapl", &fapl_overflows}, {NULL, NULL}};
+static const char *const hdf5_env[] = {"HDF5_PLUGIN_PATH", NULL};
+
+const iop_module iop_hdf5_module = {
+    IOP_MODULE_OF(HDF5),
+    .after_fork = hdf5_after_fork,
+    .overflows = hdf5_overflows,
+    .env = hdf5_env,
+};

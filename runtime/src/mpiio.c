@@ -221,14 +221,16 @@ WRAP_PTR(MPI_File_iwrite_shared, AT_SHARED, WR, NB_WRITES, NB, WBUF, REQ)
 
 #define NSPLIT 256
 static iop_inflight splits[NSPLIT];
+static iop_lock_t split_lock;
+static long split_overflows; /* begin calls recorded alone: the table was full */
 
 static int split_put(MPI_File fh, double t1, int64_t offset, int64_t bytes, const void *buf) {
     iop_inflight e = {(uintptr_t)fh, t1, offset, bytes, buf, 0};
-    return iop_inflight_put(splits, NSPLIT, IOP_LOCK_SPLIT, IOP_OVERFLOW_SPLIT, &e);
+    return iop_inflight_put(splits, NSPLIT, &split_lock, &split_overflows, &e);
 }
 
 static int split_take(MPI_File fh, iop_inflight *out) {
-    return iop_inflight_take(splits, NSPLIT, IOP_LOCK_SPLIT, (uintptr_t)fh, out);
+    return iop_inflight_take(splits, NSPLIT, &split_lock, (uintptr_t)fh, out);
 }
 
 static void split_begun(iop_open *o, MPI_File fh, int op, int at, MPI_Offset off, int64_t pre,
@@ -298,12 +300,13 @@ WRAP_END(MPI_File_write_ordered_end, WR, SPLIT_WRITES, WBUF)
 
 #define NSEEN 4096
 static uint64_t seen_sets[NSEEN];
+static iop_lock_t seen_lock;
 
 static int first_time(uint64_t h) {
     int fresh = 0, used = 0;
     h = h ? h : 1;
     iop_busy_enter();
-    iop_lock(&iop_locks[IOP_LOCK_HINTS]);
+    iop_lock(&seen_lock);
     size_t i = h % NSEEN;
     for (; used < NSEEN * 3 / 4; i = (i + 1) % NSEEN, used++) {
         if (seen_sets[i] == h) break;
@@ -313,7 +316,7 @@ static int first_time(uint64_t h) {
             break;
         }
     }
-    iop_unlock(&iop_locks[IOP_LOCK_HINTS]);
+    iop_unlock(&seen_lock);
     if (used >= NSEEN * 3 / 4) /* table full: noted no more */
         __atomic_add_fetch(&iop_overflows[IOP_OVERFLOW_NOTES], 1, __ATOMIC_RELAXED);
     iop_busy_leave();
@@ -543,3 +546,25 @@ IOP_EXPORT int MPI_Finalize(void) {
     if (iop_enabled) iop_flush_all();
     return REAL(PMPI_Finalize)();
 }
+
+/* ------------------------------------------------------------------ */
+/* The module, as the core sees it (modules.c). */
+
+static void mpiio_after_fork(void) {
+    split_lock = seen_lock = 0;
+    split_overflows = 0;
+}
+
+static const iop_overflow_count mpiio_overflows[] = {{"split", &split_overflows},
+                                                     {NULL, NULL}};
+/* How MPI-IO was set up (ROMIO or OMPIO, hints, aggregators). */
+static const char *const mpiio_env[] = {"ROMIO_HINTS", "OMPI_MCA_io", "OMPI_MCA_fcoll",
+                                        "MPICH_MPIIO_HINTS",
+                                        "OMPI_MCA_io_ompio_num_aggregators", NULL};
+
+const iop_module iop_mpiio_module = {
+    IOP_MODULE_OF(MPIIO),
+    .after_fork = mpiio_after_fork,
+    .overflows = mpiio_overflows,
+    .env = mpiio_env,
+};

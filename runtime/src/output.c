@@ -103,6 +103,19 @@ static const char *fcounter_names[] = {
 #undef IOP_X
 };
 
+/* "NAME": "value" of each variable of ``keys`` that is set. */
+static void put_env(sbuf *b, const char *const *keys, int *first) {
+    for (; keys && *keys; keys++) {
+        const char *v = getenv(*keys);
+        if (!v) continue;
+        if (!*first) sb_put(b, ", ", 2);
+        *first = 0;
+        sb_str(b, *keys);
+        sb_put(b, ": ", 2);
+        sb_str(b, v);
+    }
+}
+
 void write_json(const char *reason) {
     sbuf b = {0};
     double spt = seconds_per_tick();
@@ -145,11 +158,14 @@ void write_json(const char *reason) {
                   "\"stats_missing\": %ld, \"threads\": %u, \"execs\": %d,\n",
               kept, dropped, cfg.max_records, stats_missing, next_thread,
               cfg.exec_count);
-    sb_printf(&b, "\"overflows\": {\"aio\": %ld, \"split\": %ld, \"fapl\": %ld, "
-                  "\"handles\": %ld, \"notes\": %ld}, \"nested_calls\": %ld,\n\"warnings\": [",
-              iop_overflows[IOP_OVERFLOW_AIO], iop_overflows[IOP_OVERFLOW_SPLIT],
-              iop_overflows[IOP_OVERFLOW_FAPL], iop_overflows[IOP_OVERFLOW_HANDLES],
-              iop_overflows[IOP_OVERFLOW_NOTES], iop_nested_calls);
+    sb_put(&b, "\"overflows\": {", 14);
+    for (int i = 0; i < iop_nmodules; i++) /* the modules' tables, then the core's */
+        for (const iop_overflow_count *o = iop_modules[i] ? iop_modules[i]->overflows : NULL;
+             o && o->name; o++)
+            sb_printf(&b, "\"%s\": %ld, ", o->name, __atomic_load_n(o->count, __ATOMIC_RELAXED));
+    sb_printf(&b, "\"handles\": %ld, \"notes\": %ld}, \"nested_calls\": %ld,\n\"warnings\": [",
+              iop_overflows[IOP_OVERFLOW_HANDLES], iop_overflows[IOP_OVERFLOW_NOTES],
+              iop_nested_calls);
     int nw = cfg.nwarnings < IOP_NWARN ? cfg.nwarnings : IOP_NWARN;
     for (int i = 0; i < nw; i++) {
         if (i) sb_put(&b, ", ", 2);
@@ -158,18 +174,11 @@ void write_json(const char *reason) {
     if (cfg.nwarnings > IOP_NWARN) sb_printf(&b, ", \"%d more warnings\"", cfg.nwarnings - IOP_NWARN);
     sb_put(&b, "],\n", 3);
     sb_put(&b, "\"env\": {", 8);
-    static const char *env_keys[] = {"ROMIO_HINTS", "OMPI_MCA_io", "OMPI_MCA_fcoll",
-                                     "MPICH_MPIIO_HINTS", "HDF5_PLUGIN_PATH", "SLURM_JOB_ID",
-                                     "OMPI_MCA_io_ompio_num_aggregators", NULL};
-    for (int i = 0, first = 1; env_keys[i]; i++) {
-        const char *v = getenv(env_keys[i]);
-        if (!v) continue;
-        if (!first) sb_put(&b, ", ", 2);
-        first = 0;
-        sb_str(&b, env_keys[i]);
-        sb_put(&b, ": ", 2);
-        sb_str(&b, v);
-    }
+    static const char *const core_env[] = {"SLURM_JOB_ID", NULL}; /* the launcher's */
+    int env_first = 1;
+    put_env(&b, core_env, &env_first);
+    for (int i = 0; i < iop_nmodules; i++)
+        if (iop_modules[i]) put_env(&b, iop_modules[i]->env, &env_first);
     sb_put(&b, "},\n\"layers\": [", 14);
     for (int i = 0; i < IOP_NLAYERS; i++) {
         sb_str(&b, layer_names[i]);

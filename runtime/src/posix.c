@@ -38,7 +38,7 @@ static int wants_mode(int flags) {
 
 static void opened_id(int fd, uint64_t id, int flags, mode_t mode, double t1, double t2) {
     if (fd < 0) return;
-    iop_fd_set(fd, id, (flags & O_APPEND) ? IOP_OFFSET_END : 0);
+    iop_fd_set(IOP_LAYER_POSIX, fd, id, (flags & O_APPEND) ? IOP_OFFSET_END : 0);
     iop_open *o = iop_fd(fd);
     if (!o) return;
     if (mode) iop_set(o->st, IOP_C_MODE, (int64_t)mode); /* as Darshan: the mode asked for */
@@ -242,15 +242,17 @@ IOP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_
 
 #define AIO_SLOTS 1024
 static iop_inflight aio_pending[AIO_SLOTS];
+static iop_lock_t aio_lock;
+static long aio_overflows; /* submissions not followed: the table was full */
 
 static void aio_submitted(const void *cb, int op, double t1) {
     iop_inflight e = {(uintptr_t)cb, t1, 0, 0, NULL, op};
-    iop_inflight_put(aio_pending, AIO_SLOTS, IOP_LOCK_AIO, IOP_OVERFLOW_AIO, &e);
+    iop_inflight_put(aio_pending, AIO_SLOTS, &aio_lock, &aio_overflows, &e);
 }
 
 static int aio_finished(const void *cb, double *t1, int *op) {
     iop_inflight e;
-    if (!iop_inflight_take(aio_pending, AIO_SLOTS, IOP_LOCK_AIO, (uintptr_t)cb, &e)) return 0;
+    if (!iop_inflight_take(aio_pending, AIO_SLOTS, &aio_lock, (uintptr_t)cb, &e)) return 0;
     *t1 = e.t1;
     *op = e.op;
     return 1;
@@ -637,3 +639,19 @@ __asm__(".text\n"
         ".globl __vfork\n"
         ".set __vfork, vfork\n");
 #endif
+
+/* ------------------------------------------------------------------ */
+/* The module, as the core sees it (modules.c). */
+
+static void posix_after_fork(void) {
+    aio_lock = 0;
+    aio_overflows = 0;
+}
+
+static const iop_overflow_count posix_overflows[] = {{"aio", &aio_overflows}, {NULL, NULL}};
+
+const iop_module iop_posix_module = {
+    IOP_MODULE_OF(POSIX),
+    .after_fork = posix_after_fork,
+    .overflows = posix_overflows,
+};

@@ -178,10 +178,10 @@ static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t l
 /* Darshan's size bins: each upper edge belongs to its bin (exactly 100 B
  * is 0_100, exactly 1 MiB is 100K_1M). */
 static int size_bin(int64_t n) {
-    static const int64_t upper[] = IOP_SIZE_BIN_UPPER;
-    for (int i = 0; i < 9; i++)
+    static const int64_t upper[IOP_NSIZE_BINS - 1] = IOP_SIZE_BIN_UPPER;
+    for (int i = 0; i < IOP_NSIZE_BINS - 1; i++)
         if (n <= upper[i]) return i;
-    return 9;
+    return IOP_NSIZE_BINS - 1;
 }
 
 struct iop_common_pair { iop_common access, stride; };

@@ -76,7 +76,7 @@ IOP_EXPORT int fileno(FILE *fp) {
     int r = REAL(fileno)(fp);
     int e = errno;
     if (r >= 0) { /* every call counts, as in Darshan */
-        if (!iop_fd(r)) iop_fd_set(r, o->st->file_id, 0);
+        if (!iop_fd(r)) iop_fd_set(IOP_LAYER_POSIX, r, o->st->file_id, 0);
         iop_open *p = iop_fd(r);
         if (p) {
             iop_count(p->st, IOP_C_OPENS, 1);
@@ -300,3 +300,6 @@ IOP_EXPORT int fflush(FILE *fp) {
     errno = e;
     return r;
 }
+
+/* The module, as the core sees it (modules.c): it keeps no state of its own. */
+const iop_module iop_stdio_module = {IOP_MODULE_OF(STDIO)};

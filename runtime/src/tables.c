@@ -216,7 +216,7 @@ iop_open *iop_fds;
 int iop_nfds;
 
 
-void iop_fd_set(int fd, uint64_t id, int64_t offset) {
+void iop_fd_set(int layer, int fd, uint64_t id, int64_t offset) {
     if (fd < 0 || fd >= iop_nfds) return;
     struct stat sb;
     int64_t align = 4096;
@@ -225,7 +225,7 @@ void iop_fd_set(int fd, uint64_t id, int64_t offset) {
     iop_leave();
     iop_stats *st = NULL;
     if (id && (!ok || trace_special || S_ISREG(sb.st_mode) || S_ISBLK(sb.st_mode)))
-        st = iop_stats_for(IOP_LAYER_POSIX, id);
+        st = iop_stats_for(layer, id);
     if (!st) {
         iop_fd_clear(fd); /* an older entry of a reused fd must not count */
         return;

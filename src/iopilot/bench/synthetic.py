@@ -16,13 +16,10 @@ import numpy as np
 
 from ..model import SIZE_BIN_UPPER, SIZE_BINS
 from ..sources.iopilot_trace import HEADER, MAGIC, RECORD
+from ..vocabulary import COUNTERS, FCOUNTERS, RUNTIME_LAYERS
 
-LAYERS = ["POSIX", "STDIO", "MPIIO", "H5F", "H5D"]
-INT_NAMES = (["OPENS", "READS", "WRITES", "BYTES_READ", "BYTES_WRITTEN", "MAX_BYTE_READ",
-              "MAX_BYTE_WRITTEN", "CONSEC_READS", "CONSEC_WRITES", "SEQ_READS", "SEQ_WRITES"]
-             + [f"SIZE_READ_{b}" for b in SIZE_BINS] + [f"SIZE_WRITE_{b}" for b in SIZE_BINS])
-FLOAT_NAMES = ["F_READ_TIME", "F_WRITE_TIME", "F_META_TIME", "F_READ_START_TIMESTAMP",
-               "F_WRITE_START_TIMESTAMP", "F_READ_END_TIMESTAMP", "F_WRITE_END_TIMESTAMP"]
+# The runtime's layers and counter names, as its summaries list them.
+LAYERS, INT_NAMES, FLOAT_NAMES = RUNTIME_LAYERS, COUNTERS, FCOUNTERS
 
 
 def write_trace(out: Path, records: int, *, ranks: int = 64, files: int = 8,

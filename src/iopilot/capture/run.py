@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import InputError
+from ..vocabulary import RUNTIME_SWITCHES
 from .foreground import Outcome, run_foreground
 from .tracedir import TraceDir
 
-LAYERS = ("POSIX", "STDIO", "MPIIO", "HDF5")
+LAYERS = RUNTIME_SWITCHES  # what --layers accepts
 OPENMPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "mpirun.openmpi", "mpiexec.openmpi")
 SLURM_LAUNCHERS = ("srun",)
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..model import COUNTER_LAYERS, Trace, display
+from ..vocabulary import MODULES
 from . import thresholds as th
 from .base import Context, Finding, Level, iter_registered
 
@@ -48,24 +49,10 @@ class Diagnosis:
 
 
 # (reads, writes, bytes read, bytes written, read time, write time, meta time) per layer
-_TOTALS = {
-    "POSIX": ("POSIX_READS", "POSIX_WRITES", "POSIX_BYTES_READ", "POSIX_BYTES_WRITTEN",
-              "POSIX_F_READ_TIME", "POSIX_F_WRITE_TIME", "POSIX_F_META_TIME"),
-    "MPIIO": (("MPIIO_INDEP_READS", "MPIIO_COLL_READS", "MPIIO_SPLIT_READS", "MPIIO_NB_READS"),
-              ("MPIIO_INDEP_WRITES", "MPIIO_COLL_WRITES", "MPIIO_SPLIT_WRITES",
-               "MPIIO_NB_WRITES"),
-              "MPIIO_BYTES_READ", "MPIIO_BYTES_WRITTEN",
-              "MPIIO_F_READ_TIME", "MPIIO_F_WRITE_TIME", "MPIIO_F_META_TIME"),
-    "STDIO": ("STDIO_READS", "STDIO_WRITES", "STDIO_BYTES_READ", "STDIO_BYTES_WRITTEN",
-              "STDIO_F_READ_TIME", "STDIO_F_WRITE_TIME", "STDIO_F_META_TIME"),
-    "H5D": ("H5D_READS", "H5D_WRITES", "H5D_BYTES_READ", "H5D_BYTES_WRITTEN",
-            "H5D_F_READ_TIME", "H5D_F_WRITE_TIME", "H5D_F_META_TIME"),
-    "PNETCDF_VAR": (("PNETCDF_VAR_INDEP_READS", "PNETCDF_VAR_COLL_READS"),
-                    ("PNETCDF_VAR_INDEP_WRITES", "PNETCDF_VAR_COLL_WRITES"),
-                    "PNETCDF_VAR_BYTES_READ", "PNETCDF_VAR_BYTES_WRITTEN",
-                    "PNETCDF_VAR_F_READ_TIME", "PNETCDF_VAR_F_WRITE_TIME",
-                    "PNETCDF_VAR_F_META_TIME"),
-}  # fmt: skip
+_TOTALS = {m.name: (m.op_counters("READ"), m.op_counters("WRITE"),
+                    *(f"{m.name}_{k}" for k in ("BYTES_READ", "BYTES_WRITTEN", "F_READ_TIME",
+                                                "F_WRITE_TIME", "F_META_TIME")))
+           for m in MODULES if m.op_classes}  # fmt: skip
 
 
 def summarize(trace: Trace) -> list[LayerSummary]:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import OP_READ, Counters
+from ..vocabulary import DIRECTIONS, MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .lustre import common_access, gather, index_of
@@ -212,8 +213,8 @@ class Hdf5IndependentTransfers(Check):
         m = ctx.layer("MPIIO")
         if m is not None:
             on = np.isin(m.file_id, h5_files)
-            coll = sum(int(m[f"MPIIO_{k}_{rw}"][on].sum())
-                       for k in ("COLL", "SPLIT") for rw in ("READS", "WRITES"))  # fmt: skip
+            coll = sum(int(m[n][on].sum()) for d in DIRECTIONS
+                       for n in mpiio_counters(d, MPIIO_COLLECTIVE))  # fmt: skip
             ind = int(m["MPIIO_INDEP_READS"][on].sum() + m["MPIIO_INDEP_WRITES"][on].sum())
             evidence.update(mpiio_independent=ind, mpiio_collective=coll)
             if coll:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 
@@ -51,7 +52,7 @@ class _Collective(Check):
             return
         rw = "READS" if self.direction == "READ" else "WRITES"
         word = "read" if self.direction == "READ" else "write"
-        coll = c.total(f"MPIIO_COLL_{rw}") + c.total(f"MPIIO_SPLIT_{rw}")
+        coll = sum(c.total(n) for n in mpiio_counters(self.direction, MPIIO_COLLECTIVE))
         indep = c.total(f"MPIIO_INDEP_{rw}")
         nb = c.total(f"MPIIO_NB_{rw}")
         total = coll + indep + nb
@@ -147,7 +148,7 @@ class _NonBlocking(Check):
             return
         rw = "READS" if self.direction == "READ" else "WRITES"
         word = "read" if self.direction == "READ" else "write"
-        total = sum(c.total(f"MPIIO_{k}_{rw}") for k in ("INDEP", "COLL", "SPLIT", "NB"))
+        total = sum(c.total(n) for n in mpiio_counters(self.direction))
         nb = c.total(f"MPIIO_NB_{rw}")
         if nb or not total:
             # Drishti also warns when there are no such operations at all.

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 
@@ -39,9 +40,8 @@ def _collective_share(ctx: Context, direction: str) -> float:
     c = ctx.layer("MPIIO")
     if c is None:
         return 0.0
-    rw = "READS" if direction == "READ" else "WRITES"
-    coll = c.total(f"MPIIO_COLL_{rw}") + c.total(f"MPIIO_SPLIT_{rw}")
-    total = coll + c.total(f"MPIIO_INDEP_{rw}") + c.total(f"MPIIO_NB_{rw}")
+    coll = sum(c.total(n) for n in mpiio_counters(direction, MPIIO_COLLECTIVE))
+    total = sum(c.total(n) for n in mpiio_counters(direction))
     return coll / total if total else 0.0
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import OP_READ, OP_WRITE
+from ..vocabulary import MODULE
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, check, pct
 from .recordtools import _app_mask, _cached, _rank_list, steps
@@ -76,15 +77,10 @@ def _rank_load(ctx: Context) -> RankLoad | None:
     return _counter_load(ctx)
 
 
-_COUNTER_COLS = {
-    "POSIX": (("POSIX_READS",), ("POSIX_WRITES",), "POSIX_BYTES_READ", "POSIX_BYTES_WRITTEN",
-              "POSIX_F_READ_TIME", "POSIX_F_WRITE_TIME"),
-    "MPIIO": (("MPIIO_INDEP_READS", "MPIIO_COLL_READS", "MPIIO_SPLIT_READS", "MPIIO_NB_READS"),
-              ("MPIIO_INDEP_WRITES", "MPIIO_COLL_WRITES", "MPIIO_SPLIT_WRITES",
-               "MPIIO_NB_WRITES"),
-              "MPIIO_BYTES_READ", "MPIIO_BYTES_WRITTEN", "MPIIO_F_READ_TIME",
-              "MPIIO_F_WRITE_TIME"),
-}  # fmt: skip
+_COUNTER_COLS = {m.name: (m.op_counters("READ"), m.op_counters("WRITE"),
+                          *(f"{m.name}_{k}" for k in ("BYTES_READ", "BYTES_WRITTEN",
+                                                      "F_READ_TIME", "F_WRITE_TIME")))
+                 for m in (MODULE["POSIX"], MODULE["MPIIO"])}  # fmt: skip
 
 
 def _counter_load(ctx: Context) -> RankLoad | None:

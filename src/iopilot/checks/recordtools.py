@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 
 from ..model import RECORD_LAYERS, Records
+from ..vocabulary import MODULE
 from .base import Context
 
 _MPIIO = RECORD_LAYERS.index("MPIIO")
 # Per file, only the highest layer that traced it counts for rank loads, so
 # the bytes an application asked MPI-IO (or HDF5) for are not counted twice,
 # and MPI-IO's aggregators do not make rank 0 look like a funnel.
-_LEVEL = {"POSIX": 1, "STDIO": 1, "MPIIO": 2, "H5D": 3}
+_LEVEL = {name: MODULE[name].level for name in RECORD_LAYERS}
 _INT63 = 2**62  # products of sort keys must stay below this to fit int64
 
 PHASES_LISTED = 50

@@ -1,6 +1,7 @@
-"""The data model shared by every layer of iopilot (see :mod:`.trace`)."""
+"""The data model shared by every layer of iopilot (see :mod:`.trace`), and the
+names it shares with the runtime and the HTML page (:mod:`iopilot.vocabulary`)."""
 
-from .trace import (
+from ..vocabulary import (
     COUNTER_LAYERS,
     OP_NAMES,
     OP_READ,
@@ -8,6 +9,8 @@ from .trace import (
     RECORD_LAYERS,
     SIZE_BIN_UPPER,
     SIZE_BINS,
+)
+from .trace import (
     Counters,
     Job,
     ModuleInfo,

@@ -25,59 +25,16 @@ from typing import Any
 
 import numpy as np
 
-# Layers with counters, in the order reports list them.  Names follow the
-# counter prefixes (MPIIO_*), the display name of MPIIO is "MPI-IO".
-COUNTER_LAYERS: tuple[str, ...] = (
-    "POSIX",
-    "MPIIO",
-    "STDIO",
-    "H5F",
-    "H5D",
-    "PNETCDF_FILE",
-    "PNETCDF_VAR",
-)
-DISPLAY_NAME = {"MPIIO": "MPI-IO"}
-
-# Layer and operation codes of the per-operation records.
-RECORD_LAYERS: tuple[str, ...] = ("POSIX", "MPIIO", "STDIO", "H5D")
-OP_READ, OP_WRITE = 0, 1
-# Operation codes of the records, in the runtime's order (IOP_OPS in
-# runtime/include/iopilot_format.h; a test keeps the two lists equal).  Data
-# operations (read, write) are in ``Trace.records``, the others in
-# ``Trace.meta_records``.
-OP_NAMES = ("read", "write", "open", "close", "seek", "sync", "stat", "truncate", "mmap",
-            "flush", "unlink", "rename", "mkdir")  # fmt: skip
-
-# Darshan's access-size histogram bins, shared by all layers.
-SIZE_BINS: tuple[str, ...] = (
-    "0_100",
-    "100_1K",
-    "1K_10K",
-    "10K_100K",
-    "100K_1M",
-    "1M_4M",
-    "4M_10M",
-    "10M_100M",
-    "100M_1G",
-    "1G_PLUS",
-)
-SIZE_BIN_UPPER: tuple[int, ...] = (
-    100,
-    1024,
-    10 * 1024,
-    100 * 1024,
-    1024**2,
-    4 * 1024**2,
-    10 * 1024**2,
-    100 * 1024**2,
-    1024**3,
-    2**63 - 1,
-)
+# Layers, operation codes and size bins are the shared vocabulary's
+# (:mod:`iopilot.vocabulary`).  Data operations (read, write) are in
+# ``Trace.records``, the others in ``Trace.meta_records``.
+from ..vocabulary import MODULE, RECORD_LAYERS
 
 
 def display(layer: str) -> str:
     """Human name of a layer (``MPIIO`` -> ``MPI-IO``)."""
-    return DISPLAY_NAME.get(layer, layer)
+    m = MODULE.get(layer)
+    return m.display if m else layer
 
 
 @dataclass

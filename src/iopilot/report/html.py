@@ -33,8 +33,9 @@ import numpy as np
 from .. import __version__
 from ..checks import Diagnosis
 from ..checks.ranks import phases
-from ..model import RECORD_LAYERS, SIZE_BIN_UPPER, SIZE_BINS, Counters, Records, Trace
+from ..model import RECORD_LAYERS, SIZE_BIN_UPPER, SIZE_BINS, Counters, Records, Trace, display
 from ..model.trace import safe_name
+from ..vocabulary import FS_LAYERS, MODULE, MODULES, OP_NAMES, SIZE_BIN_LABELS
 from .json_report import diagnosis_dict
 
 SAMPLE_CAP = 50_000  # operations embedded one by one, over all views
@@ -48,28 +49,17 @@ RANK_BARS = 4096  # bars of the per-rank charts; more ranks are grouped
 GAP_CHOICES = (0.001, 0.01, 0.1, 1.0, 10.0, 60.0)  # extra phase gaps offered (s)
 CHUNK = 1 << 20  # records per step of the chunked passes
 
-LABELS = {"POSIX": "POSIX", "MPIIO": "MPI-IO", "STDIO": "STDIO", "H5D": "HDF5",
-          "PNETCDF_VAR": "PnetCDF"}  # fmt: skip
+# Layers with byte counters, in report order, and the interface each one is.
+_TABLE_LAYERS = tuple(m.name for m in MODULES if m.op_classes)
+LABELS = {name: MODULE[name].interface for name in _TABLE_LAYERS}
 _NL = len(RECORD_LAYERS)
-_FS_LAYERS = (RECORD_LAYERS.index("POSIX"), RECORD_LAYERS.index("STDIO"))  # what the FS sees
+_FS_LAYERS = tuple(RECORD_LAYERS.index(n) for n in FS_LAYERS)  # what the FS sees
 _UPPER = np.array(SIZE_BIN_UPPER, np.int64)
 _NB = len(SIZE_BINS)
 
-# Layers with byte counters, their Darshan prefix, and their read/write operation counters.
-_TABLE_LAYERS = ("POSIX", "MPIIO", "STDIO", "H5D", "PNETCDF_VAR")
-_OPS = {
-    "POSIX": (("POSIX_READS",), ("POSIX_WRITES",)),
-    "STDIO": (("STDIO_READS",), ("STDIO_WRITES",)),
-    "MPIIO": (("MPIIO_INDEP_READS", "MPIIO_COLL_READS", "MPIIO_SPLIT_READS", "MPIIO_NB_READS"),
-              ("MPIIO_INDEP_WRITES", "MPIIO_COLL_WRITES", "MPIIO_SPLIT_WRITES",
-               "MPIIO_NB_WRITES")),
-    "H5D": (("H5D_READS",), ("H5D_WRITES",)),
-    "PNETCDF_VAR": (("PNETCDF_VAR_INDEP_READS", "PNETCDF_VAR_COLL_READS"),
-                    ("PNETCDF_VAR_INDEP_WRITES", "PNETCDF_VAR_COLL_WRITES")),
-}  # fmt: skip
-# Histogram counter prefixes (the MPI-IO and HDF5 ones count aggregate request sizes).
-_HIST = {"POSIX": "POSIX_SIZE_{rw}_", "MPIIO": "MPIIO_SIZE_{rw}_AGG_",
-         "H5D": "H5D_SIZE_{rw}_AGG_", "PNETCDF_VAR": "PNETCDF_VAR_SIZE_{rw}_AGG_"}  # fmt: skip
+# Their read and write operation counters.
+_OPS = {name: (MODULE[name].op_counters("READ"), MODULE[name].op_counters("WRITE"))
+        for name in _TABLE_LAYERS}  # fmt: skip
 
 _DTYPES = {"f8": "<f8", "f4": "<f4", "i4": "<i4", "u4": "<u4", "u1": "u1"}
 
@@ -429,6 +419,13 @@ class _Builder:
             "record_layers": list(RECORD_LAYERS),
             "size_bins": list(SIZE_BINS),
             "size_upper": list(SIZE_BIN_UPPER),  # inclusive upper edges, one list for all
+            "size_labels": list(SIZE_BIN_LABELS),
+            "op_names": list(OP_NAMES),  # by operation code
+            # what the file system sees (layer names, and as report.layers names them)
+            "fs_layers": list(FS_LAYERS),
+            "fs_display": [display(n) for n in FS_LAYERS],
+            # layers drawn above the file-system calls they make
+            "stacks": [[n, FS_LAYERS[0]] for n in RECORD_LAYERS if MODULE[n].level > 1],
             "nranks": self.nranks,
             "runtime": float(t.job.runtime),
             "files": self._files_section(),
@@ -745,12 +742,14 @@ class _Builder:
         hist_rec = self.hist_rec
         for layer in _TABLE_LAYERS:
             c = self.t.layer(layer)
-            pref = _HIST.get(layer)
-            if c is not None and len(c) and pref and c.has(pref.format(rw="READ") + SIZE_BINS[0]):
+            m = MODULE[layer]
+            if (c is not None and len(c) and m.histogram
+                    and c.has(m.size_counter("READ", SIZE_BINS[0]))):  # fmt: skip
                 out[layer] = {
                     "source": "counters",
-                    "read": [int(c[pref.format(rw="READ") + b].sum()) for b in SIZE_BINS],
-                    "write": [int(c[pref.format(rw="WRITE") + b].sum()) for b in SIZE_BINS],
+                    "aggregate": m.agg_sizes,
+                    "read": [int(c[m.size_counter("READ", b)].sum()) for b in SIZE_BINS],
+                    "write": [int(c[m.size_counter("WRITE", b)].sum()) for b in SIZE_BINS],
                 }
             elif hist_rec is not None and layer in RECORD_LAYERS:
                 lay = RECORD_LAYERS.index(layer)
@@ -853,7 +852,7 @@ class _Builder:
         est_files = 0
         if len(est_rows):
             rb, wb, rn, wn, rt, wt, extent = (np.zeros(len(stripes.count)) for _ in range(7))
-            for layer in ("POSIX", "STDIO"):
+            for layer in FS_LAYERS:
                 c = t.layer(layer)
                 if c is None or not len(c):
                     continue
@@ -1059,7 +1058,7 @@ class _Builder:
         # Per listed file: bytes the file system saw (POSIX + STDIO counters, else records).
         fs_bytes = np.zeros(len(self.files))
         has_counters = False
-        for layer in ("POSIX", "STDIO"):
+        for layer in FS_LAYERS:
             c = t.layer(layer)
             if c is None or not len(c):
                 continue
@@ -1083,7 +1082,7 @@ class _Builder:
               for (m, k), v in sorted(mounts.items(), key=lambda kv: -kv[1][1])]  # fmt: skip
         # Share of the run in I/O: the mean rank's time in the lowest traced layer.
         io_time, io_layer = 0.0, ""
-        for layers in (("POSIX", "STDIO"), ("MPIIO",), ("H5D",), ("PNETCDF_VAR",)):
+        for layers in (FS_LAYERS, *((n,) for n in _TABLE_LAYERS if n not in FS_LAYERS)):
             got = [x for x in layers if t.has(x)]
             if got:
                 for x in got:

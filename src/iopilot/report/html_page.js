@@ -43,9 +43,9 @@
   // Distinct hues: neighbouring size bins must not look alike.
   const SIZE_COL = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948',
     '#b07aa1', '#ff9da7', '#9c755f', '#17becf'];
-  const SIZE_LABEL = ['0–100 B', '100 B–1 KiB', '1–10 KiB', '10–100 KiB', '100 KiB–1 MiB',
-    '1–4 MiB', '4–10 MiB', '10–100 MiB', '100 MiB–1 GiB', '≥ 1 GiB'];
-  const SIZE_UPPER = D.size_upper; // inclusive upper edges, from iopilot.model
+  const SIZE_LABEL = D.size_labels;
+  const SIZE_UPPER = D.size_upper; // inclusive upper edges, from iopilot.vocabulary
+  const FS_TEXT = D.fs_layers.map((n) => LAB[n]).join(' + '); // what the file system sees
   const CONFIG = { displaylogo: false, responsive: true,
     modeBarButtonsToRemove: ['select2d', 'lasso2d'] };
 
@@ -196,7 +196,7 @@
   function recordText(i) {
     const S = REC.sample;
     const lay = LAB[D.record_layers[S.layer[i]]];
-    const op = S.op[i] ? 'write' : 'read';
+    const op = D.op_names[S.op[i]];
     let t = 'rank ' + S.rank[i] + ' · ' + lay + ' ' + op +
       '<br>offset ' + fmtInt(S.offset[i]) + ' · size ' + bytesExact(S.length[i]) +
       '<br>start ' + S.start[i].toFixed(6) + ' s · duration ' + fmtSec(S.dur[i]) +
@@ -286,8 +286,8 @@
       fig(fmtPct(ov.busy_share), 'of the run with some ' + ov.busy_layer + ' operation in flight (' + fmtSec(ov.busy_seconds) + ', traced)');
     }
     let rb = 0; let wb = 0;
-    R.layers.forEach((l) => { if (l.layer === 'POSIX' || l.layer === 'STDIO') { rb += l.bytes_read; wb += l.bytes_written; } });
-    if (rb + wb > 0) { fig(fmtBytes(rb), 'read (POSIX + STDIO)'); fig(fmtBytes(wb), 'written (POSIX + STDIO)'); }
+    R.layers.forEach((l) => { if (D.fs_display.indexOf(l.layer) >= 0) { rb += l.bytes_read; wb += l.bytes_written; } });
+    if (rb + wb > 0) { fig(fmtBytes(rb), 'read (' + FS_TEXT + ')'); fig(fmtBytes(wb), 'written (' + FS_TEXT + ')'); }
     const c = R.counts;
     fig(c.HIGH + ' / ' + c.WARN, 'critical issues / warnings');
 
@@ -297,7 +297,7 @@
     if (fsRows.length) {
       sec.append(card('File systems used',
         table([{ key: 'mount', label: 'mount point', text: true }, { key: 'type', label: 'type', text: true },
-          { key: 'files', label: 'files', fmt: fmtInt }, { key: 'bytes', label: 'bytes (POSIX + STDIO)', fmt: fmtBytes }], fsRows, { scroll: fsRows.length > 12 })));
+          { key: 'files', label: 'files', fmt: fmtInt }, { key: 'bytes', label: 'bytes (' + FS_TEXT + ')', fmt: fmtBytes }], fsRows, { scroll: fsRows.length > 12 })));
     }
 
     if (R.layers.length) {
@@ -357,12 +357,11 @@
   function panelChoices() {
     const present = layersPresent();
     const out = [];
-    if (present.indexOf('MPIIO') >= 0 && present.indexOf('POSIX') >= 0) {
-      out.push({ value: 'MPIIO+POSIX', label: 'MPI-IO above its POSIX calls' });
-    }
-    if (present.indexOf('H5D') >= 0 && present.indexOf('POSIX') >= 0) {
-      out.push({ value: 'H5D+POSIX', label: 'HDF5 above its POSIX calls' });
-    }
+    D.stacks.forEach(([upper, base]) => {
+      if (present.indexOf(upper) >= 0 && present.indexOf(base) >= 0) {
+        out.push({ value: upper + '+' + base, label: LAB[upper] + ' above its ' + LAB[base] + ' calls' });
+      }
+    });
     present.forEach((n) => out.push({ value: n, label: LAB[n] }));
     return out;
   }
@@ -521,7 +520,7 @@
       const draw = (L) => {
         const s = D.sizes[L];
         msg.textContent = LAB[L] + ': every request counted, ' + (s.source === 'counters'
-          ? 'from the size histograms in the counters' + (L === 'POSIX' ? '' : ' (aggregate sizes of the calls)')
+          ? 'from the size histograms in the counters' + (s.aggregate ? ' (aggregate sizes of the calls)' : '')
           : 'from the traced operations (no histogram counters for this interface)') + '.';
         const traces = [
           { type: 'bar', name: 'reads', x: SIZE_LABEL, y: s.read, marker: { color: COL.read }, hovertemplate: '%{x}: %{y:,} reads<extra></extra>' },
@@ -549,11 +548,11 @@
       const code = LAYER_CODE[L];
       const traces = [];
       const width = laneWidth(D.nranks);
-      for (let b = 0; b < 10; b++) {
+      for (let b = 0; b < SIZE_UPPER.length; b++) {
         const lo = b ? SIZE_UPPER[b - 1] : -1;
         const idx = sampleIndex((i) => S.layer[i] === code && S.length[i] > lo && S.length[i] <= SIZE_UPPER[b]);
         if (!idx.length) continue;
-        const t = segments(idx, (i) => [S.start[i], S.rank[i], S.start[i] + S.dur[i], S.rank[i]], SIZE_COL[b], SIZE_LABEL[b], 'y', width, recordText);
+        const t = segments(idx, (i) => [S.start[i], S.rank[i], S.start[i] + S.dur[i], S.rank[i]], SIZE_COL[b % SIZE_COL.length], SIZE_LABEL[b], 'y', width, recordText);
         traces.push(t);
       }
       const total = REC.per_layer[code];
@@ -590,7 +589,7 @@
     function refresh() {
       const f = files.find((e) => e.file === state.file);
       const layers = Object.keys(f.layers);
-      if (!state.layer || layers.indexOf(state.layer) < 0) state.layer = layers.indexOf('POSIX') >= 0 ? 'POSIX' : layers[0];
+      if (!state.layer || layers.indexOf(state.layer) < 0) state.layer = layers.indexOf(D.fs_layers[0]) >= 0 ? D.fs_layers[0] : layers[0];
       layerBox.replaceChildren(select('interface', layers.map((l) => ({ value: l, label: LAB[l] + ' (' + fmtInt(f.layers[l][0]) + ')' })),
         (v) => { state.layer = v; state.rank = 'all'; refresh(); }, state.layer).el);
       const S = REC.sample;

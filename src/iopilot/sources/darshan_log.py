@@ -36,6 +36,7 @@ from ..model import (
     Trace,
     display,
 )
+from ..vocabulary import DIRECTIONS, MODULE, MODULES
 
 MAGIC = 6567223
 # Module ids of the log format, in the library's order.
@@ -45,15 +46,7 @@ MODULE_IDS = (
     "DFS", "DAOS",
 )  # fmt: skip
 # Counter modules read into the model: log module name -> (model layer, C struct).
-COUNTER_MODULES = {
-    "POSIX": ("POSIX", "darshan_posix_file"),
-    "MPI-IO": ("MPIIO", "darshan_mpiio_file"),
-    "STDIO": ("STDIO", "darshan_stdio_file"),
-    "H5F": ("H5F", "darshan_hdf5_file"),
-    "H5D": ("H5D", "darshan_hdf5_dataset"),
-    "PNETCDF_FILE": ("PNETCDF_FILE", "darshan_pnetcdf_file"),
-    "PNETCDF_VAR": ("PNETCDF_VAR", "darshan_pnetcdf_var"),
-}
+COUNTER_MODULES = {m.darshan: (m.name, m.darshan_struct) for m in MODULES}
 DXT_MODULES = {"DXT_POSIX": "POSIX", "DXT_MPIIO": "MPIIO"}
 # Formats the bundled library reads, with the size of their fixed header.
 HEADER_BYTES = {"3.00": 360, "3.01": 360, "3.02": 360, "3.10": 360, "3.20": 360, "3.21": 360,
@@ -480,11 +473,11 @@ def _records(ffi: Any, lib: Any, handle: Any, idx: int):
 
 def _read_counters(ffi: Any, lib: Any, handle: Any, idx: int, layer: str,
                    struct_name: str) -> Counters:  # fmt: skip
-    prefix = {"MPIIO": "mpiio", "H5F": "h5f", "H5D": "h5d"}.get(layer, layer.lower())
+    prefix = MODULE[layer].darshan_table
     int_names, float_names = _counter_names(prefix), _counter_names(prefix + "_f")
     ctype = f"struct {struct_name} *"
     size = ffi.sizeof(f"struct {struct_name}")
-    has_parent = layer in ("H5D", "PNETCDF_VAR")
+    has_parent = MODULE[layer].parent
     dtype = np.dtype(
         [("id", "<u8"), ("rank", "<i8")]
         + ([("parent", "<u8")] if has_parent else [])
@@ -593,14 +586,8 @@ def _cross_check_dxt(trace: Trace) -> None:
         counters = trace.counters.get(layer)
         if mod is None or counters is None or not mod.read:
             continue
-        if layer == "POSIX":
-            expected = counters.total("POSIX_READS") + counters.total("POSIX_WRITES")
-        else:
-            expected = sum(
-                counters.total(f"MPIIO_{k}_{rw}")
-                for k in ("INDEP", "COLL", "SPLIT", "NB")
-                for rw in ("READS", "WRITES")
-            )
+        m = MODULE[layer]
+        expected = sum(counters.total(n) for d in DIRECTIONS for n in m.op_counters(d))
         got = int(np.count_nonzero(trace.records.layer == RECORD_LAYERS.index(layer)))
         if got < expected:
             trace.warnings.append(

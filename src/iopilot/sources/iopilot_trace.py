@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import InputError
 from ..model import RECORD_LAYERS, Counters, Job, ModuleInfo, Records, Trace
 from ..model.trace import safe_name
+from ..vocabulary import FS_LAYERS, MAX_COUNTERS, MODULE, OP_NAMES, RUNTIME_LAYERS
 from .checked import (
     REQUIRED,
     Fields,
@@ -59,19 +60,14 @@ RECORD = np.dtype(
      ("file_id", "<u8"), ("thread", "<u4"), ("layer", "u1"), ("op", "u1"), ("flags", "<u2")]
 )  # fmt: skip
 # The runtime's layer codes when no summary lists them, and its operations.
-LAYER_CODES = ("POSIX", "STDIO", "MPIIO", "H5F", "H5D")
-N_OPS = 13  # READ WRITE OPEN CLOSE SEEK SYNC STAT TRUNCATE MMAP FLUSH UNLINK RENAME MKDIR
-OP_MMAP = 8
-# Runtime layer names -> model layers with counters (H5F keeps its name).
-LAYER_PREFIX = {"POSIX": "POSIX", "STDIO": "STDIO", "MPIIO": "MPIIO", "H5F": "H5F", "H5D": "H5D"}
-_DARSHAN_PREFIX = {"MPIIO": "mpiio", "H5F": "h5f", "H5D": "h5d"}
-_FS_LAYERS = ("POSIX", "STDIO")  # what the file system saw (MPI-IO and HDF5 sit above)
+LAYER_CODES = RUNTIME_LAYERS
+N_OPS = len(OP_NAMES)
+OP_MMAP = OP_NAMES.index("mmap")
+# Runtime layer names -> model layers with counters (the runtime uses the model's names).
+LAYER_PREFIX = {n: n for n in RUNTIME_LAYERS}
+_FS_LAYERS = FS_LAYERS  # what the file system saw (MPI-IO and HDF5 sit above)
 # Counters combined with max (not sum) when rows of one (file, rank) merge.
-_MAX_SUFFIXES = ("MAX_BYTE_READ", "MAX_BYTE_WRITTEN", "ALIGNMENT", "MODE", "USE_MPIIO",
-                 "USE_MPIIO_COLLECTIVE", "DATASPACE_NDIMS", "DATASPACE_NPOINTS",
-                 "DATATYPE_SIZE", "CHUNK_SIZE_D1", "CHUNK_SIZE_D2", "CHUNK_SIZE_D3",
-                 "CHUNK_SIZE_D4", "CHUNK_SIZE_D5", "F_MAX_READ_TIME", "F_MAX_WRITE_TIME",
-                 "END_TIMESTAMP")  # fmt: skip
+_MAX_SUFFIXES = MAX_COUNTERS
 
 # Size limits of the files read whole.  A record file has no fixed limit: it
 # may hold at most the process's record limit, and is read in chunks.
@@ -613,7 +609,7 @@ def _layer_spec(procs: list[_Proc]) -> dict[str, tuple[tuple[str, ...], tuple[st
                 ef[f"{layer}_{m['fcounter_names'][k]}"] = None
     spec = {}
     for layer, (ei, ef) in extra.items():
-        prefix = _DARSHAN_PREFIX.get(layer, layer.lower())
+        prefix = MODULE[layer].darshan_table
         inames, fnames = _counter_names(prefix), _counter_names(prefix + "_f")
         spec[layer] = (tuple(inames) + tuple(n for n in ei if n not in inames),
                        tuple(fnames) + tuple(n for n in ef if n not in fnames))  # fmt: skip
@@ -670,7 +666,7 @@ def _counters(procs: list[_Proc], job_start: float) -> dict[str, Counters]:
             np.stack([table[k][1] for k in keys]),
             inames,
             fnames_d,
-            np.zeros(len(keys), np.uint64) if layer in ("H5D", "PNETCDF_VAR") else None,
+            np.zeros(len(keys), np.uint64) if MODULE[layer].parent else None,
         )
         out[layer] = _reduce_shared(c, nranks) if nranks > 1 else c
     return out
@@ -692,9 +688,7 @@ def _summary_totals(p: _Proc) -> None:
 
 
 def _darshan_name(layer: str, raw: str) -> str:
-    if layer in ("MPIIO", "H5D") and raw.startswith("SIZE_"):
-        raw = raw.replace("SIZE_READ_", "SIZE_READ_AGG_").replace("SIZE_WRITE_", "SIZE_WRITE_AGG_")
-    return f"{layer}_{raw}"
+    return MODULE[layer].darshan_name(raw)
 
 
 def _common_values(names: Sequence[str], rows: np.ndarray, out: np.ndarray) -> None:
