@@ -250,8 +250,9 @@ def test_parallel_counts_per_rank(parallel):
         assert subset(p.get("H5D", f"{path}:/coll"), coll) == coll, p.rank
         indep = {"WRITES": 1, "BYTES_WRITTEN": 8 * M, "USE_MPIIO_COLLECTIVE": 0}
         assert subset(p.get("H5D", f"{path}:/indep"), indep) == indep, p.rank
-        # Bytes are elements times the memory type's size (int here).
-        conv = {"WRITES": 1, "BYTES_WRITTEN": 4 * M, "USE_MPIIO_COLLECTIVE": 1,
+        # As in Darshan, bytes are elements times the size of the dataset's
+        # type (double), not of the memory type (int): what the file holds.
+        conv = {"WRITES": 1, "BYTES_WRITTEN": 8 * M, "USE_MPIIO_COLLECTIVE": 1,
                 "DATATYPE_SIZE": 8}  # fmt: skip
         assert subset(p.get("H5D", f"{path}:/conv"), conv) == conv, p.rank
         # The records carry the collective flag of each transfer.

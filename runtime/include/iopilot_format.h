@@ -67,6 +67,16 @@ enum iop_op {
 #define IOP_SIZE_BIN_UPPER {100, 1024, 10240, 102400, 1048576, 4194304, 10485760, \
                             104857600, 1073741824}
 
+/* Darshan's H5D access tuples: besides the size (ACCESSk_ACCESS), the
+ * length (count x block) and stride of the hyperslab selection in each of
+ * five dimensions, D1 = dimension 4 ... D5 = dimension 0, as Darshan fills
+ * them.  The ten counters of one tuple are consecutive. */
+#define IOP_H5D_ACCESS_SHAPE(X, k)                                             \
+    X(ACCESS##k##_LENGTH_D1) X(ACCESS##k##_LENGTH_D2) X(ACCESS##k##_LENGTH_D3) \
+    X(ACCESS##k##_LENGTH_D4) X(ACCESS##k##_LENGTH_D5) X(ACCESS##k##_STRIDE_D1) \
+    X(ACCESS##k##_STRIDE_D2) X(ACCESS##k##_STRIDE_D3) X(ACCESS##k##_STRIDE_D4) \
+    X(ACCESS##k##_STRIDE_D5)
+
 /* Integer counters per (layer, file, process).  Names are Darshan's without
  * the layer prefix; the reader adds POSIX_, MPIIO_, ... and, for MPI-IO and
  * HDF5, Darshan's _AGG_ in the size bins.  Only non-zero values are written. */
@@ -97,7 +107,10 @@ enum iop_op {
     X(ACCESS1_ACCESS) X(ACCESS2_ACCESS) X(ACCESS3_ACCESS) X(ACCESS4_ACCESS) \
     X(ACCESS1_COUNT) X(ACCESS2_COUNT) X(ACCESS3_COUNT) X(ACCESS4_COUNT)     \
     X(STRIDE1_STRIDE) X(STRIDE2_STRIDE) X(STRIDE3_STRIDE) X(STRIDE4_STRIDE) \
-    X(STRIDE1_COUNT) X(STRIDE2_COUNT) X(STRIDE3_COUNT) X(STRIDE4_COUNT)
+    X(STRIDE1_COUNT) X(STRIDE2_COUNT) X(STRIDE3_COUNT) X(STRIDE4_COUNT)     \
+    X(USE_DEPRECATED)                                                       \
+    IOP_H5D_ACCESS_SHAPE(X, 1) IOP_H5D_ACCESS_SHAPE(X, 2)                   \
+    IOP_H5D_ACCESS_SHAPE(X, 3) IOP_H5D_ACCESS_SHAPE(X, 4)
 
 enum iop_counter {
 #define IOP_X(name) IOP_C_##name,
