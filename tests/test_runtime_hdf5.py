@@ -320,10 +320,12 @@ def access(lib, tmp_path_factory):
 
 @need_h5pcc
 @need_mpirun
-def test_access_bytes_are_counted_in_the_dataset_type(access):
+def test_access_opens_and_bytes_are_counted_as_darshan(access):
     trace, path = access
     for p in procs_with(trace, "H5D", f"{path}.0:/t") + procs_with(trace, "H5D", f"{path}.1:/t"):
         t = p.get("H5D", f"{path}.{p.rank}:/t")
+        # H5Dcreate1, H5Dopen2, H5Oopen_by_idx, H5Oopen_by_addr (or _by_token)
+        assert t["OPENS"] == 4
         # six writes of 100 doubles, one of them from a buffer of ints
         assert (t["WRITES"], t["BYTES_WRITTEN"]) == (6, 4800)
         assert [r[3] for r in p.records_of("H5D", f"{path}.{p.rank}:/t", OP_WRITE)] == [800] * 6
@@ -367,7 +369,7 @@ def test_access_tuple_dimensions(access):
 def test_use_deprecated_follows_the_last_open(access):
     trace, path = access
     (p,) = procs_with(trace, "H5D", f"{path}.0:/t")
-    # H5Dcreate1 then H5Dopen2: 0; H5Dcreate2 then H5Dopen1: 1
+    # H5Dcreate1, H5Dopen2 and H5Oopen_by_*: 0; H5Dcreate2 then H5Dopen1: 1
     assert p.get("H5D", f"{path}.0:/t").get("USE_DEPRECATED", 0) == 0
     assert p.get("H5D", f"{path}.0:/cube").get("USE_DEPRECATED", 0) == 1
 

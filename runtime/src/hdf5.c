@@ -40,6 +40,10 @@ typedef int herr_t;
 typedef int htri_t;
 typedef unsigned long long hsize_t;
 typedef long long hssize_t;
+typedef uint64_t haddr_t;
+typedef struct {
+    uint8_t data[16]; /* H5O_MAX_TOKEN_SIZE */
+} H5O_token_t;
 
 #define H5P_DEFAULT ((hid_t)0)
 /* Dataspace ids with a special meaning: H5S_ALL (0); 1.14 adds H5S_BLOCK
@@ -84,6 +88,10 @@ typedef hid_t t_H5Dget_type(hid_t);
 typedef hid_t t_H5Dget_create_plist(hid_t);
 typedef hid_t t_H5Dget_access_plist(hid_t);
 typedef hid_t t_H5Oopen(hid_t, const char *, hid_t);
+/* H5_index_t and H5_iter_order_t are enums: int. */
+typedef hid_t t_H5Oopen_by_idx(hid_t, const char *, int, int, hsize_t, hid_t);
+typedef hid_t t_H5Oopen_by_addr(hid_t, haddr_t);
+typedef hid_t t_H5Oopen_by_token(hid_t, H5O_token_t);
 typedef herr_t t_H5Oclose(hid_t);
 typedef int t_H5Idec_ref(hid_t);
 typedef int t_H5Iget_type(hid_t);
@@ -131,11 +139,12 @@ typedef herr_t t_H5Pset_mdc_config(hid_t, void *);
     X(H5Dcreate1) X(H5Dcreate2) X(H5Dcreate_anon) X(H5Dopen1) X(H5Dopen2) X(H5Dclose)   \
     X(H5Dflush) X(H5Dread) X(H5Dwrite) X(H5Dread_multi) X(H5Dwrite_multi)               \
     X(H5Dget_space) X(H5Dget_type) X(H5Dget_create_plist) X(H5Dget_access_plist)        \
-    X(H5Oopen) X(H5Oclose) X(H5Idec_ref) X(H5Iget_type) X(H5Iget_name) X(H5Iis_valid)  \
+    X(H5Oopen) X(H5Oopen_by_idx) X(H5Oopen_by_addr) X(H5Oopen_by_token) X(H5Oclose)     \
+    X(H5Idec_ref) X(H5Iget_type) X(H5Iget_name) X(H5Iis_valid)                          \
     X(H5Sclose) X(H5Tclose) X(H5Pclose)                                                 \
     X(H5Sget_simple_extent_ndims) X(H5Sget_simple_extent_dims)                          \
     X(H5Sget_simple_extent_npoints) X(H5Sget_select_npoints) X(H5Sget_select_type)      \
-    X(H5Sis_regular_hyperslab) X(H5Sget_regular_hyperslab) X(H5Tget_size)              \
+    X(H5Sis_regular_hyperslab) X(H5Sget_regular_hyperslab) X(H5Tget_size)               \
     X(H5Pget_layout) X(H5Pget_chunk) X(H5Pget_nfilters) X(H5Pget_filter2)               \
     X(H5Pget_chunk_cache) X(H5Pget_driver) X(H5Pget_alignment) X(H5Pget_sieve_buf_size) \
     X(H5Pget_meta_block_size) X(H5Pget_all_coll_metadata_ops)                           \
@@ -833,13 +842,24 @@ static iop_stats *dataset_opened(h5lib *L, hid_t dset, int mode, int deprecated,
     return st;
 }
 
-#define DSET_OPEN_BODY(L, mode, deprecated, CALL)                         \
+/* An object opened by H5Oopen*: counted when it is a dataset, as Darshan does. */
+static void object_opened(h5lib *L, hid_t obj, double t1, double t2) {
+    t_H5Iget_type *gt = H5F_(L, H5Iget_type);
+    iop_enter();
+    int type = gt ? gt(obj) : -1;
+    iop_leave();
+    if (type == H5I_DATASET) dataset_opened(L, obj, 1, 0, t1, t2);
+}
+
+/* The body of a wrapper that opens or creates: ``OPENED`` (which may use r,
+ * t1 and t2) runs after a successful CALL. */
+#define OPEN_BODY(CALL, OPENED)                                           \
     if (!iop_active()) return CALL;                                       \
     double t1 = iop_now();                                                \
     hid_t r = CALL;                                                       \
     int e = errno;                                                        \
     double t2 = iop_now();                                                \
-    if (r >= 0) dataset_opened(L, r, mode, deprecated, t1, t2);           \
+    if (r >= 0) OPENED;                                                   \
     errno = e;                                                            \
     return r
 
@@ -848,35 +868,35 @@ IOP_EXPORT hid_t H5Dcreate2(hid_t loc, const char *name, hid_t type, hid_t space
     h5lib *L = CALLER_LIB();
     t_H5Dcreate2 *f = H5F_(L, H5Dcreate2);
     if (!f) return -1;
-    DSET_OPEN_BODY(L, 2, 0, f(loc, name, type, space, lcpl, dcpl, dapl));
+    OPEN_BODY(f(loc, name, type, space, lcpl, dcpl, dapl), dataset_opened(L, r, 2, 0, t1, t2));
 }
 
 IOP_EXPORT hid_t H5Dcreate1(hid_t loc, const char *name, hid_t type, hid_t space, hid_t dcpl) {
     h5lib *L = CALLER_LIB();
     t_H5Dcreate1 *f = H5F_(L, H5Dcreate1);
     if (!f) return -1;
-    DSET_OPEN_BODY(L, 2, 1, f(loc, name, type, space, dcpl));
+    OPEN_BODY(f(loc, name, type, space, dcpl), dataset_opened(L, r, 2, 1, t1, t2));
 }
 
 IOP_EXPORT hid_t H5Dcreate_anon(hid_t loc, hid_t type, hid_t space, hid_t dcpl, hid_t dapl) {
     h5lib *L = CALLER_LIB();
     t_H5Dcreate_anon *f = H5F_(L, H5Dcreate_anon);
     if (!f) return -1;
-    DSET_OPEN_BODY(L, 2, 0, f(loc, type, space, dcpl, dapl));
+    OPEN_BODY(f(loc, type, space, dcpl, dapl), dataset_opened(L, r, 2, 0, t1, t2));
 }
 
 IOP_EXPORT hid_t H5Dopen2(hid_t loc, const char *name, hid_t dapl) {
     h5lib *L = CALLER_LIB();
     t_H5Dopen2 *f = H5F_(L, H5Dopen2);
     if (!f) return -1;
-    DSET_OPEN_BODY(L, 1, 0, f(loc, name, dapl));
+    OPEN_BODY(f(loc, name, dapl), dataset_opened(L, r, 1, 0, t1, t2));
 }
 
 IOP_EXPORT hid_t H5Dopen1(hid_t loc, const char *name) {
     h5lib *L = CALLER_LIB();
     t_H5Dopen1 *f = H5F_(L, H5Dopen1);
     if (!f) return -1;
-    DSET_OPEN_BODY(L, 1, 1, f(loc, name));
+    OPEN_BODY(f(loc, name), dataset_opened(L, r, 1, 1, t1, t2));
 }
 
 /* h5py opens existing datasets with H5Oopen (f["name"]). */
@@ -884,20 +904,30 @@ IOP_EXPORT hid_t H5Oopen(hid_t loc, const char *name, hid_t lapl) {
     h5lib *L = CALLER_LIB();
     t_H5Oopen *f = H5F_(L, H5Oopen);
     if (!f) return -1;
-    if (!iop_active()) return f(loc, name, lapl);
-    double t1 = iop_now();
-    hid_t r = f(loc, name, lapl);
-    int e = errno;
-    double t2 = iop_now();
-    if (r >= 0) {
-        t_H5Iget_type *gt = H5F_(L, H5Iget_type);
-        iop_enter();
-        int type = gt ? gt(r) : -1;
-        iop_leave();
-        if (type == H5I_DATASET) dataset_opened(L, r, 1, 0, t1, t2);
-    }
-    errno = e;
-    return r;
+    OPEN_BODY(f(loc, name, lapl), object_opened(L, r, t1, t2));
+}
+
+IOP_EXPORT hid_t H5Oopen_by_idx(hid_t loc, const char *group, int index, int order, hsize_t n,
+                                hid_t lapl) {
+    h5lib *L = CALLER_LIB();
+    t_H5Oopen_by_idx *f = H5F_(L, H5Oopen_by_idx);
+    if (!f) return -1;
+    OPEN_BODY(f(loc, group, index, order, n, lapl), object_opened(L, r, t1, t2));
+}
+
+IOP_EXPORT hid_t H5Oopen_by_addr(hid_t loc, haddr_t addr) {
+    h5lib *L = CALLER_LIB();
+    t_H5Oopen_by_addr *f = H5F_(L, H5Oopen_by_addr);
+    if (!f) return -1;
+    OPEN_BODY(f(loc, addr), object_opened(L, r, t1, t2));
+}
+
+/* 1.12 and later; a program whose HDF5 lacks it never calls it. */
+IOP_EXPORT hid_t H5Oopen_by_token(hid_t loc, H5O_token_t token) {
+    h5lib *L = CALLER_LIB();
+    t_H5Oopen_by_token *f = H5F_(L, H5Oopen_by_token);
+    if (!f) return -1;
+    OPEN_BODY(f(loc, token), object_opened(L, r, t1, t2));
 }
 
 IOP_EXPORT herr_t H5Dclose(hid_t dset) {

@@ -24,8 +24,10 @@
  *          F1; C2 B2 A2 F2; F3 C2 B2 A2; D2 ranks below all four.  So:
  *          ACCESS1 = F (80, D5 10/1, count 3), ACCESS2 = C (800, no shape,
  *          2), ACCESS3 = B (800, D5 100/4, 2), ACCESS4 = A (800, D5 100/1,
- *          2); BYTES_WRITTEN 4800, BYTES_READ 8288; USE_DEPRECATED 0 (the
- *          last open was H5Dopen2).
+ *          2); BYTES_WRITTEN 4800, BYTES_READ 8288.  At the end /t is
+ *          opened twice more, with H5Oopen_by_idx and H5Oopen_by_addr (or
+ *          _by_token), which Darshan counts too: OPENS 4; USE_DEPRECATED 0
+ *          (the last open was not H5Dcreate1/H5Dopen1).
  *   /cube  3-D, 10 x 20 x 30 shorts, created with H5Dcreate2, reopened with
  *          H5Dopen1; one read of start 0, stride (2, 1, 3), count (5, 20,
  *          10): 2000 bytes, LENGTH D5 5, D4 20, D3 10, STRIDE D5 2, D4 1,
@@ -115,6 +117,22 @@ static void per_rank_file(const char *path) {
     xfer(six, fs, 1, H5T_NATIVE_DOUBLE, buf);
     H5Dclose(six);
     H5Sclose(fs);
+
+    /* /t twice more: by index (names in order: cube, six, t) and by address */
+    hid_t o = H5Oopen_by_idx(f, ".", H5_INDEX_NAME, H5_ITER_INC, 2, H5P_DEFAULT);
+    if (o < 0) bad = 1;
+#if H5_VERSION_GE(1, 12, 0)
+    H5O_info2_t info;
+    if (H5Oget_info3(o, &info, H5O_INFO_BASIC) < 0) bad = 1;
+    hid_t o2 = H5Oopen_by_token(f, info.token);
+#else
+    H5O_info_t info;
+    if (H5Oget_info2(o, &info, H5O_INFO_BASIC) < 0) bad = 1;
+    hid_t o2 = H5Oopen_by_addr(f, info.addr);
+#endif
+    if (o2 < 0) bad = 1;
+    H5Oclose(o2);
+    H5Oclose(o);
     H5Fclose(f);
 }
 
