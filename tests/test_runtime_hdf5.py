@@ -404,6 +404,26 @@ def test_access_tuples_of_ranks_combined_and_exported(access):
     assert reader_value(t, "H5D", f"{path}.1:/t", "H5D_ACCESS3_STRIDE_D5") == 4
 
 
+@need_h5pcc
+def test_more_access_tuples_than_the_tables_hold(lib, tmp_path):
+    exe = build(tmp_path, "h5_many_tuples")
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    path = tmp_path / "many.h5"
+    assert run([str(exe), str(path)], lib, trace, tmp_path) == "ok\n"
+    (p,) = procs_with(trace, "H5D", f"{path}:/d0")
+    notes = p.notes_of("hdf5_property")
+    full = [d for d in range(1100) if "access_tuples" in notes.get(f"{path}:/d{d}", {})]
+    assert full and full[0] > 0 and full == list(range(full[0], 1100))
+    # 32 tuples of count 1 each: the four largest, the last counted first
+    top = [(8 * c, [0, 0, 0, 0, c], [0, 0, 0, 0, 1], 1) for c in (32, 31, 30, 29)]
+    assert [tuple_of(p.get("H5D", f"{path}:/d0"), k) for k in range(1, 5)] == top
+    # beyond: the sizes without shapes, never a crash
+    sizes = [(s, [0] * 5, [0] * 5, n) for s, _, _, n in top]
+    assert [tuple_of(p.get("H5D", f"{path}:/d1099"), k) for k in range(1, 5)] == sizes
+    assert notes[f"{path}:/d1099"]["access_tuples"].startswith("incomplete")
+
+
 # --------------------------------------------------------------------------
 # Two copies of HDF5 in one process: calls go to the copy of their caller.
 
