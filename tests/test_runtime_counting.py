@@ -132,6 +132,45 @@ def test_ranks_combine_their_common_sizes_by_adding_counts():
     assert list(out) == [8, 100, 4096, 0, 6, 4, 2, 0]
 
 
+
+def h5d_rows(*ranks: list[tuple[int, int, int, int]]) -> tuple[list[str], np.ndarray]:
+    """H5D rows (one per rank) of up to four tuples (size, length D5, stride D5, count)."""
+    parts = ["ACCESS", *(f"{k}_D{d}" for k in ("LENGTH", "STRIDE") for d in range(1, 6))]
+    names = [f"H5D_ACCESS{k}_{p}" for k in range(1, 5) for p in parts]
+    names += [f"H5D_ACCESS{k}_COUNT" for k in range(1, 5)]
+    rows = np.zeros((len(ranks), len(names)), np.int64)
+    for r, tuples in enumerate(ranks):
+        for k, (size, length, stride, count) in enumerate(tuples, 1):
+            rows[r, names.index(f"H5D_ACCESS{k}_ACCESS")] = size
+            rows[r, names.index(f"H5D_ACCESS{k}_LENGTH_D5")] = length
+            rows[r, names.index(f"H5D_ACCESS{k}_STRIDE_D5")] = stride
+            rows[r, names.index(f"H5D_ACCESS{k}_COUNT")] = count
+    return names, rows
+
+
+def listed(names: list[str], out: np.ndarray) -> list[tuple[int, int, int, int]]:
+    def v(k: int, p: str) -> int:
+        return int(out[names.index(f"H5D_ACCESS{k}_{p}")])
+
+    return [(v(k, "ACCESS"), v(k, "LENGTH_D5"), v(k, "STRIDE_D5"), v(k, "COUNT"))
+            for k in range(1, 5)]  # fmt: skip
+
+
+def test_ranks_combine_hdf5_access_tuples_as_darshan():
+    x, y = (800, 100, 1), (800, 100, 2)  # one size, two shapes
+    # rank 0 counted X then Y (Y listed first), rank 1 Y then X: Darshan folds
+    # rank 0 into rank 1, merging rank 0's list first, so X ends above Y.
+    names, rows = h5d_rows([(*y, 1), (*x, 1)], [(*x, 1), (*y, 1)])
+    out = rows.sum(axis=0)
+    _common_values(names, rows, out)
+    assert listed(names, out) == [(*x, 2), (*y, 2), (0, 0, 0, 0), (0, 0, 0, 0)]
+    # equal tuples add up, shapes are never summed; higher counts first
+    names, rows = h5d_rows([(*x, 3), (80, 10, 1, 1)], [(*y, 5), (*x, 1), (8000, 0, 0, 1)])
+    out = rows.sum(axis=0)
+    _common_values(names, rows, out)
+    assert listed(names, out) == [(*y, 5), (*x, 4), (8000, 0, 0, 1), (80, 10, 1, 1)]
+
+
 NAMES_PY = """
 import os, sys
 os.chdir(sys.argv[1])

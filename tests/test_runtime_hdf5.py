@@ -218,16 +218,24 @@ def mpi_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def parallel(lib, tmp_path_factory):
+    return mpi_program_traced(lib, tmp_path_factory, "h5_parallel", NP, str(M))
+
+
+def mpi_program_traced(lib: Path, tmp_path_factory, name: str, nprocs: int,
+                       *args: str) -> tuple[Path, Path]:  # fmt: skip
+    """Build runtime/tests/NAME.c, run it on ``nprocs`` ranks traced with the
+    path of its HDF5 file (and ``args``); it must print "ok".  The trace
+    directory and the file's path."""
     if H5PCC is None or shutil.which("mpirun") is None:
         pytest.skip("h5pcc or mpirun not installed")
-    out = tmp_path_factory.mktemp("h5-parallel")
-    exe = build(out, "h5_parallel")
+    out = tmp_path_factory.mktemp(name)
+    exe = build(out, name)
+    path = out / f"{name}.h5"
     trace = out / "trace"
     trace.mkdir()
-    path = out / "parallel.h5"
     # The preload goes to the ranks only (-x), not to mpirun itself.
-    cmd = ["mpirun", "-np", str(NP), "-x", f"LD_PRELOAD={lib}", "-x",
-           f"IOPILOT_TRACE_DIR={trace}", str(exe), str(path), str(M)]  # fmt: skip
+    cmd = ["mpirun", "-np", str(nprocs), "-x", f"LD_PRELOAD={lib}", "-x",
+           f"IOPILOT_TRACE_DIR={trace}", str(exe), str(path), *args]  # fmt: skip
     r = subprocess.run(cmd, cwd=out, env=mpi_env(), capture_output=True, text=True,
                        timeout=TIMEOUT)  # fmt: skip
     assert r.returncode == 0, f"{' '.join(cmd)}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
@@ -250,8 +258,9 @@ def test_parallel_counts_per_rank(parallel):
         assert subset(p.get("H5D", f"{path}:/coll"), coll) == coll, p.rank
         indep = {"WRITES": 1, "BYTES_WRITTEN": 8 * M, "USE_MPIIO_COLLECTIVE": 0}
         assert subset(p.get("H5D", f"{path}:/indep"), indep) == indep, p.rank
-        # Bytes are elements times the memory type's size (int here).
-        conv = {"WRITES": 1, "BYTES_WRITTEN": 4 * M, "USE_MPIIO_COLLECTIVE": 1,
+        # As in Darshan, bytes are elements times the size of the dataset's
+        # type (double), not of the memory type (int): what the file holds.
+        conv = {"WRITES": 1, "BYTES_WRITTEN": 8 * M, "USE_MPIIO_COLLECTIVE": 1,
                 "DATATYPE_SIZE": 8}  # fmt: skip
         assert subset(p.get("H5D", f"{path}:/conv"), conv) == conv, p.rank
         # The records carry the collective flag of each transfer.
@@ -288,6 +297,131 @@ def test_parallel_through_the_reader(parallel):
     assert reader_value(t, "H5D", f"{path}:/indep", "H5D_USE_MPIIO_COLLECTIVE") == 0
     assert reader_value(t, "H5F", path, "H5F_USE_MPIIO") == 1
     assert reader_value(t, "H5F", path, "H5F_OPENS") == NP
+
+
+# --------------------------------------------------------------------------
+# h5_access: datasets counted as Darshan 3.5's HDF5 module counts them; the
+# values are worked out in runtime/tests/h5_access.c (and were checked
+# against Darshan 3.5.0 built with --enable-hdf5-mod).
+
+
+def tuple_of(row: dict[str, int], k: int) -> tuple[int, list[int], list[int], int]:
+    """ACCESSk of a raw row: size, lengths D1..D5, strides D1..D5, count."""
+    return (row.get(f"ACCESS{k}_ACCESS", 0),
+            [row.get(f"ACCESS{k}_LENGTH_D{d}", 0) for d in range(1, 6)],
+            [row.get(f"ACCESS{k}_STRIDE_D{d}", 0) for d in range(1, 6)],
+            row.get(f"ACCESS{k}_COUNT", 0))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def access(lib, tmp_path_factory):
+    return mpi_program_traced(lib, tmp_path_factory, "h5_access", 2)
+
+
+@need_h5pcc
+@need_mpirun
+def test_access_opens_and_bytes_are_counted_as_darshan(access):
+    trace, path = access
+    for p in procs_with(trace, "H5D", f"{path}.0:/t") + procs_with(trace, "H5D", f"{path}.1:/t"):
+        t = p.get("H5D", f"{path}.{p.rank}:/t")
+        # H5Dcreate1, H5Dopen2, H5Oopen_by_idx, H5Oopen_by_addr (or _by_token)
+        assert t["OPENS"] == 4
+        # six writes of 100 doubles, one of them from a buffer of ints
+        assert (t["WRITES"], t["BYTES_WRITTEN"]) == (6, 4800)
+        assert [r[3] for r in p.records_of("H5D", f"{path}.{p.rank}:/t", OP_WRITE)] == [800] * 6
+        assert t["READS"] == 6 and t["BYTES_READ"] == 2 * 24 + 8000 + 3 * 80
+        sel = {"REGULAR_HYPERSLAB_SELECTS": 7, "IRREGULAR_HYPERSLAB_SELECTS": 2,
+               "POINT_SELECTS": 2}  # fmt: skip
+        assert subset(t, sel) == sel
+
+
+@need_h5pcc
+@need_mpirun
+def test_access_tuples_in_darshans_order(access):
+    trace, path = access
+    for rank in (0, 1):
+        (p,) = procs_with(trace, "H5D", f"{path}.{rank}:/t")
+        t = p.get("H5D", f"{path}.{rank}:/t")
+        # count first, then size; on a full tie the tuple counted last first
+        assert [tuple_of(t, k) for k in range(1, 5)] == [
+            (80, [0, 0, 0, 0, 10], [0, 0, 0, 0, 1], 3),    # F
+            (800, [0] * 5, [0] * 5, 2),                      # C, irregular: no shape
+            (800, [0, 0, 0, 0, 100], [0, 0, 0, 0, 4], 2),  # B
+            (800, [0, 0, 0, 0, 100], [0, 0, 0, 0, 1], 2),  # A
+        ]  # fmt: skip
+
+
+@need_h5pcc
+@need_mpirun
+def test_access_tuple_dimensions(access):
+    trace, path = access
+    (p,) = procs_with(trace, "H5D", f"{path}.0:/cube")
+    # D5 is dimension 0 whatever the rank: a 3-D read fills D5, D4 and D3
+    cube = p.get("H5D", f"{path}.0:/cube")
+    assert tuple_of(cube, 1) == (2000, [0, 0, 10, 20, 5], [0, 0, 3, 1, 2], 1)
+    # and a 6-D write dimensions 0 to 4 only
+    six = p.get("H5D", f"{path}.0:/six")
+    assert tuple_of(six, 1) == (5760, [5, 4, 3, 2, 1], [1] * 5, 1)
+
+
+@need_h5pcc
+@need_mpirun
+def test_use_deprecated_follows_the_last_open(access):
+    trace, path = access
+    (p,) = procs_with(trace, "H5D", f"{path}.0:/t")
+    # H5Dcreate1, H5Dopen2 and H5Oopen_by_*: 0; H5Dcreate2 then H5Dopen1: 1
+    assert p.get("H5D", f"{path}.0:/t").get("USE_DEPRECATED", 0) == 0
+    assert p.get("H5D", f"{path}.0:/cube").get("USE_DEPRECATED", 0) == 1
+
+
+@need_h5pcc
+@need_mpirun
+def test_use_mpiio_follows_the_last_open(access):
+    trace, path = access
+    use = {p.rank: p.get("H5F", path).get("USE_MPIIO", 0) for p in procs_with(trace, "H5F", path)}
+    assert use == {0: 0, 1: 1}  # rank 0 reopened the file without MPI-IO at the end
+
+
+@need_h5pcc
+@need_mpirun
+def test_access_tuples_of_ranks_combined_and_exported(access):
+    from iopilot.report.counters_text import counter_lines
+
+    trace, path = access
+    # rank 0 wrote X then Y, rank 1 Y then X: Darshan's reduction lists X first
+    t = through_reader(trace)
+    got = {}
+    for line in counter_lines(t):
+        module, rank, _id, name, value, fname = line.split("\t")[:6]
+        if module == "H5D" and fname == f"{path}:/s" and "_ACCESS" in name and value != "0":
+            assert rank == "-1"
+            got[name] = int(value)
+    assert got == {"H5D_ACCESS1_ACCESS": 800, "H5D_ACCESS1_LENGTH_D5": 100,
+                   "H5D_ACCESS1_STRIDE_D5": 1, "H5D_ACCESS1_COUNT": 2,
+                   "H5D_ACCESS2_ACCESS": 800, "H5D_ACCESS2_LENGTH_D5": 100,
+                   "H5D_ACCESS2_STRIDE_D5": 2, "H5D_ACCESS2_COUNT": 2}  # fmt: skip
+    assert reader_value(t, "H5D", f"{path}.0:/cube", "H5D_USE_DEPRECATED") == 1
+    assert reader_value(t, "H5D", f"{path}.1:/t", "H5D_ACCESS3_STRIDE_D5") == 4
+
+
+@need_h5pcc
+def test_more_access_tuples_than_the_tables_hold(lib, tmp_path):
+    exe = build(tmp_path, "h5_many_tuples")
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    path = tmp_path / "many.h5"
+    assert run([str(exe), str(path)], lib, trace, tmp_path) == "ok\n"
+    (p,) = procs_with(trace, "H5D", f"{path}:/d0")
+    notes = p.notes_of("hdf5_property")
+    full = [d for d in range(1100) if "access_tuples" in notes.get(f"{path}:/d{d}", {})]
+    assert full and full[0] > 0 and full == list(range(full[0], 1100))
+    # 32 tuples of count 1 each: the four largest, the last counted first
+    top = [(8 * c, [0, 0, 0, 0, c], [0, 0, 0, 0, 1], 1) for c in (32, 31, 30, 29)]
+    assert [tuple_of(p.get("H5D", f"{path}:/d0"), k) for k in range(1, 5)] == top
+    # beyond: the sizes without shapes, never a crash
+    sizes = [(s, [0] * 5, [0] * 5, n) for s, _, _, n in top]
+    assert [tuple_of(p.get("H5D", f"{path}:/d1099"), k) for k in range(1, 5)] == sizes
+    assert notes[f"{path}:/d1099"]["access_tuples"].startswith("incomplete")
 
 
 # --------------------------------------------------------------------------

@@ -40,10 +40,15 @@ typedef int herr_t;
 typedef int htri_t;
 typedef unsigned long long hsize_t;
 typedef long long hssize_t;
+typedef uint64_t haddr_t;
+typedef struct {
+    uint8_t data[16]; /* H5O_MAX_TOKEN_SIZE */
+} H5O_token_t;
 
 #define H5P_DEFAULT ((hid_t)0)
 /* Dataspace ids with a special meaning: H5S_ALL (0); 1.14 adds H5S_BLOCK
  * (1) and H5S_PLIST (2).  Real ids carry their type in the high bits. */
+#define H5S_ALL ((hid_t)0)
 #define H5S_SPECIAL_MAX ((hid_t)2)
 #define H5I_DATASET 5
 #define H5D_COMPACT 0
@@ -83,6 +88,10 @@ typedef hid_t t_H5Dget_type(hid_t);
 typedef hid_t t_H5Dget_create_plist(hid_t);
 typedef hid_t t_H5Dget_access_plist(hid_t);
 typedef hid_t t_H5Oopen(hid_t, const char *, hid_t);
+/* H5_index_t and H5_iter_order_t are enums: int. */
+typedef hid_t t_H5Oopen_by_idx(hid_t, const char *, int, int, hsize_t, hid_t);
+typedef hid_t t_H5Oopen_by_addr(hid_t, haddr_t);
+typedef hid_t t_H5Oopen_by_token(hid_t, H5O_token_t);
 typedef herr_t t_H5Oclose(hid_t);
 typedef int t_H5Idec_ref(hid_t);
 typedef int t_H5Iget_type(hid_t);
@@ -97,6 +106,7 @@ typedef hssize_t t_H5Sget_simple_extent_npoints(hid_t);
 typedef hssize_t t_H5Sget_select_npoints(hid_t);
 typedef int t_H5Sget_select_type(hid_t);
 typedef htri_t t_H5Sis_regular_hyperslab(hid_t);
+typedef herr_t t_H5Sget_regular_hyperslab(hid_t, hsize_t *, hsize_t *, hsize_t *, hsize_t *);
 typedef size_t t_H5Tget_size(hid_t);
 typedef int t_H5Pget_layout(hid_t);
 typedef int t_H5Pget_chunk(hid_t, int, hsize_t *);
@@ -129,11 +139,12 @@ typedef herr_t t_H5Pset_mdc_config(hid_t, void *);
     X(H5Dcreate1) X(H5Dcreate2) X(H5Dcreate_anon) X(H5Dopen1) X(H5Dopen2) X(H5Dclose)   \
     X(H5Dflush) X(H5Dread) X(H5Dwrite) X(H5Dread_multi) X(H5Dwrite_multi)               \
     X(H5Dget_space) X(H5Dget_type) X(H5Dget_create_plist) X(H5Dget_access_plist)        \
-    X(H5Oopen) X(H5Oclose) X(H5Idec_ref) X(H5Iget_type) X(H5Iget_name) X(H5Iis_valid)  \
+    X(H5Oopen) X(H5Oopen_by_idx) X(H5Oopen_by_addr) X(H5Oopen_by_token) X(H5Oclose)     \
+    X(H5Idec_ref) X(H5Iget_type) X(H5Iget_name) X(H5Iis_valid)                          \
     X(H5Sclose) X(H5Tclose) X(H5Pclose)                                                 \
     X(H5Sget_simple_extent_ndims) X(H5Sget_simple_extent_dims)                          \
     X(H5Sget_simple_extent_npoints) X(H5Sget_select_npoints) X(H5Sget_select_type)      \
-    X(H5Sis_regular_hyperslab) X(H5Tget_size)                                           \
+    X(H5Sis_regular_hyperslab) X(H5Sget_regular_hyperslab) X(H5Tget_size)               \
     X(H5Pget_layout) X(H5Pget_chunk) X(H5Pget_nfilters) X(H5Pget_filter2)               \
     X(H5Pget_chunk_cache) X(H5Pget_driver) X(H5Pget_alignment) X(H5Pget_sieve_buf_size) \
     X(H5Pget_meta_block_size) X(H5Pget_all_coll_metadata_ops)                           \
@@ -611,7 +622,7 @@ static void file_properties(h5lib *L, hid_t fid, uint64_t id, iop_stats *st, hid
         fapl_unlock();
         if (mdc[0]) h5note(0, id, "mdc_config", "%s", mdc);
     }
-    if (mpio) iop_set(st, IOP_C_USE_MPIIO, 1);
+    iop_set(st, IOP_C_USE_MPIIO, mpio); /* as Darshan: the last open decides */
 }
 
 static void file_opened(h5lib *L, hid_t fid, const char *name, hid_t fapl, int created, double t1,
@@ -803,8 +814,10 @@ static void dataset_properties(h5lib *L, hid_t dset, uint64_t id, iop_stats *st)
 
 /* Register a dataset id: "<file path>:<dataset path>".  ``mode`` 0: found
  * at its first read or write (opened some way we do not wrap), 1: opened,
- * 2: created. */
-static iop_stats *dataset_opened(h5lib *L, hid_t dset, int mode, double t1, double t2) {
+ * 2: created; ``deprecated``: by H5Dopen1 or H5Dcreate1 (Darshan's
+ * USE_DEPRECATED says how the last open was made). */
+static iop_stats *dataset_opened(h5lib *L, hid_t dset, int mode, int deprecated, double t1,
+                                 double t2) {
     char file[4096], obj[2048], abs[4096], full[6200];
     t_H5Fget_name *gf = H5F_(L, H5Fget_name);
     t_H5Iget_name *gi = H5F_(L, H5Iget_name);
@@ -824,19 +837,31 @@ static iop_stats *dataset_opened(h5lib *L, hid_t dset, int mode, double t1, doub
      * reader takes as is); CREATES says how many of them were creates. */
     if (mode) iop_meta_op(st, IOP_OP_OPEN, IOP_C_OPENS, t1, t2, 0);
     if (mode == 2) iop_count(st, IOP_C_CREATES, 1);
+    if (mode) iop_set(st, IOP_C_USE_DEPRECATED, deprecated);
     iop_enter();
     dataset_properties(L, dset, id, st);
     iop_leave();
     return st;
 }
 
-#define DSET_OPEN_BODY(L, mode, CALL)                                     \
+/* An object opened by H5Oopen*: counted when it is a dataset, as Darshan does. */
+static void object_opened(h5lib *L, hid_t obj, double t1, double t2) {
+    t_H5Iget_type *gt = H5F_(L, H5Iget_type);
+    iop_enter();
+    int type = gt ? gt(obj) : -1;
+    iop_leave();
+    if (type == H5I_DATASET) dataset_opened(L, obj, 1, 0, t1, t2);
+}
+
+/* The body of a wrapper that opens or creates: ``OPENED`` (which may use r,
+ * t1 and t2) runs after a successful CALL. */
+#define OPEN_BODY(CALL, OPENED)                                           \
     if (!iop_active()) return CALL;                                       \
     double t1 = iop_now();                                                \
     hid_t r = CALL;                                                       \
     int e = errno;                                                        \
     double t2 = iop_now();                                                \
-    if (r >= 0) dataset_opened(L, r, mode, t1, t2);                       \
+    if (r >= 0) OPENED;                                                   \
     errno = e;                                                            \
     return r
 
@@ -845,35 +870,35 @@ IOP_EXPORT hid_t H5Dcreate2(hid_t loc, const char *name, hid_t type, hid_t space
     h5lib *L = CALLER_LIB();
     t_H5Dcreate2 *f = H5F_(L, H5Dcreate2);
     if (!f) return -1;
-    DSET_OPEN_BODY(L, 2, f(loc, name, type, space, lcpl, dcpl, dapl));
+    OPEN_BODY(f(loc, name, type, space, lcpl, dcpl, dapl), dataset_opened(L, r, 2, 0, t1, t2));
 }
 
 IOP_EXPORT hid_t H5Dcreate1(hid_t loc, const char *name, hid_t type, hid_t space, hid_t dcpl) {
     h5lib *L = CALLER_LIB();
     t_H5Dcreate1 *f = H5F_(L, H5Dcreate1);
     if (!f) return -1;
-    DSET_OPEN_BODY(L, 2, f(loc, name, type, space, dcpl));
+    OPEN_BODY(f(loc, name, type, space, dcpl), dataset_opened(L, r, 2, 1, t1, t2));
 }
 
 IOP_EXPORT hid_t H5Dcreate_anon(hid_t loc, hid_t type, hid_t space, hid_t dcpl, hid_t dapl) {
     h5lib *L = CALLER_LIB();
     t_H5Dcreate_anon *f = H5F_(L, H5Dcreate_anon);
     if (!f) return -1;
-    DSET_OPEN_BODY(L, 2, f(loc, type, space, dcpl, dapl));
+    OPEN_BODY(f(loc, type, space, dcpl, dapl), dataset_opened(L, r, 2, 0, t1, t2));
 }
 
 IOP_EXPORT hid_t H5Dopen2(hid_t loc, const char *name, hid_t dapl) {
     h5lib *L = CALLER_LIB();
     t_H5Dopen2 *f = H5F_(L, H5Dopen2);
     if (!f) return -1;
-    DSET_OPEN_BODY(L, 1, f(loc, name, dapl));
+    OPEN_BODY(f(loc, name, dapl), dataset_opened(L, r, 1, 0, t1, t2));
 }
 
 IOP_EXPORT hid_t H5Dopen1(hid_t loc, const char *name) {
     h5lib *L = CALLER_LIB();
     t_H5Dopen1 *f = H5F_(L, H5Dopen1);
     if (!f) return -1;
-    DSET_OPEN_BODY(L, 1, f(loc, name));
+    OPEN_BODY(f(loc, name), dataset_opened(L, r, 1, 1, t1, t2));
 }
 
 /* h5py opens existing datasets with H5Oopen (f["name"]). */
@@ -881,20 +906,30 @@ IOP_EXPORT hid_t H5Oopen(hid_t loc, const char *name, hid_t lapl) {
     h5lib *L = CALLER_LIB();
     t_H5Oopen *f = H5F_(L, H5Oopen);
     if (!f) return -1;
-    if (!iop_active()) return f(loc, name, lapl);
-    double t1 = iop_now();
-    hid_t r = f(loc, name, lapl);
-    int e = errno;
-    double t2 = iop_now();
-    if (r >= 0) {
-        t_H5Iget_type *gt = H5F_(L, H5Iget_type);
-        iop_enter();
-        int type = gt ? gt(r) : -1;
-        iop_leave();
-        if (type == H5I_DATASET) dataset_opened(L, r, 1, t1, t2);
-    }
-    errno = e;
-    return r;
+    OPEN_BODY(f(loc, name, lapl), object_opened(L, r, t1, t2));
+}
+
+IOP_EXPORT hid_t H5Oopen_by_idx(hid_t loc, const char *group, int index, int order, hsize_t n,
+                                hid_t lapl) {
+    h5lib *L = CALLER_LIB();
+    t_H5Oopen_by_idx *f = H5F_(L, H5Oopen_by_idx);
+    if (!f) return -1;
+    OPEN_BODY(f(loc, group, index, order, n, lapl), object_opened(L, r, t1, t2));
+}
+
+IOP_EXPORT hid_t H5Oopen_by_addr(hid_t loc, haddr_t addr) {
+    h5lib *L = CALLER_LIB();
+    t_H5Oopen_by_addr *f = H5F_(L, H5Oopen_by_addr);
+    if (!f) return -1;
+    OPEN_BODY(f(loc, addr), object_opened(L, r, t1, t2));
+}
+
+/* 1.12 and later; a program whose HDF5 lacks it never calls it. */
+IOP_EXPORT hid_t H5Oopen_by_token(hid_t loc, H5O_token_t token) {
+    h5lib *L = CALLER_LIB();
+    t_H5Oopen_by_token *f = H5F_(L, H5Oopen_by_token);
+    if (!f) return -1;
+    OPEN_BODY(f(loc, token), object_opened(L, r, t1, t2));
 }
 
 IOP_EXPORT herr_t H5Dclose(hid_t dset) {
@@ -950,6 +985,118 @@ IOP_EXPORT herr_t H5Dflush(hid_t dset) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Darshan's H5D access tuples.  Darshan keys each access of a dataset by
+ * eleven values -- its size, and the length (count x block) and stride of
+ * the file's regular hyperslab selection in dimensions 4, 3, 2, 1, 0 (D1 ..
+ * D5; zeros for other selections and for dimensions the dataset lacks) --
+ * counts each distinct tuple (at most 32 per dataset, as Darshan), and
+ * after every access merges the tuple's new count into the ordered list of
+ * four: higher count first; on a tie the larger size first, and the tuple
+ * just counted before another of the same size.  A tuple of size 0 takes
+ * one of the 32 places but is never listed.  records.c fills the size-only
+ * list of every layer; for datasets this list replaces it after each call.
+ * The tuples live in fixed tables: when they are full, a dataset keeps the
+ * size-only list and a note says so. */
+
+#define TUPLE_N 11            /* size, LENGTH_D1..D5, STRIDE_D1..D5 */
+#define TUPLES_PER_DATASET 32 /* Darshan's DARSHAN_COMMON_VAL_MAX_RUNTIME_COUNT */
+#define TUPLE_POOL 32768
+#define TUPLE_SETS 16384
+
+typedef struct {
+    int64_t v[TUPLE_N];
+    int64_t freq;
+    int32_t next; /* the dataset's next tuple, as index + 1 (0: none) */
+} access_tuple;
+
+/* A dataset's tuples; indexes are stored + 1 so that zeroed memory is empty. */
+typedef struct {
+    iop_stats *st; /* the dataset's counters; NULL: free */
+    int32_t first, n;
+    int32_t top[4]; /* the list of four */
+} tuple_set;
+
+static access_tuple tuple_pool[TUPLE_POOL];
+static int32_t tuple_pool_used;
+static tuple_set tuple_sets[TUPLE_SETS];
+
+static tuple_set *tuple_set_of(iop_stats *st) {
+    size_t h = (size_t)(((uintptr_t)st >> 4) * 0x9e3779b97f4a7c15ULL % TUPLE_SETS);
+    for (size_t n = 0; n < TUPLE_SETS; n++, h = (h + 1) % TUPLE_SETS) {
+        iop_stats *k = __atomic_load_n(&tuple_sets[h].st, __ATOMIC_ACQUIRE);
+        if (k == st) return &tuple_sets[h];
+        if (k) continue;
+        if (__atomic_compare_exchange_n(&tuple_sets[h].st, &k, st, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE) ||
+            k == st)
+            return &tuple_sets[h];
+    }
+    return NULL;
+}
+
+/* Called with the dataset's lock held: count one more ``v``; 0 when the
+ * tuple could not be followed because the pool is full. */
+static int tuple_count(tuple_set *s, const int64_t *v) {
+    int32_t idx = 0;
+    for (int32_t i = s->first; i && !idx; i = tuple_pool[i - 1].next)
+        if (!memcmp(tuple_pool[i - 1].v, v, sizeof tuple_pool[0].v)) idx = i;
+    if (!idx) {
+        if (s->n == TUPLES_PER_DATASET) return 1; /* Darshan stops following new ones too */
+        if (__atomic_load_n(&tuple_pool_used, __ATOMIC_RELAXED) >= TUPLE_POOL) return 0;
+        int32_t at = __atomic_fetch_add(&tuple_pool_used, 1, __ATOMIC_RELAXED);
+        if (at >= TUPLE_POOL) return 0;
+        access_tuple *t = &tuple_pool[at];
+        memcpy(t->v, v, sizeof t->v);
+        t->freq = 0;
+        t->next = s->first;
+        s->first = idx = at + 1;
+        s->n++;
+    }
+    access_tuple *t = &tuple_pool[idx - 1];
+    int64_t c = ++t->freq;
+    if (v[0] == 0) return 1;
+    /* Darshan's DARSHAN_UPDATE_COMMON_VAL_COUNTERS: the entries ranked above
+     * (only the size breaks a tie), the tuple, then the rest without it. */
+    int32_t top[4] = {0};
+    int k = 0, i = 0;
+    for (; i < 4 && s->top[i]; i++) {
+        const access_tuple *o = &tuple_pool[s->top[i] - 1];
+        if (!(o->freq > c || (o->freq == c && o->v[0] > v[0]))) break;
+        top[k++] = s->top[i];
+    }
+    if (k == 4) return 1;
+    top[k++] = idx;
+    for (; k < 4 && i < 4; i++)
+        if (s->top[i] != idx) top[k++] = s->top[i];
+    memcpy(s->top, top, sizeof top);
+    return 1;
+}
+
+_Static_assert(IOP_C_ACCESS4_STRIDE_D5 - IOP_C_ACCESS1_LENGTH_D1 == 4 * (TUPLE_N - 1) - 1,
+               "the shape counters of the four tuples are consecutive");
+
+/* One access of a dataset: ``v`` is its tuple.  Fills ACCESS1..4 (size,
+ * lengths, strides, count) of ``st`` from its tuples. */
+static void access_tuple_note(iop_stats *st, const int64_t *v) {
+    tuple_set *s = tuple_set_of(st);
+    iop_busy_enter();
+    iop_lock(&st->lock);
+    int followed = s && tuple_count(s, v);
+    for (int k = 0; k < 4; k++) {
+        const access_tuple *t = followed && s->top[k] ? &tuple_pool[s->top[k] - 1] : NULL;
+        if (followed) {
+            st->c[IOP_C_ACCESS1_ACCESS + k] = t ? t->v[0] : 0;
+            st->c[IOP_C_ACCESS1_COUNT + k] = t ? t->freq : 0;
+        } /* else: records.c's list of sizes, without shapes */
+        for (int j = 1; j < TUPLE_N; j++)
+            st->c[IOP_C_ACCESS1_LENGTH_D1 + k * (TUPLE_N - 1) + j - 1] = t ? t->v[j] : 0;
+    }
+    iop_unlock(&st->lock);
+    iop_busy_leave();
+    if (!followed) h5note(1, st->file_id, "access_tuples", "incomplete: the runtime's table is full");
+}
+
+/* ------------------------------------------------------------------ */
 /* Reads and writes. */
 
 static const char *cause_names[] = {"independent_requested", "datatype_conversion",
@@ -965,8 +1112,10 @@ static void causes_str(uint32_t c, char *out, size_t n) {
         if (c & (1u << i)) k += (size_t)snprintf(out + k, n - k, " %s", cause_names[i]);
 }
 
-/* Count one H5Dread/H5Dwrite of ``dset`` that returned ``r``.  Bytes: the
- * number of selected elements times the size of the memory datatype. */
+/* Count one H5Dread/H5Dwrite of ``dset`` that returned ``r``, as Darshan
+ * does: bytes are the elements selected in the file times the size of the
+ * dataset's datatype (what the file holds, whatever the memory type), and
+ * a regular hyperslab selection gives the access its shape. */
 static void dataset_io(h5lib *L, int op, hid_t dset, hid_t mtype, hid_t mspace, hid_t fspace,
                        hid_t dxpl, const void *buf, herr_t r, double t1, double t2) {
     iop_open *o = iop_handle(IOP_LAYER_H5D, hkey(L, dset));
@@ -976,14 +1125,15 @@ static void dataset_io(h5lib *L, int op, hid_t dset, hid_t mtype, hid_t mspace, 
         if (st) iop_data_op(st, op, -1, -1, buf, 0, t1, t2, 0);
         return;
     }
-    if (!st) st = dataset_opened(L, dset, 0, 0, 0);
+    if (!st) st = dataset_opened(L, dset, 0, 0, 0, 0);
     if (!st) return;
     unsigned flags = 0;
     hssize_t npoints = -1;
+    int64_t tuple[TUPLE_N] = {0};
     iop_enter();
     t_H5Sget_select_npoints *np = H5F_(L, H5Sget_select_npoints);
-    if (np && mspace > H5S_SPECIAL_MAX) npoints = np(mspace);
-    else if (np && fspace > H5S_SPECIAL_MAX) npoints = np(fspace);
+    if (np && fspace > H5S_SPECIAL_MAX) npoints = np(fspace);
+    else if (np && fspace != H5S_ALL && mspace > H5S_SPECIAL_MAX) npoints = np(mspace);
     else if (np) {
         t_H5Dget_space *gs = H5F_(L, H5Dget_space);
         hid_t space = gs ? gs(dset) : -1; /* the current extent, all selected */
@@ -992,8 +1142,9 @@ static void dataset_io(h5lib *L, int op, hid_t dset, hid_t mtype, hid_t mspace, 
             close_space(L, space);
         }
     }
+    size_t tsize = (size_t)__atomic_load_n(&st->c[IOP_C_DATATYPE_SIZE], __ATOMIC_RELAXED);
     t_H5Tget_size *ts = H5F_(L, H5Tget_size);
-    size_t tsize = ts ? ts(mtype) : 0;
+    if (!tsize) tsize = ts ? ts(mtype) : 0; /* the dataset's type was not known */
     if (fspace > H5S_SPECIAL_MAX) {
         t_H5Sget_select_type *gt = H5F_(L, H5Sget_select_type);
         int sel = gt ? gt(fspace) : -1;
@@ -1004,6 +1155,14 @@ static void dataset_io(h5lib *L, int op, hid_t dset, hid_t mtype, hid_t mspace, 
             htri_t reg = ir ? ir(fspace) : -1;
             if (reg > 0) iop_count(st, IOP_C_REGULAR_HYPERSLAB_SELECTS, 1);
             else if (reg == 0) iop_count(st, IOP_C_IRREGULAR_HYPERSLAB_SELECTS, 1);
+            t_H5Sget_regular_hyperslab *gr = H5F_(L, H5Sget_regular_hyperslab);
+            hsize_t start[MAX_DIMS] = {0}, stride[MAX_DIMS] = {0}, count[MAX_DIMS] = {0},
+                    block[MAX_DIMS] = {0};
+            if (reg > 0 && gr && gr(fspace, start, stride, count, block) >= 0)
+                for (int i = 0; i < 5; i++) { /* D1 is dimension 4, whatever the rank */
+                    tuple[1 + i] = (int64_t)(count[4 - i] * block[4 - i]);
+                    tuple[6 + i] = (int64_t)stride[4 - i];
+                }
         }
     }
     t_H5Pget_dxpl_mpio *gx = H5F_(L, H5Pget_dxpl_mpio);
@@ -1028,6 +1187,8 @@ static void dataset_io(h5lib *L, int op, hid_t dset, hid_t mtype, hid_t mspace, 
     iop_leave();
     int64_t bytes = npoints >= 0 && tsize > 0 ? (int64_t)npoints * (int64_t)tsize : 0;
     iop_data_op(st, op, -1, bytes, buf, 0, t1, t2, flags);
+    tuple[0] = bytes;
+    access_tuple_note(st, tuple);
 }
 
 /* H5Dwrite and H5Dread: the same wrapper, only the buffer's constness differs. */

@@ -20,9 +20,10 @@
  * Per rank the trace must show, for H5D "PATH:/coll": WRITES 1,
  * BYTES_WRITTEN 8 M, READS 1, BYTES_READ 8 M, USE_MPIIO_COLLECTIVE 1; for
  * "PATH:/indep": WRITES 1, BYTES_WRITTEN 8 M, no USE_MPIIO_COLLECTIVE; for
- * "PATH:/conv": WRITES 1, BYTES_WRITTEN 4 M (elements times the memory
- * type's size), USE_MPIIO_COLLECTIVE 1; for H5F "PATH": CREATES 1 (H5Fcreate is
- * not counted in OPENS), USE_MPIIO 1.
+ * "PATH:/conv": WRITES 1, BYTES_WRITTEN 8 M (as in Darshan, elements
+ * times the size of the dataset's type, not of the memory type),
+ * USE_MPIIO_COLLECTIVE 1; for H5F "PATH": CREATES 1 (H5Fcreate is not
+ * counted in OPENS), USE_MPIIO 1.
  */
 #include <hdf5.h>
 #include <mpi.h>

@@ -182,6 +182,12 @@ COUNTERS: tuple[str, ...] = (
     "IRREGULAR_HYPERSLAB_SELECTS", "POINT_SELECTS", "ALIGNMENT_THRESHOLD", "ALIGNMENT",
     # Darshan's four most common access sizes and strides
     *_COMMON_VALUES,
+    # HDF5: how the last open was made, and each H5D access size's shape: the
+    # length (count x block) and stride of the selection, D1 = dimension 4 ...
+    # D5 = dimension 0 as Darshan fills them; one tuple's ten are consecutive.
+    "USE_DEPRECATED",
+    *(f"ACCESS{k}_{what}_D{d}" for k in range(1, 5) for what in ("LENGTH", "STRIDE")
+      for d in range(1, 6)),
 )  # fmt: skip
 # Floating-point counters (seconds; timestamps relative to the process's t0).
 FCOUNTERS: tuple[str, ...] = (
@@ -193,6 +199,7 @@ FCOUNTERS: tuple[str, ...] = (
 MAX_COUNTERS: tuple[str, ...] = (
     "MAX_BYTE_READ", "MAX_BYTE_WRITTEN", "ALIGNMENT", "MODE", "USE_MPIIO",
     "USE_MPIIO_COLLECTIVE", "DATASPACE_NDIMS", "DATASPACE_NPOINTS", "DATATYPE_SIZE",
-    *(f"CHUNK_SIZE_D{k}" for k in range(1, 6)), "F_MAX_READ_TIME", "F_MAX_WRITE_TIME",
+    *(f"CHUNK_SIZE_D{k}" for k in range(1, 6)), "USE_DEPRECATED", "F_MAX_READ_TIME",
+    "F_MAX_WRITE_TIME",
     "END_TIMESTAMP",
 )  # fmt: skip

@@ -694,10 +694,12 @@ def _darshan_name(layer: str, raw: str) -> str:
 def _common_values(names: Sequence[str], rows: np.ndarray, out: np.ndarray) -> None:
     """Darshan's four most common access sizes and strides of several rows
     combined as Darshan combines ranks: counts of equal values add up, then
-    the four highest counts (the larger value first on a tie) are kept."""
-    for kind, val in (("ACCESS", "ACCESS"), ("STRIDE", "STRIDE")):
+    the four highest counts (the larger value first on a tie) are kept.
+    HDF5 datasets' accesses are tuples (size and shape): see _access_tuples."""
+    kinds = ("STRIDE",) if _access_tuples(names, rows, out) else ("ACCESS", "STRIDE")
+    for kind in kinds:
         vcols = [i for i, n in enumerate(names) for k in range(1, 5)
-                 if n.endswith(f"_{kind}{k}_{val}")]  # fmt: skip
+                 if n.endswith(f"_{kind}{k}_{kind}")]  # fmt: skip
         ccols = [i for i, n in enumerate(names) for k in range(1, 5)
                  if n.endswith(f"_{kind}{k}_COUNT")]  # fmt: skip
         if len(vcols) != 4 or len(ccols) != 4:
@@ -710,6 +712,62 @@ def _common_values(names: Sequence[str], rows: np.ndarray, out: np.ndarray) -> N
         top += [(0, 0)] * (4 - len(top))
         out[vcols] = [v for v, _ in top]
         out[ccols] = [n for _, n in top]
+
+
+_TUPLE_PARTS = ("ACCESS", *(f"{kind}_D{d}" for kind in ("LENGTH", "STRIDE") for d in range(1, 6)))
+_Entry = tuple[tuple[int, ...], int]  # (size, lengths D1..D5, strides D1..D5), count
+
+
+def _tuple_update(top: list[_Entry], t: tuple[int, ...], count: int) -> list[_Entry]:
+    """Darshan's DARSHAN_UPDATE_COMMON_VAL_COUNTERS: ``t`` goes below the
+    entries with a higher count, or the same count and a larger size, and
+    above the rest; a tuple of size 0 is never listed."""
+    if t[0] == 0:
+        return top
+    i = 0
+    while i < 4 and (top[i][1] > count or (top[i][1] == count and top[i][0][0] > t[0])):
+        i += 1
+    if i == 4:
+        return top
+    return (top[:i] + [(t, count)] + [e for e in top[i:] if e[0] != t])[:4]
+
+
+def _access_tuples(names: Sequence[str], rows: np.ndarray, out: np.ndarray) -> bool:
+    """HDF5 datasets (H5D_ACCESSk_LENGTH_Dd present): the four most common
+    access tuples of ``rows`` (in rank order) combined as Darshan's reduction
+    does, folding rank by rank from the last: equal tuples add their counts
+    into the lower rank's entry, then that rank's four tuples and the
+    other's are merged in turn.  False when ``names`` has no tuples."""
+    where = {n: i for i, n in enumerate(names)}
+    prefix = next((n[: -len("_ACCESS1_LENGTH_D1")] for n in names
+                   if n.endswith("_ACCESS1_LENGTH_D1")), None)  # fmt: skip
+    if prefix is None:
+        return False
+    vcols = [[where[f"{prefix}_ACCESS{k}_{part}"] for part in _TUPLE_PARTS] for k in range(1, 5)]
+    ccols = [where[f"{prefix}_ACCESS{k}_COUNT"] for k in range(1, 5)]
+
+    def entries(row: np.ndarray) -> list[_Entry]:
+        return [(tuple(int(x) for x in row[v]), int(row[c]))
+                for v, c in zip(vcols, ccols, strict=True)]  # fmt: skip
+
+    empty: _Entry = ((0,) * len(_TUPLE_PARTS), 0)
+    acc = entries(rows[-1])
+    for row in rows[-2::-1]:
+        mine = entries(row)
+        for j, (t, n) in enumerate(mine):  # equal tuples: one entry, counts added
+            for k, (u, m) in enumerate(acc):
+                if u == t:
+                    mine[j] = (t, n + m)
+                    acc[k] = empty
+                    n += m
+        top = [empty] * 4
+        for t, n in mine + acc:
+            top = _tuple_update(top, t, n)
+        acc = top
+    for (t, n), v, c in zip(acc, vcols, ccols, strict=True):
+        out[v] = t
+        out[c] = n
+    return True
 
 
 def _slowest_sizes(inames: Sequence[str], fnames: Sequence[str], ints: np.ndarray,
@@ -756,7 +814,7 @@ def _reduce_shared(c: Counters, nranks: int) -> Counters:
         sub = c.select(m)
         iv = sub.ints.sum(axis=0)
         fv = sub.floats.sum(axis=0)
-        _common_values(sub.int_names, sub.ints, iv)
+        _common_values(sub.int_names, sub.ints[np.argsort(sub.rank, kind="stable")], iv)
         _slowest_sizes(sub.int_names, sub.float_names, sub.ints, sub.floats, iv)
         for i, n in enumerate(sub.int_names):
             if n.endswith(_MAX_SUFFIXES):
