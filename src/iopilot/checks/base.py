@@ -53,6 +53,10 @@ class Finding:
     snippet: str = ""  # code or configuration to apply
     snippet_lang: str = ""  # "c", "sh", "text", ...
     thresholds: dict[str, float | int] = field(default_factory=dict)
+    # Seconds of the slowest rank's I/O that the problem explains (or that
+    # fixing it would save), estimated from the trace; None when the source
+    # cannot support an estimate.  Each check documents how it estimates.
+    cost_seconds: float | None = None
 
 
 class Check:

@@ -54,6 +54,7 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
                 "check": f.check,
                 "layer": f.layer,
                 "level": f.level.name,
+                "cost_seconds": f.cost_seconds,
                 "drishti": f.drishti,
                 "drishti_note": f.drishti_note or None,
                 "message": f.message,
