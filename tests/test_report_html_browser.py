@@ -125,10 +125,14 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
         assert sec.get_attribute("data-drawn") == "1", view
         drawn = sec.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")
         assert len(drawn) == int(sec.get_attribute("data-plots")) == expected[view], view
-        # Each plot has its SVG and a non-empty size.
+        # Each plot has its SVG and a non-empty size, and no button offers an upload.
         for p in drawn:
             assert p.find_elements(By.CSS_SELECTOR, "svg.main-svg")
             assert p.size["width"] > 200 and p.size["height"] > 150
+            buttons = [b.get_attribute("data-title") or ""
+                       for b in p.find_elements(By.CSS_SELECTOR, ".modebar-btn")]  # fmt: skip
+            assert buttons, view  # the mode bar is there (so the check below means something)
+            assert not [b for b in buttons if "share" in b.lower() or "cloud" in b.lower()]
         plots += len(drawn)
         driver.save_screenshot(str(tmp_path / f"{kind}-{view}.png"))
     assert plots == sum(expected.values())

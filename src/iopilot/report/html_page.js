@@ -46,8 +46,10 @@
   const SIZE_LABEL = D.size_labels;
   const SIZE_UPPER = D.size_upper; // inclusive upper edges, from iopilot.vocabulary
   const FS_TEXT = D.fs_layers.map((n) => LAB[n]).join(' + '); // what the file system sees
-  const CONFIG = { displaylogo: false, responsive: true,
-    modeBarButtonsToRemove: ['select2d', 'lasso2d'] };
+  // No view may offer to upload data: plotly.js 4 shows a "Share chart"
+  // button that sends the chart to a cloud service unless told not to.
+  const CONFIG = { displaylogo: false, responsive: true, showSendToCloud: false,
+    plotlyServerURL: '', modeBarButtonsToRemove: ['select2d', 'lasso2d', 'sendChartToCloud'] };
 
   // ------------------------------------------------------------- helpers --
 
