@@ -45,6 +45,9 @@ def driver():
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
+    # Selenium Manager would send usage statistics and may download a driver:
+    # statistics off, and the system chromedriver named explicitly below.
+    os.environ["SE_AVOID_STATS"] = "true"
     opts = Options()
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu",
                 "--disable-background-networking", "--window-size=1400,1000"):  # fmt: skip
