@@ -161,3 +161,46 @@ def test_bench_diagnose_times_a_synthetic_trace(capsys):
 def test_bench_diagnose_without_logs_is_an_error(capsys):
     assert main(["bench", "diagnose"]) == 2
     assert "no logs given" in capsys.readouterr().err
+
+
+def _all_parsers(p, path=()):
+    from iopilot.cli import _subparsers
+
+    for name, sp in _subparsers(p).items():
+        yield (*path, name), sp
+        yield from _all_parsers(sp, (*path, name))
+
+
+def test_every_command_has_a_description_and_an_example():
+    from iopilot.cli import build_parser
+
+    seen = 0
+    for path, sp in _all_parsers(build_parser()):
+        text = sp.format_help()
+        assert sp.description and len(sp.description) > 20, path
+        assert f"example:\n  iopilot {' '.join(path)}" in text, path
+        seen += 1
+    assert seen >= 15  # report, run, export counters, bench and its kernels ...
+
+
+@pytest.mark.parametrize(("argv", "command", "bad"), [
+    (["report", "x.darshan", "--jsno"], "report", "--jsno"),
+    (["export", "counters", "x", "--bad"], "export counters", "--bad"),
+    (["bench", "diagnose", "--repeats", "2"], "bench diagnose", "--repeats"),  # 2: a log
+])  # fmt: skip
+def test_a_mistyped_option_gets_the_subcommands_usage(capsys, argv, command, bad):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert err.startswith(f"usage: iopilot {command} ")
+    assert f"iopilot {command}: error: unrecognized arguments: {bad}" in err
+
+
+def test_html_prints_a_summary_not_the_whole_report(capsys, tmp_path):
+    page = tmp_path / "p.html"
+    rc, out, _ = run(capsys, "report", IOR, "--html", str(page))
+    assert rc in (0, 1) and page.exists()
+    assert "summary" in out and out.count("\n") < 8  # one line per log
+    rc, full, _ = run(capsys, "report", IOR)
+    assert full.count("\n") > 8 and len(full) > 2 * len(out)

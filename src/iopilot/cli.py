@@ -95,10 +95,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         _emit(args.csv, csv_report.render(reports))
     if not to_stdout:
         style = terminal.Style(terminal.want_color(args.color, sys.stdout))
-        for r in reports:
-            terminal.write(terminal.render(r, style, min_level=args.min_level,
-                                           verbose=args.verbose))  # fmt: skip
-        if len(paths) > 1:
+        if not args.html or args.verbose:  # with --html the page is the report
+            for r in reports:
+                terminal.write(terminal.render(r, style, min_level=args.min_level,
+                                               verbose=args.verbose))  # fmt: skip
+        if len(paths) > 1 or args.html:
             terminal.write(terminal.render_summary(reports, errors, style))
     for r in results:
         if "html" in r:
@@ -278,7 +279,71 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--repeat", type=int, default=5, help="runs of each variant; best is kept")
     o.add_argument("--dir", help="where the kernel writes (default: a temporary directory)")
     b.set_defaults(func=cmd_bench)
+    _describe(p)
     return p  # fmt: skip
+
+
+# What each command does and how it is called, shown by its --help.
+_ABOUT: dict[str, tuple[str, str]] = {
+    "report": ("Diagnose Darshan logs and iopilot trace directories: what slows the I/O, "
+               "what it costs, and what to change.",
+               "iopilot report run.darshan\n"
+               "  iopilot report ~/.local/share/iopilot/traces/<run> --html page.html\n"
+               "  iopilot report logs/ --csv findings.csv --json report.json"),
+    "checks": ("List the checks, the Drishti codes they match and the thresholds they read.",
+               "iopilot checks -v"),
+    "run": ("Run a program (serial or under mpirun) with the iopilot runtime preloaded, "
+            "then diagnose the trace it leaves.",
+            "iopilot run -- ./my_app input.cfg\n"
+            "  iopilot run --trace-dir /scratch/t1 -- mpirun -n 4 ./my_app"),
+    "export": ("Export what a trace or a Darshan log holds as text.",
+               "iopilot export counters run.darshan"),
+    "export counters": ("Every counter of a trace or Darshan log, one tab-separated line "
+                        "each, as darshan-parser prints them.",
+                        "iopilot export counters trace-dir/ > mine.txt\n"
+                        "  iopilot export counters run.darshan --out theirs.txt"),
+    "demo": ("Diagnose a built-in example and write its reports.", "iopilot demo"),
+    "bench": ("Benchmarks of iopilot itself and I/O kernels to measure a system.",
+              "iopilot bench ior --ranks 4 --api mpiio --transfer 64k"),
+    "bench diagnose": ("Wall time and peak memory of 'iopilot report', one fresh process "
+                       "per log.",
+                       "iopilot bench diagnose logs/\n"
+                       "  iopilot bench diagnose --synthetic 5000000"),
+    "bench sweep": ("Run a kernel over a grid of parameters; write a table and a plot.",
+                    "iopilot bench sweep ior --grid ranks=1,2,4 --grid transfer=64k,1m"),
+    "bench html": ("Time, memory and size of the HTML report.",
+                   "iopilot bench html --synthetic 1000000"),
+    "bench runtime": ("Cost of tracing: nanoseconds per call, and the slowdown of an I/O "
+                      "kernel.",
+                      "iopilot bench runtime --repeat 7"),
+}  # fmt: skip
+
+
+def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _describe(p: argparse.ArgumentParser, path: str = "") -> None:
+    """Give every command a description and examples (kernels get theirs from the catalog)."""
+    for name, sp in _subparsers(p).items():
+        key = f"{path} {name}".strip()
+        what, example = _ABOUT.get(key, (sp.description or "", f"iopilot {key} --ranks 2"))
+        sp.description = what
+        sp.epilog = f"example:\n  {example}"
+        sp.formatter_class = argparse.RawDescriptionHelpFormatter
+        _describe(sp, key)
+
+
+def _chosen(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser the command line chose, for its usage line."""
+    for dest in ("command", "export", "bench"):
+        sp = _subparsers(p).get(getattr(args, dest, None) or "")
+        if sp is not None:
+            p = sp
+    return p
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -310,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "bench", None) in KERNELS:
         args.kernel_args = extra
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        _chosen(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
     except InputError as e:
