@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from iopilot.model import RECORD_LAYERS, Counters, Job, ModuleInfo, Records, Striping, Trace
 from iopilot.sources.darshan_log import _counter_names
@@ -113,3 +115,16 @@ def findings(tr: Trace, check_id: str, **overrides: float):
     d = diagnose(tr, values, only={check_id})
     assert not [w for w in d.warnings if "failed" in w], d.warnings
     return d.findings
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
+CORPUS_ABSENT = f"shared log corpus not present: {SHARED}"
+
+
+def shared_logs(pattern: str = "*.darshan") -> list:
+    """Names of the corpus logs matching ``pattern``, as test parameters; without
+    the corpus, one skipped parameter, so the test shows as skipped instead of
+    not being collected at all."""
+    if SHARED.is_dir():
+        return sorted(p.name for p in SHARED.glob(pattern))
+    return [pytest.param(None, marks=pytest.mark.skip(reason=CORPUS_ABSENT))]

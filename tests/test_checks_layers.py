@@ -13,7 +13,7 @@ import pytest
 from iopilot.checks import REGISTRY, Level, diagnose
 from iopilot.demo import example_dir
 from iopilot.sources import load
-from kit import counters, findings, records, striping, trace
+from kit import counters, findings, records, shared_logs, striping, trace
 
 KiB, MiB, GiB = 1024, 1024 * 1024, 1024**3
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
@@ -491,9 +491,7 @@ def test_example_vpicio_alignment_and_badost():
     assert "lustre-ost-imbalance" not in bad and "lustre-single-stripe-shared" not in bad
 
 
-@needs_shared
-@pytest.mark.parametrize("name", sorted(p.name for p in SHARED.glob("*.darshan"))
-                         if SHARED.exists() else [])  # fmt: skip
+@pytest.mark.parametrize("name", shared_logs())
 def test_shared_logs_run_cleanly(name):
     got = diagnosis(SHARED / name)
     assert all(f.files_total >= 1 for f in got.values())

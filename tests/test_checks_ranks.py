@@ -12,7 +12,7 @@ from iopilot.checks.phases import _busy_intervals, phases
 from iopilot.demo import example_dir
 from iopilot.model import Records
 from iopilot.sources import load
-from kit import counters, findings, records, trace
+from kit import counters, findings, records, shared_logs, trace
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="shared Darshan logs not present")
@@ -624,16 +624,9 @@ def test_phases_helper_on_a_real_trace():
     assert np.all(np.diff(posix["start"]) > 0)
 
 
-@needs_shared
-@pytest.mark.parametrize(
-    "name",
-    sorted(p.name for p in SHARED.glob("*.darshan")) if SHARED.exists() else [],
-)
+@pytest.mark.parametrize("name", shared_logs())
 def test_every_shared_log_runs_cleanly(name):
-    try:
-        tr = load(str(SHARED / name))
-    except Exception:  # unreadable logs are the loader's business
-        pytest.skip("log does not load")
+    tr = load(str(SHARED / name))  # every corpus log loads: a failure is a failure
     d = diagnose(tr, only=OURS)
     assert not [w for w in d.warnings if "failed" in w], d.warnings
     for f in d.findings:
