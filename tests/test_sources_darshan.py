@@ -16,6 +16,7 @@ from iopilot.errors import InputError
 from iopilot.model import OP_READ, OP_WRITE, RECORD_LAYERS
 from iopilot.sources import load
 from iopilot.sources.darshan_log import parse_hints
+from kit import shared_logs
 
 EXAMPLES = example_dir()
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
@@ -151,12 +152,12 @@ def _manifest() -> list[dict[str, str]]:
         return list(csv.DictReader(f, delimiter="\t"))
 
 
-READABLE = [r for r in _manifest() if not r["open_error"]]
-DAMAGED = [r for r in _manifest() if r["open_error"]]
+READABLE = [r for r in _manifest() if not r["open_error"]] or shared_logs()
+DAMAGED = [r for r in _manifest() if r["open_error"]] or shared_logs()
 
 
 @needs_shared
-@pytest.mark.parametrize("row", READABLE, ids=lambda r: r["file"][:50])
+@pytest.mark.parametrize("row", READABLE, ids=lambda r: r["file"][:50] if r else "corpus")
 def test_corpus_log_matches_manifest(row):
     t = load(str(SHARED / row["file"]))
     assert t.job.nprocs == int(row["nprocs"])
@@ -171,7 +172,7 @@ def test_corpus_log_matches_manifest(row):
 
 
 @needs_shared
-@pytest.mark.parametrize("row", DAMAGED, ids=lambda r: r["file"])
+@pytest.mark.parametrize("row", DAMAGED, ids=lambda r: r["file"] if r else "corpus")
 def test_corpus_damaged_logs(row):
     with pytest.raises(InputError) as e:
         load(str(SHARED / row["file"]))
