@@ -13,6 +13,7 @@ import numpy as np
 from ..model import RECORD_LAYERS, Records, display
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, check, pct
+from .ranks import rank_load
 from .recordtools import PHASES_LISTED, _busy, _cached, _rank_list, small_type, steps
 
 # ---------------------------------------------------------------------------
@@ -373,8 +374,6 @@ class PhaseStragglers(Check):
         """Without a trace the whole run is one phase, seen through per-rank counters."""
         if ctx.trace.job.nprocs < 2:
             return
-        from .ranks import rank_load  # ranks re-exports phases(): import late, no cycle
-
         load = rank_load(ctx)
         if load is None or load.unattributed_ops:
             return

@@ -271,7 +271,3 @@ class UnbalancedRanks(Check):
             snippet=advice.MPIIO_COLLECTIVE_WRITE,
             snippet_lang="c",
         )
-
-
-# Reports reach the phase helper through this module too.
-from .phases import phases as phases  # noqa: E402 - explicit re-export

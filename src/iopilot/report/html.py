@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import __version__
 from ..checks import Diagnosis
-from ..checks.ranks import phases
+from ..checks.phases import phases
 from ..model import RECORD_LAYERS, SIZE_BIN_UPPER, SIZE_BINS, Counters, Records, Trace, display
 from ..model.trace import safe_name
 from ..vocabulary import FS_LAYERS, MODULE, MODULES, OP_NAMES, SIZE_BIN_LABELS
