@@ -20,7 +20,7 @@ from iopilot.model import RECORD_LAYERS, SIZE_BIN_UPPER, Job, ModuleInfo, Record
 from iopilot.report import html as html_report
 from iopilot.report.html import SAMPLE_CAP, render_html, write_html
 from iopilot.sources import load
-from kit import records, striping
+from kit import records, shared_logs, striping
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
 EXAMPLES = ["dxt.darshan", "ior_hdf5_example.darshan", "example.darshan", "sample-badost.darshan"]
@@ -420,3 +420,34 @@ def test_one_million_records_page(tmp_path):
     # Darshan's bins: a 1 MiB request is in 100K_1M (the upper bound is inclusive).
     assert SIZE_BIN_UPPER[4] == 1 << 20
     assert sizes["write"][4] == int((fs & (r.op == 1) & (r.length == 1 << 20)).sum())
+
+
+@pytest.mark.parametrize("name", shared_logs("e3sm_io_heatmap_only.darshan"))
+def test_ost_view_counts_files_not_per_rank_layout_records(pages, name):
+    d, _, _, doc = pages(SHARED / name)
+    files = np.unique(d.trace.counters["POSIX"].file_id)
+    lustre = d.trace.lustre
+    # Darshan wrote 113 LUSTRE records (one per rank and file) for 3 files.
+    assert len(lustre) == len(np.unique(lustre.file_id)) == 3
+    assert set(lustre.file_id.tolist()) <= set(files.tolist())
+    assert doc["ost"]["lustre_files"] == 3
+
+
+def test_ost_view_takes_mpiio_bytes_of_files_without_a_posix_record():
+    from kit import counters
+
+    job = Job(nprocs=2, runtime=10.0, mounts=[("/scratch", "lustre")])
+    posix = counters("POSIX", [{"file": 5, "rank": -1, "POSIX_BYTES_WRITTEN": 3000,
+                                "POSIX_WRITES": 3, "POSIX_MAX_BYTE_WRITTEN": 2999}])
+    mpiio = counters("MPIIO", [{"file": 5, "rank": -1, "MPIIO_BYTES_WRITTEN": 3000,
+                                "MPIIO_COLL_WRITES": 2},
+                               {"file": 6, "rank": -1, "MPIIO_BYTES_WRITTEN": 4000,
+                                "MPIIO_INDEP_WRITES": 4}])  # fmt: skip
+    names = {5: "/scratch/a", 6: "/scratch/b"}
+    t = Trace("hand-made", job, names, {"POSIX": posix, "MPIIO": mpiio}, Records.empty(),
+              striping([(5, 1000, [1, 2]), (6, 1000, [3])]), [ModuleInfo("POSIX")])
+    ost = page_doc(render_html(_diag(t)))["ost"]
+    per = {int(o): ost["wb"][j] for j, o in enumerate(ost["ost"])}
+    # File 5 counts once (its POSIX bytes), file 6 from MPI-IO: it has no POSIX record.
+    assert per[1] + per[2] == pytest.approx(3000) and per[3] == pytest.approx(4000)
+    assert "1 of them from MPI-IO counters" in ost["how"]

@@ -849,15 +849,22 @@ class _Builder:
         # Files without FS-level records: spread their POSIX/STDIO counters over
         # the OSTs holding their byte range [0, largest offset touched].
         est_rows = np.flatnonzero(~rec_rows & (stripes.count > 0))
-        est_files = 0
+        est_files = mpiio_only = 0
         if len(est_rows):
             rb, wb, rn, wn, rt, wt, extent = (np.zeros(len(stripes.count)) for _ in range(7))
-            for layer in FS_LAYERS:
+            fs_rows = np.zeros(len(stripes.count), bool)
+            # The file system's layers first; then MPI-IO for files whose
+            # POSIX record is missing (module off or out of records).
+            for layer in (*FS_LAYERS, "MPIIO"):
                 c = t.layer(layer)
                 if c is None or not len(c):
                     continue
                 row = stripes.lookup(c.file_id)
                 ok = row >= 0
+                if layer == "MPIIO":
+                    ok &= ~fs_rows[np.maximum(row, 0)]
+                else:
+                    fs_rows[row[ok]] = True
                 rr = row[ok]
                 rb += np.bincount(rr, _col(c, f"{layer}_BYTES_READ")[ok], len(rb))
                 wb += np.bincount(rr, _col(c, f"{layer}_BYTES_WRITTEN")[ok], len(rb))
@@ -871,6 +878,7 @@ class _Builder:
             extent = np.where(extent > 1, extent, np.maximum(rb, wb))
             use = est_rows[(rb + wb)[est_rows] > 0]
             est_files = len(use)
+            mpiio_only = int(np.count_nonzero(~fs_rows[use]))
             if est_files:
                 share_acc = stripes.new()
                 ext = np.maximum(extent[use], 1).astype(np.int64)
@@ -890,16 +898,20 @@ class _Builder:
         nz = np.flatnonzero((by.sum(axis=0) > 0) | (req.sum(axis=0) > 0))
         file_idx = self.file_index(stripes.file_id)[stripes.flat_row]
         n_rec = int(rec_rows.sum())
+        est_note = (f" ({mpiio_only:,} of them from MPI-IO counters: no POSIX record)"
+                    if mpiio_only else "")  # fmt: skip
         if n_rec and est_files:
             how = (f"{n_rec:,} file(s) from traced POSIX/STDIO operations, mapped exactly to "
-                   f"stripes; {est_files:,} file(s) without a trace estimated from counters "
+                   f"stripes; {est_files:,} file(s) without a trace estimated from counters"
+                   f"{est_note} "
                    "(bytes spread over the OSTs holding the file's byte range)")
         elif n_rec:
             how = ("from traced POSIX/STDIO operations, each byte mapped to its stripe's OST "
                    "((offset / stripe size) mod stripe count over the file's OST list)")
         else:
             how = ("estimated from counters: no per-operation trace, so each file's bytes, "
-                   "requests and read/write time are spread over the OSTs holding its byte range")
+                   "requests and read/write time are spread over the OSTs holding its byte range"
+                   + est_note)
         how += ("; time per OST shares each request's duration out by its bytes on each OST, "
                 "so a slow OST stands out even when bytes are even")
         return {

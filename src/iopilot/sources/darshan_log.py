@@ -557,10 +557,14 @@ def _read_lustre(ffi: Any, lib: Any, handle: Any, idx: int) -> Striping:
         "LUSTRE_COMP_STRIPE_COUNT"
     )
     ids, sizes, counts, starts, osts = [], [], [], [], []
+    seen: set[int] = set()
     for rec in _records(ffi, lib, handle, idx):
         lr = ffi.cast("struct darshan_lustre_record *", rec)
-        if lr.num_comps < 1:
+        # Each rank that opened a file writes its own record of the file's one
+        # layout: keep one row per file, so files are counted once.
+        if lr.num_comps < 1 or int(lr.base_rec.id) in seen:
             continue
+        seen.add(int(lr.base_rec.id))
         # The first component describes the start of the file, where HPC
         # applications' layouts (single-component) live.
         comp = lr.comps[0]
