@@ -73,6 +73,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         if unknown:
             raise InputError("--checks", f"unknown check(s): {', '.join(sorted(unknown))}")
     paths = expand_inputs(args.logs)
+    if args.summary or args.scheduler or args.parquet:
+        return _summary(args, paths, thresholds, only)
     htmls = html_targets(args.html, paths)
     jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(paths)))
     if jobs > 1:
@@ -114,6 +116,54 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.fail_on_critical and any(r["counts"]["HIGH"] for r in reports):
         return EXIT_CRITICAL
     return EXIT_OK
+
+
+def _job_row(path: str, thresholds: dict[str, Any], only: set[str] | None) -> dict[str, Any]:
+    """One log's summary row (runs in a worker process or on a Dask worker)."""
+    from .report import fleet
+
+    r = _analyse(path, thresholds, only)
+    if "ok" in r:
+        return fleet.job_row(r["ok"])
+    return fleet.error_row(r["error"]["path"], r["error"]["reason"])
+
+
+def _summary(args: argparse.Namespace, paths: list[str], thresholds: dict[str, Any],
+             only: set[str] | None) -> int:  # fmt: skip
+    """``report --summary``: one row per job, ranked by I/O core-hours."""
+    from functools import partial
+
+    from .report import fleet, json_report
+
+    row_of = partial(_job_row, thresholds=thresholds, only=only)
+    progress = fleet.Progress(len(paths))
+    rows = []
+    if args.scheduler:
+        work = fleet.rows_on_dask(paths, row_of, args.scheduler)
+    elif len(paths) > 1 and args.jobs != 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(max(1, min(args.jobs or os.cpu_count() or 1, len(paths))))
+        work = pool.map(row_of, paths, chunksize=8)
+    else:
+        work = map(row_of, paths)
+    for row in work:
+        rows.append(row)
+        progress.step()
+    if args.parquet:
+        parts = fleet.write_parquet(rows, args.parquet)
+        print(f"iopilot: wrote {len(rows):,} rows to {args.parquet} ({len(parts)} part file(s))",
+              file=sys.stderr)  # fmt: skip
+    if args.json:
+        _emit(args.json, json_report.dumps(fleet.document(rows)))
+    if args.csv:
+        _emit(args.csv, fleet.render_csv(rows))
+    if args.json != "-" and args.csv != "-":
+        sys.stdout.write(fleet.render_terminal(rows))
+    failed = [r for r in rows if r["error"]]
+    for r in failed:
+        print(f"iopilot: error: {r['log']}: {r['error']}", file=sys.stderr)
+    return EXIT_BAD_INPUT if failed else EXIT_OK
 
 
 def html_targets(html: str | None, paths: list[str]) -> list[str | None]:
@@ -206,6 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     r.add_argument("-j", "--jobs", type=int, default=0,
                    help="worker processes for many logs (default: all cores)")
+    r.add_argument("--summary", action="store_true",
+                   help="one row per job (I/O seconds, share, core-hours, top finding), "
+                        "ranked by I/O core-hours, and the checks that cost most hours")
+    r.add_argument("--scheduler", metavar="ADDRESS",
+                   help="with --summary: run on a Dask cluster (its scheduler's address, "
+                        "or 'local' for this machine's cores)")
+    r.add_argument("--parquet", metavar="DIR",
+                   help="with --summary: also write the rows as a Parquet dataset in DIR")
     r.set_defaults(func=cmd_report)
 
     c = sub.add_parser("checks", help="list the checks, their Drishti codes and thresholds")

@@ -1,0 +1,179 @@
+"""``iopilot report --summary``: one row per job, ranked by I/O core-hours, on
+worker processes or a real Dask cluster, with Parquet rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from iopilot.cli import main
+from iopilot.demo import example_dir
+from iopilot.report import fleet
+
+
+def _report(source, nprocs, io_s, run_s, findings, jobid=7):
+    """A per-log report as json_report.diagnosis_dict writes it (the fields rows use)."""
+    counts = {lvl: sum(f["level"] == lvl for f in findings) for lvl in ("HIGH", "WARN", "INFO")}
+    return {
+        "source": source,
+        "job": {"nprocs": nprocs, "jobid": jobid, "runtime": run_s},
+        "io_time": {"slowest_rank_seconds": io_s, "slowest_rank": 3, "share": io_s / run_s,
+                    "run_seconds": run_s, "by_layer": {}},
+        "counts": counts | {"OK": 0},
+        "findings": findings,
+    }
+
+
+def _f(check, level, cost):
+    return {"check": check, "level": level, "cost_seconds": cost}
+
+
+def test_rows_rank_jobs_by_io_core_hours_and_checks_by_hours():
+    small_many = _report("a.darshan", 1024, 36.0, 100.0,
+                         [_f("small-writes", "HIGH", 30.0), _f("meta", "WARN", 2.0)])
+    big_few = _report("b.darshan", 2, 3600.0, 7200.0, [_f("meta", "HIGH", 1800.0)])
+    quiet = _report("c.darshan", 4, 0.5, 100.0, [_f("small-writes", "INFO", 0.1)])
+    rows = [fleet.job_row(r) for r in (quiet, big_few, small_many)]
+    rows.append(fleet.error_row("d.darshan", "truncated"))
+    ranked = fleet.ranked(rows)
+    # 36 s x 1024 ranks = 10.24 core-hours beats 3600 s x 2 ranks = 2 core-hours.
+    assert [r["log"] for r in ranked] == ["a.darshan", "b.darshan", "c.darshan", "d.darshan"]
+    assert ranked[0]["io_core_hours"] == pytest.approx(36 * 1024 / 3600)
+    assert ranked[0]["top_check"] == "small-writes" and ranked[0]["top_cost_seconds"] == 30.0
+    assert ranked[0]["io_share"] == pytest.approx(0.36)
+    hours = {e["check"]: e for e in fleet.check_hours(ranked)}
+    # meta: 1800 s x 2 + 2 s x 1024 = 1.5689 h; small-writes: 30 s x 1024 = 8.53 h.
+    assert hours["meta"]["core_hours"] == pytest.approx((1800 * 2 + 2 * 1024) / 3600)
+    assert hours["meta"]["jobs"] == 2
+    assert hours["small-writes"]["jobs"] == 1  # an INFO finding is not a problem
+    assert [e["check"] for e in fleet.check_hours(ranked)] == ["small-writes", "meta"]
+    doc = fleet.document(rows)
+    assert doc["logs"] == 4 and doc["failed"] == 1
+    assert doc["io_core_hours"] == pytest.approx((36 * 1024 + 7200 + 2) / 3600)
+
+
+def test_csv_has_a_row_per_job():
+    rows = [fleet.job_row(_report("=cmd|' /C calc'!A0.darshan", 2, 1.0, 10.0, [])),
+            fleet.error_row("ok.darshan", "corrupt")]  # fmt: skip
+    table = list(csv.reader(io.StringIO(fleet.render_csv(rows))))
+    assert table[0] == list(fleet.COLUMNS)
+    assert len(table) == 3
+    assert table[2][0] == "ok.darshan" and table[2][-1] == "corrupt"
+
+
+def test_parquet_rows_read_back_as_one_table(tmp_path):
+    import pyarrow.dataset as ds
+
+    rows = [fleet.job_row(_report(f"{i}.darshan", i + 1, float(i), 100.0, [])) for i in range(7)]
+    rows.append(fleet.error_row("bad.darshan", "corrupt"))
+    parts = fleet.write_parquet(rows, tmp_path / "rows", batch=3)
+    assert len(parts) == 3
+    fleet.write_parquet(rows[:2], tmp_path / "rows")  # a later run adds parts
+    table = ds.dataset(tmp_path / "rows", format="parquet").to_table()
+    assert table.num_rows == 10
+    assert table.column_names == list(fleet.COLUMNS)
+    assert sorted(table.column("nprocs").to_pylist()) == sorted([*range(1, 8), 0, 1, 2])
+
+
+def test_progress_bar_only_on_a_terminal():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    p = fleet.Progress(3, out)
+    for _ in range(3):
+        p.step()
+    assert "3/3 logs" in out.getvalue() and "ETA" in out.getvalue()
+    quiet = io.StringIO()
+    p = fleet.Progress(3, quiet)
+    p.step(3)
+    assert quiet.getvalue() == ""
+
+
+def _logs(tmp_path: Path) -> Path:
+    d = tmp_path / "logs"
+    d.mkdir()
+    for name in ("example.darshan", "dxt.darshan", "ior_hdf5_example.darshan"):
+        (d / name).write_bytes((example_dir() / name).read_bytes())
+    (d / "broken.darshan").write_bytes(b"not a darshan log at all" * 10)
+    return d
+
+
+def test_summary_over_a_directory(tmp_path, capsys):
+    d = _logs(tmp_path)
+    rc = main(["report", str(d), "--summary", "--json", str(tmp_path / "s.json"),
+               "--parquet", str(tmp_path / "pq")])  # fmt: skip
+    out = capsys.readouterr()
+    assert rc == 2  # one log failed; the others are reported
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["logs"] == 4 and doc["failed"] == 1
+    jobs = {Path(j["log"]).name: j for j in doc["jobs"]}
+    assert jobs["broken.darshan"]["error"]
+    assert all(jobs[n]["nprocs"] >= 1 for n in jobs if n != "broken.darshan")
+    assert "checks by core-hours" in out.out and "broken.darshan" in out.err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """A real scheduler and two worker processes, started and stopped here."""
+    port = _free_port()
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    dask = str(Path(sys.executable).with_name("dask"))
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--dashboard-address", ":0"], env=env, cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]  # fmt: skip
+    address = f"tcp://127.0.0.1:{port}"
+    for _ in range(2):
+        procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1",
+                                       "--dashboard-address", ":0"], env=env, cwd=tmp_path,
+                                      stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))  # fmt: skip
+    try:
+        from dask.distributed import Client
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Client(address, timeout=5) as c:
+                    c.wait_for_workers(2, timeout=30)
+                break
+            except (OSError, TimeoutError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        yield address
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+
+
+def test_summary_on_a_real_dask_cluster_matches_the_local_run(tmp_path, dask_cluster, capsys):
+    d = _logs(tmp_path)
+    rc = main(["report", str(d), "--summary", "--scheduler", dask_cluster,
+               "--json", str(tmp_path / "dask.json")])  # fmt: skip
+    assert rc == 2
+    rc = main(["report", str(d), "--summary", "-j", "1", "--json", str(tmp_path / "local.json")])
+    assert rc == 2
+    capsys.readouterr()
+    on_dask = json.loads((tmp_path / "dask.json").read_text())
+    local = json.loads((tmp_path / "local.json").read_text())
+    assert on_dask["jobs"] == local["jobs"]  # the same rows, in the same (ranked) order
+    assert on_dask["checks"] == local["checks"]
