@@ -451,3 +451,32 @@ def test_ost_view_takes_mpiio_bytes_of_files_without_a_posix_record():
     # File 5 counts once (its POSIX bytes), file 6 from MPI-IO: it has no POSIX record.
     assert per[1] + per[2] == pytest.approx(3000) and per[3] == pytest.approx(4000)
     assert "1 of them from MPI-IO counters" in ost["how"]
+
+
+def test_the_sample_keeps_the_largest_and_slowest_operations(monkeypatch):
+    monkeypatch.setattr(html_report, "SAMPLE_CAP", 3000)  # keeps the 300 largest and slowest
+    monkeypatch.setattr(html_report, "CHUNK", 4096)  # the extremes come from many chunks
+    t = _synthetic(60_000)
+    r = t.records
+    rng = np.random.default_rng(5)
+    big = rng.choice(len(r), 250, replace=False)
+    slow = rng.choice(np.setdiff1d(np.arange(len(r)), big), 250, replace=False)
+    r.length[big] = 1 << 30
+    r.end[slow] = r.start[slow] + 100.0
+    doc = page_doc(render_html(_diag(t)))
+    s = doc["records"]["sample"]
+    assert doc["records"]["sampled"] and s["n"] <= 3000
+    assert int((s["length"] == 1 << 30).sum()) == 250  # every one of them, not a tenth
+    assert int((s["dur"] >= 99.0).sum()) == 250
+    assert "the 300 largest and the 300 slowest" in " ".join(doc["notes"])
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_top_k_over_chunks(chunk):
+    from iopilot.report.html import _Top
+
+    values = np.random.default_rng(chunk).random(997)
+    top = _Top(25)
+    for a in range(0, len(values), chunk):
+        top.add(values[a : a + chunk], a)
+    assert sorted(top.index.tolist()) == sorted(np.argsort(values)[-25:].tolist())

@@ -39,6 +39,9 @@ from ..vocabulary import FS_LAYERS, MODULE, MODULES, OP_NAMES, SIZE_BIN_LABELS
 from .json_report import diagnosis_dict
 
 SAMPLE_CAP = 50_000  # operations embedded one by one, over all views
+# Of the sample, the largest and the slowest operations are always kept: the
+# ones a user zooms in on are never the ones a random sample drops.
+SAMPLE_EXTREMES = 1_000
 BIN_CELLS = 120_000  # (rank row, time bin) cells over all binned layers
 MAX_ROWS = 512  # rank rows of a binned timeline; more ranks share a row
 MAX_COLS = 2000
@@ -215,6 +218,32 @@ def _group(values: np.ndarray, k: int) -> np.ndarray:
     n = len(values)
     pad = (-n) % k
     return np.concatenate([values, np.zeros(pad, values.dtype)]).reshape(-1, k).sum(axis=1)
+
+
+def _extremes() -> int:
+    """How many of the largest (and of the slowest) operations the sample keeps."""
+    return min(SAMPLE_EXTREMES, SAMPLE_CAP // 10)
+
+
+class _Top:
+    """Positions of the ``k`` largest values seen so far, fed chunk by chunk."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.value = np.zeros(0)
+        self.index = np.zeros(0, np.int64)
+
+    def add(self, values: np.ndarray, first: int) -> None:
+        if len(values) > self.k:  # the chunk's own top k, then the running top k
+            part = np.argpartition(values, len(values) - self.k)[-self.k :]
+        else:
+            part = np.arange(len(values))
+        value = np.concatenate([self.value, values[part].astype(np.float64)])
+        index = np.concatenate([self.index, part + first])
+        if len(value) > self.k:
+            best = np.argpartition(value, len(value) - self.k)[-self.k :]
+            value, index = value[best], index[best]
+        self.value, self.index = value, index
 
 
 def _col(c: Counters, names: tuple[str, ...] | str) -> np.ndarray:
@@ -542,7 +571,8 @@ class _Builder:
         n = int(self.layer_n.sum())
         if n <= SAMPLE_CAP:
             return None
-        budget = 0.98 * SAMPLE_CAP  # Bernoulli sampling overshoots a little; trimmed after
+        # Bernoulli sampling overshoots a little (trimmed after); the extremes come on top.
+        budget = 0.98 * (SAMPLE_CAP - 2 * _extremes())
         per_layer = _waterfill(self.layer_n, budget)
         counts = self.fl_ops.sum(axis=2)  # [file, layer]
         prob = np.ones_like(counts, dtype=np.float64)
@@ -580,6 +610,7 @@ class _Builder:
         ost_acc = stripes.new() if stripes is not None else None
         self.ost_rec_rows = np.zeros(0 if stripes is None else len(stripes.count), bool)
         keep_parts: list[np.ndarray] = []
+        top = {"length": _Top(_extremes()), "dur": _Top(_extremes())}
         for sl in _chunks(n):
             lay = r.layer[sl].astype(np.int64)
             op = r.op[sl].astype(np.int64)
@@ -603,15 +634,20 @@ class _Builder:
                 self._ost_records(stripes, ost_acc, sl, lay, op, ln)
             if prob is None:
                 continue
+            top["length"].add(ln, sl.start)
+            top["dur"].add(e - s, sl.start)
             fd = np.searchsorted(self.rec_files, r.file_id[sl])
             u = rng.random(len(lay), dtype=np.float32)
             keep_parts.append(np.flatnonzero(u < prob[fd, lay]) + sl.start)
         if prob is None:
             keep = np.arange(n)
         else:
-            keep = np.concatenate(keep_parts)
-            if len(keep) > SAMPLE_CAP:
-                keep = np.sort(rng.choice(keep, SAMPLE_CAP, replace=False))
+            forced = np.union1d(top["length"].index, top["dur"].index)
+            keep = np.setdiff1d(np.concatenate(keep_parts), forced, assume_unique=True)
+            room = SAMPLE_CAP - len(forced)
+            if len(keep) > room:
+                keep = rng.choice(keep, room, replace=False)
+            keep = np.union1d(keep, forced)
         self.ost_acc = ost_acc
         sampled = len(keep) < n
         fd = np.searchsorted(self.rec_files, r.file_id[keep])
@@ -639,8 +675,10 @@ class _Builder:
         if sampled:
             self.notes.append(
                 f"The trace holds {n:,} operations; views that draw operations one by one show "
-                f"a random sample of {len(keep):,} (every layer and file represented; files with "
-                "few operations kept whole). Timelines default to bins whose sums are exact; "
+                f"a sample of {len(keep):,}: the {_extremes():,} largest and the "
+                f"{_extremes():,} slowest operations, and a random draw in which every "
+                "layer and file is represented (files with few operations kept whole). "
+                "Timelines default to bins whose sums are exact; "
                 "histograms and per-rank, per-file and per-OST totals use every operation."
             )
         return {
