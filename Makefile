@@ -4,7 +4,7 @@ PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.iopilot-setup
 LIB   := src/iopilot/_lib/libiopilot.so
 
-.PHONY: setup demo test lint bench clean runtime kernels
+.PHONY: setup demo test lint bench clean runtime kernels mutation
 
 EXAMPLE := build/examples/mpi_small_writes
 
@@ -42,7 +42,15 @@ lint: setup
 bench: setup
 	@$(PY) -m iopilot bench diagnose $(or $(LOGS),$(wildcard ../shared/darshan-logs),$(shell $(PY) -c 'import iopilot.demo as d; print(d.example_dir())'))
 
+# Share of small deliberate bugs (mutants) in checks/ and sources/ that the
+# tests catch ([tool.mutmut] in pyproject.toml). Slow: a benchmark, not a test.
+mutation: setup
+	@$(VENV)/bin/python -m pip install -q --disable-pip-version-check "mutmut>=3.3"
+	@rm -rf mutants
+	@$(VENV)/bin/mutmut run --max-children $(or $(JOBS),2) || true
+	@$(VENV)/bin/python tools/mutation_score.py
+
 clean:
-	rm -rf $(VENV) build demo-output .pytest_cache .ruff_cache
+	rm -rf $(VENV) build demo-output .pytest_cache .ruff_cache mutants
 	$(MAKE) -C runtime clean
 	$(MAKE) -C kernels clean
