@@ -480,3 +480,21 @@ def test_top_k_over_chunks(chunk):
     for a in range(0, len(values), chunk):
         top.add(values[a : a + chunk], a)
     assert sorted(top.index.tolist()) == sorted(np.argsort(values)[-25:].tolist())
+
+
+def test_each_finding_names_the_view_that_shows_it(pages):
+    from iopilot.checks import REGISTRY
+    from iopilot.report.html import _VIEW_OF_CHECK, _finding_view
+
+    assert set(_VIEW_OF_CHECK) <= set(REGISTRY)  # no stale check ids
+    d, _, _, doc = pages(example_dir() / "ior_hdf5_example.darshan")
+    views = doc["finding_views"]
+    assert len(views) == len(d.findings) > 0
+    for f, v in zip(d.findings, views, strict=True):
+        assert v == _finding_view(f.check, f.layer, True, doc["phases"] is not None)
+    assert _finding_view("io-phases", "PHASES", True, True) == "phases"
+    assert _finding_view("io-phases", "PHASES", True, False) == "fs"  # no phases view
+    assert _finding_view("overlapping-writes", "POSIX", True, True) == "spatiality"
+    assert _finding_view("overlapping-writes", "POSIX", False, False) == "fs"
+    assert _finding_view("rank-zero-heavy", "RANKS", False, False) == "fs"
+    assert _finding_view("posix-small-writes", "POSIX", False, False) == "sizes"

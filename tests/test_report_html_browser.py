@@ -210,3 +210,28 @@ def _vocabulary_texts(driver, doc: dict) -> None:
         "  .map((t) => (t.text || []).find((x) => typeof x === 'string')).filter((x) => x) : [];")
     assert ops or doc["records"]["sampled"]  # unsampled pages draw operations first
     assert all(" read<br>" in t or " write<br>" in t for t in ops), ops[:3]
+
+
+def test_deep_links_open_the_view_of_a_finding(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    path = _page("ior_hdf5_example.darshan", tmp_path)
+    doc = page_doc(path.read_text(encoding="utf-8"))
+    driver.get(path.as_uri() + "#view=phases")
+    assert driver.find_element(By.ID, "tab-phases").get_attribute("class") == "active"
+    assert "active" in driver.find_element(By.ID, "view-phases").get_attribute("class")
+    driver.find_element(By.ID, "tab-summary").click()
+    assert driver.execute_script("return location.hash") == "#view=summary"
+    links = driver.find_elements(By.CSS_SELECTOR, ".finding a.show-in")
+    linked = [i for i, v in enumerate(doc["finding_views"]) if v != "summary"]
+    assert len(links) == len(linked) > 0
+    i = linked[-1]
+    want = doc["finding_views"][i]
+    driver.find_element(By.CSS_SELECTOR, f"#finding-{i} a.show-in").click()
+    assert driver.execute_script("return location.hash") == f"#view={want}&finding={i}"
+    assert "active" in driver.find_element(By.ID, f"view-{want}").get_attribute("class")
+    assert driver.find_element(By.ID, f"view-{want}").get_attribute("data-drawn") == "1"
+    driver.get(path.as_uri() + "#view=nonsense")  # an unknown view opens the summary
+    assert "active" in driver.find_element(By.ID, "view-summary").get_attribute("class")
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe

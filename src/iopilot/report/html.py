@@ -225,6 +225,22 @@ def _extremes() -> int:
     return min(SAMPLE_EXTREMES, SAMPLE_CAP // 10)
 
 
+# The view that shows what a finding is about (the page links each finding to it).
+_VIEW_OF_CHECK = {"overlapping-writes": "spatiality", "overlapping-reads": "spatiality",
+                  "posix-random-reads": "spatiality", "posix-random-writes": "spatiality"}
+_VIEW_OF_LAYER = {"PHASES": "phases", "RANKS": "fs", "LUSTRE": "fs"}
+
+
+def _finding_view(check: str, layer: str, records: bool, phases: bool) -> str:
+    """The page view of a finding: its own, else where the layer's numbers are."""
+    view = _VIEW_OF_CHECK.get(check) or _VIEW_OF_LAYER.get(layer, "sizes")
+    if view == "spatiality" and not records:
+        return "fs"
+    if view == "phases" and not phases:
+        return "fs"
+    return view
+
+
 class _Top:
     """Positions of the ``k`` largest values seen so far, fed chunk by chunk."""
 
@@ -473,6 +489,9 @@ class _Builder:
             },
             "notes": self.notes,
         }
+        doc["finding_views"] = [_finding_view(f.check, f.layer, records is not None,
+                                              phase_doc is not None)
+                                for f in self.d.findings]  # fmt: skip
         return doc
 
     # -- pass over the records: ids, extents, per (file, layer, op) sums ------

@@ -331,15 +331,15 @@
 
     const fc = card('Findings (' + c.HIGH + ' critical, ' + c.WARN + ' warnings, ' + c.INFO + ' notes)');
     if (!R.findings.length) fc.append(note('No check fired.'));
-    R.findings.forEach((f) => fc.append(findingEl(f)));
+    R.findings.forEach((f, i) => fc.append(findingEl(f, i)));
     const fired = Object.entries(R.thresholds_fired || {});
     if (fired.length) fc.append(note('Thresholds behind these findings: ' + fired.map(([k, v]) => k + '=' + v).join(', ')));
     sec.append(fc);
   }
 
-  function findingEl(f) {
+  function findingEl(f, i) {
     const code = f.check + (f.drishti ? ' · Drishti ' + f.drishti : ' · new');
-    const box = h('div', { class: 'finding ' + f.level },
+    const box = h('div', { class: 'finding ' + f.level, id: 'finding-' + i },
       h('div', null, h('span', { class: 'badge ' + f.level, text: f.level }), f.message),
       h('div', { class: 'meta', text: f.layer + ' · ' + code + (f.drishti_note ? ' — ' + f.drishti_note : '') }));
     if (f.files && f.files.length) {
@@ -351,7 +351,22 @@
     }
     if (f.recommendation) box.append(h('div', { class: 'rec', text: f.recommendation }));
     if (f.snippet) box.append(h('pre', { class: 'snippet' }, h('code', { text: f.snippet })));
+    // A deep link to the view that shows it; the URL keeps it (#view=...&finding=...).
+    const view = VIEWS.find((v) => v.id === D.finding_views[i] && v.ok);
+    if (view && view.id !== 'summary') {
+      box.append(h('a', { class: 'show-in', href: '#view=' + view.id + '&finding=' + i, text: 'show in ' + view.title + ' →' }));
+    }
     return box;
+  }
+
+  // The URL hash names the open view and a finding: #view=phases&finding=3.
+  function hashState() {
+    const out = {};
+    location.hash.replace(/^#/, '').split('&').forEach((kv) => {
+      const [k, v] = kv.split('=');
+      if (k) out[decodeURIComponent(k)] = decodeURIComponent(v || '');
+    });
+    return out;
   }
 
   // ------------------------------------------------------------ timeline --
@@ -874,7 +889,10 @@
       nav.append(h('button', { type: 'button', id: 'tab-' + v.id, 'data-view': v.id, text: v.title, onclick: () => show(v.id) }));
     });
 
-    function show(id) {
+    function show(id, finding) {
+      if (!sections[id]) id = 'summary';
+      const want = '#view=' + id + (finding !== undefined ? '&finding=' + finding : '');
+      if (location.hash !== want) history.replaceState(null, '', want);
       nav.querySelectorAll('button').forEach((b) => b.classList.toggle('active', b.dataset.view === id));
       Object.entries(sections).forEach(([k, s]) => s.classList.toggle('active', k === id));
       const s = sections[id];
@@ -893,7 +911,15 @@
         s.querySelectorAll('.js-plotly-plot').forEach((p) => Plotly.Plots.resize(p));
       }
     }
-    show('summary');
+    function follow() {
+      const st = hashState();
+      show(st.view || 'summary', st.finding);
+      const f = st.finding !== undefined ? document.getElementById('finding-' + st.finding) : null;
+      document.querySelectorAll('.finding.linked').forEach((e) => e.classList.remove('linked'));
+      if (f) f.classList.add('linked');
+    }
+    window.addEventListener('hashchange', follow);
+    follow();
   }
 
   build();
