@@ -28,7 +28,7 @@ import numpy as np
 
 from ..model import RECORD_LAYERS, Counters, Records, Trace, display
 from ..vocabulary import MODULE, SIZE_BIN_UPPER, SIZE_BINS
-from .base import Context, Finding
+from .base import Context, Finding, Level
 from .recordtools import _cached
 
 TIME_PARTS = ("F_READ_TIME", "F_WRITE_TIME", "F_META_TIME")
@@ -284,8 +284,9 @@ def compute(trace: Trace) -> IoTime:
 
 def price(ctx: Context, f: Finding, seconds: float | None, why: str = "") -> Finding:
     """Set ``f``'s cost: seconds of the slowest rank's I/O (never more than all
-    of it), stated in the message and the evidence; None with ``why`` in the
-    evidence when the source cannot support an estimate."""
+    of it), stated in the message with its share of the run (always for
+    problems, for notes when above 0); None with ``why`` in the evidence
+    (``cost_unknown``) when the source cannot support an estimate."""
     if seconds is None:
         f.cost_seconds = None
         f.evidence["cost_unknown"] = why
@@ -293,10 +294,7 @@ def price(ctx: Context, f: Finding, seconds: float | None, why: str = "") -> Fin
     times = io_time(ctx)
     s = round(min(max(float(seconds), 0.0), times.slowest_seconds), 6)
     f.cost_seconds = s
-    f.evidence["cost_seconds"] = s
-    if times.run_seconds > 0:
-        f.evidence["cost_share_of_run_pct"] = round(100 * s / times.run_seconds, 3)
-    if s > 0:
+    if s > 0 or f.level >= Level.WARN:
         f.message += f" At stake: {times.share_text(s)} (slowest rank)."
     return f
 
