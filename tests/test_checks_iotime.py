@@ -17,7 +17,18 @@ from iopilot.checks.iotime import SPREAD_MEAN, SPREAD_RANK_TIMES, compute
 from iopilot.checks.thresholds import defaults
 from iopilot.cli import main
 from iopilot.model import Records
-from kit import counters, findings, records, trace
+from kit import counters, findings, records, striping, trace
+from test_checks_layers import (
+    GiB,
+    chunked,
+    h5f,
+    meta_posix,
+    misaligned_posix,
+    pfile,
+    shared_file,
+    slow_posix,
+    var,
+)
 
 MiB = 1 << 20
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
@@ -249,6 +260,89 @@ def test_cost_never_exceeds_the_slowest_ranks_io_and_is_in_the_message():
     f = findings(trace(counters("POSIX", [row])), "posix-misaligned-file")[0]
     assert f.cost_seconds == pytest.approx(2.0)
     assert "At stake: 2 s, 20.0 % of the run" in f.message  # kit's runs last 10 s
+
+
+def test_hdf5_costs():
+    both = {"H5D_F_READ_TIME": 1.0, "H5D_F_WRITE_TIME": 3.0}
+    # Independent transfers: all 4 s of the shared dataset, 1 s per rank.
+    ds = counters("H5D", [{"file": 11, "parent": 1, "rank": -1, "H5D_READS": 10,
+                           "H5D_WRITES": 10, **both}])  # fmt: skip
+    assert _cost(trace(h5f(), ds, nprocs=4), "hdf5-independent-transfers") == pytest.approx(1.0)
+    # Small accesses: 400 of 500 writes in 2 s; the 100 large ones moved 200 MiB in 0.4 s.
+    ds = counters("H5D", [{"file": 11, "parent": 1, "H5D_WRITES": 500,
+                           "H5D_SIZE_WRITE_AGG_0_100": 400, "H5D_SIZE_WRITE_AGG_1M_4M": 100,
+                           "H5D_BYTES_WRITTEN": 400 * 50 + 100 * 2 * MiB,
+                           "H5D_F_WRITE_TIME": 2.0}])  # fmt: skip
+    want = 1.6 - 400 * 50 / (100 * 2 * MiB / 0.4)
+    assert _cost(trace(h5f(), ds), "hdf5-small-dataset-access") == pytest.approx(want)
+    # Too small chunks: the dataset's 2 s of writes.
+    ds = chunked([16, 16], [512, 256], 512 * 256 * 8)
+    ds["H5D_F_WRITE_TIME"][:] = 2.0
+    assert _cost(trace(h5f(), ds), "hdf5-chunking") == pytest.approx(2.0)
+
+
+def test_hdf5_costs_on_the_posix_calls_under_hdf5():
+    """POSIX time under an HDF5 file is not I/O time of its own (HDF5's is),
+    but it is what the problem costs, within the slowest rank's HDF5 time."""
+    opened = counters("H5F", [{"file": 1, "rank": -1, "H5F_USE_MPIIO": 1,
+                               "H5F_F_META_TIME": 40.0}])  # 10 s per rank, rank 0 first
+    posix = meta_posix([5, 5, 5, 5])
+    posix["POSIX_F_READ_TIME"][:] = [1.8, 0.9, 0.9, 0.9]  # 5 of rank 0's 9 reads are small
+    assert _cost(trace(opened, posix, nprocs=4), "hdf5-metadata-reads") == pytest.approx(1.0)
+    p = misaligned_posix()  # 90 of 100 writes misaligned, 4 s
+    p["POSIX_F_WRITE_TIME"][:] = 4.0
+    f = one(findings(trace(opened, p, nprocs=1), "hdf5-alignment"), "hdf5-alignment")
+    assert f.cost_seconds == pytest.approx(3.6)
+    f = one(findings(trace(h5f(), p, nprocs=1), "hdf5-alignment"), "hdf5-alignment")
+    assert f.cost_seconds == 0.0  # HDF5 recorded no time: nothing at stake
+
+
+def test_pnetcdf_costs():
+    t = {"PNETCDF_VAR_F_READ_TIME": 2.0, "PNETCDF_VAR_F_WRITE_TIME": 2.0}
+    # 32 of 48 accesses independent: 2/3 of 4 s, spread over 4 ranks.
+    v = counters("PNETCDF_VAR", [var(11, indep_w=16, indep_r=16, coll_w=16, **t)])
+    assert _cost(trace(pfile(), v, nprocs=4), "pnetcdf-independent") == pytest.approx(2 / 3)
+    # Three variables, 1 s of blocking writes each, over 4 ranks.
+    v = counters("PNETCDF_VAR", [var(11 + k, coll_w=5, PNETCDF_VAR_F_WRITE_TIME=1.0)
+                                 for k in range(3)])  # fmt: skip
+    assert _cost(trace(pfile(), v, nprocs=4), "pnetcdf-blocking-many-vars") == pytest.approx(0.75)
+    # 500 small of 600 writes in 6 s; the 100 large moved 200 MiB in 1 s.
+    v = counters("PNETCDF_VAR", [var(11, coll_w=600, PNETCDF_VAR_SIZE_WRITE_AGG_0_100=500,
+                                     PNETCDF_VAR_SIZE_WRITE_AGG_1M_4M=100,
+                                     PNETCDF_VAR_BYTES_WRITTEN=500 * 50 + 100 * 2 * MiB,
+                                     PNETCDF_VAR_F_WRITE_TIME=6.0)])  # fmt: skip
+    want = (5.0 - 500 * 50 / (100 * 2 * MiB)) / 4
+    assert _cost(trace(pfile(), v, nprocs=4), "pnetcdf-small-requests") == pytest.approx(want)
+
+
+def test_lustre_costs_from_the_bandwidth_ratio():
+    # OST 0 holds 2048 of 2148 MiB on 5 OSTs; file 1's 8 s are 1 s per rank.
+    p = counters("POSIX", [shared_file(file=1, nbytes=2 * GiB, POSIX_F_WRITE_TIME=8.0),
+                           shared_file(file=2, nbytes=100 * MiB, POSIX_F_WRITE_TIME=1.0)])
+    lay = striping([(1, MiB, [0]), (2, MiB, [1, 2, 3, 4])])
+    want = 1.0 * (1 - 2148 / (5 * 2048))
+    assert _cost(trace(p, nprocs=8, lustre=lay), "lustre-ost-imbalance") == pytest.approx(want)
+    # OST 4 is 50x slower: its 50 s would take 1 s at the typical rate.
+    assert _cost(slow_posix(50.0), "lustre-slow-ost") == pytest.approx(49.0)
+    # More stripes, or requests that fit them: the log cannot say.
+    one_ost = trace(counters("POSIX", [shared_file()]), nprocs=32, lustre=striping([(1, MiB, [7])]))
+    assert _cost(one_ost, "lustre-single-stripe-shared") is None
+    odd = counters("POSIX", [shared_file(size=3 * MiB // 2, count=1000)])
+    lay = striping([(1, MiB, [0, 1, 2, 3])])
+    assert _cost(trace(odd, nprocs=8, lustre=lay), "lustre-stripe-request-mismatch") is None
+
+
+def test_record_checks_cost_the_overlap_and_the_straggler():
+    # Rank 1 (2 s) reads again the 100 bytes rank 0 read: half of the 200 read.
+    recs = records([(0, "r", 1, 0, 100, 0.0, 1.0), (1, "r", 1, 0, 100, 1.0, 3.0)])
+    f = one(findings(trace(recs=recs, nprocs=2), "overlapping-reads"), "overlapping-reads")
+    assert f.evidence["reread_bytes"] == 100 and f.cost_seconds == pytest.approx(1.0)
+    # One phase: ranks take 1, 1 and 4 s; the median rank 1 s.
+    recs = records([(0, "w", 1, 0, 10, 0.0, 1.0), (1, "w", 2, 0, 10, 0.0, 1.0),
+                    (2, "w", 3, 0, 10, 0.0, 4.0)])  # fmt: skip
+    tr = trace(recs=recs, nprocs=3)
+    assert _cost(tr, "phase-stragglers") == pytest.approx(3.0)
+    assert _cost(tr, "io-phases") == 0.0
 
 
 # ---------------------------------------------------------------------------

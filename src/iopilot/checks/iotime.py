@@ -14,19 +14,20 @@ they are spread over the ranks with Darshan's ``F_SLOWEST_RANK_TIME`` and
 ``F_FASTEST_RANK_TIME`` (and their ranks) where the row has consistent ones,
 the rest evenly over the other ranks, or evenly over all ranks otherwise.
 
-Checks use :func:`io_time` for the table and :meth:`IoTime.rows_at_slowest`
-and :meth:`IoTime.records_at_slowest` to turn the seconds of the operations a
-problem concerns into seconds of the slowest rank.
+Checks use :func:`io_time` for the table, :meth:`IoTime.rows_at_slowest` and
+:func:`records_share_at_slowest` to turn the seconds of the operations a
+problem concerns into seconds of the slowest rank, and :func:`price` to put
+them in the finding.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..model import RECORD_LAYERS, Counters, Records, Trace, display
+from ..model import RECORD_LAYERS, Counters, Trace, display
 from ..vocabulary import MODULE, SIZE_BIN_UPPER, SIZE_BINS
 from .base import Context, Finding, Level
 from .recordtools import _cached
@@ -68,7 +69,6 @@ class IoTime:
     per_rank: dict[str, np.ndarray]  # layer -> seconds per rank (index = rank)
     source: dict[str, str]  # layer -> "records", "counters" or "records and counters"
     spread: dict[str, int]  # rank -1 rows spread per method (SPREAD_*)
-    _top: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def rank_seconds(self) -> np.ndarray:
@@ -147,21 +147,11 @@ class IoTime:
             w = (np.zeros(len(c)), np.zeros(len(c)), zeros, zeros, np.zeros(len(c), bool))
         return w
 
-    def top_rows(self, c: Counters) -> np.ndarray:
-        """Rows of ``c`` whose file is counted at this layer (its highest)."""
-        return self._top.get(c.layer, np.ones(len(c), bool))
-
     def rows_at_slowest(self, c: Counters, seconds: np.ndarray) -> float:
         """Seconds the slowest rank spends in ``seconds`` (per row of ``c``)."""
         if not len(c):
             return 0.0
         return float(self.spread_rows(c, seconds)[self.slowest_rank])
-
-    def records_at_slowest(self, records: Records, mask: np.ndarray | None = None) -> float:
-        """Seconds the slowest rank spends in the records (those in ``mask``)."""
-        r = records if mask is None else records.select(mask)
-        mine = r.rank == self.slowest_rank
-        return float(np.maximum(r.end[mine] - r.start[mine], 0.0).sum())
 
     def as_dict(self) -> dict[str, Any]:
         """The report's ``io_time`` field (see docs/json-report.md)."""
@@ -255,7 +245,6 @@ def compute(trace: Trace) -> IoTime:
                     used.append("records")
         if c is not None:
             keep = at_top(name, _file_key(c))
-            model._top[name] = keep
             # Files whose operations the records already counted keep only
             # what the records lack (metadata, for Darshan's DXT).
             data = np.where(np.isin(c.file_id, data_files), 0.0,
