@@ -94,7 +94,8 @@ class Hdf5SmallDatasetAccess(Check):
     id = "hdf5-small-dataset-access"
     layer = "H5D"
     drishti = None
-    uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count", "hdf5_tiny_access")
+    uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count", "hdf5_tiny_access",
+            "default_bandwidth")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         d = ctx.layer("H5D")

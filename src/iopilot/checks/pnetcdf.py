@@ -162,7 +162,7 @@ class PnetcdfSmallRequests(Check):
     id = "pnetcdf-small-requests"
     layer = "PNETCDF_VAR"
     drishti = None
-    uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count")
+    uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count", "default_bandwidth")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         v = ctx.layer("PNETCDF_VAR")

@@ -120,7 +120,8 @@ class _SmallRequests(Check):
     :func:`~iopilot.checks.iotime.small_request_seconds`."""
 
     layer = "POSIX"
-    uses = ("small_request_size", "small_requests_ratio", "small_requests_count")
+    uses = ("small_request_size", "small_requests_ratio", "small_requests_count",
+            "default_bandwidth")
     direction = "READ"
     shared_only = False
 
