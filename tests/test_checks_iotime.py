@@ -3,6 +3,8 @@ cost, and severity that follows the job's I/O time."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -448,3 +450,19 @@ def test_traced_python_doing_nothing_has_no_high_finding(tmp_path):
     assert r["io_time"]["slowest_rank_seconds"] < 1.0
     assert r["counts"]["HIGH"] == 0
     assert all(f["level"] != "HIGH" for f in r["findings"])
+
+
+def test_terminal_and_csv_show_time_first(capsys):
+    from iopilot.demo import example_dir
+
+    log = str(example_dir() / "ior_hdf5_example.darshan")
+    assert main(["report", log, "--color", "never"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("  I/O time  ") and "on the slowest rank (rank " in lines[1]
+    assert lines[2].startswith("  job ")
+    assert main(["report", log, "--csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    costs = [r["cost_seconds"] for r in rows if r["check"] != "incomplete-data"]
+    known = [float(c) for c in costs if c]
+    assert known and known == sorted(known, reverse=True)
+    assert costs == costs[: len(known)] + [""] * (len(costs) - len(known))

@@ -40,10 +40,10 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
     report = printable(report)
     job = report["job"]
     add(style(f"iopilot report: {report['source']}", "1"))
-    if report.get("io_time"):
-        add(style(f"  I/O time  {io_headline(report['io_time'])}", "1"))
     if job.get("status"):
         add(style(f"  {job['status']}", LEVEL_STYLE["WARN"]))
+    if report.get("io_time"):  # the first thing users ask
+        add(style(f"  I/O time  {io_headline(report['io_time'])}", "1"))
     exe = job["executable"] or "(unknown executable)"
     add(f"  job       {exe}")
     add(
