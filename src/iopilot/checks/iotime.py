@@ -23,6 +23,7 @@ them in the finding.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -79,7 +80,7 @@ class IoTime:
     source: dict[str, str]  # layer -> "records", "counters" or "records and counters"
     spread: dict[str, int]  # rank -1 rows spread per method (SPREAD_*)
 
-    @property
+    @cached_property  # asked for by every estimate; the table is complete by then
     def rank_seconds(self) -> np.ndarray:
         """Seconds of I/O per rank, all layers."""
         out = np.zeros(self.nprocs)
