@@ -45,7 +45,7 @@ def test_small_writes_need_ratio_and_count():
     many = counters("POSIX", [{"POSIX_WRITES": 5000, "POSIX_SIZE_WRITE_0_100": 4000,
                                "POSIX_SIZE_WRITE_1M_4M": 1000}])  # fmt: skip
     f = only(findings(trace(many), "posix-small-writes"), Level.HIGH)
-    assert f.evidence == {"small_writes": 4000, "writes": 5000}
+    assert (f.evidence["small_writes"], f.evidence["writes"]) == (4000, 5000)
     assert f.files[0].numbers["small writes"] == 4000
     assert f.drishti == "P06"
     few = counters("POSIX", [{"POSIX_WRITES": 900, "POSIX_SIZE_WRITE_0_100": 900}])
@@ -165,7 +165,8 @@ def test_aggregators_need_application_hints_and_hosts():
     hosts = {r: f"n{r // 4}" for r in range(8)}  # 2 nodes
     f = only(findings(trace(c, nprocs=8, hints={"cb_nodes": "16"}, hosts=hosts),
                       "mpiio-aggregators"), Level.WARN)  # fmt: skip
-    assert f.evidence == {"cb_nodes": 16, "nodes": 2}
+    assert (f.evidence["cb_nodes"], f.evidence["nodes"]) == (16, 2)
+    assert f.cost_seconds is None and "aggregator count" in f.evidence["cost_unknown"]
     assert f.drishti == "M09"
     f = only(findings(trace(c, nprocs=8, hints={"cb_nodes": "2"}, hosts=hosts),
                       "mpiio-aggregators"), Level.OK)  # fmt: skip

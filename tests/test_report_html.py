@@ -230,7 +230,7 @@ def test_counter_only_page_has_its_views(pages):
     written = d.trace.counters["POSIX"].total("POSIX_BYTES_WRITTEN")
     assert ost["wb"].sum() == pytest.approx(written)
     assert len(np.unique(ost["ost"])) == 24
-    assert doc["overview"]["io_share_mean_rank"] is not None
+    assert doc["report"]["io_time"]["share"] is not None
 
 
 def test_lustre_dxt_maps_records_to_osts(pages):

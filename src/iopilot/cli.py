@@ -202,6 +202,11 @@ def cmd_checks(args: argparse.Namespace) -> int:
         if args.verbose and cls.uses:
             for u in cls.uses:
                 print(f"{'':<34} {u} = {DEFAULTS[u][0]}  ({DEFAULTS[u][1]})")
+    if args.verbose:  # thresholds of the report as a whole (severity, listing)
+        used = {u for cls in REGISTRY.values() for u in cls.uses}
+        print("all checks")
+        for u in (u for u in DEFAULTS if u not in used):
+            print(f"{'':<34} {u} = {DEFAULTS[u][0]}  ({DEFAULTS[u][1]})")
     return EXIT_OK
 
 

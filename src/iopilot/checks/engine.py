@@ -11,6 +11,7 @@ from ..model import COUNTER_LAYERS, Trace, display
 from ..vocabulary import MODULES
 from . import thresholds as th
 from .base import Context, Finding, Level, iter_registered
+from .iotime import IoTime, compute, io_time
 
 
 @dataclass
@@ -35,6 +36,11 @@ class Diagnosis:
     layers: list[LayerSummary]
     thresholds: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    io_time: IoTime = None  # type: ignore[assignment]  # filled in from the trace
+
+    def __post_init__(self) -> None:
+        if self.io_time is None:
+            self.io_time = compute(self.trace)
 
     def count(self, level: Level) -> int:
         return sum(1 for f in self.findings if f.level == level)
@@ -86,5 +92,33 @@ def diagnose(trace: Trace, thresholds: dict[str, Any] | None = None,
             findings.extend(chk.evaluate(ctx))
         except Exception as e:  # a broken check must not hide the others
             warnings.append(f"check {chk.id} failed: {type(e).__name__}: {e}")
-    findings.sort(key=lambda f: (-f.level, f.layer, f.check))
-    return Diagnosis(trace, findings, summarize(trace), values, warnings)
+    times = io_time(ctx)
+    cap_severity(findings, times, values)
+    findings.sort(key=cost_order)
+    return Diagnosis(trace, findings, summarize(trace), values, warnings, times)
+
+
+def cost_order(f: Finding) -> tuple[Any, ...]:
+    """Most costly first; findings without an estimate after all others, by level."""
+    known = f.cost_seconds is not None
+    return (not known, -(f.cost_seconds or 0.0), -f.level, f.layer, f.check)
+
+
+def cap_severity(findings: list[Finding], times: IoTime, values: dict[str, Any]) -> None:
+    """No finding is HIGH when I/O is too small a part of the job to matter:
+    the slowest rank's I/O below ``high_min_io_seconds`` or, when the run time
+    is known, below ``high_min_io_share`` of the run."""
+    seconds, share = times.slowest_seconds, times.share
+    small = seconds < values["high_min_io_seconds"] or (
+        share is not None and share < values["high_min_io_share"])
+    if not small:
+        return
+    why = (f"I/O is {times.share_text(seconds)} (slowest rank): at most a warning "
+           f"below {values['high_min_io_seconds']:g} s or "
+           f"{100 * values['high_min_io_share']:g} % of the run")
+    for f in findings:
+        if f.level == Level.HIGH:
+            f.level = Level.WARN
+            f.evidence["downgraded"] = why
+            f.thresholds.update({k: values[k] for k in ("high_min_io_seconds",
+                                                         "high_min_io_share")})

@@ -17,6 +17,7 @@ from ..model import OP_READ, Counters
 from ..vocabulary import DIRECTIONS, MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
 from .lustre import common_access, gather, index_of
 
 KiB = 1024
@@ -84,12 +85,17 @@ def _per_file(ids: np.ndarray, inv: np.ndarray, col: np.ndarray) -> np.ndarray:
 
 @check
 class Hdf5SmallDatasetAccess(Check):
-    """HDF5 dataset reads and writes that move only a few bytes each."""
+    """HDF5 dataset reads and writes that move only a few bytes each.
+
+    Cost: as for small POSIX requests, per direction: the small accesses'
+    time minus the same bytes at the rate of the job's large accesses (or
+    ``default_bandwidth``)."""
 
     id = "hdf5-small-dataset-access"
     layer = "H5D"
     drishti = None
-    uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count", "hdf5_tiny_access")
+    uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count", "hdf5_tiny_access",
+            "default_bandwidth")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         d = ctx.layer("H5D")
@@ -140,10 +146,16 @@ class Hdf5SmallDatasetAccess(Check):
             "file system see few large requests instead of many tiny ones"
         )
         hit = (small > 0) if many else (ops > 0)
+        lost = np.zeros(len(d))
+        for rw, moved in (("READ", d["H5D_BYTES_READ"]), ("WRITE", d["H5D_BYTES_WRITTEN"])):
+            n_rw = np.maximum(d[f"H5D_{rw}S"], 0)
+            small_rw = ctx.small_ops(d, "H5D_SIZE", f"{rw}_AGG") if many else n_rw
+            lost += small_request_seconds(ctx, d, "H5D_SIZE", f"{rw}_AGG", small_rw, n_rw,
+                                          moved)  # fmt: skip
         shared = np.fromiter(ctx.shared_ids, np.uint64, len(ctx.shared_ids))
         if ctx.trace.job.nprocs > 1 and np.isin(dataset_files(ctx, d)[hit], shared).any():
             rec += "; on shared files, make the transfers collective as well"
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             level,
             msg,
@@ -154,7 +166,7 @@ class Hdf5SmallDatasetAccess(Check):
             recommendation=rec + ".",
             snippet=advice.hdf5_large_selection(nelems),
             snippet_lang="c",
-        )  # fmt: skip
+        ), io_time(ctx).rows_at_slowest(d, lost))  # fmt: skip
 
 
 def _mpiio_files(ctx: Context) -> np.ndarray:
@@ -176,7 +188,10 @@ def _mpiio_files(ctx: Context) -> np.ndarray:
 
 @check
 class Hdf5IndependentTransfers(Check):
-    """Parallel HDF5 datasets read or written only with independent transfers."""
+    """Parallel HDF5 datasets read or written only with independent transfers.
+
+    Cost: the slowest rank's read and write time on those datasets, the most
+    collective transfers could save (an upper bound)."""
 
     id = "hdf5-independent-transfers"
     layer = "H5D"
@@ -228,7 +243,8 @@ class Hdf5IndependentTransfers(Check):
                 )
             elif on.any():
                 note = f" MPI-IO agrees: {ind:,} independent and no collective operations."
-        yield self.finding(
+        spent = np.where(indep, times(d, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
+        yield price(ctx, self.finding(
             ctx,
             level,
             f"{n_ds} dataset(s) in {len(h5_files)} file(s) opened with the MPI-IO driver by "
@@ -242,12 +258,15 @@ class Hdf5IndependentTransfers(Check):
             "issued by a few aggregators.",
             snippet=advice.HDF5_COLLECTIVE,
             snippet_lang="c",
-        )
+        ), io_time(ctx).rows_at_slowest(d, spent))
 
 
 @check
 class Hdf5MetadataReads(Check):
-    """Every rank reads the metadata of a shared HDF5 file on its own."""
+    """Every rank reads the metadata of a shared HDF5 file on its own.
+
+    Cost: the slowest rank's POSIX read time on those files times the share of
+    the reads that are small (each read taken to cost the same)."""
 
     id = "hdf5-metadata-reads"
     layer = "H5F"
@@ -303,6 +322,9 @@ class Hdf5MetadataReads(Check):
             bad,
         )  # fmt: skip
         n_small = int(f_small[bad].sum())
+        on_bad = bad[inv]
+        spent = share_of(direction_time(p, "READ"), np.where(on_bad, small, 0),
+                         np.maximum(p["POSIX_READS"], 0))  # fmt: skip
         evidence: dict[str, float | int | str] = {"files": n, "small_reads": n_small}
         if firm.any():
             level = Level.WARN
@@ -324,7 +346,7 @@ class Hdf5MetadataReads(Check):
                 "reads (< 1 KiB), at least one per rank: probably every rank reads the "
                 "metadata itself (the counters are summed over ranks, so this is not certain)."
             )
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             level,
             msg,
@@ -335,12 +357,15 @@ class Hdf5MetadataReads(Check):
             "metadata operations on the file-access property list (HDF5 1.10 or later).",
             snippet=advice.HDF5_COLLECTIVE_METADATA,
             snippet_lang="c",
-        )
+        ), io_time(ctx).rows_at_slowest(p, spent))
 
 
 @check
 class Hdf5Alignment(Check):
-    """Large requests to HDF5 files start off block or stripe boundaries."""
+    """Large requests to HDF5 files start off block or stripe boundaries.
+
+    Cost: the slowest rank's POSIX time in the misaligned requests on those
+    files (each request taken to cost the same; an upper bound)."""
 
     id = "hdf5-alignment"
     layer = "H5F"
@@ -391,7 +416,9 @@ class Hdf5Alignment(Check):
         named = "" if np.isin(ids[w], hdf5_file_ids(ctx, by_name=False)) else (
             " (HDF5 by its name: the log has no HDF5 record of it)"
         )
-        yield self.finding(
+        row_bad = np.where(bad[inv], np.maximum(p["POSIX_FILE_NOT_ALIGNED"], 0), 0)
+        spent = share_of(times(p, "F_READ_TIME", "F_WRITE_TIME"), row_bad, rw)
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{pct(bad_n[w], ops[w]):.1f} % of the POSIX requests to HDF5 file "
@@ -409,7 +436,7 @@ class Hdf5Alignment(Check):
             "dataset data begins on a boundary and large requests map onto whole blocks.",
             snippet=advice.hdf5_alignment(threshold, alignment),
             snippet_lang="c",
-        )  # fmt: skip
+        ), io_time(ctx).rows_at_slowest(p, spent))  # fmt: skip
 
 
 def _dims(d: Counters, row: int, prefix: str, ndims: int, reverse_right: bool) -> list[int]:
@@ -427,7 +454,10 @@ def _dims(d: Counters, row: int, prefix: str, ndims: int, reverse_right: bool) -
 
 @check
 class Hdf5Chunking(Check):
-    """Chunked HDF5 datasets whose chunks are too small for their accesses."""
+    """Chunked HDF5 datasets whose chunks are too small for their accesses.
+
+    Cost: the slowest rank's read and write time on those datasets, the most
+    larger chunks could save (an upper bound)."""
 
     id = "hdf5-chunking"
     layer = "H5D"
@@ -481,7 +511,8 @@ class Hdf5Chunking(Check):
             if outsized[w]
             else f"below {advice.human_size(t['chunk_min_bytes'])}"
         )
-        yield self.finding(
+        spent = np.where(bad, times(d, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{n} chunked dataset(s) use chunks that are too small: "
@@ -497,4 +528,4 @@ class Hdf5Chunking(Check):
             "chunks of a few MiB suit parallel file systems.",
             snippet=advice.hdf5_chunk(dims),
             snippet_lang="c",
-        )  # fmt: skip
+        ), io_time(ctx).rows_at_slowest(d, spent))  # fmt: skip

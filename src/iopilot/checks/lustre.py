@@ -14,6 +14,7 @@ import numpy as np
 from ..model import Counters, Striping
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .iotime import io_time, price, times
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -144,7 +145,10 @@ def _dir(path: str) -> str:
 
 @check
 class LustreSingleStripeShared(Check):
-    """A large file shared by many ranks lives on a single OST."""
+    """A large file shared by many ranks lives on a single OST.
+
+    Cost: unknown; what more stripes would gain depends on the bandwidth of
+    OSTs the file does not use, which the log cannot measure."""
 
     id = "lustre-single-stripe-shared"
     layer = "LUSTRE"
@@ -182,7 +186,7 @@ class LustreSingleStripeShared(Check):
         stripe = stripe_for(req)
         total = int(moved[bad].sum())
         size_note = f" and the {advice.human_size(req)} requests" if req else ""
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
             f"{n} shared file(s) moving {advice.human_size(total)} sit on a single OST "
@@ -199,12 +203,15 @@ class LustreSingleStripeShared(Check):
             "OST, for the largest files.",
             snippet=advice.lfs_setstripe(stripes, advice.lfs_size(stripe), _dir(files[0].path)),
             snippet_lang="sh",
-        )  # fmt: skip
+        ), None, "the bandwidth of OSTs the file does not use cannot be measured")  # fmt: skip
 
 
 @check
 class LustreStripeRequestMismatch(Check):
-    """Requests to striped shared files cross stripe boundaries."""
+    """Requests to striped shared files cross stripe boundaries.
+
+    Cost: unknown; the lock contention a crossing request causes cannot be
+    told apart from the rest of its time in the counters."""
 
     id = "lustre-stripe-request-mismatch"
     layer = "LUSTRE"
@@ -306,7 +313,7 @@ class LustreStripeRequestMismatch(Check):
             "; with collective MPI-IO, give the aggregators buffers of whole stripes "
             "(cb_buffer_size) so the pieces they write start and end on stripe boundaries."
         )
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{pct(n_cross, n_req):.1f} % of the requests to {n} striped shared file(s) "
@@ -322,7 +329,7 @@ class LustreStripeRequestMismatch(Check):
                 int(lay.stripe_count[row[worst]]), want, _dir(files[0].path)
             ),
             snippet_lang="sh",
-        )  # fmt: skip
+        ), None, "counters do not separate stripe-lock contention from request time")  # fmt: skip
 
 
 def _ost_load(ctx: Context, lay: Layout, p: Counters) -> tuple[np.ndarray, ...]:
@@ -370,7 +377,11 @@ def _ost_load(ctx: Context, lay: Layout, p: Counters) -> tuple[np.ndarray, ...]:
 
 @check
 class LustreOstImbalance(Check):
-    """A few OSTs carry much more of the job's data than the others."""
+    """A few OSTs carry much more of the job's data than the others.
+
+    Cost, from the bandwidth ratio: the slowest rank's POSIX read and write
+    time on the files of the busiest OST times ``1 - mean / busiest`` (the
+    part a balanced spread would take off)."""
 
     id = "lustre-ost-imbalance"
     layer = "LUSTRE"
@@ -412,7 +423,8 @@ class LustreOstImbalance(Check):
         )
         stripes = int(min(64, max(4, len(osts))))
         big = rows[np.argmax(pair_bytes[on])] if len(rows) else 0
-        yield self.finding(
+        cost = _time_on(ctx, p, lay.ids[rows]) * (1.0 - 1.0 / ratio)
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"OST {busiest} carries {advice.human_size(load[order[0]])}, {ratio:.1f}x the "
@@ -433,12 +445,16 @@ class LustreOstImbalance(Check):
                 _dir(ctx.trace.name(int(lay.ids[big]))),
             ),
             snippet_lang="sh",
-        )  # fmt: skip
+        ), cost)  # fmt: skip
 
 
 @check
 class LustreSlowOst(Check):
-    """Files on one OST are much slower than files elsewhere."""
+    """Files on one OST are much slower than files elsewhere.
+
+    Cost, from the bandwidth ratio: the slowest rank's POSIX read and write
+    time on the slow OSTs' files times ``1 - 1 / slowdown`` (the least
+    slowdown among the slow OSTs): what the typical OST's rate would save."""
 
     id = "lustre-slow-ost"
     layer = "LUSTRE"
@@ -492,7 +508,8 @@ class LustreSlowOst(Check):
         )  # fmt: skip
         fast = [int(o) for o in osts[np.argsort(-med)] if int(o) not in names]
         mib = MiB
-        yield self.finding(
+        cost = _time_on(ctx, p, lay.ids[rows]) * (1.0 - 1.0 / float(slowdown[slow].min()))
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{len(names)} OST(s) are slow: files on OST {int(osts[worst])} move data at a "
@@ -510,4 +527,10 @@ class LustreSlowOst(Check):
             "fixed, new files can be placed on other OSTs.",
             snippet=advice.lustre_check_ost(names, fast, _dir(files[0].path)),
             snippet_lang="sh",
-        )  # fmt: skip
+        ), cost)  # fmt: skip
+
+
+def _time_on(ctx: Context, p: Counters, ids: np.ndarray) -> float:
+    """The slowest rank's POSIX read and write seconds on the files ``ids``."""
+    spent = np.where(np.isin(p.file_id, ids), times(p, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
+    return io_time(ctx).rows_at_slowest(p, spent)

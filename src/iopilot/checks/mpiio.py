@@ -7,11 +7,15 @@ from collections.abc import Iterable
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .iotime import direction_time, io_time, price, share_of
 
 
 @check
 class NoMpiio(Check):
-    """A parallel job does its I/O without MPI-IO."""
+    """A parallel job does its I/O without MPI-IO.
+
+    Cost: unknown; what MPI-IO would save depends on how the ranks' requests
+    would merge, which POSIX counters cannot tell."""
 
     id = "mpiio-not-used"
     layer = "MPIIO"
@@ -27,7 +31,7 @@ class NoMpiio(Check):
         moved = posix.total("POSIX_BYTES_READ") + posix.total("POSIX_BYTES_WRITTEN")
         if not moved:
             return
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{ctx.trace.job.nprocs} ranks move {advice.human_size(moved)} through POSIX "
@@ -37,10 +41,14 @@ class NoMpiio(Check):
             "that collective I/O can merge the ranks' requests.",
             snippet=advice.MPIIO_COLLECTIVE_WRITE,
             snippet_lang="c",
-        )
+        ), None, "what collective MPI-IO would save depends on how requests would merge")
 
 
 class _Collective(Check):
+    """Cost: the slowest rank's MPI-IO time in that direction times the share
+    of its calls that are independent (each call taken to cost the same);
+    0 when nothing is wrong."""
+
     layer = "MPIIO"
     uses = ("collective_ops", "collective_share_low")
     direction = "READ"
@@ -62,10 +70,13 @@ class _Collective(Check):
         evidence = {"collective": coll, "independent": indep, "nonblocking": nb}
         snippet = advice.MPIIO_COLLECTIVE_READ if word == "read" else advice.MPIIO_COLLECTIVE_WRITE
         share = coll / total
+        ops = sum(c[n] for n in mpiio_counters(self.direction))
+        cost = io_time(ctx).rows_at_slowest(
+            c, share_of(direction_time(c, self.direction), c[f"MPIIO_INDEP_{rw}"], ops))
         if coll == 0 and total > t["collective_ops"]:
             ids, per = c.by_file(f"MPIIO_INDEP_{rw}")
             files, n = ctx.top_files(ids, per, {f"independent {word}s": per}, per > 0)
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.HIGH,
                 f"MPI-IO is used but no {word} is collective: {indep:,} independent {word} "
@@ -77,9 +88,9 @@ class _Collective(Check):
                 "the ranks' requests into few large ones.",
                 snippet=snippet,
                 snippet_lang="c",
-            )
+            ), cost)
         elif coll and share < t["collective_share_low"] and indep > t["collective_ops"]:
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.WARN,
                 f"Only {pct(coll, total):.1f} % of MPI-IO {word}s are collective "
@@ -91,9 +102,9 @@ class _Collective(Check):
                 "transfer property to collective for every dataset.",
                 snippet=snippet,
                 snippet_lang="c",
-            )
+            ), cost)
         elif coll == 0:
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.INFO,
                 f"No MPI-IO {word} is collective: {indep:,} independent {word}s, averaging "
@@ -102,15 +113,15 @@ class _Collective(Check):
                 drishti=None,
                 drishti_note="Drishti says nothing below its operation threshold",
                 evidence=evidence,
-            )
+            ), 0.0)
         else:
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.OK,
                 f"MPI-IO {word}s are collective: {coll:,} of {total:,} ({pct(coll, total):.1f} %).",
                 drishti=self.ok_code,
                 evidence=evidence,
-            )
+            ), 0.0)
 
 
 def _avg_bytes(c, word: str, ops: int) -> float:
@@ -139,6 +150,9 @@ class MpiioCollectiveWrites(_Collective):
 
 
 class _NonBlocking(Check):
+    """Cost: the slowest rank's blocking MPI-IO time in that direction, the most
+    that overlapping it with computation could hide (an upper bound)."""
+
     layer = "MPIIO"
     direction = "READ"
 
@@ -154,7 +168,7 @@ class _NonBlocking(Check):
             # Drishti also warns when there are no such operations at all.
             return
         h5 = ctx.layer("H5F") is not None or ctx.layer("H5D") is not None
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"All {total:,} MPI-IO {word}s are blocking: the application waits for each one.",
@@ -164,7 +178,7 @@ class _NonBlocking(Check):
             + " and wait for it later.",
             snippet=advice.HDF5_ASYNC if h5 else advice.mpiio_nonblocking(word),
             snippet_lang="c",
-        )
+        ), io_time(ctx).rows_at_slowest(c, direction_time(c, self.direction)))
 
 
 @check
@@ -187,7 +201,10 @@ class MpiioBlockingWrites(_NonBlocking):
 
 @check
 class MpiioAggregators(Check):
-    """Collective-buffering aggregators versus compute nodes."""
+    """Collective-buffering aggregators versus compute nodes.
+
+    Cost: unknown; one run with one aggregator count cannot say how long
+    another count would take."""
 
     id = "mpiio-aggregators"
     layer = "MPIIO"
@@ -209,7 +226,7 @@ class MpiioAggregators(Check):
         except ValueError:
             return
         if cb > nodes:
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.WARN,
                 f"{cb} collective-buffering aggregators on {nodes} node(s): several aggregators "
@@ -218,9 +235,9 @@ class MpiioAggregators(Check):
                 recommendation="Set cb_nodes to the number of nodes (or a divisor of it).",
                 snippet=f'MPI_Info_set(info, "cb_nodes", "{nodes}");',
                 snippet_lang="c",
-            )
+            ), None, _NO_AGG_COST)
         elif cb < nodes:
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.INFO,
                 f"{cb} aggregator(s) for {nodes} nodes: only {cb} node(s) write to the file "
@@ -230,12 +247,15 @@ class MpiioAggregators(Check):
                 recommendation="Raise cb_nodes to the number of nodes if collective I/O is slow.",
                 snippet=f'MPI_Info_set(info, "cb_nodes", "{nodes}");',
                 snippet_lang="c",
-            )
+            ), None, _NO_AGG_COST)
         else:
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.OK,
                 f"One collective-buffering aggregator per node ({cb} on {nodes} nodes).",
                 drishti="M10",
                 evidence={"cb_nodes": cb, "nodes": nodes},
-            )
+            ), 0.0)
+
+
+_NO_AGG_COST = "one run with one aggregator count cannot say how long another would take"

@@ -12,6 +12,7 @@ import numpy as np
 from ..model import OP_READ, OP_WRITE
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .iotime import price, records_share_at_slowest
 from .phases import _layer_records
 from .recordtools import _INT63, _MPIIO, _cached, _dense, _prev_max, _sort2, small_type, steps
 
@@ -254,7 +255,11 @@ def _top_pair(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
 
 @check
 class OverlappingWrites(Check):
-    """The same bytes of a file are written more than once."""
+    """The same bytes of a file are written more than once.
+
+    Cost: the slowest rank's POSIX write time on each file times the share of
+    the file's written bytes that overlap (another rank's for conflicts, its
+    own for rewrites): the time of the overlapping operations."""
 
     id = "overlapping-writes"
     layer = "POSIX"
@@ -283,7 +288,9 @@ class OverlappingWrites(Check):
                 "atomic mode on"
             )
             rec += _mpiio_cause(ctx, ov, ov.cross_ops > 0)
-            yield self.finding(
+            cost = records_share_at_slowest(ctx, "POSIX", OP_WRITE, ov.files, ov.cross_bytes,
+                                            ov.total_bytes)  # fmt: skip
+            yield price(ctx, self.finding(
                 ctx,
                 Level.WARN,
                 f"{cross:,} byte range(s) written by one rank were also written by another "
@@ -301,7 +308,7 @@ class OverlappingWrites(Check):
                 recommendation=rec + ".",
                 snippet=advice.MPIIO_SYNC_BARRIER_SYNC,
                 snippet_lang="c",
-            )
+            ), cost)
         if same:
             files, n_files = ctx.top_files(
                 ov.files, ov.same_bytes.astype(np.float64),
@@ -309,7 +316,9 @@ class OverlappingWrites(Check):
                  "bytes written": ov.total_bytes},
                 ov.same_ops > 0,
             )  # fmt: skip
-            yield self.finding(
+            cost = records_share_at_slowest(ctx, "POSIX", OP_WRITE, ov.files, ov.same_bytes,
+                                            ov.total_bytes)  # fmt: skip
+            yield price(ctx, self.finding(
                 ctx,
                 Level.INFO,
                 f"{same:,} POSIX write(s) rewrite bytes the same rank had already written "
@@ -327,7 +336,7 @@ class OverlappingWrites(Check):
                 "if it is bulk data, write each block once from memory"
                 + _mpiio_cause(ctx, ov, ov.same_ops > 0)
                 + ".",
-            )
+            ), cost)
 
 
 def _mpiio_cause(ctx: Context, ov: Overlaps, mask: np.ndarray) -> str:
@@ -378,7 +387,10 @@ def _mpiio_write_only(ctx: Context) -> np.ndarray:
 
 @check
 class OverlappingReads(Check):
-    """The same bytes of a file are read more than once."""
+    """The same bytes of a file are read more than once.
+
+    Cost: the slowest rank's POSIX read time on each file times the share of
+    the file's bytes read that had been read before."""
 
     id = "overlapping-reads"
     layer = "POSIX"
@@ -436,7 +448,8 @@ class OverlappingReads(Check):
         else:
             rec = "Ranks re-read bytes they already read: keep them in memory instead"
             snippet = ""
-        yield self.finding(
+        cost = records_share_at_slowest(ctx, "POSIX", OP_READ, ov.files, per_file, ov.total_bytes)
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN if big else Level.INFO,
             message + ".",
@@ -454,4 +467,4 @@ class OverlappingReads(Check):
             recommendation=rec + ".",
             snippet=snippet,
             snippet_lang="c",
-        )
+        ), cost)

@@ -13,6 +13,7 @@ import numpy as np
 from ..model import RECORD_LAYERS, Records, display
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, check, pct
+from .iotime import price
 from .ranks import rank_load
 from .recordtools import PHASES_LISTED, _busy, _cached, _rank_list, small_type, steps
 
@@ -223,7 +224,9 @@ def _phase_rows(table: dict[str, np.ndarray], rows: np.ndarray) -> list[FileEvid
 
 @check
 class IoPhases(Check):
-    """When the job did I/O: phases of activity and the idle time between them."""
+    """When the job did I/O: phases of activity and the idle time between them.
+
+    Describes the job; nothing to fix, so nothing at stake (cost 0)."""
 
     id = "io-phases"
     layer = "PHASES"
@@ -259,7 +262,7 @@ class IoPhases(Check):
             )
         else:
             rec = ""
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.INFO,
             f"I/O through {display(layer)} ran in {n} phase(s) covering {in_phases:.3g} s of "
@@ -283,12 +286,16 @@ class IoPhases(Check):
             files=_phase_rows(table, rows),
             files_total=n,
             recommendation=rec,
-        )
+        ), 0.0)
 
 
 @check
 class PhaseStragglers(Check):
-    """Phases in which one rank takes much longer than the typical rank."""
+    """Phases in which one rank takes much longer than the typical rank.
+
+    Cost: per straggler phase, the slowest rank's seconds minus the median
+    rank's, summed over those phases (the wait the others see at the end of
+    each phase); from counters, the whole run's slowest minus median rank."""
 
     id = "phase-stragglers"
     layer = "PHASES"
@@ -339,7 +346,8 @@ class PhaseStragglers(Check):
             f.numbers["slowest / median"] = round(float(ratio[i]), 2)
         host = ctx.trace.job.hosts.get(slow_r, "")
         evidence: dict[str, float | int | str] = {"host": host} if host else {}
-        yield self.finding(
+        cost = float((table["slowest_time"][idx] - table["median_time"][idx]).sum())
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{len(idx)} of {len(table['start'])} I/O phase(s) through {display(layer)} have "
@@ -368,7 +376,7 @@ class PhaseStragglers(Check):
             recommendation=_straggler_advice(slow_b, med_b, float(t["straggler_ratio"])),
             snippet=advice.MPIIO_COLLECTIVE_WRITE,
             snippet_lang="c",
-        )
+        ), cost)
 
     def _from_counters(self, ctx: Context) -> Iterable[Finding]:
         """Without a trace the whole run is one phase, seen through per-rank counters."""
@@ -393,7 +401,7 @@ class PhaseStragglers(Check):
         limit = float(t["straggler_ratio"]) * med
         n_slow = int(np.count_nonzero(sec > limit))
         order = active[np.argsort(-sec, kind="stable")][: min(n_slow, ctx.max_files)]
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"Over the whole run (per-rank counters, no per-operation trace) rank {slow_r} "
@@ -426,7 +434,7 @@ class PhaseStragglers(Check):
             recommendation=_straggler_advice(slow_b, med_b, float(t["straggler_ratio"])),
             snippet=advice.MPIIO_COLLECTIVE_WRITE,
             snippet_lang="c",
-        )
+        ), slow - med)
 
 
 def _straggler_advice(slow_bytes: float, median_bytes: float, ratio: float) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 from ..model import Counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
 
 _KINDS = ("VAR", "VAR1", "VARA", "VARS", "VARM", "VARN")
 
@@ -35,7 +36,10 @@ def _by_id(ids: np.ndarray, col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @check
 class PnetcdfIndependent(Check):
-    """PnetCDF variables read or written in independent data mode."""
+    """PnetCDF variables read or written in independent data mode.
+
+    Cost: the slowest rank's variable read and write time times the share of
+    its accesses that are independent (each access taken to cost the same)."""
 
     id = "pnetcdf-independent"
     layer = "PNETCDF_VAR"
@@ -72,7 +76,9 @@ class PnetcdfIndependent(Check):
             if not coll
             else f"only {pct(coll, indep + coll):.1f} % are collective ({coll:,})"
         )
-        yield self.finding(
+        spent = times(v, "F_READ_TIME", "F_WRITE_TIME")
+        cost = io_time(ctx).rows_at_slowest(v, share_of(spent, ir + iw, ir + iw + cr + cw))
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{indep:,} PnetCDF variable accesses on files shared by {nprocs} ranks are "
@@ -87,12 +93,15 @@ class PnetcdfIndependent(Check):
             "collective request that aggregators turn into large contiguous writes.",
             snippet=advice.PNETCDF_COLLECTIVE,
             snippet_lang="c",
-        )
+        ), cost)
 
 
 @check
 class PnetcdfBlockingManyVars(Check):
-    """Several PnetCDF variables written one blocking call at a time."""
+    """Several PnetCDF variables written one blocking call at a time.
+
+    Cost: the slowest rank's variable write time, the most that merging the
+    writes into one request per file could save (an upper bound)."""
 
     id = "pnetcdf-blocking-many-vars"
     layer = "PNETCDF_VAR"
@@ -127,7 +136,7 @@ class PnetcdfBlockingManyVars(Check):
             fids, f_calls, {"variables written": f_vars, "blocking writes": f_calls},
             f_calls > 0,
         )  # fmt: skip
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.INFO,
             f"{n_vars} variables are written with {calls:,} blocking calls and no "
@@ -140,17 +149,20 @@ class PnetcdfBlockingManyVars(Check):
             "merges them into a single collective request per file.",
             snippet=advice.PNETCDF_NONBLOCKING,
             snippet_lang="c",
-        )
+        ), io_time(ctx).rows_at_slowest(v, direction_time(v, "WRITE")))
 
 
 @check
 class PnetcdfSmallRequests(Check):
-    """Many small PnetCDF variable reads and writes."""
+    """Many small PnetCDF variable reads and writes.
+
+    Cost: as for small POSIX requests, per direction: the small accesses'
+    time minus the same bytes at the rate of the job's large accesses."""
 
     id = "pnetcdf-small-requests"
     layer = "PNETCDF_VAR"
     drishti = None
-    uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count")
+    uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count", "default_bandwidth")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         v = ctx.layer("PNETCDF_VAR")
@@ -175,7 +187,12 @@ class PnetcdfSmallRequests(Check):
             ids, per, {"small accesses": per, "accesses": all_per}, per > 0
         )
         limit = advice.human_size(t["small_request_size"])
-        yield self.finding(
+        lost = np.zeros(len(v))
+        for rw, small_d in (("READ", small_r), ("WRITE", small_w)):
+            ops = _col(v, *(n for n in bins if n.startswith(f"{prefix}_{rw}_AGG_")))
+            moved = _col(v, f"PNETCDF_VAR_BYTES_{'READ' if rw == 'READ' else 'WRITTEN'}")
+            lost += small_request_seconds(ctx, v, prefix, f"{rw}_AGG", small_d, ops, moved)
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{n_small:,} of {total:,} PnetCDF variable accesses ({pct(n_small, total):.1f} %) "
@@ -190,4 +207,4 @@ class PnetcdfSmallRequests(Check):
             "issue few large requests.",
             snippet=advice.PNETCDF_NONBLOCKING,
             snippet_lang="c",
-        )
+        ), io_time(ctx).rows_at_slowest(v, lost))

@@ -9,6 +9,7 @@ import numpy as np
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
 
 RW = {"READ": ("reads", "read"), "WRITE": ("writes", "written")}
 
@@ -46,6 +47,8 @@ def _collective_share(ctx: Context, direction: str) -> float:
 
 
 class _Intensity(Check):
+    """Describes the workload; nothing to fix, so nothing at stake (cost 0)."""
+
     layer = "POSIX"
     uses = ("intensity",)
     kind = "count"
@@ -65,13 +68,13 @@ class _Intensity(Check):
         mine, other = (w, r) if self.direction == "WRITE" else (r, w)
         if total and mine > other and abs(w - r) / total > ctx.thresholds["intensity"]:
             verb = "write" if self.direction == "WRITE" else "read"
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.INFO,
                 f"The job is {verb}-intensive by {unit}: {pct(mine, total):.1f} % of POSIX "
                 f"{unit} are {verb}s ({mine:,} of {total:,}).",
                 evidence={"reads": r, "writes": w},
-            )
+            ), 0.0)  # fmt: skip
 
 
 @check
@@ -111,8 +114,14 @@ class PosixReadSizeIntensive(_Intensity):
 
 
 class _SmallRequests(Check):
+    """Cost: the slowest rank's time in small requests minus what the same bytes
+    would take at the rate of the job's large POSIX requests of the same
+    direction (``default_bandwidth`` without any); see
+    :func:`~iopilot.checks.iotime.small_request_seconds`."""
+
     layer = "POSIX"
-    uses = ("small_request_size", "small_requests_ratio", "small_requests_count")
+    uses = ("small_request_size", "small_requests_ratio", "small_requests_count",
+            "default_bandwidth")
     direction = "READ"
     shared_only = False
 
@@ -134,6 +143,8 @@ class _SmallRequests(Check):
             return
         if n_small <= t["small_requests_count"]:
             return
+        moved = c["POSIX_BYTES_READ" if self.direction == "READ" else "POSIX_BYTES_WRITTEN"]
+        lost = small_request_seconds(ctx, c, "POSIX_SIZE", self.direction, small, ops, moved)
         ids, per = _sum_by_file(c, {"small": small, "ops": ops})
         files, n_files = ctx.top_files(
             ids,
@@ -171,7 +182,7 @@ class _SmallRequests(Check):
                 if self.direction == "WRITE"
                 else advice.MPIIO_COLLECTIVE_READ
             )
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
             f"{n_small:,} of {total:,} POSIX {ops_name} ({pct(n_small, total):.1f} %) on "
@@ -182,7 +193,7 @@ class _SmallRequests(Check):
             recommendation=rec + ".",
             snippet=snippet,
             snippet_lang="c",
-        )
+        ), io_time(ctx).rows_at_slowest(c, lost))
 
 
 @check
@@ -224,6 +235,11 @@ class PosixSharedSmallWrites(_SmallRequests):
 
 
 class _Misaligned(Check):
+    """Cost (file offsets): the slowest rank's time in the misaligned requests,
+    each request taken to cost the same; an upper bound, aligning saves part
+    of it.  Memory buffers: unknown, the counters do not separate the copies
+    a misaligned buffer causes from the rest of the call."""
+
     layer = "POSIX"
     uses = ("misaligned_ratio",)
     counter = "POSIX_FILE_NOT_ALIGNED"
@@ -246,7 +262,7 @@ class _Misaligned(Check):
         align = int(c[align_col].max()) if len(c) else 0
         evidence = {"misaligned": n_bad, "requests": total, "alignment": align}
         if memory:
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.HIGH,
                 f"{pct(n_bad, total):.1f} % of POSIX requests ({n_bad:,} of {total:,}) use "
@@ -258,7 +274,7 @@ class _Misaligned(Check):
                 "block size.",
                 snippet="void *buf;\nposix_memalign(&buf, 4096, nbytes);",
                 snippet_lang="c",
-            )
+            ), None, "counters do not separate the cost of misaligned buffers from the calls")
             return
         style = _uses(ctx)
         lustre = ctx.trace.lustre is not None and len(ctx.trace.lustre) > 0
@@ -274,7 +290,9 @@ class _Misaligned(Check):
         elif style in ("mpiio", "pnetcdf"):
             rec += "; collective MPI-IO aligns the aggregators' requests to file domains"
             snippet = advice.MPIIO_HINTS_CB
-        yield self.finding(
+        rw_time = times(c, "F_READ_TIME", "F_WRITE_TIME")
+        cost = io_time(ctx).rows_at_slowest(c, share_of(rw_time, bad, ops))
+        yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
             f"{pct(n_bad, total):.1f} % of POSIX requests ({n_bad:,} of {total:,}) are not "
@@ -285,7 +303,7 @@ class _Misaligned(Check):
             recommendation=rec + ".",
             snippet=snippet,
             snippet_lang=lang,
-        )
+        ), cost)
 
 
 @check
@@ -307,7 +325,10 @@ class PosixMisalignedFile(_Misaligned):
 
 
 class _Redundant(Check):
-    """Bytes moved beyond a file's extent must have been moved more than once."""
+    """Bytes moved beyond a file's extent must have been moved more than once.
+
+    Cost: the slowest rank's time in that direction on those files, times the
+    share of the file's bytes that were repeats."""
 
     layer = "POSIX"
     direction = "READ"
@@ -335,6 +356,9 @@ class _Redundant(Check):
             mask,
         )
         verb = "read" if self.direction == "READ" else "written"
+        row_extra = extra[inv].astype(np.float64)
+        cost = io_time(ctx).rows_at_slowest(
+            c, share_of(direction_time(c, self.direction), row_extra, per["moved"][inv]))
         rec = (
             "Read each byte once and share it (e.g. read on one rank and MPI_Bcast, or cache "
             "it in memory)"
@@ -342,7 +366,7 @@ class _Redundant(Check):
             else "Write each byte once: overwriting the same ranges repeatedly costs bandwidth "
             "and, on shared files, lock traffic"
         )
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{advice.human_size(total_extra)} more were {verb} than the files' extents hold, "
@@ -352,7 +376,7 @@ class _Redundant(Check):
             files=files,
             files_total=n_files,
             recommendation=rec + ".",
-        )
+        ), cost)
 
 
 @check
@@ -374,6 +398,9 @@ class PosixRedundantWrites(_Redundant):
 
 
 class _Random(Check):
+    """Cost: the slowest rank's time in the random requests, each request of the
+    direction taken to cost the same (an upper bound); 0 when they are few."""
+
     layer = "POSIX"
     uses = ("random_ratio", "random_count")
     direction = "READ"
@@ -400,7 +427,9 @@ class _Random(Check):
                 ids, per["random"], {f"random {ops_name}": per["random"], ops_name: per["ops"]},
                 per["random"] > 0,
             )  # fmt: skip
-            yield self.finding(
+            cost = io_time(ctx).rows_at_slowest(
+                c, share_of(direction_time(c, self.direction), np.maximum(rnd, 0), ops))
+            yield price(ctx, self.finding(
                 ctx,
                 Level.HIGH,
                 f"{random:,} of {total:,} POSIX {ops_name} ({pct(random, total):.1f} %) go "
@@ -414,26 +443,26 @@ class _Random(Check):
                 if self.direction == "READ"
                 else advice.MPIIO_COLLECTIVE_WRITE,
                 snippet_lang="c",
-            )
+            ), cost)
         elif random / total > t["random_ratio"]:
             # Drishti calls this "mostly sequential"; it is random, just too little to matter.
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.OK,
                 f"{random:,} of {total:,} POSIX {ops_name} are random, too few to matter "
                 f"(at most {t['random_count']:,}).",
                 drishti=self.ok_code,
                 evidence=evidence,
-            )
+            ), 0.0)
         else:
-            yield self.finding(
+            yield price(ctx, self.finding(
                 ctx,
                 Level.OK,
                 f"POSIX {ops_name} are mostly in order: {pct(consec, total):.1f} % consecutive "
                 f"and {pct(seq, total):.1f} % sequential.",
                 drishti=self.ok_code,
                 evidence=evidence,
-            )
+            ), 0.0)
 
 
 @check
@@ -458,7 +487,11 @@ class PosixRandomWrites(_Random):
 
 @check
 class PosixMetadataTime(Check):
-    """Ranks that spend very long in metadata operations."""
+    """Ranks that spend very long in metadata operations.
+
+    A shared-file row (rank -1) sums all ranks: it is divided by the ranks
+    before it is compared with the per-rank limit.  Cost: the slowest rank's
+    metadata seconds on the files over the limit."""
 
     id = "posix-metadata-time"
     layer = "POSIX"
@@ -469,30 +502,39 @@ class PosixMetadataTime(Check):
         c = ctx.layer("POSIX")
         if c is None:
             return
-        meta = c["POSIX_F_META_TIME"]
-        slow = meta > ctx.thresholds["metadata_time_rank"]
+        times_ = io_time(ctx)
+        meta = times(c, "F_META_TIME")
+        per_rank = np.where(c.rank == -1, meta / times_.nprocs, meta)
+        slow = per_rank > ctx.thresholds["metadata_time_rank"]
         if not slow.any():
             return
-        files, n = ctx.top_files(c.file_id, meta, {"metadata seconds": meta, "rank": c.rank}, slow)
-        yield self.finding(
+        files, n = ctx.top_files(
+            c.file_id, per_rank, {"metadata seconds per rank": per_rank, "rank": c.rank}, slow
+        )
+        yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
             f"{int(slow.sum())} (file, rank) record(s) spend more than "
-            f"{ctx.thresholds['metadata_time_rank']:g} s in metadata operations "
-            f"(open, stat, seek, sync), up to {float(meta.max()):.1f} s.",
-            evidence={"records": int(slow.sum()), "max_seconds": round(float(meta.max()), 3)},
+            f"{ctx.thresholds['metadata_time_rank']:g} s per rank in metadata operations "
+            f"(open, stat, seek, sync), up to {float(per_rank.max()):.1f} s.",
+            evidence={"records": int(slow.sum()), "max_seconds": round(float(per_rank.max()), 3)},
             files=files,
             files_total=n,
             recommendation="Open, stat and close files less often (keep files open, stat once "
             "and share the result); with HDF5, make metadata operations collective.",
             snippet=advice.HDF5_COLLECTIVE_METADATA if _uses(ctx) == "hdf5" else "",
             snippet_lang="c",
-        )
+        ), times_.rows_at_slowest(c, np.where(slow, meta, 0.0)))  # fmt: skip
 
 
 @check
 class PosixMetadataShare(Check):
-    """Metadata operations take most of the I/O time."""
+    """Metadata operations take most of the I/O time.
+
+    Judged on the slowest rank: its POSIX metadata seconds (shared-file rows
+    spread over the ranks) against its I/O seconds in all layers; at least
+    ``metadata_min_time`` seconds, so tiny jobs do not fire.  Cost: those
+    metadata seconds."""
 
     id = "posix-metadata-share"
     layer = "POSIX"
@@ -502,10 +544,11 @@ class PosixMetadataShare(Check):
         c = ctx.layer("POSIX")
         if c is None:
             return
-        meta = c.total("POSIX_F_META_TIME")
-        io = meta + c.total("POSIX_F_READ_TIME") + c.total("POSIX_F_WRITE_TIME")
+        times_ = io_time(ctx)
+        meta = times_.rows_at_slowest(c, times(c, "F_META_TIME"))
+        io = times_.slowest_seconds
         t = ctx.thresholds
-        if meta < t["metadata_min_time"] or meta / io <= t["metadata_time_share"]:
+        if meta < t["metadata_min_time"] or not io or meta / io <= t["metadata_time_share"]:
             return
         opens = c.total("POSIX_OPENS")
         stats = c.total("POSIX_STATS")
@@ -514,22 +557,26 @@ class PosixMetadataShare(Check):
             {"metadata seconds": c["POSIX_F_META_TIME"], "opens": c["POSIX_OPENS"],
              "stats": c["POSIX_STATS"]},
         )  # fmt: skip
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
-            f"Metadata operations take {pct(meta, io):.1f} % of the POSIX I/O time "
-            f"({meta:.2f} of {io:.2f} s summed over ranks; {opens:,} opens, {stats:,} stats).",
+            f"Metadata operations take {pct(meta, io):.1f} % of the slowest rank's I/O time "
+            f"(rank {times_.slowest_rank}: {meta:.2f} of {io:.2f} s; {opens:,} opens, "
+            f"{stats:,} stats in all).",
             drishti_note="Drishti only flags single records above 30 s",
             evidence={"metadata_seconds": round(meta, 3), "io_seconds": round(io, 3),
-                      "opens": opens, "stats": stats},
+                      "rank": times_.slowest_rank, "opens": opens, "stats": stats},
             files=files,
             files_total=n,
             recommendation="Reduce the number of files opened and stat'ed (fewer, larger "
             "files; open once per run, not per step); avoid per-rank stat of shared files.",
-        )
+        ), meta)  # fmt: skip
 
 
 class _SharedImbalance(Check):
+    """Cost: on each flagged file, the slowest rank's seconds minus the mean
+    rank's (the file's time over the ranks), summed over the files."""
+
     layer = "POSIX"
     uses = ("shared_imbalance",)
     kind = "bytes"
@@ -560,7 +607,10 @@ class _SharedImbalance(Check):
             bad,
         )  # fmt: skip
         what = "data" if self.kind == "bytes" else "time"
-        yield self.finding(
+        spent = times(c, "F_READ_TIME", "F_WRITE_TIME", "F_META_TIME")
+        excess = c["POSIX_F_SLOWEST_RANK_TIME"] - spent / io_time(ctx).nprocs
+        cost = float(np.maximum(excess[bad], 0.0).sum())
+        yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
             f"{n} shared file(s) show a {what} imbalance between the slowest and the fastest "
@@ -573,7 +623,7 @@ class _SharedImbalance(Check):
             "the file over enough OSTs.",
             snippet=advice.MPIIO_COLLECTIVE_WRITE,
             snippet_lang="c",
-        )
+        ), cost)
 
 
 @check
@@ -595,6 +645,9 @@ class PosixSharedTimeImbalance(_SharedImbalance):
 
 
 class _RankSizeImbalance(Check):
+    """Cost: on each flagged file, the seconds of its busiest rank minus the
+    mean of the file's ranks, summed over the files."""
+
     layer = "POSIX"
     uses = ("rank_size_imbalance",)
     direction = "WRITE"
@@ -618,13 +671,18 @@ class _RankSizeImbalance(Check):
         if not bad.any():
             return
         verb = "written" if self.direction == "WRITE" else "read"
+        spent = times(c, "F_READ_TIME", "F_WRITE_TIME", "F_META_TIME")
+        most = np.zeros(len(ids))
+        np.maximum.at(most, inv, spent)
+        mean = np.bincount(inv, weights=spent, minlength=len(ids)) / counts
+        cost = float((most - mean)[bad].sum())
         files, n = ctx.top_files(
             ids, ratio,
             {f"max bytes {verb} by a rank": hi, f"min bytes {verb} by a rank": lo,
              "ranks": counts},
             bad,
         )  # fmt: skip
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
             f"On {n} file(s) accessed by several ranks, the bytes {verb} per rank differ by up "
@@ -634,7 +692,7 @@ class _RankSizeImbalance(Check):
             files_total=n,
             recommendation="Distribute the data evenly across ranks, or use collective I/O so "
             "aggregators even out the load.",
-        )
+        ), cost)
 
 
 @check

@@ -12,6 +12,7 @@ from ..model import OP_READ, OP_WRITE
 from ..vocabulary import MODULE
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, check, pct
+from .iotime import io_time, price
 from .recordtools import _app_mask, _cached, _rank_list, steps
 
 # ---------------------------------------------------------------------------
@@ -126,7 +127,11 @@ def _counter_load(ctx: Context) -> RankLoad | None:
 
 @check
 class RankZeroHeavy(Check):
-    """Rank 0 does much more I/O than the other ranks."""
+    """Rank 0 does much more I/O than the other ranks.
+
+    Cost: rank 0's I/O seconds (all layers, see :mod:`.iotime`) minus the
+    mean of the other ranks', when rank 0 is the slowest rank; otherwise the
+    funnel does not set the job's I/O time (0)."""
 
     id = "rank-zero-heavy"
     layer = "RANKS"
@@ -178,7 +183,11 @@ class RankZeroHeavy(Check):
                 "; many small operations on rank 0 alone are often library metadata (HDF5 "
                 "headers, attributes) that collective metadata I/O spreads"
             )
-        yield self.finding(
+        secs = io_time(ctx).rank_seconds
+        cost = 0.0
+        if len(secs) > 1 and io_time(ctx).slowest_rank == 0:
+            cost = float(secs[0] - secs[1:].mean())
+        yield price(ctx, self.finding(
             ctx,
             level,
             f"Rank 0 of {len(load.bytes)} does {' and '.join(parts)} (from {where}).",
@@ -194,12 +203,14 @@ class RankZeroHeavy(Check):
             recommendation=rec + ".",
             snippet=advice.DISTRIBUTED_WRITE,
             snippet_lang="c",
-        )
+        ), cost)
 
 
 @check
 class UnbalancedRanks(Check):
-    """Some ranks do far more I/O than the rest (all their load metrics above mean + 1σ)."""
+    """Some ranks do far more I/O than the rest (all their load metrics above mean + 1σ).
+
+    Cost: the slowest rank's I/O seconds minus the mean rank's (all layers)."""
 
     id = "unbalanced-ranks"
     layer = "RANKS"
@@ -232,7 +243,8 @@ class UnbalancedRanks(Check):
         worst = ranks[np.argsort(-b[ranks], kind="stable")]
         mean_b = float(b.mean())
         share = pct(float(b[ranks].sum()), float(b.sum()))
-        yield self.finding(
+        secs = io_time(ctx).rank_seconds
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{len(ranks)} of {len(b)} ranks do markedly more I/O than the others (bytes, "
@@ -270,4 +282,4 @@ class UnbalancedRanks(Check):
             "overlap these ranks' I/O with computation.",
             snippet=advice.MPIIO_COLLECTIVE_WRITE,
             snippet_lang="c",
-        )
+        ), float(secs.max() - secs.mean()))

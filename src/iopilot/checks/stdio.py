@@ -8,6 +8,7 @@ import numpy as np
 
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .iotime import io_time, price, times
 
 # Streams every program has; their traffic is console output, not data.
 CONSOLE = ("<STDOUT>", "<STDERR>", "<STDIN>")
@@ -15,7 +16,10 @@ CONSOLE = ("<STDOUT>", "<STDERR>", "<STDIN>")
 
 @check
 class StdioShare(Check):
-    """A large share of the data moves through STDIO."""
+    """A large share of the data moves through STDIO.
+
+    Cost: the slowest rank's STDIO read and write time outside the console
+    streams (moving the data to a parallel interface saves part of it)."""
 
     id = "stdio-share"
     layer = "STDIO"
@@ -42,7 +46,10 @@ class StdioShare(Check):
         note = (
             f" ({advice.human_size(console)} of it is console output)" if console else ""
         )
-        yield self.finding(
+        console_ids = np.array([i for i, n in ctx.trace.names.items() if n in CONSOLE], np.uint64)
+        data = ~np.isin(s.file_id, console_ids)
+        spent = np.where(data, times(s, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
+        yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
             f"{pct(stdio, total):.1f} % of the bytes ({advice.human_size(stdio)} of "
@@ -54,7 +61,7 @@ class StdioShare(Check):
             "at least give the streams large buffers; keep STDIO for small text output.",
             snippet=advice.STDIO_BUFFER,
             snippet_lang="c",
-        )
+        ), io_time(ctx).rows_at_slowest(s, spent))
 
 
 def _moved(ctx: Context, layer: str) -> int:

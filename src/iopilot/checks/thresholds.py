@@ -50,6 +50,11 @@ DEFAULTS: dict[str, tuple[float | int, str]] = {
     "reread_share": (0.5, "share of bytes read that were read before that is a problem"),
     "reread_min_bytes": (MiB, "...and at least this many bytes read again"),
     "max_files_listed": (10, "files listed per finding"),
+    "default_bandwidth": (1024 * MiB, "bytes per second large requests are assumed to "
+                          "reach when a job has none to measure"),
+    "high_min_io_seconds": (1.0, "slowest rank's I/O seconds below which no finding is HIGH"),
+    "high_min_io_share": (0.01, "share of the run in I/O (slowest rank) below which no "
+                          "finding is HIGH"),
 }
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from ..model.trace import safe_name
 
 COLUMNS = ("source", "check", "drishti", "layer", "level", "message", "files_total",
-           "top_file", "recommendation")  # fmt: skip
+           "top_file", "recommendation", "cost_seconds")  # fmt: skip
 
 
 def render(reports: list[dict[str, Any]]) -> str:
@@ -25,7 +25,7 @@ def render(reports: list[dict[str, Any]]) -> str:
         for level, text in notes:
             if text:
                 wr.writerow(_safe([r["source"], "incomplete-data", "", "DATA", level, text, 0,
-                                   "", ""]))  # fmt: skip
+                                   "", "", ""]))  # fmt: skip
         for f in r["findings"]:
             wr.writerow(
                 _safe([
@@ -38,6 +38,7 @@ def render(reports: list[dict[str, Any]]) -> str:
                     f["files_total"],
                     f["files"][0]["path"] if f["files"] else "",
                     f["recommendation"] or "",
+                    "" if f["cost_seconds"] is None else f["cost_seconds"],
                 ])
             )  # fmt: skip
     return out.getvalue()

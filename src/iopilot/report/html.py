@@ -1123,7 +1123,6 @@ class _Builder:
 
     def _overview(self) -> dict[str, Any]:
         t = self.t
-        runtime = float(t.job.runtime)
         # Per listed file: bytes the file system saw (POSIX + STDIO counters, else records).
         fs_bytes = np.zeros(len(self.files))
         has_counters = False
@@ -1149,25 +1148,9 @@ class _Builder:
             acc[1] += float(fs_bytes[i])
         fs = [{"mount": m or None, "type": k or None, "files": int(v[0]), "bytes": v[1]}
               for (m, k), v in sorted(mounts.items(), key=lambda kv: -kv[1][1])]  # fmt: skip
-        # Share of the run in I/O: the mean rank's time in the lowest traced layer.
-        io_time, io_layer = 0.0, ""
-        for layers in (FS_LAYERS, *((n,) for n in _TABLE_LAYERS if n not in FS_LAYERS)):
-            got = [x for x in layers if t.has(x)]
-            if got:
-                for x in got:
-                    c = t.counters[x]
-                    io_time += float((_col(c, f"{x}_F_READ_TIME") + _col(c, f"{x}_F_WRITE_TIME")
-                                      + _col(c, f"{x}_F_META_TIME")).sum())  # fmt: skip
-                io_layer = " + ".join(LABELS.get(x, x) for x in got)
-                break
-        n = max(1, int(t.job.nprocs))
-        out: dict[str, Any] = {
-            "filesystems": fs,
-            "io_time_total": io_time,
-            "io_time_layer": io_layer,
-            "io_time_mean_rank": io_time / n,
-            "io_share_mean_rank": (io_time / n / runtime) if runtime > 0 else None,
-        }
+        # The run's I/O time is the report's io_time (all layers, each
+        # operation once, the slowest rank): the page reads it from there.
+        out: dict[str, Any] = {"filesystems": fs}
         out.update(self.phase_busy)
         return out
 

@@ -280,9 +280,14 @@
 
     const figs = h('div', { class: 'figures' });
     const fig = (v, l) => figs.append(h('div', { class: 'figure' }, h('div', { class: 'v', text: v }), h('div', { class: 'l', text: l })));
-    if (ov.io_share_mean_rank !== null && ov.io_share_mean_rank !== undefined) {
-      fig(fmtPct(ov.io_share_mean_rank), 'of the run the mean rank spent in I/O (' + fmtSec(ov.io_time_mean_rank) + ', ' + ov.io_time_layer + ' counters)' +
-        (ov.io_share_mean_rank > 1 ? ' — over 100 %: calls overlapped (threads, asynchronous I/O) or the counters are inconsistent' : ''));
+    const it = R.io_time;
+    if (it) {
+      const layers = Object.entries(it.by_layer.slowest_rank).filter((kv) => kv[1] > 0)
+        .sort((a, b) => b[1] - a[1]).map((kv) => kv[0] + ' ' + fmtSec(kv[1])).join(', ');
+      const what = 'in I/O on the slowest rank (rank ' + it.slowest_rank + ': ' + fmtSec(it.slowest_rank_seconds) +
+        (layers ? '; ' + layers : '') + ')';
+      if (it.share !== null && it.share !== undefined) fig(fmtPct(it.share), 'of the run ' + what);
+      else fig(fmtSec(it.slowest_rank_seconds), what + ', run time unknown');
     }
     if (ov.busy_share !== undefined && ov.busy_share !== null) {
       fig(fmtPct(ov.busy_share), 'of the run with some ' + ov.busy_layer + ' operation in flight (' + fmtSec(ov.busy_seconds) + ', traced)');

@@ -46,6 +46,7 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
         ],
         "partial": t.partial or bool(d.warnings),
         "warnings": d.warnings,
+        "io_time": d.io_time.as_dict(),
         "layers": [vars(s) for s in d.layers],
         "records": len(t.records),
         "counts": {lvl.name: d.count(lvl) for lvl in sorted(Level, reverse=True)},

@@ -42,6 +42,8 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
     add(style(f"iopilot report: {report['source']}", "1"))
     if job.get("status"):
         add(style(f"  {job['status']}", LEVEL_STYLE["WARN"]))
+    if report.get("io_time"):  # the first thing users ask
+        add(style(f"  I/O time  {io_headline(report['io_time'])}", "1"))
     exe = job["executable"] or "(unknown executable)"
     add(f"  job       {exe}")
     add(
@@ -109,6 +111,18 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
         add(style("  thresholds behind these findings: ", "2")
             + ", ".join(f"{k}={_fmt(v)}" for k, v in fired.items()))  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def io_headline(it: dict[str, Any]) -> str:
+    """"0.52 s on the slowest rank (rank 3), 27.1 % of the 1.92 s run; MPI-IO 0.5 s"."""
+    text = f"{it['slowest_rank_seconds']:.3g} s on the slowest rank (rank {it['slowest_rank']})"
+    if it["share"] is not None:
+        text += f", {100 * it['share']:.1f} % of the {it['run_seconds']:.3g} s run"
+    layers = sorted(((v, k) for k, v in it["by_layer"]["slowest_rank"].items() if v > 0),
+                    reverse=True)  # fmt: skip
+    if layers:
+        text += "; " + ", ".join(f"{k} {v:.3g} s" for v, k in layers)
+    return text
 
 
 def printable(o: Any, key: str = "") -> Any:
