@@ -47,6 +47,7 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
         "partial": t.partial or bool(d.warnings),
         "warnings": d.warnings,
         "layers": [vars(s) for s in d.layers],
+        "set_aside": t.set_aside,
         "records": len(t.records),
         "counts": {lvl.name: d.count(lvl) for lvl in sorted(Level, reverse=True)},
         "findings": [

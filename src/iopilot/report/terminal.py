@@ -61,6 +61,14 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
         add(style(f"  ! {w}", "33"))
     if procs:
         add(style(f"  i {procs['not_seen']}", "36"))
+    aside = report.get("set_aside")
+    if aside and aside["files"]:
+        add(style(f"  set aside {set_aside_line(aside)}", "36"))
+        if verbose:
+            for e in aside["listed"][:files_shown * 2]:
+                add(style(f"    - {e['path']} ({e['reason']}): "
+                          f"{human_size(e['bytes_read'] + e['bytes_written'])}, "
+                          f"{e['operations']:,} ops, {_fmt(e['seconds'])} s", "2"))  # fmt: skip
     if report["layers"]:
         add("")
         add(f"  {'layer':<8} {'files':>6} {'reads':>12} {'writes':>12} {'read':>11} "
@@ -109,6 +117,19 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
         add(style("  thresholds behind these findings: ", "2")
             + ", ".join(f"{k}={_fmt(v)}" for k, v in fired.items()))  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def set_aside_line(aside: dict[str, Any]) -> str:
+    """"1,310 runtime and library files (14.7 MiB, 2,301 operations, 0.02 s: ...)"."""
+    why = ", ".join(f"{r['reason']} {r['files']:,}" for r in aside["reasons"][:4])
+    more = len(aside["reasons"]) - 4
+    if more > 0:
+        why += f" and {more} more"
+    hint = "" if not aside["scope"]["defaults"] else "; --no-default-excludes keeps them"
+    return (f"{aside['files']:,} runtime and library file(s): "
+            f"{human_size(aside['bytes_read'])} read, {human_size(aside['bytes_written'])} "
+            f"written, {aside['operations']:,} operations, {aside['seconds']:.3g} s "
+            f"({why}){hint}")  # fmt: skip
 
 
 def printable(o: Any, key: str = "") -> Any:
