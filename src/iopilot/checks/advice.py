@@ -186,3 +186,35 @@ def lustre_check_ost(slow: list[int], others: list[int], path: str) -> str:
         "# until the OST is repaired, new files can be placed on chosen OSTs only:\n"
         f"lfs setstripe -c {min(4, max(1, len(others[:4])))} -o {avoid} {path}"
     )
+
+
+PY_WRITE_ONCE = """\
+# instead of df.to_csv(path, mode="a") per row (an open, stats and seeks each time):
+rows = []
+for step in range(n):
+    rows.append({"step": step, "value": value(step)})
+pd.DataFrame(rows).to_csv(path, index=False)     # open once, write once
+# or, when rows must reach the file as they come, keep one file object open:
+with open(path, "w", buffering=1 << 20) as f:
+    for step in range(n):
+        f.write(f"{step},{value(step)}\\n")"""
+
+C_WRITE_ONCE = """\
+FILE *f = fopen(path, "w");                 /* once, before the loop */
+setvbuf(f, NULL, _IOFBF, 1 << 20);          /* 1 MiB buffer: few, large writes */
+for (int step = 0; step < n; step++)
+    fprintf(f, "%d,%g\\n", step, value(step));
+fclose(f);                                  /* once, after it */"""
+
+PY_READ_ONCE = """\
+data = pd.read_csv(path)          # once, outside the loop (or open(path).read())
+for step in range(n):
+    use(data)                     # not pd.read_csv(path) at every step"""
+
+C_READ_ONCE = """\
+/* read the file into memory once and reuse the buffer */
+int fd = open(path, O_RDONLY);
+struct stat st; fstat(fd, &st);
+char *data = malloc(st.st_size);
+pread(fd, data, st.st_size, 0);
+close(fd);"""

@@ -49,6 +49,15 @@ DEFAULTS: dict[str, tuple[float | int, str]] = {
     "phase_min_gap_share": (0.01, "with phase_gap 0, gaps under this share of the I/O span join"),
     "reread_share": (0.5, "share of bytes read that were read before that is a problem"),
     "reread_min_bytes": (MiB, "...and at least this many bytes read again"),
+    "reopen_count": (100, "opens of one file by one rank above which it is reopened too often"),
+    "seek_stat_count": (1000, "seeks plus stats of one file by one rank that are too many"),
+    "tiny_file_size": (64 * 1024, "files whose data ends below this many bytes are tiny"),
+    "tiny_files_count": (1000, "tiny files read, or written, above which their opens matter"),
+    "mpiio_overhead_ratio": (2.0, "MPI-IO time / POSIX time on the same files that is too much"),
+    "mpiio_overhead_min_time": (1.0, "seconds of MPI-IO time above POSIX below which to ignore"),
+    "rmw_share": (0.05, "bytes MPI-IO reads back while writing / bytes it writes: too many"),
+    "stdio_time_share": (0.1, "share of the run one rank spends in STDIO that is too much"),
+    "stdio_min_time": (0.5, "seconds of one rank's STDIO time below which it is ignored"),
     "max_files_listed": (10, "files listed per finding"),
 }
 

@@ -1,0 +1,142 @@
+"""Files opened, stat'ed and seeked again and again by the same rank: a
+loop that reopens its output for every append (pandas ``to_csv(mode="a")``,
+``open(path, "a")`` per line) or its input for every read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..vocabulary import FS_LAYERS
+from . import advice
+from .base import Check, Context, FileEvidence, Finding, Level, check, pct
+from .rankcost import is_python, per_rank, slowest
+from .recordtools import _dense
+
+_FIELDS = ("opens", "seeks", "stats", "reads", "writes", "meta", "io")
+
+
+def _rows(ctx: Context) -> dict[str, np.ndarray] | None:
+    """Per (file, rank): opens, seeks, stats, reads, writes, metadata and all
+    I/O seconds, over the file-system layers (POSIX and STDIO)."""
+    parts = []
+    for layer in FS_LAYERS:
+        c = ctx.layer(layer)
+        if c is None:
+            continue
+
+        def col(name: str, c=c, layer=layer) -> np.ndarray:
+            full = f"{layer}_{name}"
+            return c[full].astype(np.float64) if c.has(full) else np.zeros(len(c))
+
+        meta = col("F_META_TIME")
+        parts.append({"file": c.file_id, "rank": c.rank, "opens": col("OPENS"),
+                      "seeks": col("SEEKS"), "stats": col("STATS"), "reads": col("READS"),
+                      "writes": col("WRITES"), "meta": meta,
+                      "io": meta + col("F_READ_TIME") + col("F_WRITE_TIME")})  # fmt: skip
+    if not parts:
+        return None
+    rows = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    # One row per (file, rank) whatever the layers that saw it.
+    files, fidx = _dense(rows["file"])
+    rank = rows["rank"].astype(np.int64)
+    key = fidx.astype(np.int64) * (int(rank.max()) + 2) + (rank + 1)
+    keys, inv = np.unique(key, return_inverse=True)
+    out = {k: np.bincount(inv, weights=rows[k], minlength=len(keys)) for k in _FIELDS}
+    out["file"] = files[keys // (int(rank.max()) + 2)]
+    out["rank"] = keys % (int(rank.max()) + 2) - 1
+    return out
+
+
+@check
+class ReopenedFiles(Check):
+    """The same file is opened, stat'ed or seeked over and over by one rank.
+
+    ``cost_seconds``: the slowest rank's metadata seconds (open, stat, seek,
+    close) on the files it reopens; opening each once would save nearly all.
+    """
+
+    id = "reopened-files"
+    layer = "POSIX"
+    uses = ("reopen_count", "seek_stat_count", "metadata_time_share")
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        rows = _rows(ctx)
+        if rows is None:
+            return
+        t = ctx.thresholds
+        # Reduced rows of shared files hold all ranks' calls: judge the mean rank.
+        share = np.where(rows["rank"] < 0, 1.0 / max(1, ctx.trace.job.nprocs), 1.0)
+        opens = rows["opens"] * share
+        seek_stat = (rows["seeks"] + rows["stats"]) * share
+        bad = (opens > float(t["reopen_count"])) | (seek_stat > float(t["seek_stat_count"]))
+        if not bad.any():
+            return
+        cost_r = per_rank(ctx, rows["rank"][bad], rows["meta"][bad])
+        io_r = per_rank(ctx, rows["rank"], rows["io"])
+        who, cost = slowest(cost_r)
+        level = (Level.HIGH if cost and cost >= float(t["metadata_time_share"]) * io_r[who]
+                 else Level.WARN)  # fmt: skip
+        written = bad & (rows["writes"] > 0)
+        read = bad & (rows["reads"] > 0) & ~written
+        kind = "written" if written.any() else "read" if read.any() else "looked up"
+        score = rows["opens"] + rows["seeks"] + rows["stats"]
+        order = np.flatnonzero(bad)[np.argsort(-score[bad], kind="stable")]
+        files = [
+            FileEvidence(ctx.trace.name(int(rows["file"][i])), {
+                "rank": int(rows["rank"][i]), "opens": int(rows["opens"][i]),
+                "seeks": int(rows["seeks"][i]), "stats": int(rows["stats"][i]),
+                "reads": int(rows["reads"][i]), "writes": int(rows["writes"][i]),
+                "metadata seconds": round(float(rows["meta"][i]), 6)})
+            for i in order[: ctx.max_files]
+        ]  # fmt: skip
+        top = order[0]
+        what = (f"{int(rows['opens'][top]):,} opens, {int(rows['seeks'][top]):,} seeks and "
+                f"{int(rows['stats'][top]):,} stats")  # fmt: skip
+        message = (
+            f"{len(order)} file(s) are opened, stat'ed or seeked over and over by the same "
+            f"rank: {files[0].path} had {what}"
+            + (f" for {int(rows['writes'][top]):,} writes" if rows["writes"][top] else
+               f" for {int(rows['reads'][top]):,} reads" if rows["reads"][top] else "")
+            + f"; rank {who} spends {cost:.3g} s in their metadata calls "
+            f"({pct(cost, io_r[who]):.1f} % of its I/O time)."
+        )  # fmt: skip
+        py = is_python(ctx)
+        if kind == "written":
+            rec = ("Open the file once and write once: collect the rows in memory and write "
+                   "them with one call, or keep one file object open for the whole loop "
+                   "instead of reopening it for every append"
+                   + (" (pandas' to_csv(mode=\"a\") reopens, stats and seeks the file at "
+                      "every call)" if py else ""))  # fmt: skip
+            snippet, lang = (advice.PY_WRITE_ONCE, "python") if py else (advice.C_WRITE_ONCE, "c")
+        elif kind == "read":
+            rec = ("Read the file once and keep its contents in memory (or keep it open) "
+                   "instead of opening it again for every access")
+            snippet, lang = (advice.PY_READ_ONCE, "python") if py else (advice.C_READ_ONCE, "c")
+        else:
+            rec = ("Remember what a stat or an existence test said instead of asking the file "
+                   "system again at every step")
+            snippet, lang = "", ""
+        yield self.finding(
+            ctx,
+            level,
+            message,
+            evidence={
+                "files": len(order),
+                "files_written": int(written.sum()),
+                "files_read": int(read.sum()),
+                "opens": int(rows["opens"][bad].sum()),
+                "seeks": int(rows["seeks"][bad].sum()),
+                "stats": int(rows["stats"][bad].sum()),
+                "slowest_rank": who,
+                "slowest_rank_metadata_seconds": round(cost, 6),
+                "slowest_rank_io_seconds": round(float(io_r[who]), 6),
+            },
+            files=files,
+            files_total=len(order),
+            recommendation=rec + ".",
+            snippet=snippet,
+            snippet_lang=lang,
+            cost_seconds=round(cost, 6),
+        )

@@ -1,0 +1,146 @@
+"""The checks real programs needed: reopened files, tiny files, MPI-IO time
+above POSIX, read-modify-write, STDIO logging; tiny models on both sides of
+every threshold, reads and writes apart, and a real pandas job."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import iopilot
+from iopilot.checks import REGISTRY, Level
+from iopilot.checks.thresholds import defaults
+from kit import counters, findings, trace
+
+KiB, MiB = 1024, 1024 * 1024
+T = defaults()
+
+
+def one(fs, level=None):
+    assert len(fs) == 1, fs
+    if level is not None:
+        assert fs[0].level == level, fs[0]
+    assert fs[0].cost_seconds is not None
+    return fs[0]
+
+
+def test_registered_with_their_thresholds():
+    for cid in ("reopened-files",):
+        cls = REGISTRY[cid]
+        assert cls.summary() != cid and set(cls.uses) <= set(T)
+        assert "cost_seconds" in (cls.__doc__ or "")
+
+
+# ------------------------------------------------------------ reopened files
+
+
+def posix_row(file=1, rank=0, **kw):
+    return {"file": file, "rank": rank, **{f"POSIX_{k.upper()}": v for k, v in kw.items()}}
+
+
+def reopen(rows, nprocs=1, exe=""):
+    tr = trace(counters("POSIX", rows), nprocs=nprocs)
+    tr.job.executable = exe
+    return findings(tr, "reopened-files")
+
+
+def test_reopen_count_both_sides():
+    n = T["reopen_count"]
+    assert reopen([posix_row(opens=n, writes=n, f_meta_time=1.0)]) == []
+    f = one(reopen([posix_row(opens=n + 1, writes=n + 1, f_meta_time=1.0)]), Level.HIGH)
+    assert f.evidence["files_written"] == 1 and f.evidence["files_read"] == 0
+    assert f.cost_seconds == pytest.approx(1.0)
+    assert "write once" in f.recommendation and f.snippet_lang == "c"
+
+
+def test_seek_stat_count_both_sides():
+    n = T["seek_stat_count"]
+    assert reopen([posix_row(seeks=n // 2, stats=n - n // 2, f_meta_time=0.1)]) == []
+    f = one(reopen([posix_row(seeks=n // 2, stats=n - n // 2 + 1, f_meta_time=0.1)]))
+    assert "stat or an existence test" in f.recommendation and f.snippet == ""
+
+
+def test_reads_and_writes_get_their_own_advice():
+    n = T["reopen_count"] + 1
+    r = one(reopen([posix_row(opens=n, reads=n, f_meta_time=0.2)], exe="/usr/bin/python3 a.py"))
+    assert r.evidence["files_read"] == 1 and r.evidence["files_written"] == 0
+    assert "Read the file once" in r.recommendation and "read_csv" in r.snippet
+    w = one(reopen([posix_row(opens=n, writes=n, f_meta_time=0.2)], exe="/v/bin/python a.py"))
+    assert "Open the file once" in w.recommendation and "to_csv" in w.snippet
+    assert w.snippet_lang == "python" and "pandas" in w.recommendation
+
+
+def test_reopen_level_follows_the_metadata_share():
+    n = T["reopen_count"] + 1
+    share = T["metadata_time_share"]
+    # The reopened file's metadata time against the rank's I/O time (another file's writes).
+    def level(meta):
+        return one(reopen([posix_row(file=1, opens=n, writes=n, f_meta_time=meta),
+                           posix_row(file=2, opens=1, writes=1,
+                                     f_write_time=1.0 - meta)])).level  # fmt: skip
+
+    assert level(share + 0.01) == Level.HIGH
+    assert level(share - 0.01) == Level.WARN
+
+
+def test_reduced_shared_rows_count_per_rank():
+    n = T["reopen_count"]
+    row = posix_row(rank=-1, opens=4 * n, writes=4 * n, f_meta_time=4.0)
+    assert reopen([row], nprocs=4) == []  # n opens per rank: not above
+    row = posix_row(rank=-1, opens=4 * n + 4, writes=4 * n, f_meta_time=4.0)
+    f = one(reopen([row], nprocs=4))
+    assert f.cost_seconds == pytest.approx(1.0)  # spread over the 4 ranks
+
+
+def test_stdio_opens_join_posix_on_the_same_file():
+    n = T["reopen_count"]
+    st = counters("STDIO", [{"file": 1, "rank": 0, "STDIO_OPENS": n // 2 + 1,
+                             "STDIO_WRITES": 3, "STDIO_F_META_TIME": 0.5}])  # fmt: skip
+    po = counters("POSIX", [posix_row(opens=n - n // 2, f_meta_time=0.25)])
+    f = one(findings(trace(po, st), "reopened-files"))
+    assert f.evidence["opens"] == n + 1
+    assert f.cost_seconds == pytest.approx(0.75)
+
+
+# --------------------------------------------------------- real programs
+
+
+def _iopilot(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    env["PYTHONPATH"] = str(Path(iopilot.__file__).resolve().parents[1])
+    return subprocess.run([sys.executable, "-m", "iopilot", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd, env=env)  # fmt: skip
+
+
+_APPENDS = """
+import pandas as pd
+for i in range(2000):
+    pd.DataFrame({"step": [i], "value": [i * 0.5]}).to_csv(
+        "out.csv", mode="a", header=(i == 0), index=False)
+"""
+
+
+def test_pandas_appends_are_the_costliest_finding(tmp_path):
+    pytest.importorskip("pandas")
+    p = _iopilot(tmp_path, "run", "--trace-only", "--trace-dir", str(tmp_path / "t"), "--",
+                 sys.executable, "-c", _APPENDS)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    q = _iopilot(tmp_path, "report", str(tmp_path / "t"), "--json")
+    doc = json.loads(q.stdout)["reports"][0]
+    # pandas' own modules are set aside; the CSV is the job's.
+    assert doc["set_aside"]["files"] > 100
+    by = {f["check"]: f for f in doc["findings"]}
+    f = by["reopened-files"]
+    out = next(e for e in f["files"] if e["path"].endswith("/out.csv"))
+    assert out["opens"] >= 2000 and out["writes"] == 2000 and out["seeks"] >= 2000
+    assert f["snippet_lang"] == "python" and "to_csv" in f["snippet"]
+    costs = [x["cost_seconds"] or 0.0 for x in doc["findings"]]
+    assert f["cost_seconds"] == max(costs) > 0
+    # More than all data transfers took: whatever another check charges, this is the most.
+    posix = next(x for x in doc["layers"] if x["layer"] == "POSIX")
+    assert f["cost_seconds"] > posix["read_time"] + posix["write_time"]
