@@ -30,7 +30,7 @@ def one(fs, level=None):
 
 
 def test_registered_with_their_thresholds():
-    for cid in ("reopened-files",):
+    for cid in ("reopened-files", "tiny-files"):
         cls = REGISTRY[cid]
         assert cls.summary() != cid and set(cls.uses) <= set(T)
         assert "cost_seconds" in (cls.__doc__ or "")
@@ -144,3 +144,43 @@ def test_pandas_appends_are_the_costliest_finding(tmp_path):
     # More than all data transfers took: whatever another check charges, this is the most.
     posix = next(x for x in doc["layers"] if x["layer"] == "POSIX")
     assert f["cost_seconds"] > posix["read_time"] + posix["write_time"]
+
+
+# ---------------------------------------------------------------- tiny files
+
+
+def tiny(n, size, op="write", meta=0.001, exe=""):
+    """``n`` files of ``size`` bytes, each opened once and read or written."""
+    word = "WRITTEN" if op == "write" else "READ"
+    rows = [{"file": 100 + i, "rank": 0, "POSIX_OPENS": 1, f"POSIX_{op.upper()}S": 1,
+             f"POSIX_BYTES_{word}": size, f"POSIX_MAX_BYTE_{word}": size - 1,
+             "POSIX_F_META_TIME": meta} for i in range(n)]  # fmt: skip
+    tr = trace(counters("POSIX", rows))
+    tr.job.executable = exe
+    return findings(tr, "tiny-files")
+
+
+def test_tiny_files_count_both_sides_reads_and_writes_apart():
+    n, size = T["tiny_files_count"], T["tiny_file_size"]
+    assert tiny(n, 100) == []
+    w = one(tiny(n + 1, 100))
+    assert w.evidence["tiny_files_written"] == n + 1 and w.evidence["tiny_files_read"] == 0
+    assert "one file" in w.recommendation and w.snippet_lang == "c"
+    assert w.cost_seconds == pytest.approx((n + 1) * 0.001)
+    r = one(tiny(n + 1, 100, op="read"))
+    assert r.evidence["tiny_files_read"] == n + 1 and r.evidence["tiny_files_written"] == 0
+    assert "Pack the small inputs" in r.recommendation and r.snippet_lang == "sh"
+    assert tiny(n + 1, size) == []  # a file of exactly the size is not tiny
+    assert one(tiny(n + 1, size - 1)).evidence["tiny_files_written"] == n + 1
+    py = one(tiny(n + 1, 100, exe="/usr/bin/python3 run.py"))
+    assert py.snippet_lang == "python" and "h5py" in py.snippet
+
+
+def test_tiny_reads_and_writes_are_counted_apart():
+    n = T["tiny_files_count"]
+    half = n // 2 + 1  # above the limit together, below it apart
+    rows = [{"file": 100 + i, "rank": 0, "POSIX_OPENS": 1, "POSIX_WRITES": 1,
+             "POSIX_BYTES_WRITTEN": 10, "POSIX_MAX_BYTE_WRITTEN": 9} for i in range(half)]
+    rows += [{"file": 5000 + i, "rank": 0, "POSIX_OPENS": 1, "POSIX_READS": 1,
+              "POSIX_BYTES_READ": 10, "POSIX_MAX_BYTE_READ": 9} for i in range(half)]  # fmt: skip
+    assert findings(trace(counters("POSIX", rows)), "tiny-files") == []

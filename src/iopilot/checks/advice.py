@@ -218,3 +218,21 @@ struct stat st; fstat(fd, &st);
 char *data = malloc(st.st_size);
 pread(fd, data, st.st_size, 0);
 close(fd);"""
+
+PY_ONE_CONTAINER = """\
+import h5py
+with h5py.File("results.h5", "w") as f:           # one file, one open
+    for name, arr in items:
+        f.create_dataset(name, data=arr)          # not np.save(f"{name}.npy", arr)"""
+
+C_ONE_CONTAINER = """\
+/* one file, one open: each item at its own offset, the offsets in an index */
+int fd = open("items.bin", O_CREAT | O_WRONLY, 0644);
+for (int i = 0; i < n; i++)
+    pwrite(fd, item[i], size[i], offset[i]);
+close(fd);"""
+
+TAR_INPUTS = """\
+tar cf inputs.tar inputs/          # once: pack the small inputs into one file
+# then read members from the one archive (Python: tarfile.open("inputs.tar")),
+# or unpack it to node-local storage (/tmp, $TMPDIR) at the start of the job"""

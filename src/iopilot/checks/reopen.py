@@ -8,45 +8,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..vocabulary import FS_LAYERS
 from . import advice
-from .base import Check, Context, FileEvidence, Finding, Level, check, pct
-from .rankcost import is_python, per_rank, slowest
-from .recordtools import _dense
-
-_FIELDS = ("opens", "seeks", "stats", "reads", "writes", "meta", "io")
-
-
-def _rows(ctx: Context) -> dict[str, np.ndarray] | None:
-    """Per (file, rank): opens, seeks, stats, reads, writes, metadata and all
-    I/O seconds, over the file-system layers (POSIX and STDIO)."""
-    parts = []
-    for layer in FS_LAYERS:
-        c = ctx.layer(layer)
-        if c is None:
-            continue
-
-        def col(name: str, c=c, layer=layer) -> np.ndarray:
-            full = f"{layer}_{name}"
-            return c[full].astype(np.float64) if c.has(full) else np.zeros(len(c))
-
-        meta = col("F_META_TIME")
-        parts.append({"file": c.file_id, "rank": c.rank, "opens": col("OPENS"),
-                      "seeks": col("SEEKS"), "stats": col("STATS"), "reads": col("READS"),
-                      "writes": col("WRITES"), "meta": meta,
-                      "io": meta + col("F_READ_TIME") + col("F_WRITE_TIME")})  # fmt: skip
-    if not parts:
-        return None
-    rows = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    # One row per (file, rank) whatever the layers that saw it.
-    files, fidx = _dense(rows["file"])
-    rank = rows["rank"].astype(np.int64)
-    key = fidx.astype(np.int64) * (int(rank.max()) + 2) + (rank + 1)
-    keys, inv = np.unique(key, return_inverse=True)
-    out = {k: np.bincount(inv, weights=rows[k], minlength=len(keys)) for k in _FIELDS}
-    out["file"] = files[keys // (int(rank.max()) + 2)]
-    out["rank"] = keys % (int(rank.max()) + 2) - 1
-    return out
+from .base import Check, Context, FileEvidence, Finding, check, pct
+from .rankcost import fs_rows, is_python, metadata_cost
 
 
 @check
@@ -62,7 +26,7 @@ class ReopenedFiles(Check):
     uses = ("reopen_count", "seek_stat_count", "metadata_time_share")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
-        rows = _rows(ctx)
+        rows = fs_rows(ctx)
         if rows is None:
             return
         t = ctx.thresholds
@@ -73,11 +37,7 @@ class ReopenedFiles(Check):
         bad = (opens > float(t["reopen_count"])) | (seek_stat > float(t["seek_stat_count"]))
         if not bad.any():
             return
-        cost_r = per_rank(ctx, rows["rank"][bad], rows["meta"][bad])
-        io_r = per_rank(ctx, rows["rank"], rows["io"])
-        who, cost = slowest(cost_r)
-        level = (Level.HIGH if cost and cost >= float(t["metadata_time_share"]) * io_r[who]
-                 else Level.WARN)  # fmt: skip
+        who, cost, io, level = metadata_cost(ctx, rows, bad)
         written = bad & (rows["writes"] > 0)
         read = bad & (rows["reads"] > 0) & ~written
         kind = "written" if written.any() else "read" if read.any() else "looked up"
@@ -100,7 +60,7 @@ class ReopenedFiles(Check):
             + (f" for {int(rows['writes'][top]):,} writes" if rows["writes"][top] else
                f" for {int(rows['reads'][top]):,} reads" if rows["reads"][top] else "")
             + f"; rank {who} spends {cost:.3g} s in their metadata calls "
-            f"({pct(cost, io_r[who]):.1f} % of its I/O time)."
+            f"({pct(cost, io):.1f} % of its I/O time)."
         )  # fmt: skip
         py = is_python(ctx)
         if kind == "written":
@@ -131,7 +91,7 @@ class ReopenedFiles(Check):
                 "stats": int(rows["stats"][bad].sum()),
                 "slowest_rank": who,
                 "slowest_rank_metadata_seconds": round(cost, 6),
-                "slowest_rank_io_seconds": round(float(io_r[who]), 6),
+                "slowest_rank_io_seconds": round(float(io), 6),
             },
             files=files,
             files_total=len(order),
