@@ -30,7 +30,8 @@ def one(fs, level=None):
 
 
 def test_registered_with_their_thresholds():
-    for cid in ("reopened-files", "tiny-files"):
+    for cid in ("reopened-files", "tiny-files", "mpiio-time-above-posix",
+                "mpiio-read-modify-write"):
         cls = REGISTRY[cid]
         assert cls.summary() != cid and set(cls.uses) <= set(T)
         assert "cost_seconds" in (cls.__doc__ or "")
@@ -63,6 +64,10 @@ def test_seek_stat_count_both_sides():
     assert reopen([posix_row(seeks=n // 2, stats=n - n // 2, f_meta_time=0.1)]) == []
     f = one(reopen([posix_row(seeks=n // 2, stats=n - n // 2 + 1, f_meta_time=0.1)]))
     assert "stat or an existence test" in f.recommendation and f.snippet == ""
+    # One seek per write is an access pattern: only the excess counts.
+    assert reopen([posix_row(seeks=n + 500, writes=500, f_meta_time=0.1)]) == []
+    assert one(reopen([posix_row(seeks=n + 501, writes=500, f_meta_time=0.1)]))
+    assert reopen([posix_row(seeks=n + 500, reads=500, f_meta_time=0.1)]) == []
 
 
 def test_reads_and_writes_get_their_own_advice():
@@ -184,3 +189,105 @@ def test_tiny_reads_and_writes_are_counted_apart():
     rows += [{"file": 5000 + i, "rank": 0, "POSIX_OPENS": 1, "POSIX_READS": 1,
               "POSIX_BYTES_READ": 10, "POSIX_MAX_BYTE_READ": 9} for i in range(half)]  # fmt: skip
     assert findings(trace(counters("POSIX", rows)), "tiny-files") == []
+
+
+# ------------------------------------------------------- MPI-IO time vs POSIX
+
+
+def mpiio_time(mpi_s, posix_s, d="WRITE", coll=10, nbytes=100 * MiB, ranks=2):
+    """``ranks`` ranks each spending ``mpi_s`` in MPI-IO and ``posix_s`` in POSIX
+    on one file, in direction ``d``."""
+    word = "WRITTEN" if d == "WRITE" else "READ"
+    m = counters("MPIIO", [{"file": 1, "rank": r, f"MPIIO_COLL_{d}S": coll,
+                            f"MPIIO_BYTES_{word}": nbytes, f"MPIIO_F_{d}_TIME": mpi_s}
+                           for r in range(ranks)])  # fmt: skip
+    p = counters("POSIX", [{"file": 1, "rank": r, f"POSIX_{d}S": coll,
+                            f"POSIX_BYTES_{word}": nbytes, f"POSIX_F_{d}_TIME": posix_s}
+                           for r in range(ranks)])  # fmt: skip
+    return findings(trace(m, p, nprocs=ranks), "mpiio-time-above-posix")
+
+
+def test_mpiio_time_ratio_both_sides():
+    k = T["mpiio_overhead_ratio"]
+    assert mpiio_time(k * 2.0, 2.0) == []  # exactly the ratio: not above
+    f = one(mpiio_time(k * 2.0 + 0.01, 2.0), Level.WARN)
+    assert f.evidence["direction"] == "write"
+    assert f.cost_seconds == pytest.approx(k * 2.0 + 0.01 - 2.0)
+
+
+def test_mpiio_time_minimum_both_sides():
+    lo = T["mpiio_overhead_min_time"]
+    # Two ranks: the excess summed over ranks is twice the per-rank excess.
+    assert mpiio_time(lo / 2, 0.0) == []
+    assert one(mpiio_time(lo / 2 + 0.01, 0.0)).evidence["posix_seconds"] == 0
+
+
+def test_mpiio_time_reads_and_writes_apart():
+    r = one(mpiio_time(10.0, 1.0, d="READ"))
+    assert r.evidence["direction"] == "read" and "MPI_File_iread_all" in r.recommendation
+    # Write time does not excuse read time: POSIX writes do not count against MPI-IO reads.
+    m = counters("MPIIO", [{"file": 1, "rank": 0, "MPIIO_COLL_READS": 10,
+                            "MPIIO_BYTES_READ": 100 * MiB, "MPIIO_F_READ_TIME": 10.0}])
+    p = counters("POSIX", [{"file": 1, "rank": 0, "POSIX_WRITES": 10,
+                            "POSIX_F_WRITE_TIME": 10.0}])  # fmt: skip
+    f = one(findings(trace(m, p), "mpiio-time-above-posix"))
+    assert f.evidence["direction"] == "read" and f.evidence["posix_seconds"] == 0
+
+
+def test_mpiio_time_small_calls_or_waiting():
+    small = T["small_request_size"]
+    calls = one(mpiio_time(10.0, 1.0, coll=100, nbytes=100 * (small - 1)))
+    assert "fewer, larger collective calls" in calls.recommendation
+    assert "MPI_File_set_view" in calls.snippet
+    wait = one(mpiio_time(10.0, 1.0, coll=100, nbytes=100 * small))
+    small_reads = one(mpiio_time(10.0, 1.0, d="READ", coll=100, nbytes=100 * (small - 1)))
+    assert "read all a rank needs" in small_reads.recommendation
+    assert "cb_nodes" in wait.recommendation and "waiting" in wait.message
+
+
+# --------------------------------------------------------- read-modify-write
+
+
+def rmw_trace(read_bytes, write_bytes=1000, inside=True, op="r", records_=True):
+    """Rank 0 writes ``write_bytes`` through MPI-IO from t=1 to t=2; its POSIX
+    layer reads ``read_bytes`` at t=1.5 (inside) or t=3 (after)."""
+    from kit import records
+
+    at = 1.5 if inside else 3.0
+    mp = records([(0, "w", 1, 0, write_bytes, 1.0, 2.0)], layer="MPIIO")
+    po = records([(0, op, 1, 0, read_bytes, at, at + 0.25),
+                  (0, "w", 1, 0, write_bytes, 1.6, 1.7)])  # fmt: skip
+    from iopilot.model import Records
+
+    m = counters("MPIIO", [{"file": 1, "rank": 0, "MPIIO_INDEP_WRITES": 1,
+                            "MPIIO_BYTES_WRITTEN": write_bytes}])
+    p = counters("POSIX", [{"file": 1, "rank": 0, "POSIX_READS": 1, "POSIX_WRITES": 1,
+                            "POSIX_BYTES_READ": read_bytes, "POSIX_BYTES_WRITTEN": write_bytes,
+                            "POSIX_F_READ_TIME": 0.25}])  # fmt: skip
+    recs = Records.concat([mp, po]) if records_ else None
+    return findings(trace(m, p, recs=recs), "mpiio-read-modify-write")
+
+
+def test_rmw_share_both_sides():
+    share = T["rmw_share"]
+    assert rmw_trace(int(share * 1000)) == []
+    f = one(rmw_trace(int(share * 1000) + 1), Level.WARN)
+    assert f.evidence["source"] == "records" and f.evidence["posix_reads"] == 1
+    assert f.cost_seconds == pytest.approx(0.25)
+    assert "romio_ds_write" in f.snippet and "romio_ds_write=disable" in f.recommendation
+
+
+def test_rmw_counts_only_reads_inside_writes():
+    assert rmw_trace(500, inside=False) == []  # a read after the write: not read-modify-write
+    assert rmw_trace(500, op="w") == []  # POSIX writes inside MPI-IO writes are its writes
+
+
+def test_rmw_from_counters_needs_write_only_files():
+    f = one(rmw_trace(500, records_=False))
+    assert f.evidence["source"] == "counters"
+    # A file the application also reads through MPI-IO: its POSIX reads may be the app's.
+    m = counters("MPIIO", [{"file": 1, "rank": 0, "MPIIO_INDEP_WRITES": 1,
+                            "MPIIO_BYTES_WRITTEN": 1000, "MPIIO_BYTES_READ": 500}])
+    p = counters("POSIX", [{"file": 1, "rank": 0, "POSIX_READS": 1,
+                            "POSIX_BYTES_READ": 500}])  # fmt: skip
+    assert findings(trace(m, p), "mpiio-read-modify-write") == []

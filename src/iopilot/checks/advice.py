@@ -236,3 +236,12 @@ TAR_INPUTS = """\
 tar cf inputs.tar inputs/          # once: pack the small inputs into one file
 # then read members from the one archive (Python: tarfile.open("inputs.tar")),
 # or unpack it to node-local storage (/tmp, $TMPDIR) at the start of the job"""
+
+MPIIO_ONE_CALL_PER_STEP = """\
+/* describe everything this rank writes in a step with one file view,
+   then one collective call moves it all (not one call per small piece) */
+MPI_Datatype filetype;
+MPI_Type_create_subarray(ndims, gsizes, lsizes, starts, MPI_ORDER_C, MPI_DOUBLE, &filetype);
+MPI_Type_commit(&filetype);
+MPI_File_set_view(fh, 0, MPI_DOUBLE, filetype, "native", MPI_INFO_NULL);
+MPI_File_write_all(fh, local, nlocal, MPI_DOUBLE, MPI_STATUS_IGNORE);"""

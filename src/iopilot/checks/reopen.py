@@ -17,6 +17,9 @@ from .rankcost import fs_rows, is_python, metadata_cost
 class ReopenedFiles(Check):
     """The same file is opened, stat'ed or seeked over and over by one rank.
 
+    Seeks and stats count beyond one per read or write (a seek before each
+    access is an access pattern, which the random-access checks judge).
+
     ``cost_seconds``: the slowest rank's metadata seconds (open, stat, seek,
     close) on the files it reopens; opening each once would save nearly all.
     """
@@ -33,7 +36,10 @@ class ReopenedFiles(Check):
         # Reduced rows of shared files hold all ranks' calls: judge the mean rank.
         share = np.where(rows["rank"] < 0, 1.0 / max(1, ctx.trace.job.nprocs), 1.0)
         opens = rows["opens"] * share
-        seek_stat = (rows["seeks"] + rows["stats"]) * share
+        # A seek before each read or write is an access pattern, not a lookup:
+        # only the seeks and stats beyond one per data operation count.
+        seek_stat = np.maximum(rows["seeks"] + rows["stats"] - rows["reads"] - rows["writes"],
+                               0) * share  # fmt: skip
         bad = (opens > float(t["reopen_count"])) | (seek_stat > float(t["seek_stat_count"]))
         if not bad.any():
             return

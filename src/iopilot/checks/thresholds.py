@@ -50,7 +50,7 @@ DEFAULTS: dict[str, tuple[float | int, str]] = {
     "reread_share": (0.5, "share of bytes read that were read before that is a problem"),
     "reread_min_bytes": (MiB, "...and at least this many bytes read again"),
     "reopen_count": (100, "opens of one file by one rank above which it is reopened too often"),
-    "seek_stat_count": (1000, "seeks plus stats of one file by one rank that are too many"),
+    "seek_stat_count": (1000, "seeks + stats of one file by one rank beyond one per read or write"),
     "tiny_file_size": (64 * 1024, "files whose data ends below this many bytes are tiny"),
     "tiny_files_count": (1000, "tiny files read, or written, above which their opens matter"),
     "mpiio_overhead_ratio": (2.0, "MPI-IO time / POSIX time on the same files that is too much"),
