@@ -31,7 +31,7 @@ def one(fs, level=None):
 
 def test_registered_with_their_thresholds():
     for cid in ("reopened-files", "tiny-files", "mpiio-time-above-posix",
-                "mpiio-read-modify-write"):
+                "mpiio-read-modify-write", "stdio-time"):
         cls = REGISTRY[cid]
         assert cls.summary() != cid and set(cls.uses) <= set(T)
         assert "cost_seconds" in (cls.__doc__ or "")
@@ -291,3 +291,40 @@ def test_rmw_from_counters_needs_write_only_files():
     p = counters("POSIX", [{"file": 1, "rank": 0, "POSIX_READS": 1,
                             "POSIX_BYTES_READ": 500}])  # fmt: skip
     assert findings(trace(m, p), "mpiio-read-modify-write") == []
+
+
+# ------------------------------------------------------------- STDIO time
+
+
+def stdio(rank_secs, d="WRITE", runtime=10.0, meta=0.0, exe=""):
+    """One STDIO file per rank: rank r spends ``rank_secs[r]`` seconds in ``d``."""
+    rows = [{"file": 1, "rank": r, f"STDIO_{d}S": 1000, f"STDIO_F_{d}_TIME": sec,
+             "STDIO_F_META_TIME": meta, "STDIO_OPENS": 1}
+            for r, sec in enumerate(rank_secs)]  # fmt: skip
+    tr = trace(counters("STDIO", rows), nprocs=len(rank_secs))
+    tr.job.runtime, tr.job.executable = runtime, exe
+    return findings(tr, "stdio-time")
+
+
+def test_stdio_share_of_the_run_both_sides():
+    share = T["stdio_time_share"]
+    assert stdio([0.1, share * 10.0], runtime=10.0) == []  # exactly the share: not above
+    f = one(stdio([0.1, share * 10.0 + 0.01], runtime=10.0), Level.WARN)
+    assert f.evidence["rank"] == 1 and f.evidence["direction"] == "writing"
+    assert f.cost_seconds == pytest.approx(share * 10.0 + 0.01)
+    assert "Log less" in f.recommendation and "setvbuf" in f.snippet
+
+
+def test_stdio_minimum_time_both_sides():
+    lo = T["stdio_min_time"]
+    assert stdio([lo], runtime=lo) == []  # 100 % of a short run, but not above the minimum
+    assert one(stdio([lo + 0.01], runtime=lo + 0.01))
+
+
+def test_stdio_reads_and_writes_apart():
+    r = one(stdio([0.0, 3.0], d="READ"))
+    assert r.evidence["direction"] == "reading" and "Read the input" in r.recommendation
+    # Metadata time goes with the direction the stream was used for.
+    assert one(stdio([0.0, 1.0], meta=2.0)).cost_seconds == pytest.approx(3.0)
+    py = one(stdio([0.0, 3.0], exe="/usr/bin/python3 job.py"))
+    assert py.snippet_lang == "python" and "MemoryHandler" in py.snippet

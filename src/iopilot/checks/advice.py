@@ -245,3 +245,19 @@ MPI_Type_create_subarray(ndims, gsizes, lsizes, starts, MPI_ORDER_C, MPI_DOUBLE,
 MPI_Type_commit(&filetype);
 MPI_File_set_view(fh, 0, MPI_DOUBLE, filetype, "native", MPI_INFO_NULL);
 MPI_File_write_all(fh, local, nlocal, MPI_DOUBLE, MPI_STATUS_IGNORE);"""
+
+C_LOG_LESS = """\
+/* one large buffer, no flush per line, and only every Nth step */
+static char logbuf[1 << 20];
+setvbuf(logf, logbuf, _IOFBF, sizeof logbuf);
+if (step % 100 == 0)
+    fprintf(logf, "step %d residual %g\\n", step, res);   /* no fflush here */"""
+
+PY_LOG_LESS = """\
+import logging, logging.handlers
+# keep records in memory and write them in batches (or on an error)
+target = logging.FileHandler("run.log")
+logging.getLogger().addHandler(
+    logging.handlers.MemoryHandler(10000, flushLevel=logging.ERROR, target=target))
+if step % 100 == 0:
+    logging.info("step %d residual %g", step, res)"""

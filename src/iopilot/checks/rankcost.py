@@ -32,6 +32,11 @@ def slowest(seconds: np.ndarray) -> tuple[int, float]:
     return r, float(seconds[r])
 
 
+def in_language(ctx: Context, python: str, c: str) -> tuple[str, str]:
+    """(snippet, language): the Python one for a Python program, else the C one."""
+    return (python, "python") if is_python(ctx) else (c, "c")
+
+
 def is_python(ctx: Context) -> bool:
     """The traced program is a Python interpreter (advice in Python's idiom)."""
     exe = ctx.trace.job.executable.split()

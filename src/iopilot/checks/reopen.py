@@ -10,7 +10,7 @@ import numpy as np
 
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, check, pct
-from .rankcost import fs_rows, is_python, metadata_cost
+from .rankcost import fs_rows, in_language, is_python, metadata_cost
 
 
 @check
@@ -75,11 +75,11 @@ class ReopenedFiles(Check):
                    "instead of reopening it for every append"
                    + (" (pandas' to_csv(mode=\"a\") reopens, stats and seeks the file at "
                       "every call)" if py else ""))  # fmt: skip
-            snippet, lang = (advice.PY_WRITE_ONCE, "python") if py else (advice.C_WRITE_ONCE, "c")
+            snippet, lang = in_language(ctx, advice.PY_WRITE_ONCE, advice.C_WRITE_ONCE)
         elif kind == "read":
             rec = ("Read the file once and keep its contents in memory (or keep it open) "
                    "instead of opening it again for every access")
-            snippet, lang = (advice.PY_READ_ONCE, "python") if py else (advice.C_READ_ONCE, "c")
+            snippet, lang = in_language(ctx, advice.PY_READ_ONCE, advice.C_READ_ONCE)
         else:
             rec = ("Remember what a stat or an existence test said instead of asking the file "
                    "system again at every step")

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import advice
 from .base import Check, Context, Finding, check, pct
-from .rankcost import fs_rows, is_python, metadata_cost
+from .rankcost import fs_rows, in_language, metadata_cost
 from .stdio import CONSOLE
 
 
@@ -59,13 +59,11 @@ class TinyFiles(Check):
         if many_r:
             parts.append(f"{int(read.sum()):,} tiny files read")
         mean = float(moved[flagged].mean())
-        py = is_python(ctx)
         if many_w:
             rec = ("Write the pieces into one file instead of one file each: datasets of one "
                    "HDF5 file, records at known offsets of one binary file with an index, or "
                    "one file per rank")
-            snippet, lang = ((advice.PY_ONE_CONTAINER, "python") if py
-                             else (advice.C_ONE_CONTAINER, "c"))  # fmt: skip
+            snippet, lang = in_language(ctx, advice.PY_ONE_CONTAINER, advice.C_ONE_CONTAINER)
         else:
             rec = ("Pack the small inputs into one file (an archive, an HDF5 file) and read "
                    "that, or copy them to node-local storage once at the start")
