@@ -328,3 +328,50 @@ def test_stdio_reads_and_writes_apart():
     assert one(stdio([0.0, 1.0], meta=2.0)).cost_seconds == pytest.approx(3.0)
     py = one(stdio([0.0, 3.0], exe="/usr/bin/python3 job.py"))
     assert py.snippet_lang == "python" and "MemoryHandler" in py.snippet
+
+
+# --------------------------------------------------- stragglers by I/O time
+
+
+def straggler_rows(meta=0.0, d="WRITE", data=1.0):
+    """Four ranks moving the same bytes in ``data`` seconds each; rank 2 also
+    spends ``meta`` seconds in metadata calls."""
+    word = "WRITTEN" if d == "WRITE" else "READ"
+    return [{"file": 1 + r, "rank": r, f"POSIX_{d}S": 10, f"POSIX_BYTES_{word}": MiB,
+             f"POSIX_F_{d}_TIME": data, "POSIX_F_META_TIME": meta if r == 2 else 0.0}
+            for r in range(4)]  # fmt: skip
+
+
+def test_metadata_time_makes_a_straggler_both_sides():
+    k = T["straggler_ratio"]
+    tr = trace(counters("POSIX", straggler_rows(meta=k - 1.0)), nprocs=4)
+    assert findings(tr, "phase-stragglers") == []  # exactly k× the median: not above
+    tr = trace(counters("POSIX", straggler_rows(meta=k - 1.0 + 0.01)), nprocs=4)
+    (f,) = findings(tr, "phase-stragglers")
+    assert f.evidence["worst_rank"] == 2
+    assert f.evidence["worst_rank_meta_seconds"] == pytest.approx(k - 1.0 + 0.01)
+    assert f.cost_seconds == pytest.approx(k - 1.0 + 0.01)
+
+
+def test_metadata_straggler_gets_metadata_advice():
+    (f,) = findings(trace(counters("POSIX", straggler_rows(meta=5.0)), nprocs=4),
+                    "phase-stragglers")  # fmt: skip
+    assert "opens, stats" in f.recommendation
+    # A rank slow in its reads (not its metadata): the same straggler, other advice.
+    rows = straggler_rows(d="READ")
+    rows[2]["POSIX_F_READ_TIME"] = 5.0
+    (g,) = findings(trace(counters("POSIX", rows), nprocs=4), "phase-stragglers")
+    assert g.evidence["worst_rank"] == 2 and "opens, stats" not in g.recommendation
+    assert g.cost_seconds == pytest.approx(4.0)
+
+
+def test_whole_run_straggler_when_the_phases_have_none():
+    from kit import records
+
+    # Same data operations on every rank: no phase has a straggler.
+    recs = records([(r, "w", 1 + r, 0, MiB, 0.0, 1.0) for r in range(4)])
+    tr = trace(counters("POSIX", straggler_rows(meta=5.0)), recs=recs, nprocs=4)
+    (f,) = findings(tr, "phase-stragglers")
+    assert f.evidence["source"] == "counters" and f.message.startswith("No I/O phase")
+    tr = trace(counters("POSIX", straggler_rows(meta=0.0)), recs=recs, nprocs=4)
+    assert findings(tr, "phase-stragglers") == []
