@@ -228,3 +228,16 @@ def test_options_and_environment_on_a_real_trace(tmp_path: Path) -> None:
     assert written == 200
     written, why = kept("--no-default-excludes")
     assert written == 200 and why == {}
+
+
+def test_runs_of_one_file_give_the_same_verdict_as_isin() -> None:
+    from iopilot.model.scope import _isin_runs
+
+    rng = np.random.default_rng(1)
+    runs = rng.integers(1, 50, 400).astype(np.uint64)  # long runs: the run path
+    file_id = np.repeat(runs, rng.integers(1, 30, len(runs)))
+    ids = np.array([3, 7, 11, 49], np.uint64)
+    assert np.array_equal(_isin_runs(file_id, ids), np.isin(file_id, ids))
+    mixed = rng.integers(1, 50, 1000).astype(np.uint64)  # short runs: plain isin
+    assert np.array_equal(_isin_runs(mixed, ids), np.isin(mixed, ids))
+    assert _isin_runs(np.zeros(0, np.uint64), ids).shape == (0,)
