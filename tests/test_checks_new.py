@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -115,8 +116,9 @@ def test_stdio_opens_join_posix_on_the_same_file():
 # --------------------------------------------------------- real programs
 
 
-def _iopilot(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+def _iopilot(cwd: Path, *args: str, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess:  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")} | (env or {})
     env["PYTHONPATH"] = str(Path(iopilot.__file__).resolve().parents[1])
     return subprocess.run([sys.executable, "-m", "iopilot", *args], capture_output=True,
                           text=True, timeout=300, cwd=cwd, env=env)  # fmt: skip
@@ -375,3 +377,41 @@ def test_whole_run_straggler_when_the_phases_have_none():
     assert f.evidence["source"] == "counters" and f.message.startswith("No I/O phase")
     tr = trace(counters("POSIX", straggler_rows(meta=0.0)), recs=recs, nprocs=4)
     assert findings(tr, "phase-stragglers") == []
+
+
+_STRIDED = """
+from mpi4py import MPI
+import numpy as np
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+block, nblocks = 1024, 1024
+fh = MPI.File.Open(comm, "strided.dat", MPI.MODE_CREATE | MPI.MODE_WRONLY)
+ftype = MPI.BYTE.Create_vector(nblocks, block, block * size).Commit()
+fh.Set_view(rank * block, MPI.BYTE, ftype)
+fh.Write_at(0, np.full(block * nblocks, rank, np.uint8))   # independent, with holes
+fh.Close()
+"""
+
+
+@pytest.mark.skipif(not shutil.which("mpirun"), reason="mpirun not installed")
+@pytest.mark.parametrize("hint", ["", "romio_ds_write disable"])
+def test_romio_data_sieving_is_read_modify_write(tmp_path, hint):
+    pytest.importorskip("mpi4py")
+    (tmp_path / "job.py").write_text(_STRIDED)
+    (tmp_path / "hints").write_text(hint + "\n")
+    env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_MCA_io": "romio321",
+           "OMPI_MCA_btl": "self,vader", "ROMIO_HINTS": str(tmp_path / "hints")}  # fmt: skip
+    p = _iopilot(tmp_path, "run", "--trace-only", "--trace-dir", str(tmp_path / "t"), "--",
+                 "mpirun", "-x", "ROMIO_HINTS", "-n", "2", sys.executable, "job.py",
+                 env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(_iopilot(tmp_path, "report", str(tmp_path / "t"), "--json").stdout)
+    got = {f["check"]: f for f in doc["reports"][0]["findings"]}
+    if hint:  # the hint the finding recommends makes it go away
+        assert "mpiio-read-modify-write" not in got
+    else:
+        f = got["mpiio-read-modify-write"]
+        assert f["evidence"]["source"] == "records" and f["evidence"]["posix_reads"] >= 2
+        # ROMIO read each rank's region (its pieces and the holes between them) back.
+        assert f["evidence"]["bytes_read_back"] >= f["evidence"]["mpiio_bytes_written"] - 2 * KiB
