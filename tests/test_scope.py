@@ -241,3 +241,15 @@ def test_runs_of_one_file_give_the_same_verdict_as_isin() -> None:
     mixed = rng.integers(1, 50, 1000).astype(np.uint64)  # short runs: plain isin
     assert np.array_equal(_isin_runs(mixed, ids), np.isin(mixed, ids))
     assert _isin_runs(np.zeros(0, np.uint64), ids).shape == (0,)
+
+
+def test_run_takes_the_same_options(tmp_path: Path) -> None:
+    script = "open('a.log', 'w').write('x' * 10)\nopen('b.dat', 'w').write('y' * 10)\n"
+    p = _run(tmp_path, "run", "--exclude", "*.log", "--trace-dir", str(tmp_path / "t"), "--",
+             sys.executable, "-c", script, env={ENV: "*.dat"})  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "--exclude *.log 1" in p.stdout and f"{ENV} *.dat 1" in p.stdout
+    p = _run(tmp_path, "run", "--no-default-excludes", "--trace-dir", str(tmp_path / "u"),
+             "--", sys.executable, "-c", script)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "runtime and library file(s)" not in p.stdout

@@ -201,8 +201,7 @@ def main(args: argparse.Namespace) -> int:
     except BaseException:
         trace.discard()  # interrupted before the program started, or the directory was taken
         raise
-    scope = scope_args(getattr(args, "exclude", None), getattr(args, "include_only", None),
-                       getattr(args, "no_default_excludes", False))  # fmt: skip
+    scope = scope_args(args.exclude, args.include_only, args.no_default_excludes)
     status = finish(trace, outcome, trace_only=args.trace_only, color=args.color, scope=scope)
     if outcome.signal == signal.SIGINT:
         die_by_sigint()

@@ -120,13 +120,15 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
 
 
 def set_aside_line(aside: dict[str, Any]) -> str:
-    """"1,310 runtime and library files (14.7 MiB, 2,301 operations, 0.02 s: ...)"."""
-    why = ", ".join(f"{r['reason']} {r['files']:,}" for r in aside["reasons"][:4])
-    more = len(aside["reasons"]) - 4
-    if more > 0:
-        why += f" and {more} more"
-    hint = "" if not aside["scope"]["defaults"] else "; --no-default-excludes keeps them"
-    return (f"{aside['files']:,} runtime and library file(s): "
+    """"1,310 runtime and library file(s): 14.7 MiB read, ... (Python bytecode 900, ...)"."""
+    why = ", ".join(f"{r['reason']} {r['files']:,}" for r in aside["reasons"])
+    scope = aside["scope"]
+    what = "runtime and library file(s)" if scope["defaults"] else "file(s)"
+    if scope["exclude"] or scope["env_exclude"] or scope["include_only"]:
+        what = "runtime, library and excluded file(s)" if scope["defaults"] else "excluded file(s)"
+    hint = ("; --no-default-excludes keeps the runtime and library files" if scope["defaults"]
+            else "")  # fmt: skip
+    return (f"{aside['files']:,} {what}: "
             f"{human_size(aside['bytes_read'])} read, {human_size(aside['bytes_written'])} "
             f"written, {aside['operations']:,} operations, {aside['seconds']:.3g} s "
             f"({why}){hint}")  # fmt: skip
