@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..vocabulary import mpiio_counters
+from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check
 from .rankcost import per_rank, slowest
@@ -59,7 +59,7 @@ class MpiioTimeAbovePosix(Check):
         n = max(len(mpi_r), len(posix_r))
         gap = np.pad(mpi_r, (0, n - len(mpi_r))) - np.pad(posix_r, (0, n - len(posix_r)))
         who, cost = slowest(np.maximum(gap, 0.0))
-        coll = sum(m.total(k) for k in mpiio_counters(d, ("COLL", "SPLIT")) if m.has(k))
+        coll = sum(m.total(k) for k in mpiio_counters(d, MPIIO_COLLECTIVE) if m.has(k))
         ops = sum(m.total(k) for k in mpiio_counters(d) if m.has(k))
         moved = m.total(f"MPIIO_{bytes_col}")
         per_call = moved / ops if ops else 0.0
