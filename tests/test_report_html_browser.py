@@ -14,6 +14,7 @@ from iopilot.checks import diagnose
 from iopilot.checks import thresholds as th
 from iopilot.checks.engine import Diagnosis, summarize
 from iopilot.demo import example_dir
+from iopilot.pipeline import diagnose_path
 from iopilot.report.html import write_html
 from iopilot.sources import load
 from test_report_html import _synthetic, page_doc
@@ -77,8 +78,8 @@ def _page(kind: str, tmp: Path) -> Path:
     if kind == "synthetic":  # sampled: the timeline starts on exact bins
         t = _synthetic(200_000, ranks=16, files=3)
         d = Diagnosis(t, [], summarize(t), th.defaults())
-    elif kind == "iopilot-trace":
-        d = diagnose(load(str(_iopilot_trace(tmp))))
+    elif kind == "iopilot-trace":  # as `iopilot report` sees it: the interpreter's files set aside
+        d = diagnose_path(str(_iopilot_trace(tmp)), th.defaults())
     else:
         d = diagnose(load(str(example_dir() / kind)))
     out = tmp / f"{kind.replace('.', '_')}.html"
@@ -170,6 +171,15 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
     header = driver.find_elements(By.CSS_SELECTOR, "#view-fs table.data th")[6]
     header.click()
     header.click()
+    # Runtime and library files: a table of their own under the files table.
+    aside = doc["report"].get("set_aside") or {"files": 0}
+    boxes = driver.find_elements(By.CSS_SELECTOR, "#view-fs details#set-aside")
+    assert len(boxes) == (1 if aside["files"] else 0)
+    if boxes:
+        assert f"set aside: {aside['files']:,} file(s)" in boxes[0].text
+        boxes[0].find_element(By.TAG_NAME, "summary").click()
+        rows = boxes[0].find_elements(By.CSS_SELECTOR, "tbody tr")
+        assert len(rows) == len(aside["listed"]) >= 1
 
     severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert not severe, severe

@@ -7,25 +7,28 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from .model.scope import FileScope
 
 EXIT_OK, EXIT_CRITICAL, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
-             html: str | None = None) -> dict[str, Any]:  # fmt: skip
+             html: str | None = None,
+             scope: FileScope | None = None) -> dict[str, Any]:  # fmt: skip
     """Load and diagnose one log (and write its HTML page); runs in a worker for many logs."""
     from ._alloc import keep_freed_memory
-    from .checks import diagnose
+    from .pipeline import diagnose_path
     from .report.json_report import diagnosis_dict
-    from .sources import load
 
     keep_freed_memory()  # also in worker processes
     try:
-        d = diagnose(load(path), thresholds, only)
+        d = diagnose_path(path, thresholds, only, scope)
         out: dict[str, Any] = {"ok": diagnosis_dict(d)}
         if html:
             from .report.html import write_html
@@ -73,8 +76,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         if unknown:
             raise InputError("--checks", f"unknown check(s): {', '.join(sorted(unknown))}")
     paths = expand_inputs(args.logs)
+    scope = file_scope(args)
     if args.summary or args.scheduler or args.parquet:
-        return _summary(args, paths, thresholds, only)
+        return _summary(args, paths, thresholds, only, scope)
     htmls = html_targets(args.html, paths)
     jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(paths)))
     if jobs > 1:
@@ -82,9 +86,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         with ProcessPoolExecutor(jobs) as pool:
             results = list(pool.map(_analyse, paths, [thresholds] * len(paths),
-                                    [only] * len(paths), htmls))  # fmt: skip
+                                    [only] * len(paths), htmls, [scope] * len(paths)))  # fmt: skip
     else:
-        results = [_analyse(p, thresholds, only, h) for p, h in zip(paths, htmls, strict=True)]
+        results = [_analyse(p, thresholds, only, h, scope)
+                   for p, h in zip(paths, htmls, strict=True)]  # fmt: skip
     reports = [r["ok"] for r in results if "ok" in r]
     errors = [r["error"] for r in results if "error" in r]
 
@@ -118,24 +123,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _job_row(path: str, thresholds: dict[str, Any], only: set[str] | None) -> dict[str, Any]:
+def _job_row(path: str, thresholds: dict[str, Any], only: set[str] | None,
+             scope: FileScope | None = None) -> dict[str, Any]:  # fmt: skip
     """One log's summary row (runs in a worker process or on a Dask worker)."""
     from .report import fleet
 
-    r = _analyse(path, thresholds, only)
+    r = _analyse(path, thresholds, only, scope=scope)
     if "ok" in r:
         return fleet.job_row(r["ok"])
     return fleet.error_row(r["error"]["path"], r["error"]["reason"])
 
 
 def _summary(args: argparse.Namespace, paths: list[str], thresholds: dict[str, Any],
-             only: set[str] | None) -> int:  # fmt: skip
+             only: set[str] | None, scope: FileScope) -> int:  # fmt: skip
     """``report --summary``: one row per job, ranked by I/O core-hours."""
     from functools import partial
 
     from .report import fleet, json_report
 
-    row_of = partial(_job_row, thresholds=thresholds, only=only)
+    row_of = partial(_job_row, thresholds=thresholds, only=only, scope=scope)
     progress = fleet.Progress(len(paths))
     rows = []
     if args.scheduler:
@@ -164,6 +170,27 @@ def _summary(args: argparse.Namespace, paths: list[str], thresholds: dict[str, A
     for r in failed:
         print(f"iopilot: error: {r['log']}: {r['error']}", file=sys.stderr)
     return EXIT_BAD_INPUT if failed else EXIT_OK
+
+
+def file_scope(args: argparse.Namespace) -> FileScope:
+    """The files to analyse, from --exclude, --include-only, --no-default-excludes
+    and IOPILOT_EXCLUDE."""
+    from .model.scope import scope_args
+
+    return scope_args(args.exclude, args.include_only, args.no_default_excludes)
+
+
+def add_scope_options(p: argparse.ArgumentParser) -> None:
+    """Options that choose the files the diagnosis is about."""
+    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
+                   help="leave out files matching PATTERN (repeatable; shell-style: "
+                   "'*.log', '/scratch/tmp'); IOPILOT_EXCLUDE adds more (':' or ',' "
+                   "separated)")
+    p.add_argument("--include-only", action="append", default=[], metavar="PATTERN",
+                   help="analyse only files matching PATTERN (repeatable)")
+    p.add_argument("--no-default-excludes", action="store_true",
+                   help="also analyse runtime and library files (.pyc, site-packages, "
+                   "*.so, /etc, /usr/share, /tmp/ompi*, /proc, /sys, /dev)")  # fmt: skip
 
 
 def html_targets(html: str | None, paths: list[str]) -> list[str | None]:
@@ -252,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override one threshold (repeatable); see 'iopilot checks -v'")
     r.add_argument("--checks", metavar="ID[,ID...]", help="run only these checks")
+    add_scope_options(r)
     r.add_argument("--min-level", choices=("HIGH", "WARN", "INFO", "OK"), default="OK",
                    help="hide findings below this level in the terminal report")
     r.add_argument("--fail-on-critical", action="store_true",
@@ -283,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--layers", metavar="L[,L...]",
                    help="trace only these layers: POSIX, STDIO, MPIIO, HDF5")
     u.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    add_scope_options(u)
     u.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     u.set_defaults(func=cmd_run)
 

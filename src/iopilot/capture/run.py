@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import InputError
+from ..model.scope import FileScope, scope_args
 from ..vocabulary import RUNTIME_SWITCHES
 from .foreground import Outcome, run_foreground
 from .tracedir import TraceDir
@@ -152,16 +153,15 @@ def run(command: Sequence[str], trace: TraceDir, *, max_records: int | None = No
     return outcome
 
 
-def diagnose(trace_dir: Path, color: str) -> None:
+def diagnose(trace_dir: Path, color: str, scope: FileScope | None = None) -> None:
     """Print the diagnosis; when it fails, say why in one line and carry on."""
     try:
-        from ..checks import diagnose as run_checks
         from ..checks import thresholds
+        from ..pipeline import diagnose_path
         from ..report import terminal
         from ..report.json_report import diagnosis_dict
-        from ..sources import load
 
-        report = diagnosis_dict(run_checks(load(str(trace_dir)), thresholds.load()))
+        report = diagnosis_dict(diagnose_path(str(trace_dir), thresholds.load(), None, scope))
         style = terminal.Style(terminal.want_color(color, sys.stdout))
         terminal.write(terminal.render(report, style))
         sys.stdout.flush()
@@ -201,7 +201,8 @@ def main(args: argparse.Namespace) -> int:
     except BaseException:
         trace.discard()  # interrupted before the program started, or the directory was taken
         raise
-    status = finish(trace, outcome, trace_only=args.trace_only, color=args.color)
+    scope = scope_args(args.exclude, args.include_only, args.no_default_excludes)
+    status = finish(trace, outcome, trace_only=args.trace_only, color=args.color, scope=scope)
     if outcome.signal == signal.SIGINT:
         die_by_sigint()
     return status
@@ -216,7 +217,8 @@ def die_by_sigint() -> None:
     os.kill(os.getpid(), signal.SIGINT)
 
 
-def finish(trace: TraceDir, outcome: Outcome, *, trace_only: bool, color: str) -> int:
+def finish(trace: TraceDir, outcome: Outcome, *, trace_only: bool, color: str,
+           scope: FileScope | None = None) -> int:
     """Diagnose, say how the program ended and where the trace is; the program's status."""
     if not trace.holds_trace():
         trace.discard()
@@ -225,7 +227,7 @@ def finish(trace: TraceDir, outcome: Outcome, *, trace_only: bool, color: str) -
         return outcome.status
     trace.close()
     if not trace_only:
-        diagnose(trace.path, color)
+        diagnose(trace.path, color, scope)
     if failure := outcome.failure():
         print(f"iopilot: the program {failure}", file=sys.stderr)
     print(f"iopilot: trace in {trace.path}", file=sys.stderr)

@@ -9,7 +9,8 @@ from importlib import import_module
 from .base import REGISTRY, Check, Context, FileEvidence, Finding, Level, check
 from .engine import Diagnosis, diagnose
 
-_LAYERS = ("stdio", "posix", "mpiio", "hdf5", "pnetcdf", "lustre", "ranks", "phases", "overlaps")
+_LAYERS = ("stdio", "posix", "mpiio", "hdf5", "pnetcdf", "lustre", "ranks", "phases", "overlaps",
+           "reopen", "tinyfiles", "mpiio_time", "rmw", "stdio_time")
 for _name in _LAYERS:
     import_module(f"{__name__}.{_name}")
 

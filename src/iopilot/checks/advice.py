@@ -186,3 +186,78 @@ def lustre_check_ost(slow: list[int], others: list[int], path: str) -> str:
         "# until the OST is repaired, new files can be placed on chosen OSTs only:\n"
         f"lfs setstripe -c {min(4, max(1, len(others[:4])))} -o {avoid} {path}"
     )
+
+
+PY_WRITE_ONCE = """\
+# instead of df.to_csv(path, mode="a") per row (an open, stats and seeks each time):
+rows = []
+for step in range(n):
+    rows.append({"step": step, "value": value(step)})
+pd.DataFrame(rows).to_csv(path, index=False)     # open once, write once
+# or, when rows must reach the file as they come, keep one file object open:
+with open(path, "w", buffering=1 << 20) as f:
+    for step in range(n):
+        f.write(f"{step},{value(step)}\\n")"""
+
+C_WRITE_ONCE = """\
+FILE *f = fopen(path, "w");                 /* once, before the loop */
+setvbuf(f, NULL, _IOFBF, 1 << 20);          /* 1 MiB buffer: few, large writes */
+for (int step = 0; step < n; step++)
+    fprintf(f, "%d,%g\\n", step, value(step));
+fclose(f);                                  /* once, after it */"""
+
+PY_READ_ONCE = """\
+data = pd.read_csv(path)          # once, outside the loop (or open(path).read())
+for step in range(n):
+    use(data)                     # not pd.read_csv(path) at every step"""
+
+C_READ_ONCE = """\
+/* read the file into memory once and reuse the buffer */
+int fd = open(path, O_RDONLY);
+struct stat st; fstat(fd, &st);
+char *data = malloc(st.st_size);
+pread(fd, data, st.st_size, 0);
+close(fd);"""
+
+PY_ONE_CONTAINER = """\
+import h5py
+with h5py.File("results.h5", "w") as f:           # one file, one open
+    for name, arr in items:
+        f.create_dataset(name, data=arr)          # not np.save(f"{name}.npy", arr)"""
+
+C_ONE_CONTAINER = """\
+/* one file, one open: each item at its own offset, the offsets in an index */
+int fd = open("items.bin", O_CREAT | O_WRONLY, 0644);
+for (int i = 0; i < n; i++)
+    pwrite(fd, item[i], size[i], offset[i]);
+close(fd);"""
+
+TAR_INPUTS = """\
+tar cf inputs.tar inputs/          # once: pack the small inputs into one file
+# then read members from the one archive (Python: tarfile.open("inputs.tar")),
+# or unpack it to node-local storage (/tmp, $TMPDIR) at the start of the job"""
+
+MPIIO_ONE_CALL_PER_STEP = """\
+/* describe everything this rank writes in a step with one file view,
+   then one collective call moves it all (not one call per small piece) */
+MPI_Datatype filetype;
+MPI_Type_create_subarray(ndims, gsizes, lsizes, starts, MPI_ORDER_C, MPI_DOUBLE, &filetype);
+MPI_Type_commit(&filetype);
+MPI_File_set_view(fh, 0, MPI_DOUBLE, filetype, "native", MPI_INFO_NULL);
+MPI_File_write_all(fh, local, nlocal, MPI_DOUBLE, MPI_STATUS_IGNORE);"""
+
+C_LOG_LESS = """\
+/* one large buffer, no flush per line, and only every Nth step */
+static char logbuf[1 << 20];
+setvbuf(logf, logbuf, _IOFBF, sizeof logbuf);
+if (step % 100 == 0)
+    fprintf(logf, "step %d residual %g\\n", step, res);   /* no fflush here */"""
+
+PY_LOG_LESS = """\
+import logging, logging.handlers
+# keep records in memory and write them in batches (or on an error)
+target = logging.FileHandler("run.log")
+logging.getLogger().addHandler(
+    logging.handlers.MemoryHandler(10000, flushLevel=logging.ERROR, target=target))
+if step % 100 == 0:
+    logging.info("step %d residual %g", step, res)"""

@@ -14,7 +14,7 @@ from ..model import RECORD_LAYERS, Records, display
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, check, pct
 from .iotime import price
-from .ranks import rank_load
+from .ranks import counter_load
 from .recordtools import PHASES_LISTED, _busy, _cached, _rank_list, small_type, steps
 
 # ---------------------------------------------------------------------------
@@ -295,17 +295,20 @@ class PhaseStragglers(Check):
 
     Cost: per straggler phase, the slowest rank's seconds minus the median
     rank's, summed over those phases (the wait the others see at the end of
-    each phase); from counters, the whole run's slowest minus median rank."""
+    each phase).  Without per-operation records, or when no phase has a
+    straggler, the whole run is judged from the per-rank counters, metadata
+    time included; the cost is then the straggler's seconds above the median
+    rank's."""
 
     id = "phase-stragglers"
     layer = "PHASES"
     uses = ("straggler_ratio", "straggler_min_time", "phase_gap", "phase_min_gap_share")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
-        if len(ctx.trace.records):
-            yield from self._from_records(ctx)
-        else:
-            yield from self._from_counters(ctx)
+        found = list(self._from_records(ctx)) if len(ctx.trace.records) else []
+        # Records hold data operations only: a rank slowed down by its opens
+        # and stats shows in the whole run's counters, metadata time included.
+        yield from found or self._from_counters(ctx)
 
     def _from_records(self, ctx: Context) -> Iterable[Finding]:
         layer = _phase_layer(ctx)
@@ -379,16 +382,19 @@ class PhaseStragglers(Check):
         ), cost)
 
     def _from_counters(self, ctx: Context) -> Iterable[Finding]:
-        """Without a trace the whole run is one phase, seen through per-rank counters."""
+        """The whole run as one phase, seen through per-rank counters: seconds
+        reading, writing and in metadata calls (open, stat, seek, sync)."""
         if ctx.trace.job.nprocs < 2:
             return
-        load = rank_load(ctx)
+        load = counter_load(ctx)
         if load is None or load.unattributed_ops:
             return
         active = np.flatnonzero(load.ops > 0)
         if len(active) < 2:
             return
-        sec = load.seconds[active]
+        meta = load.meta_seconds if load.meta_seconds is not None else np.zeros(len(load.ops))
+        all_sec = load.seconds + meta
+        sec = all_sec[active]
         med = float(np.median(sec))
         i = int(np.argmax(sec))
         slow, slow_r = float(sec[i]), int(active[i])
@@ -401,11 +407,15 @@ class PhaseStragglers(Check):
         limit = float(t["straggler_ratio"]) * med
         n_slow = int(np.count_nonzero(sec > limit))
         order = active[np.argsort(-sec, kind="stable")][: min(n_slow, ctx.max_files)]
+        where = ("no I/O phase has a straggler in the data operations, but over the whole "
+                 "run" if len(ctx.trace.records)
+                 else "over the whole run (per-rank counters, no per-operation trace)")
         yield price(ctx, self.finding(
             ctx,
             Level.WARN,
-            f"Over the whole run (per-rank counters, no per-operation trace) rank {slow_r} "
-            f"spent {slow:.3g} s in I/O, {ratio:.1f}× the median rank ({med:.3g} s); "
+            f"{where[0].upper()}{where[1:]} rank {slow_r} spent {slow:.3g} s in I/O "
+            f"({float(meta[slow_r]):.3g} s of it in metadata calls), {ratio:.1f}× the median "
+            f"rank ({med:.3g} s); "
             f"{n_slow} of {len(active)} ranks with I/O took over {t['straggler_ratio']:g}× "
             "the median.",
             evidence={
@@ -414,6 +424,7 @@ class PhaseStragglers(Check):
                 "worst_ratio": round(ratio, 3),
                 "worst_rank": slow_r,
                 "worst_rank_seconds": round(slow, 6),
+                "worst_rank_meta_seconds": round(float(meta[slow_r]), 6),
                 "median_seconds": round(med, 6),
                 "worst_rank_bytes": int(slow_b),
                 "median_bytes": int(med_b),
@@ -423,7 +434,8 @@ class PhaseStragglers(Check):
                 FileEvidence(
                     f"rank {int(r)}",
                     {
-                        "seconds": round(float(load.seconds[r]), 6),
+                        "seconds": round(float(all_sec[r]), 6),
+                        "metadata seconds": round(float(meta[r]), 6),
                         "bytes": int(load.bytes[r]),
                         "operations": int(load.ops[r]),
                     },
@@ -431,10 +443,22 @@ class PhaseStragglers(Check):
                 for r in order
             ],
             files_total=n_slow,
-            recommendation=_straggler_advice(slow_b, med_b, float(t["straggler_ratio"])),
+            recommendation=_meta_advice(float(meta[slow_r]), slow)
+            or _straggler_advice(slow_b, med_b, float(t["straggler_ratio"])),
             snippet=advice.MPIIO_COLLECTIVE_WRITE,
             snippet_lang="c",
         ), slow - med)
+
+
+def _meta_advice(meta: float, total: float) -> str:
+    """Advice when most of a straggler's time is metadata calls, else ''."""
+    if 2 * meta <= total:
+        return ""
+    return (
+        f"{meta:.3g} s of the straggler's {total:.3g} s are opens, stats, seeks and syncs: "
+        "open each file once and keep it open, stat once and share the result, and look at "
+        "the metadata path of its node (metadata server load, a slow mount)."
+    )
 
 
 def _straggler_advice(slow_bytes: float, median_bytes: float, ratio: float) -> str:

@@ -31,6 +31,9 @@ class RankLoad:
     source: str  # "records" or "counters"
     unattributed_bytes: int = 0  # counters of shared files reduced over all ranks
     unattributed_ops: int = 0
+    # Seconds in open, stat, seek, sync ... per rank (counters only), which
+    # stragglers count as I/O time too: a slow metadata path makes a straggler.
+    meta_seconds: np.ndarray | None = None
 
     @property
     def ops(self) -> np.ndarray:
@@ -80,8 +83,14 @@ def _rank_load(ctx: Context) -> RankLoad | None:
 
 _COUNTER_COLS = {m.name: (m.op_counters("READ"), m.op_counters("WRITE"),
                           *(f"{m.name}_{k}" for k in ("BYTES_READ", "BYTES_WRITTEN",
-                                                      "F_READ_TIME", "F_WRITE_TIME")))
+                                                      "F_READ_TIME", "F_WRITE_TIME",
+                                                      "F_META_TIME")))
                  for m in (MODULE["POSIX"], MODULE["MPIIO"])}  # fmt: skip
+
+
+def counter_load(ctx: Context) -> RankLoad | None:
+    """Per-rank load from the per-rank counter rows, records or not."""
+    return _cached(ctx, "counter_load", lambda: _counter_load(ctx))
 
 
 def _counter_load(ctx: Context) -> RankLoad | None:
@@ -95,12 +104,13 @@ def _counter_load(ctx: Context) -> RankLoad | None:
             continue
         if name == "POSIX":  # files opened through MPI-IO count at that level
             c = c.select(~np.isin(c.file_id, mpiio_files))
-        reads_c, writes_c, br, bw, tr_, tw = _COUNTER_COLS[name]
+        reads_c, writes_c, br, bw, tr_, tw, tm = _COUNTER_COLS[name]
         cols = {
             "reads": sum((c[k] for k in reads_c if c.has(k)), np.zeros(len(c), np.int64)),
             "writes": sum((c[k] for k in writes_c if c.has(k)), np.zeros(len(c), np.int64)),
             "bytes": c[br] + c[bw],
             "seconds": c[tr_] + c[tw],
+            "meta": c[tm] if c.has(tm) else np.zeros(len(c)),
         }
         parts.append((c.rank, cols))
     if not parts:
@@ -122,6 +132,7 @@ def _counter_load(ctx: Context) -> RankLoad | None:
         source="counters",
         unattributed_bytes=int(cols["bytes"][~own].sum()),
         unattributed_ops=int((cols["reads"] + cols["writes"])[~own].sum()),
+        meta_seconds=per["meta"],
     )
 
 

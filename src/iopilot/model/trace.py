@@ -229,6 +229,9 @@ class Trace:
     # Metadata operations (open, close, seek, stat ...) when the source has
     # them one by one (iopilot traces); their ``length`` is 0.
     meta_records: Records = field(default_factory=lambda: Records.empty())
+    # Runtime and library files left out of the analysis (plain data, see
+    # docs/json-report.md and :mod:`.scope`); None when no scope was applied.
+    set_aside: dict[str, Any] | None = None
 
     def layer(self, name: str) -> Counters | None:
         """The counters of a layer, or None if the source had none."""

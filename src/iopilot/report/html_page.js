@@ -810,6 +810,24 @@
     c.append(note('One row per file and interface, the ' + fmtInt(T.rows.length) + ' that moved the most bytes' + (T.others ? ' (the rest summed below)' : '') +
       '. "shared" marks files Darshan reduced over all ranks (rank -1). Times are summed over ranks. Click a column to sort.'),
     table(cols, rows, { scroll: true, sortable: true }));
+    drawSetAside(c);
+  }
+
+  // Runtime and library files the checks did not see (report.set_aside).
+  function drawSetAside(c) {
+    const A = R.set_aside;
+    if (!A || !A.files) return;
+    const why = A.reasons.map((r) => r.reason + ' ' + fmtInt(r.files)).join(', ');
+    const cols = [
+      { key: 'path', label: 'file', text: true, fmt: (v) => shortName(v, 100) }, { key: 'reason', label: 'why', text: true },
+      { key: 'bytes_read', label: 'read', fmt: fmtBytes }, { key: 'bytes_written', label: 'written', fmt: fmtBytes },
+      { key: 'operations', label: 'operations', fmt: fmtInt }, { key: 'seconds', label: 'time', fmt: fmtSec },
+    ];
+    c.append(h('details', { id: 'set-aside' }, h('summary', { text: 'Runtime and library files set aside: ' + fmtInt(A.files) + ' file(s), ' +
+      fmtBytes(A.bytes_read) + ' read, ' + fmtBytes(A.bytes_written) + ' written, ' + fmtInt(A.operations) + ' operations, ' + fmtSec(A.seconds) + ' (' + why + ')' }),
+    note('The checks and the table above leave these out' + (A.scope.defaults ? ' (iopilot report --no-default-excludes keeps them)' : '') +
+      '; the ' + fmtInt(A.listed.length) + ' that moved the most bytes are listed.'),
+    table(cols, A.listed, { scroll: A.listed.length > 10, sortable: true })));
   }
 
   function drawRanks(sec) {

@@ -48,6 +48,7 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
         "warnings": d.warnings,
         "io_time": d.io_time.as_dict(),
         "layers": [vars(s) for s in d.layers],
+        "set_aside": t.set_aside,
         "records": len(t.records),
         "counts": {lvl.name: d.count(lvl) for lvl in sorted(Level, reverse=True)},
         "findings": [

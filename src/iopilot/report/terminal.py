@@ -63,6 +63,14 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
         add(style(f"  ! {w}", "33"))
     if procs:
         add(style(f"  i {procs['not_seen']}", "36"))
+    aside = report.get("set_aside")
+    if aside and aside["files"]:
+        add(style(f"  set aside {set_aside_line(aside)}", "36"))
+        if verbose:
+            for e in aside["listed"][:files_shown * 2]:
+                add(style(f"    - {e['path']} ({e['reason']}): "
+                          f"{human_size(e['bytes_read'] + e['bytes_written'])}, "
+                          f"{e['operations']:,} ops, {_fmt(e['seconds'])} s", "2"))  # fmt: skip
     if report["layers"]:
         add("")
         add(f"  {'layer':<8} {'files':>6} {'reads':>12} {'writes':>12} {'read':>11} "
@@ -123,6 +131,21 @@ def io_headline(it: dict[str, Any]) -> str:
     if layers:
         text += "; " + ", ".join(f"{k} {v:.3g} s" for v, k in layers)
     return text
+
+
+def set_aside_line(aside: dict[str, Any]) -> str:
+    """"1,310 runtime and library file(s): 14.7 MiB read, ... (Python bytecode 900, ...)"."""
+    why = ", ".join(f"{r['reason']} {r['files']:,}" for r in aside["reasons"])
+    scope = aside["scope"]
+    what = "runtime and library file(s)" if scope["defaults"] else "file(s)"
+    if scope["exclude"] or scope["env_exclude"] or scope["include_only"]:
+        what = "runtime, library and excluded file(s)" if scope["defaults"] else "excluded file(s)"
+    hint = ("; --no-default-excludes keeps the runtime and library files" if scope["defaults"]
+            else "")  # fmt: skip
+    return (f"{aside['files']:,} {what}: "
+            f"{human_size(aside['bytes_read'])} read, {human_size(aside['bytes_written'])} "
+            f"written, {aside['operations']:,} operations, {aside['seconds']:.3g} s "
+            f"({why}){hint}")  # fmt: skip
 
 
 def printable(o: Any, key: str = "") -> Any:

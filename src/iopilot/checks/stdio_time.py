@@ -1,0 +1,85 @@
+"""One rank's STDIO (log lines, text output or input) taking a large share
+of the run: buffered streams flushed line by line, from every step."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from . import advice
+from .base import Check, Context, Finding, Level, check, pct
+from .rankcost import in_language, per_rank, slowest
+
+_DIRS = {"WRITE": ("writing", "STDIO_WRITES", "STDIO_BYTES_WRITTEN"),
+         "READ": ("reading", "STDIO_READS", "STDIO_BYTES_READ")}  # fmt: skip
+
+
+@check
+class StdioTime(Check):
+    """One rank spends a large share of the run in STDIO calls (logging, text I/O).
+
+    ``cost_seconds``: that rank's STDIO seconds in the direction found
+    (reads or writes, with the metadata time of the files it used that way).
+    """
+
+    id = "stdio-time"
+    layer = "STDIO"
+    uses = ("stdio_time_share", "stdio_min_time")
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        s = ctx.layer("STDIO")
+        runtime = float(ctx.trace.job.runtime)
+        if s is None or runtime <= 0:
+            return
+        t = ctx.thresholds
+        best = None
+        for d, (_, ops_col, _) in _DIRS.items():
+            # A stream's open, seek and flush time goes with what it was used for.
+            used = s[ops_col] > 0
+            secs = s[f"STDIO_F_{d}_TIME"] + np.where(used, s["STDIO_F_META_TIME"], 0.0)
+            per = per_rank(ctx, s.rank, secs)
+            who, sec = slowest(per)
+            if best is None or sec > best[2]:
+                best = (d, who, sec, per, secs, used)
+        d, who, sec, per, secs, used = best  # type: ignore[misc]
+        if sec <= float(t["stdio_min_time"]) or sec <= float(t["stdio_time_share"]) * runtime:
+            return
+        verb, ops_col, bytes_col = _DIRS[d]
+        mine = (s.rank == who) | (s.rank < 0)
+        files, n = ctx.top_files(s.file_id, secs, {"seconds": secs, "calls": s[ops_col],
+                                                   "bytes": s[bytes_col]},
+                                 mine & used)  # fmt: skip
+        calls = int(s[ops_col][mine & used].sum())
+        median = float(np.median(per))
+        if d == "WRITE":
+            rec = ("Log less and in bigger pieces: every Nth step instead of every step, from "
+                   "one rank (or a few), into a stream with a large buffer that is not flushed "
+                   "after each line")
+            snippet, lang = in_language(ctx, advice.PY_LOG_LESS, advice.C_LOG_LESS)
+        else:
+            rec = ("Read the input in large pieces (or once) instead of line by line or value "
+                   "by value, and share it instead of having each rank parse it")
+            snippet, lang = advice.STDIO_BUFFER, "c"
+        yield self.finding(
+            ctx,
+            Level.WARN,
+            f"Rank {who} spends {sec:.3g} s {verb} through STDIO, {pct(sec, runtime):.1f} % "
+            f"of the {runtime:.3g} s run ({calls:,} calls"
+            + (f"; the median rank spends {median:.3g} s)" if len(per) > 1 else ")")
+            + ".",
+            evidence={
+                "direction": verb,
+                "rank": who,
+                "rank_seconds": round(sec, 6),
+                "median_rank_seconds": round(median, 6),
+                "runtime_seconds": round(runtime, 6),
+                "calls": calls,
+            },
+            files=files,
+            files_total=n,
+            recommendation=rec + ".",
+            snippet=snippet,
+            snippet_lang=lang,
+            cost_seconds=round(sec, 6),
+        )

@@ -1,0 +1,93 @@
+"""Many tiny files: each costs an open, a close and a metadata-server round
+trip, whatever the few bytes it holds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from . import advice
+from .base import Check, Context, Finding, check, pct
+from .rankcost import fs_rows, in_language, metadata_cost
+from .stdio import CONSOLE
+
+
+@check
+class TinyFiles(Check):
+    """Many files each hold only a few bytes (read, or written).
+
+    ``cost_seconds``: the slowest rank's metadata seconds (open, stat, seek,
+    close) on the tiny files; packing them into one file saves most of it.
+    """
+
+    id = "tiny-files"
+    layer = "POSIX"
+    uses = ("tiny_file_size", "tiny_files_count", "metadata_time_share")
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        rows = fs_rows(ctx)
+        if rows is None:
+            return
+        t = ctx.thresholds
+        # Per file: its extent, and whether it was written or only read.
+        ids, inv = np.unique(rows["file"], return_inverse=True)
+        extent = np.zeros(len(ids))
+        np.maximum.at(extent, inv, rows["extent"])
+        writes = np.bincount(inv, weights=rows["writes"], minlength=len(ids))
+        reads = np.bincount(inv, weights=rows["reads"], minlength=len(ids))
+        console = [fid for fid, name in ctx.trace.names.items() if name in CONSOLE]
+        named = ~np.isin(ids, np.array(console, np.uint64))
+        tiny = named & (extent < float(t["tiny_file_size"]))
+        written = tiny & (writes > 0)
+        read = tiny & (reads > 0) & (writes == 0)
+        limit = int(t["tiny_files_count"])
+        many_w, many_r = int(written.sum()) > limit, int(read.sum()) > limit
+        if not (many_w or many_r):
+            return
+        flagged = (written if many_w else False) | (read if many_r else False)
+        who, cost, io, level = metadata_cost(ctx, rows, flagged[inv])
+        moved = np.bincount(inv, weights=rows["bytes_read"] + rows["bytes_written"],
+                            minlength=len(ids))  # fmt: skip
+        opens = np.bincount(inv, weights=rows["opens"], minlength=len(ids))
+        meta = np.bincount(inv, weights=rows["meta"], minlength=len(ids))
+        files, n = ctx.top_files(ids, meta, {"bytes": moved, "opens": opens,
+                                             "metadata seconds": meta}, flagged)  # fmt: skip
+        parts = []
+        if many_w:
+            parts.append(f"{int(written.sum()):,} tiny files written")
+        if many_r:
+            parts.append(f"{int(read.sum()):,} tiny files read")
+        mean = float(moved[flagged].mean())
+        if many_w:
+            rec = ("Write the pieces into one file instead of one file each: datasets of one "
+                   "HDF5 file, records at known offsets of one binary file with an index, or "
+                   "one file per rank")
+            snippet, lang = in_language(ctx, advice.PY_ONE_CONTAINER, advice.C_ONE_CONTAINER)
+        else:
+            rec = ("Pack the small inputs into one file (an archive, an HDF5 file) and read "
+                   "that, or copy them to node-local storage once at the start")
+            snippet, lang = advice.TAR_INPUTS, "sh"
+        yield self.finding(
+            ctx,
+            level,
+            f"{' and '.join(parts)} (each under {advice.human_size(t['tiny_file_size'])}, "
+            f"{advice.human_size(mean)} moved per file on average); rank {who} spends "
+            f"{cost:.3g} s opening and closing them ({pct(cost, io):.1f} % of its "
+            "I/O time).",
+            evidence={
+                "tiny_files_written": int(written.sum()),
+                "tiny_files_read": int(read.sum()),
+                "mean_bytes_per_file": round(mean, 1),
+                "opens": int(opens[flagged].sum()),
+                "slowest_rank": who,
+                "slowest_rank_metadata_seconds": round(cost, 6),
+                "slowest_rank_io_seconds": round(float(io), 6),
+            },
+            files=files,
+            files_total=n,
+            recommendation=rec + ".",
+            snippet=snippet,
+            snippet_lang=lang,
+            cost_seconds=round(cost, 6),
+        )
