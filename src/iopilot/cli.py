@@ -256,7 +256,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
-    return demo.main(args.out, darshan=args.darshan)
+    return demo.main(main, args.out, darshan=args.darshan)
 
 
 def build_parser() -> argparse.ArgumentParser:

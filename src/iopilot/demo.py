@@ -12,6 +12,7 @@ import importlib.util
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 EXAMPLE_LOG = "ior_hdf5_example.darshan"
@@ -35,9 +36,10 @@ def mpirun_prefix(ranks: int) -> list[str]:
     return cmd
 
 
-def main(out_dir: str = "demo-output", darshan: bool = False) -> int:
-    from .cli import main as cli_main
-
+def main(cli_main: Callable[[list[str]], int], out_dir: str = "demo-output",
+         darshan: bool = False) -> int:  # fmt: skip
+    """Trace the example (or read the example log) and report it through
+    ``cli_main``, the command line's entry point (passed in: no import cycle)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report, page = out / "report.json", out / "report.html"
@@ -65,7 +67,3 @@ def main(out_dir: str = "demo-output", darshan: bool = False) -> int:
     print(f"The trace is in {trace.resolve()}; the JSON report in {report.resolve()}.")
     print("Trace your own program with `.venv/bin/iopilot run -- PROGRAM ARGS`.")
     return rc
-
-
-if __name__ == "__main__":
-    sys.exit(main())
