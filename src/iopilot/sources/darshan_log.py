@@ -39,12 +39,28 @@ from ..model import (
 from ..vocabulary import DIRECTIONS, MODULE, MODULES
 
 MAGIC = 6567223
-# Module ids of the log format, in the library's order.
+# Module ids of the log format 3.41, in the library's order.
 MODULE_IDS = (
     "NULL", "POSIX", "MPI-IO", "H5F", "H5D", "PNETCDF_FILE", "PNETCDF_VAR", "BG/Q",
     "LUSTRE", "STDIO", "DXT_POSIX", "DXT_MPIIO", "MDHIM", "APXC", "APMPI", "HEATMAP",
     "DFS", "DAOS",
 )  # fmt: skip
+# Older formats numbered their (16) header slots differently: 3.20 split HDF5
+# into H5F and H5D, 3.41 split PnetCDF into file and variable modules.  Only
+# the header's region names use these; the library maps old ids itself.
+# 3.41 inserted PNETCDF_VAR after PNETCDF_FILE; before 3.20, HDF5 and
+# PnetCDF were one module each.
+_MODULE_IDS_3_20 = MODULE_IDS[:6] + MODULE_IDS[7:16]
+_MODULE_IDS_3_00 = MODULE_IDS[:3] + ("HDF5", "PNETCDF") + MODULE_IDS[7:12]
+
+
+def module_ids(version: str) -> tuple[str, ...]:
+    """Names of the header's module slots in log format ``version``."""
+    if version >= "3.41":
+        return MODULE_IDS
+    return _MODULE_IDS_3_20 if version >= "3.20" else _MODULE_IDS_3_00
+
+
 # Counter modules read into the model: log module name -> (model layer, C struct).
 COUNTER_MODULES = {m.darshan: (m.name, m.darshan_struct) for m in MODULES}
 DXT_MODULES = {"DXT_POSIX": "POSIX", "DXT_MPIIO": "MPIIO"}
@@ -158,7 +174,7 @@ def _check_header(path: str) -> tuple[str, bool]:
         raise InputError(path, "is a directory, not a Darshan log")
     try:
         with open(p, "rb") as f:
-            head = f.read(HEADER_BYTES["3.41"])
+            head = f.read(HEADER_BYTES["3.41"] + 2)  # and the job record's first bytes
             size = os.fstat(f.fileno()).st_size
     except OSError as e:
         raise InputError(path, f"cannot read: {e.strerror}") from None
@@ -205,6 +221,7 @@ def _check_header(path: str) -> tuple[str, bool]:
             f"truncated: the file ends inside the header ({size} of {need} bytes)",
             "copy the log again from where the job wrote it",
         )
+    end = ">" if big and not little else "<"
     comp = head[16]
     if comp == 1:
         raise InputError(
@@ -213,33 +230,71 @@ def _check_header(path: str) -> tuple[str, bool]:
             "re-compress it with zlib: darshan-convert IN OUT",
         )
     if comp not in COMPRESSION:
-        raise InputError(path, f"damaged header (unknown compression type {comp})")
-    end = ">" if big and not little else "<"
+        raise InputError(path, f"corrupt: unknown compression type {comp} in the header")
     v341 = version >= "3.41"
     partial = struct.unpack_from(end + ("Q" if v341 else "I"), head, 24 if v341 else 20)[0]
     first_map = 32 if v341 else 24
     n_mods = 64 if v341 else 16
     regions = [("name table", *struct.unpack_from(end + "QQ", head, first_map))]
+    regions = [r for r in regions if r[2]]
     for i in range(n_mods):
         off, length = struct.unpack_from(end + "QQ", head, first_map + 16 * (i + 1))
         if length:
-            name = MODULE_IDS[i] if i < len(MODULE_IDS) else f"module {i}"
+            ids = module_ids(version)
+            name = f"{ids[i]} module" if i < len(ids) else f"module {i}"
             regions.append((name, off, length))
-    for name, off, length in regions:
-        if off + length > size:
+    _check_regions(path, regions, need, size)
+    if comp == 2:
+        # An uncompressed region has no checksum: only a zlib stream where
+        # raw data should be is told here; the rest is read in a child (_probe).
+        first = min((off for _, off, _ in regions), default=size)
+        if first > need and _is_zlib(head[need:need + 2]):
             raise InputError(
                 path,
-                f"truncated: the {name} region ends at byte {off + length}, "
-                f"but the file has {size} bytes",
+                "corrupt: the header says the data is uncompressed, but it is zlib-compressed"
+                " (a damaged compression field)",
                 "copy the log again from where the job wrote it",
             )
     if comp == 0:
         # The library aborts the process on some corrupted streams, and reads
         # others as silently shorter data: inflate every region here first
         # (zlib's checksum catches any damaged byte).
-        first = min(off for _, off, _ in regions)
-        _verify_zlib(path, [("job", need, first - need), *regions])
-    return version, bool(partial)
+        first = min((off for _, off, _ in regions), default=size)
+        _verify_zlib(path, [("job record", need, first - need), *regions])
+    return version, bool(partial), comp
+
+
+def _is_zlib(two: bytes) -> bool:
+    """A zlib stream header: deflate, a 32 KiB window or less, a valid check."""
+    return len(two) == 2 and two[0] & 0x0F == 8 and two[0] >> 4 <= 7 and (
+        (two[0] << 8 | two[1]) % 31 == 0)  # fmt: skip
+
+
+def _check_regions(path: str, regions: list[tuple[str, int, int]], header: int,
+                   size: int) -> None:  # fmt: skip
+    """Truncation (the file ends inside a region) versus corruption (the map
+    puts a region where it cannot be).  Darshan writes the regions back to
+    back, so a consistent map whose last region passes the end is a cut copy."""
+    for name, off, _ in regions:
+        if off < header:
+            raise InputError(path, f"corrupt: the header places the {name} at byte {off},"
+                             f" inside the {header}-byte header")  # fmt: skip
+    spans = sorted((off, off + length, name) for name, off, length in regions)
+    if not spans or spans[-1][1] <= size:
+        return
+    contiguous = all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    if not contiguous:
+        off, stop, name = next(x for x in spans if x[1] > size)
+        raise InputError(path, f"corrupt: the header places the {name} at bytes {off}-{stop},"
+                         f" beyond the end of the file ({size} bytes)")  # fmt: skip
+    inside = next((n for o, e, n in spans if o <= size < e), spans[0][2])
+    if size < spans[0][0]:
+        inside = "job record"
+    raise InputError(
+        path,
+        f"truncated: the file ends at byte {size} inside the {inside} (expects {spans[-1][1]})",
+        "copy the log again from where the job wrote it",
+    )
 
 
 def _verify_zlib(path: str, regions: list[tuple[str, int, int]]) -> None:
@@ -265,7 +320,7 @@ def _verify_zlib(path: str, regions: list[tuple[str, int, int]]) -> None:
             except zlib.error as e:
                 raise InputError(
                     path,
-                    f"damaged log: the {name} region is corrupted ({e})",
+                    f"corrupt: the {name} region does not decompress ({e})",
                     "copy the log again from where the job wrote it",
                 ) from None
 
@@ -299,8 +354,10 @@ class _CapturedStderr:
 
 def read_darshan(path: str, *, with_records: bool = True) -> Trace:
     """Read a Darshan log into the model; raise InputError if it is damaged."""
-    version, header_partial = _check_header(path)
+    version, header_partial, comp = _check_header(path)
     ffi, lib = _library()
+    if comp == 2:
+        _probe(path, version)
     with _CapturedStderr() as err:
         handle = lib.darshan_log_open(os.fsencode(path))
     if handle == ffi.NULL:
@@ -321,6 +378,59 @@ def read_darshan(path: str, *, with_records: bool = True) -> Trace:
     return trace
 
 
+PROBE_SECONDS = 120  # a log the library reads for longer than this is taken as hung
+
+
+def _probe(path: str, version: str) -> None:
+    """Read an uncompressed log once in a forked child first.
+
+    Its regions have no checksum, and the library aborts or crashes on some
+    damaged ones (a bad name-table length, a bad record count): a crash in the
+    child is an InputError here instead of the end of the process.  Costs one
+    fork and a second read, for uncompressed logs only (Darshan writes zlib).
+    """
+    import signal
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; its exit status is the answer
+        code = 0
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 2)  # the library's messages: the parent reports its own
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(PROBE_SECONDS)
+            ffi, lib = _library()
+            handle = lib.darshan_log_open(os.fsencode(path))
+            if handle != ffi.NULL:
+                _read_open_log(ffi, lib, handle, path, version, True)
+        except BaseException:
+            code = 1  # a Python-level problem: the real read reports it
+        os._exit(code)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:  # pragma: no cover
+            continue
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGALRM:
+            raise InputError(path, f"corrupt: the Darshan library did not finish reading it in"
+                             f" {PROBE_SECONDS} s (uncompressed data, damaged)")  # fmt: skip
+        raise InputError(path, f"corrupt: the Darshan library crashes on it "
+                         f"({signal_name(sig)}; uncompressed data, damaged)")  # fmt: skip
+
+
+def signal_name(sig: int) -> str:
+    """``signal 6 (SIGABRT)``."""
+    import signal
+
+    try:
+        return f"signal {sig} ({signal.Signals(sig).name})"
+    except ValueError:
+        return f"signal {sig}"
+
+
 def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
                    with_records: bool) -> Trace:  # fmt: skip
     job = _read_job(ffi, lib, handle, version)
@@ -335,9 +445,10 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
     cnt = ffi.new("int *")
     lib.darshan_log_get_modules(handle, mods, cnt)
     listed = [
-        (ffi.string(mods[0][i].name).decode(), int(mods[0][i].idx), bool(mods[0][i].partial_flag))
+        (_text(ffi, mods[0][i].name) or f"module {int(mods[0][i].idx)}", int(mods[0][i].idx),
+         bool(mods[0][i].partial_flag))
         for i in range(cnt[0])
-    ]
+    ]  # fmt: skip
     lib.darshan_free(mods[0])
 
     for name, idx, partial in listed:
@@ -347,6 +458,7 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
             if name in COUNTER_MODULES:
                 layer, struct_name = COUNTER_MODULES[name]
                 table = _read_counters(ffi, lib, handle, idx, layer, struct_name)
+                warnings.extend(_clean_counters(table, names, job.nprocs))
                 counters[layer] = table
                 info.rows = len(table)
             elif name in DXT_MODULES and with_records:
@@ -391,7 +503,7 @@ def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
     runtime = ffi.new("double *")
     lib.darshan_log_get_job_runtime(handle, jobrec[0], runtime)
     meta: dict[str, str] = {}
-    for line in ffi.string(jobrec[0].metadata).decode("utf-8", "replace").split("\n"):
+    for line in _text(ffi, jobrec[0].metadata).split("\n"):
         if "=" in line:
             k, v = line.split("=", 1)
             meta[k] = v
@@ -400,10 +512,8 @@ def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
     mnts = ffi.new("struct darshan_mnt_info **")
     n = ffi.new("int *")
     lib.darshan_log_get_mounts(handle, mnts, n)
-    mounts = [
-        (ffi.string(mnts[0][i].mnt_path).decode(), ffi.string(mnts[0][i].mnt_type).decode())
-        for i in range(n[0])
-    ]
+    mounts = [(_text(ffi, mnts[0][i].mnt_path), _text(ffi, mnts[0][i].mnt_type))
+              for i in range(n[0])]  # fmt: skip
     if n[0]:
         lib.darshan_free(mnts[0])
     j = jobrec[0]
@@ -414,7 +524,7 @@ def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
         start=j.start_time_sec + j.start_time_nsec * 1e-9,
         end=j.end_time_sec + j.end_time_nsec * 1e-9,
         runtime=float(runtime[0]),
-        executable=ffi.string(exe).decode("utf-8", "replace"),
+        executable=_text(ffi, exe),
         metadata=meta,
         # ``h=`` holds the hints Darshan used to write this log file
         # (DARSHAN_LOGHINTS), not the application's: it stays in metadata only.
@@ -423,6 +533,13 @@ def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
         format=f"darshan {version}",
         writer=f"darshan-runtime {meta['lib_ver']}" if "lib_ver" in meta else "",
     )
+
+
+def _text(ffi: Any, ptr: Any) -> str:
+    """A C string from the log; damaged bytes become U+FFFD, NULL becomes ""."""
+    if ptr == ffi.NULL:
+        return ""
+    return ffi.string(ptr).decode("utf-8", "replace")
 
 
 def parse_hints(raw: str | None) -> dict[str, str] | None:
@@ -447,7 +564,7 @@ def _read_names(ffi: Any, lib: Any, handle: Any) -> dict[int, str]:
     lib.darshan_log_get_name_records(handle, nrecs, cnt)
     names = {}
     for i in range(cnt[0]):
-        names[int(nrecs[0][i].id)] = ffi.string(nrecs[0][i].name).decode("utf-8", "replace")
+        names[int(nrecs[0][i].id)] = _text(ffi, nrecs[0][i].name)
         lib.darshan_free(nrecs[0][i].name)
     if cnt[0]:
         lib.darshan_free(nrecs[0])
@@ -502,6 +619,57 @@ def _read_counters(ffi: Any, lib: Any, handle: Any, idx: int, layer: str,
         float_names=float_names,
         parent_id=arr["parent"].copy() if has_parent else None,
     )
+
+
+# Integer counters that hold record ids (hashes), where any sign is valid.
+_ID_COUNTERS = ("_RENAMED_FROM",)
+_TINY = np.finfo(np.float64).tiny
+
+
+def _clean_counters(table: Counters, names: dict[int, str], nprocs: int) -> list[str]:
+    """Bad counter values -> one warning per counter; the values become 0.
+
+    Darshan writes -1 where a counter is not monitored or did not exist in
+    the log's format (MMAPS, DUPS, FDOPENS ... and -N in records reduced over
+    N ranks; timestamps of old formats): those stay as they are, "unknown",
+    never an error.  Other negative integers, and negative, infinite, NaN or
+    denormal times (seen in real logs: clock steps, uninitialised memory) are
+    set to 0 so checks sum only what was measured.
+    """
+    out: list[str] = []
+    n = len(table)
+    if not n:
+        return out
+    ints_ok = [not name.endswith(_ID_COUNTERS) for name in table.int_names]
+    ints = table.ints[:, ints_ok]
+    # -1 per rank the record covers: down to -nprocs in a record shared by
+    # all ranks (rank -1), which sums the ranks' -1.
+    floor = np.where(table.rank < 0, -max(nprocs, 1), -1)[:, None]
+    bad_i = ints < floor
+    f = table.floats
+    with np.errstate(invalid="ignore"):
+        bad_f = ~np.isfinite(f) | ((f < 0) & (f != -1)) | ((f != 0) & (np.abs(f) < _TINY))
+    cols = np.flatnonzero(ints_ok)
+    for kind, bad, values, col_names in (
+        ("int", bad_i, ints, [table.int_names[c] for c in cols]),
+        ("float", bad_f, f, table.float_names),
+    ):
+        if not bad.any():
+            continue
+        for j in np.flatnonzero(bad.any(axis=0)):
+            rows = np.flatnonzero(bad[:, j])
+            r = rows[0]
+            what = f"{values[r, j]:.6g}" if kind == "float" else str(int(values[r, j]))
+            path = names.get(int(table.file_id[r]), f"<file {int(table.file_id[r]):#x}>")
+            more = f" and {len(rows) - 1} more record(s)" if len(rows) > 1 else ""
+            out.append(f"{col_names[j]} has an impossible value ({what} in the record of "
+                       f"{path}, rank {int(table.rank[r])}{more}): set to 0, the checks "
+                       "ignore it")  # fmt: skip
+            if kind == "int":
+                table.ints[rows, cols[j]] = 0
+            else:
+                table.floats[rows, j] = 0.0
+    return out
 
 
 _SEGMENT = np.dtype([("offset", "<i8"), ("length", "<i8"), ("start", "<f8"), ("end", "<f8")])
