@@ -42,24 +42,6 @@ def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
         return {"error": {"path": path, "reason": f"internal error: {type(e).__name__}: {e}"}}
 
 
-def expand_inputs(items: Sequence[str]) -> list[str]:
-    """Files as given; trace directories as given; other directories become the
-    Darshan logs inside them."""
-    from .sources import is_trace_dir
-
-    out: list[str] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir() and not is_trace_dir(p):
-            found = sorted(str(x) for x in p.glob("*.darshan"))
-            if not found:
-                raise InputError(item, "directory holds no .darshan logs")
-            out.extend(found)
-        else:
-            out.append(item)
-    return out
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from .checks import thresholds as th
     from .report import json_report, terminal
@@ -72,17 +54,23 @@ def cmd_report(args: argparse.Namespace) -> int:
         unknown = only - set(REGISTRY)
         if unknown:
             raise InputError("--checks", f"unknown check(s): {', '.join(sorted(unknown))}")
+    from .sources.inputs import expand_inputs
+
     paths = expand_inputs(args.logs)
     htmls = html_targets(args.html, paths)
     jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(paths)))
-    if jobs > 1:
-        from concurrent.futures import ProcessPoolExecutor
+    if len(paths) > 1:
+        # Each log in a worker that may die alone: one log that crashes the
+        # C library is one error row, never the end of the run.
+        from .sources.isolated import run_isolated
 
-        with ProcessPoolExecutor(jobs) as pool:
-            results = list(pool.map(_analyse, paths, [thresholds] * len(paths),
-                                    [only] * len(paths), htmls))  # fmt: skip
+        def failed(i: int, why: str) -> dict[str, Any]:
+            return {"error": {"path": paths[i], "reason": why}}
+
+        items = [(p, thresholds, only, h) for p, h in zip(paths, htmls, strict=True)]
+        results = run_isolated(_analyse, items, jobs, failed, timeout=args.timeout or None)
     else:
-        results = [_analyse(p, thresholds, only, h) for p, h in zip(paths, htmls, strict=True)]
+        results = [_analyse(paths[0], thresholds, only, htmls[0])]
     reports = [r["ok"] for r in results if "ok" in r]
     errors = [r["error"] for r in results if "error" in r]
 
@@ -92,7 +80,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.csv:
         from .report import csv_report
 
-        _emit(args.csv, csv_report.render(reports))
+        _emit(args.csv, csv_report.render(reports, errors))
     if not to_stdout:
         style = terminal.Style(terminal.want_color(args.color, sys.stdout))
         for r in reports:
@@ -205,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     r.add_argument("-j", "--jobs", type=int, default=0,
                    help="worker processes for many logs (default: all cores)")
+    r.add_argument("--timeout", type=float, default=0, metavar="SECONDS",
+                   help="with many logs: give up on a log after this long (default: no limit)")
     r.set_defaults(func=cmd_report)
 
     c = sub.add_parser("checks", help="list the checks, their Drishti codes and thresholds")

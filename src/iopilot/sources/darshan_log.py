@@ -18,6 +18,7 @@ import os
 import struct
 import tempfile
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ MODULE_IDS = (
 # 3.41 inserted PNETCDF_VAR after PNETCDF_FILE; before 3.20, HDF5 and
 # PnetCDF were one module each.
 _MODULE_IDS_3_20 = MODULE_IDS[:6] + MODULE_IDS[7:16]
-_MODULE_IDS_3_00 = MODULE_IDS[:3] + ("HDF5", "PNETCDF") + MODULE_IDS[7:12]
+_MODULE_IDS_3_00 = (*MODULE_IDS[:3], "HDF5", "PNETCDF", *MODULE_IDS[7:12])
 
 
 def module_ids(version: str) -> tuple[str, ...]:
@@ -246,7 +247,7 @@ def _check_header(path: str) -> tuple[str, bool]:
     _check_regions(path, regions, need, size)
     if comp == 2:
         # An uncompressed region has no checksum: only a zlib stream where
-        # raw data should be is told here; the rest is read in a child (_probe).
+        # raw data should be is told here; the rest is read in a child (_read_in_child).
         first = min((off for _, off, _ in regions), default=size)
         if first > need and _is_zlib(head[need:need + 2]):
             raise InputError(
@@ -282,7 +283,7 @@ def _check_regions(path: str, regions: list[tuple[str, int, int]], header: int,
     spans = sorted((off, off + length, name) for name, off, length in regions)
     if not spans or spans[-1][1] <= size:
         return
-    contiguous = all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    contiguous = all(a[1] == b[0] for a, b in pairwise(spans))
     if not contiguous:
         off, stop, name = next(x for x in spans if x[1] > size)
         raise InputError(path, f"corrupt: the header places the {name} at bytes {off}-{stop},"
@@ -355,11 +356,19 @@ class _CapturedStderr:
 def read_darshan(path: str, *, with_records: bool = True) -> Trace:
     """Read a Darshan log into the model; raise InputError if it is damaged."""
     version, header_partial, comp = _check_header(path)
-    ffi, lib = _library()
     if comp == 2:
-        _probe(path, version)
+        trace = _read_in_child(path, version, with_records)
+    else:
+        trace = _read_checked(path, version, with_records)
+    if header_partial and not any(m.partial for m in trace.modules):
+        trace.warnings.append("the log header marks some data as partial")
+    return trace
+
+
+def _read_checked(path: str, version: str, with_records: bool, open_as: str = "") -> Trace:
+    ffi, lib = _library()
     with _CapturedStderr() as err:
-        handle = lib.darshan_log_open(os.fsencode(path))
+        handle = lib.darshan_log_open(os.fsencode(open_as or path))
     if handle == ffi.NULL:
         reason = err.text.splitlines()[-1] if err.text else "the Darshan library cannot open it"
         raise InputError(path, f"damaged log: {reason.removeprefix('Error: ').rstrip('.')}")
@@ -373,39 +382,49 @@ def read_darshan(path: str, *, with_records: bool = True) -> Trace:
             )
     finally:
         lib.darshan_log_close(handle)
-    if header_partial and not any(m.partial for m in trace.modules):
-        trace.warnings.append("the log header marks some data as partial")
     return trace
 
 
-PROBE_SECONDS = 120  # a log the library reads for longer than this is taken as hung
+CHILD_SECONDS = 600  # a log the library reads for longer than this is taken as hung
 
 
-def _probe(path: str, version: str) -> None:
-    """Read an uncompressed log once in a forked child first.
+def _read_in_child(path: str, version: str, with_records: bool) -> Trace:
+    """Read an uncompressed log in a forked child and receive the model.
 
-    Its regions have no checksum, and the library aborts or crashes on some
-    damaged ones (a bad name-table length, a bad record count): a crash in the
-    child is an InputError here instead of the end of the process.  Costs one
-    fork and a second read, for uncompressed logs only (Darshan writes zlib).
+    Its regions have no checksum, and the library aborts, crashes or corrupts
+    its own memory on some damaged ones (a bad name-table length, a bad
+    record count; even its close may then crash): the parent never touches
+    such a log through the library, so a crash is an InputError here, never
+    the end of the process.  Costs one fork and one pickle of the model;
+    only for uncompressed logs (Darshan writes zlib by default).
     """
+    import pickle
     import signal
 
+    rfd, wfd = os.pipe()
     pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child; its exit status is the answer
-        code = 0
+    if pid == 0:  # pragma: no cover - the child; what it sends is the answer
+        os.close(rfd)
         try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 2)  # the library's messages: the parent reports its own
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
-            signal.alarm(PROBE_SECONDS)
-            ffi, lib = _library()
-            handle = lib.darshan_log_open(os.fsencode(path))
-            if handle != ffi.NULL:
-                _read_open_log(ffi, lib, handle, path, version, True)
-        except BaseException:
-            code = 1  # a Python-level problem: the real read reports it
-        os._exit(code)
+            signal.alarm(CHILD_SECONDS)
+            # Through /proc: a library whose memory a damaged log corrupted
+            # may take the log for one it writes and unlink it on close.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                via = f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else ""
+                out: Any = ("ok", _read_checked(path, version, with_records, via))
+            except InputError as e:
+                out = ("error", e.reason, e.hint)
+            except Exception as e:
+                out = ("error", f"damaged log: {type(e).__name__}: {e}", "")
+            with os.fdopen(wfd, "wb") as w:
+                pickle.dump(out, w, protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as r:
+        data = r.read()
     while True:
         try:
             _, status = os.waitpid(pid, 0)
@@ -416,9 +435,17 @@ def _probe(path: str, version: str) -> None:
         sig = os.WTERMSIG(status)
         if sig == signal.SIGALRM:
             raise InputError(path, f"corrupt: the Darshan library did not finish reading it in"
-                             f" {PROBE_SECONDS} s (uncompressed data, damaged)")  # fmt: skip
-        raise InputError(path, f"corrupt: the Darshan library crashes on it "
-                         f"({signal_name(sig)}; uncompressed data, damaged)")  # fmt: skip
+                             f" {CHILD_SECONDS} s (uncompressed data, damaged)")  # fmt: skip
+        raise InputError(path, f"corrupt: the Darshan library crashes on it with "
+                         f"{signal_name(sig)} (uncompressed data, damaged)")  # fmt: skip
+    try:
+        answer = pickle.loads(data)
+    except Exception:
+        raise InputError(path, "corrupt: reading it ended without a result "
+                         "(uncompressed data, damaged)") from None  # fmt: skip
+    if answer[0] == "error":
+        raise InputError(path, answer[1], answer[2])
+    return answer[1]
 
 
 def signal_name(sig: int) -> str:
@@ -474,6 +501,7 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
         except _RegionError as e:
             info.partial = True
             warnings.append(f"{name} data is damaged and was read only in part ({e})")
+            continue
         if info.partial and name not in ("HEATMAP",):
             warnings.append(
                 f"{name} is partial: the Darshan runtime ran out of memory for its records, "
@@ -688,6 +716,9 @@ def _read_dxt(ffi: Any, lib: Any, handle: Any, idx: int,
         head = ffi.cast("struct dxt_file_record *", rec)
         w, r = int(head.write_count), int(head.read_count)
         rank = int(head.base_rec.rank)
+        if w < 0 or r < 0 or not -1 <= rank < 2**31:
+            # the rest of the region is no better: keep the counters, drop DXT
+            raise _RegionError(f"a record has rank {rank}, {w} writes and {r} reads")
         ids.append(int(head.base_rec.id))
         ranks.append(rank)
         writes.append(w)
