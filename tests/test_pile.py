@@ -322,9 +322,16 @@ def test_old_format_truncation_names_the_module_of_that_format(tmp_path):
     last = max((i for i in range(17) if maps[i][1]), key=lambda i: maps[i][0])
     assert darshan_log.module_ids("3.21")[last - 1] == "DXT_POSIX"
     p = tmp_path / "cut.darshan"
+    # cut inside DXT: its records are left out, the counters stay
     p.write_bytes(data[:-100])
-    with pytest.raises(InputError, match=rf"truncated: the file ends at byte {len(data) - 100} "
-                       rf"inside the DXT_POSIX module \(expects {len(data)}\)"):  # fmt: skip
+    t = load(str(p))
+    assert f"the DXT_POSIX region is damaged (the file ends at byte {len(data) - 100} inside " \
+        f"the DXT_POSIX module (expects {len(data)}))" in t.warnings[0]  # fmt: skip
+    assert t.counters["POSIX"].total("POSIX_READS") > 0 and not len(t.records)
+    # one byte before DXT starts: inside the H5D counters, an error
+    p.write_bytes(data[:maps[last][0] - 1])
+    with pytest.raises(InputError, match=rf"truncated: the file ends at byte {maps[last][0] - 1} "
+                       rf"inside the H5D module \(expects {len(data)}\)"):  # fmt: skip
         load(str(p))
 
 

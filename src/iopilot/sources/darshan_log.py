@@ -65,6 +65,9 @@ def module_ids(version: str) -> tuple[str, ...]:
 # Counter modules read into the model: log module name -> (model layer, C struct).
 COUNTER_MODULES = {m.darshan: (m.name, m.darshan_struct) for m in MODULES}
 DXT_MODULES = {"DXT_POSIX": "POSIX", "DXT_MPIIO": "MPIIO"}
+# Modules whose loss leaves the counters whole: a damaged or cut region of
+# one of these is a warning, and the module is left out.
+OPTIONAL_MODULES = frozenset({*DXT_MODULES, "HEATMAP", "APMPI", "APXC", "MDHIM", "BG/Q"})
 # Formats the bundled library reads, with the size of their fixed header.
 HEADER_BYTES = {"3.00": 360, "3.01": 360, "3.02": 360, "3.10": 360, "3.20": 360, "3.21": 360,
                 "3.41": 1328}  # fmt: skip
@@ -163,10 +166,11 @@ def _counter_names(prefix: str) -> tuple[str, ...]:
 # Header checks
 
 
-def _check_header(path: str) -> tuple[str, bool]:
+def _check_header(path: str) -> tuple[str, bool, int, dict[str, str]]:
     """Raise InputError with the real reason if ``path`` is not a readable log.
 
-    Returns (format version, any-module-partial flag from the header).
+    Returns (format version, any-module-partial flag from the header,
+    compression type, optional modules to leave out -> why).
     """
     p = Path(path)
     if not p.exists():
@@ -244,7 +248,7 @@ def _check_header(path: str) -> tuple[str, bool]:
             ids = module_ids(version)
             name = f"{ids[i]} module" if i < len(ids) else f"module {i}"
             regions.append((name, off, length))
-    _check_regions(path, regions, need, size)
+    skip = _check_regions(path, regions, need, size)
     if comp == 2:
         # An uncompressed region has no checksum: only a zlib stream where
         # raw data should be is told here; the rest is read in a child (_read_in_child).
@@ -261,8 +265,9 @@ def _check_header(path: str) -> tuple[str, bool]:
         # others as silently shorter data: inflate every region here first
         # (zlib's checksum catches any damaged byte).
         first = min((off for _, off, _ in regions), default=size)
-        _verify_zlib(path, [("job record", need, first - need), *regions])
-    return version, bool(partial), comp
+        skip.update(_verify_zlib(path, [("job record", need, first - need),
+                                        *(r for r in regions if r[0] not in skip)]))  # fmt: skip
+    return version, bool(partial), comp, {k.removesuffix(" module"): v for k, v in skip.items()}
 
 
 def _is_zlib(two: bytes) -> bool:
@@ -272,17 +277,18 @@ def _is_zlib(two: bytes) -> bool:
 
 
 def _check_regions(path: str, regions: list[tuple[str, int, int]], header: int,
-                   size: int) -> None:  # fmt: skip
+                   size: int) -> dict[str, str]:  # fmt: skip
     """Truncation (the file ends inside a region) versus corruption (the map
     puts a region where it cannot be).  Darshan writes the regions back to
-    back, so a consistent map whose last region passes the end is a cut copy."""
+    back, so a consistent map whose last region passes the end is a cut copy.
+    Returns the optional modules the end of the file cuts (-> why)."""
     for name, off, _ in regions:
         if off < header:
             raise InputError(path, f"corrupt: the header places the {name} at byte {off},"
                              f" inside the {header}-byte header")  # fmt: skip
     spans = sorted((off, off + length, name) for name, off, length in regions)
     if not spans or spans[-1][1] <= size:
-        return
+        return {}
     contiguous = all(a[1] == b[0] for a, b in pairwise(spans))
     if not contiguous:
         off, stop, name = next(x for x in spans if x[1] > size)
@@ -291,15 +297,18 @@ def _check_regions(path: str, regions: list[tuple[str, int, int]], header: int,
     inside = next((n for o, e, n in spans if o <= size < e), spans[0][2])
     if size < spans[0][0]:
         inside = "job record"
-    raise InputError(
-        path,
-        f"truncated: the file ends at byte {size} inside the {inside} (expects {spans[-1][1]})",
-        "copy the log again from where the job wrote it",
-    )
+    why = f"truncated: the file ends at byte {size} inside the {inside} (expects {spans[-1][1]})"
+    cut = [n for _, e, n in spans if e > size]
+    if all(n.removesuffix(" module") in OPTIONAL_MODULES for n in cut):
+        return dict.fromkeys(cut, why.removeprefix("truncated: "))
+    raise InputError(path, why, "copy the log again from where the job wrote it")
 
 
-def _verify_zlib(path: str, regions: list[tuple[str, int, int]]) -> None:
+def _verify_zlib(path: str, regions: list[tuple[str, int, int]]) -> dict[str, str]:
+    """Inflate every region; a damaged optional module is returned (-> why)."""
     import zlib
+
+    damaged: dict[str, str] = {}
 
     with open(path, "rb") as f:
         for name, off, length in regions:
@@ -319,11 +328,15 @@ def _verify_zlib(path: str, regions: list[tuple[str, int, int]]) -> None:
                         raise zlib.error("the stream ends early")
                     data = d.unused_data
             except zlib.error as e:
+                if name.removesuffix(" module") in OPTIONAL_MODULES:
+                    damaged[name] = f"it does not decompress: {e}"
+                    continue
                 raise InputError(
                     path,
                     f"corrupt: the {name} region does not decompress ({e})",
                     "copy the log again from where the job wrote it",
                 ) from None
+    return damaged
 
 
 def _looks_like_text(head: bytes) -> bool:
@@ -355,17 +368,18 @@ class _CapturedStderr:
 
 def read_darshan(path: str, *, with_records: bool = True) -> Trace:
     """Read a Darshan log into the model; raise InputError if it is damaged."""
-    version, header_partial, comp = _check_header(path)
+    version, header_partial, comp, skip = _check_header(path)
     if comp == 2:
-        trace = _read_in_child(path, version, with_records)
+        trace = _read_in_child(path, version, with_records, skip)
     else:
-        trace = _read_checked(path, version, with_records)
+        trace = _read_checked(path, version, with_records, skip)
     if header_partial and not any(m.partial for m in trace.modules):
         trace.warnings.append("the log header marks some data as partial")
     return trace
 
 
-def _read_checked(path: str, version: str, with_records: bool, open_as: str = "") -> Trace:
+def _read_checked(path: str, version: str, with_records: bool, skip: dict[str, str],
+                  open_as: str = "") -> Trace:  # fmt: skip
     ffi, lib = _library()
     with _CapturedStderr() as err:
         handle = lib.darshan_log_open(os.fsencode(open_as or path))
@@ -374,7 +388,7 @@ def _read_checked(path: str, version: str, with_records: bool, open_as: str = ""
         raise InputError(path, f"damaged log: {reason.removeprefix('Error: ').rstrip('.')}")
     try:
         with _CapturedStderr() as err:
-            trace = _read_open_log(ffi, lib, handle, path, version, with_records)
+            trace = _read_open_log(ffi, lib, handle, path, version, with_records, skip)
         if err.text:
             trace.warnings.append(
                 "the Darshan library reported problems while reading: "
@@ -388,7 +402,7 @@ def _read_checked(path: str, version: str, with_records: bool, open_as: str = ""
 CHILD_SECONDS = 600  # a log the library reads for longer than this is taken as hung
 
 
-def _read_in_child(path: str, version: str, with_records: bool) -> Trace:
+def _read_in_child(path: str, version: str, with_records: bool, skip: dict[str, str]) -> Trace:
     """Read an uncompressed log in a forked child and receive the model.
 
     Its regions have no checksum, and the library aborts, crashes or corrupts
@@ -413,7 +427,7 @@ def _read_in_child(path: str, version: str, with_records: bool) -> Trace:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             try:
                 via = f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else ""
-                out: Any = ("ok", _read_checked(path, version, with_records, via))
+                out: Any = ("ok", _read_checked(path, version, with_records, skip, via))
             except InputError as e:
                 out = ("error", e.reason, e.hint)
             except Exception as e:
@@ -459,7 +473,7 @@ def signal_name(sig: int) -> str:
 
 
 def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
-                   with_records: bool) -> Trace:  # fmt: skip
+                   with_records: bool, skip: dict[str, str]) -> Trace:  # fmt: skip
     job = _read_job(ffi, lib, handle, version)
     names = _read_names(ffi, lib, handle)
     modules: list[ModuleInfo] = []
@@ -481,6 +495,12 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
     for name, idx, partial in listed:
         info = ModuleInfo(name, partial=partial)
         modules.append(info)
+        if name in skip:
+            info.read, info.partial = False, True
+            what = "per-operation records" if name in DXT_MODULES else "data"
+            warnings.append(f"the {name} region is damaged ({skip[name]}): its {what} are "
+                            "left out; the counters are complete")  # fmt: skip
+            continue
         try:
             if name in COUNTER_MODULES:
                 layer, struct_name = COUNTER_MODULES[name]
