@@ -73,9 +73,9 @@ def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs:
         start_one()
     while workers:
         left = None
-        if timeout:
-            now = time.monotonic()
-            left = max(0.0, min(w.since + timeout - now for w in workers if w.task is not None))
+        busy = [w.since for w in workers if w.task is not None]
+        if timeout and busy:
+            left = max(0.0, min(busy) + timeout - time.monotonic())
         ready = set(wait([w.conn for w in workers] + [w.proc.sentinel for w in workers], left))
         for w in list(workers):
             # A result first: a worker may send it and die right after.
