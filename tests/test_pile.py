@@ -292,16 +292,19 @@ def test_own_files_and_empty_directories_point_at_the_trace_directory(tmp_path):
     assert "a JSON file, not a trace" in r.stderr
 
 
-def test_a_file_inside_a_trace_names_its_directory(tmp_path, monkeypatch):
-    from iopilot import sources
-
+def test_a_file_inside_a_trace_names_its_directory(tmp_path):
     trace = tmp_path / "trace"
     trace.mkdir()
-    rec = trace / "rank0.rec"
-    rec.write_bytes(b"")
-    monkeypatch.setattr(sources, "is_trace_dir", lambda p: Path(p) == trace)
-    with pytest.raises(InputError, match=rf"pass the trace directory: iopilot report {trace}"):
-        load(str(rec))
+    for name in ("job.json", "p0.rec"):
+        (trace / name).write_bytes(b"")
+        with pytest.raises(InputError, match=rf"a file inside an iopilot trace, not a trace "
+                           rf"\(pass the trace directory: iopilot report {trace}\)"):  # fmt: skip
+            load(str(trace / name))
+    (tmp_path / "other").mkdir()
+    stray = tmp_path / "other" / "copy.rec"  # not named like a trace's files
+    stray.write_bytes(b"")
+    with pytest.raises(InputError, match="an iopilot record file, not a trace"):
+        load(str(stray))
 
 
 # ---------------------------------------------------------------------------

@@ -28,8 +28,9 @@ def load(path: str) -> Trace:
     if p.suffix in (".json", ".rec") and is_trace_dir(p.parent):
         raise InputError(path, "a file inside an iopilot trace, not a trace",
                          f"pass the trace directory: iopilot report {p.parent}")  # fmt: skip
-    if p.suffix == ".json":
-        raise InputError(path, "a JSON file, not a trace or a Darshan log",
+    if p.suffix in (".json", ".rec"):
+        what = "a JSON file" if p.suffix == ".json" else "an iopilot record file"
+        raise InputError(path, f"{what}, not a trace or a Darshan log",
                          "pass an iopilot trace directory or a Darshan log")  # fmt: skip
     if p.suffix == ".gz":
         return read_gzipped(path)
