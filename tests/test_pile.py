@@ -240,7 +240,7 @@ def test_csv_has_one_row_per_unreadable_log():
 # Inputs
 
 
-def test_directories_recurse_and_gz_logs_are_read(tmp_path):
+def test_directories_recurse_and_gz_logs_are_read(tmp_path, monkeypatch):
     (tmp_path / "a" / "b").mkdir(parents=True)
     shutil.copy(LOG_341, tmp_path / "a")
     with gzip.open(tmp_path / "a" / "b" / "z.darshan.gz", "wb") as f:
@@ -250,6 +250,12 @@ def test_directories_recurse_and_gz_logs_are_read(tmp_path):
     assert [Path(p).name for p in found] == ["z.darshan.gz", LOG_341.name]  # a/b/ < a/m
     t = load(found[0])
     assert t.source.endswith("z.darshan.gz") and t.job.format == "darshan 3.10"
+    size = len(LOG_310.read_bytes())
+    monkeypatch.setenv("IOPILOT_GZ_LIMIT", str(size))
+    assert load(found[0]).job.nprocs == 4  # exactly at the limit
+    monkeypatch.setenv("IOPILOT_GZ_LIMIT", str(size - 1))
+    with pytest.raises(InputError, match=r"z.darshan.gz: decompresses to more than"):
+        load(found[0])
     (tmp_path / "bad.darshan.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
     with pytest.raises(InputError, match=r"bad.darshan.gz: damaged gzip file"):
         load(str(tmp_path / "bad.darshan.gz"))

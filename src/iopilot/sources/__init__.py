@@ -43,7 +43,12 @@ def load(path: str) -> Trace:
 # A decompressed log larger than this is refused (a "zip bomb" in a pile of
 # other people's files must not fill the disk); the largest real logs are
 # well below.
-GZ_LIMIT = int(os.environ.get("IOPILOT_GZ_LIMIT", 16 << 30))
+GZ_LIMIT = 16 << 30
+
+
+def _gz_limit() -> int:
+    raw = os.environ.get("IOPILOT_GZ_LIMIT", "")
+    return int(raw) if raw.isdigit() else GZ_LIMIT
 
 
 def read_gzipped(path: str) -> Trace:
@@ -54,14 +59,15 @@ def read_gzipped(path: str) -> Trace:
 
     from .checked import open_regular
 
+    limit = _gz_limit()
     fd, _ = open_regular(Path(path), None)
     with os.fdopen(fd, "rb") as raw, tempfile.NamedTemporaryFile(suffix=".darshan") as tmp:
         try:
             with gzip.GzipFile(fileobj=raw) as gz:
                 while chunk := gz.read(1 << 22):
                     tmp.write(chunk)
-                    if tmp.tell() > GZ_LIMIT:
-                        raise InputError(path, f"decompresses to more than {GZ_LIMIT:,} bytes",
+                    if tmp.tell() > limit:
+                        raise InputError(path, f"decompresses to more than {limit:,} bytes",
                                          "set IOPILOT_GZ_LIMIT to read it")  # fmt: skip
         except (OSError, EOFError, zlib.error) as e:
             raise InputError(path, f"damaged gzip file ({e})") from None
