@@ -64,6 +64,30 @@ def test_aborting_log_is_caught_in_a_child_in_single_log_mode(tmp_path):
         in lines[0]  # fmt: skip
 
 
+def test_a_single_log_that_aborts_the_library_past_every_check_is_one_line(tmp_path):
+    # "3.00" changed into "3.10", another valid format: the header checks
+    # pass and the library aborts; the worker dies, the report does not.
+    data = bytearray((SHARED / "mpi-io-test-ppc64-3.0.0.darshan").read_bytes())
+    data[2] = ord("1")
+    p = tmp_path / "v.darshan"
+    p.write_bytes(bytes(data))
+    r = _run("report", str(p))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr == f"iopilot: error: {p}: crashed while reading: signal 6 (SIGABRT)\n"
+
+
+def test_a_damaged_length_of_an_early_region_is_corruption(tmp_path):
+    # The name table comes first in the file; its length's high byte damaged
+    # made the library read far past the end (SIGSEGV).
+    data = bytearray(LOG_321.read_bytes())
+    data[24 + 8 + 5] ^= 0xFF  # 3.21 map at byte 24: the name table's length
+    p = tmp_path / "n.darshan"
+    p.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"corrupt: the header places the name table at bytes "
+                       r"\d+-\d+, beyond the end of the file"):  # fmt: skip
+        load(str(p))
+
+
 def test_uncompressed_log_that_is_sound_reads_like_the_original(tmp_path):
     p = tmp_path / "raw.darshan"
     p.write_bytes(dc.uncompressed(LOG_341.read_bytes()))

@@ -287,7 +287,7 @@ def _check_regions(path: str, regions: list[tuple[str, int, int]], header: int,
             raise InputError(path, f"corrupt: the header places the {name} at byte {off},"
                              f" inside the {header}-byte header")  # fmt: skip
     spans = sorted((off, off + length, name) for name, off, length in regions)
-    if not spans or spans[-1][1] <= size:
+    if all(stop <= size for _, stop, _ in spans):  # not only the last: any length may be damaged
         return {}
     contiguous = all(a[1] == b[0] for a, b in pairwise(spans))
     if not contiguous:
