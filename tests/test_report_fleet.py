@@ -61,12 +61,13 @@ def test_rows_rank_jobs_by_io_core_hours_and_checks_by_hours():
     assert doc["io_core_hours"] == pytest.approx((36 * 1024 + 7200 + 2) / 3600)
 
 
-def test_csv_has_a_row_per_job():
+def test_csv_has_a_row_per_job_and_neutralises_formulas():
     rows = [fleet.job_row(_report("=cmd|' /C calc'!A0.darshan", 2, 1.0, 10.0, [])),
             fleet.error_row("ok.darshan", "corrupt")]  # fmt: skip
     table = list(csv.reader(io.StringIO(fleet.render_csv(rows))))
     assert table[0] == list(fleet.COLUMNS)
     assert len(table) == 3
+    assert not table[1][0].startswith("=")  # a spreadsheet would run it
     assert table[2][0] == "ok.darshan" and table[2][-1] == "corrupt"
 
 

@@ -45,24 +45,6 @@ def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
         return {"error": {"path": path, "reason": f"internal error: {type(e).__name__}: {e}"}}
 
 
-def expand_inputs(items: Sequence[str]) -> list[str]:
-    """Files as given; trace directories as given; other directories become the
-    Darshan logs inside them."""
-    from .sources import is_trace_dir
-
-    out: list[str] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir() and not is_trace_dir(p):
-            found = sorted(str(x) for x in p.glob("*.darshan"))
-            if not found:
-                raise InputError(item, "directory holds no .darshan logs")
-            out.extend(found)
-        else:
-            out.append(item)
-    return out
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from .checks import thresholds as th
     from .report import json_report, terminal
@@ -75,19 +57,28 @@ def cmd_report(args: argparse.Namespace) -> int:
         unknown = only - set(REGISTRY)
         if unknown:
             raise InputError("--checks", f"unknown check(s): {', '.join(sorted(unknown))}")
+    from .sources.inputs import expand_inputs
+
     paths = expand_inputs(args.logs)
     scope = file_scope(args)
     if args.summary or args.scheduler or args.parquet:
         return _summary(args, paths, thresholds, only, scope)
     htmls = html_targets(args.html, paths)
     jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(paths)))
-    if jobs > 1:
-        from concurrent.futures import ProcessPoolExecutor
+    if not os.environ.get("IOPILOT_DEBUG"):
+        # Each log in a worker that may die alone: one log that crashes the
+        # C library is one error row, never the end of the run.  One log too:
+        # a damaged log can abort the library in ways no header check
+        # foresees (a version string changed into another valid one); the
+        # worker costs ~10 ms a run, and only the findings travel back.
+        from .sources.isolated import run_isolated
 
-        with ProcessPoolExecutor(jobs) as pool:
-            results = list(pool.map(_analyse, paths, [thresholds] * len(paths),
-                                    [only] * len(paths), htmls, [scope] * len(paths)))  # fmt: skip
-    else:
+        def failed(i: int, why: str) -> dict[str, Any]:
+            return {"error": {"path": paths[i], "reason": why}}
+
+        items = [(p, thresholds, only, h, scope) for p, h in zip(paths, htmls, strict=True)]
+        results = run_isolated(_analyse, items, jobs, failed, timeout=args.timeout or None)
+    else:  # in this process, so that a failure shows its traceback
         results = [_analyse(p, thresholds, only, h, scope)
                    for p, h in zip(paths, htmls, strict=True)]  # fmt: skip
     reports = [r["ok"] for r in results if "ok" in r]
@@ -99,7 +90,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.csv:
         from .report import csv_report
 
-        _emit(args.csv, csv_report.render(reports))
+        _emit(args.csv, csv_report.render(reports, errors))
     if not to_stdout:
         style = terminal.Style(terminal.want_color(args.color, sys.stdout))
         if not args.html or args.verbose:  # with --html the page is the report
@@ -141,21 +132,22 @@ def _summary(args: argparse.Namespace, paths: list[str], thresholds: dict[str, A
 
     from .report import fleet, json_report
 
-    row_of = partial(_job_row, thresholds=thresholds, only=only, scope=scope)
     progress = fleet.Progress(len(paths))
-    rows = []
     if args.scheduler:
-        work = fleet.rows_on_dask(paths, row_of, args.scheduler)
-    elif len(paths) > 1 and args.jobs != 1:
-        from concurrent.futures import ProcessPoolExecutor
+        row_of = partial(_job_row, thresholds=thresholds, only=only, scope=scope)
+        rows = []
+        for row in fleet.rows_on_dask(paths, row_of, args.scheduler):
+            rows.append(row)
+            progress.step()
+    elif os.environ.get("IOPILOT_DEBUG"):
+        rows = [_job_row(p, thresholds, only, scope) for p in paths]
+    else:  # each log in a worker that may die alone, as for the full report
+        from .sources.isolated import run_isolated
 
-        pool = ProcessPoolExecutor(max(1, min(args.jobs or os.cpu_count() or 1, len(paths))))
-        work = pool.map(row_of, paths, chunksize=8)
-    else:
-        work = map(row_of, paths)
-    for row in work:
-        rows.append(row)
-        progress.step()
+        jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(paths)))
+        items = [(p, thresholds, only, scope) for p in paths]
+        rows = run_isolated(_job_row, items, jobs, lambda i, why: fleet.error_row(paths[i], why),
+                            timeout=args.timeout or None, each=progress.step)  # fmt: skip
     if args.parquet:
         parts = fleet.write_parquet(rows, args.parquet)
         print(f"iopilot: wrote {len(rows):,} rows to {args.parquet} ({len(parts)} part file(s))",
@@ -289,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     r.add_argument("-j", "--jobs", type=int, default=0,
                    help="worker processes for many logs (default: all cores)")
+    r.add_argument("--timeout", type=float, default=0, metavar="SECONDS",
+                   help="with many logs: give up on a log after this long (default: no limit)")
     r.add_argument("--summary", action="store_true",
                    help="one row per job (I/O seconds, share, core-hours, top finding), "
                         "ranked by I/O core-hours, and the checks that cost most hours")

@@ -95,7 +95,8 @@ class Module:
     code: int | None = None  # layer code in iopilot traces; None: not traced by the runtime
     switch: str = ""  # its name in IOPILOT_LAYERS / --layers ("HDF5" covers H5F and H5D)
     records: bool = False  # per-operation records (iopilot traces, Darshan's DXT)
-    level: int = 0  # place in the stack: 1 file system, 2 MPI-IO, 3 HDF5 above them
+    level: int = 0  # place in the stack: 1 file system, 2 MPI-IO, 3 HDF5 above them;
+    # 0 outside that stack (object stores)
     op_classes: tuple[str, ...] = ()  # <class><READS|WRITES> count its data operations
     histogram: bool = False  # Darshan keeps its access-size histogram (SIZE_READ_* ...)
     agg_sizes: bool = False  # size bins count aggregate request sizes (SIZE_READ_AGG_*)
@@ -140,6 +141,12 @@ MODULES: tuple[Module, ...] = (
     Module("PNETCDF_VAR", "PNETCDF_VAR", "PnetCDF", "PNETCDF_VAR", "pnetcdf_var",
            "darshan_pnetcdf_var", level=3, op_classes=("INDEP_", "COLL_"), histogram=True,
            agg_sizes=True, parent=True),
+    # DAOS object storage (Darshan 3.4+): no POSIX file system below (level 0).
+    # DFS is DAOS's file interface; it reaches the store through DAOS arrays.
+    Module("DFS", "DFS", "DFS", "DFS", "dfs", "darshan_dfs_file", op_classes=("",),
+           histogram=True),
+    Module("DAOS", "DAOS", "DAOS", "DAOS", "daos", "darshan_daos_object",
+           op_classes=("ARRAY_",), histogram=True),
 )  # fmt: skip
 MODULE: dict[str, Module] = {m.name: m for m in MODULES}
 # Layers with counters, in report order.

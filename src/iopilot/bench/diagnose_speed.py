@@ -50,7 +50,7 @@ def _size(path: str) -> int:
 
 
 def _main(args: argparse.Namespace, work: Path) -> int:
-    from ..cli import expand_inputs
+    from ..sources.inputs import expand_inputs
     from .synthetic import write_trace
 
     logs = expand_inputs(args.logs)

@@ -35,6 +35,8 @@ class StdioShare(Check):
         mpiio = _moved(ctx, "MPIIO")
         # MPI-IO traffic reaches the file system through POSIX: count it once.
         total = stdio + mpiio + (posix - mpiio if posix >= mpiio else posix)
+        # DAOS object storage: DFS calls reach it as DAOS array calls, count them once.
+        total += max(_moved(ctx, "DFS"), _moved(ctx, "DAOS"))
         if not total or stdio / total <= ctx.thresholds["stdio_share"]:
             return
         per_row = s["STDIO_BYTES_READ"] + s["STDIO_BYTES_WRITTEN"]

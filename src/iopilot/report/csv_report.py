@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from typing import Any
 
 from ..model.trace import safe_name
@@ -12,10 +13,13 @@ COLUMNS = ("source", "check", "drishti", "layer", "level", "message", "files_tot
            "top_file", "recommendation", "cost_seconds")  # fmt: skip
 
 
-def render(reports: list[dict[str, Any]]) -> str:
+def render(reports: list[dict[str, Any]], errors: Sequence[dict[str, str]] = ()) -> str:
+    """The table; each log that could not be read is one ``read-error`` row."""
     out = io.StringIO()
     wr = csv.writer(out, lineterminator="\n")
     wr.writerow(COLUMNS)
+    for e in errors:
+        wr.writerow(_safe([e["path"], "read-error", "", "DATA", "ERROR", e["reason"], 0, "", ""]))
     for r in reports:
         # Incomplete data, and how the program and its processes ended, must
         # show in every output, the flat table included.
@@ -44,6 +48,20 @@ def render(reports: list[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula
+# (=HYPERLINK(...), +cmd|...), and file names come from other people's jobs.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _safe(row: list[Any]) -> list[Any]:
-    """Cells without control characters or undecodable bytes (see safe_name)."""
-    return [safe_name(c) if isinstance(c, str) else c for c in row]
+    """Cells without control characters or undecodable bytes (see safe_name),
+    and never read as a formula: such text gets a leading apostrophe, which
+    spreadsheets show as text (OWASP's advice for CSV injection)."""
+    return [_cell(c) if isinstance(c, str) else c for c in row]
+
+
+def _cell(text: str) -> str:
+    # Checked before escaping: a leading tab or CR is what the spreadsheet sees.
+    if text.startswith(_FORMULA_START):
+        return "'" + safe_name(text)
+    return safe_name(text)

@@ -18,6 +18,7 @@ import os
 import struct
 import tempfile
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +40,34 @@ from ..model import (
 from ..vocabulary import DIRECTIONS, MODULE, MODULES
 
 MAGIC = 6567223
-# Module ids of the log format, in the library's order.
+# Module ids of the log format 3.41, in the library's order.
 MODULE_IDS = (
     "NULL", "POSIX", "MPI-IO", "H5F", "H5D", "PNETCDF_FILE", "PNETCDF_VAR", "BG/Q",
     "LUSTRE", "STDIO", "DXT_POSIX", "DXT_MPIIO", "MDHIM", "APXC", "APMPI", "HEATMAP",
     "DFS", "DAOS",
 )  # fmt: skip
+# Older formats numbered their (16) header slots differently: 3.20 split HDF5
+# into H5F and H5D, 3.41 split PnetCDF into file and variable modules.  Only
+# the header's region names use these; the library maps old ids itself.
+# 3.41 inserted PNETCDF_VAR after PNETCDF_FILE; before 3.20, HDF5 and
+# PnetCDF were one module each.
+_MODULE_IDS_3_20 = MODULE_IDS[:6] + MODULE_IDS[7:16]
+_MODULE_IDS_3_00 = (*MODULE_IDS[:3], "HDF5", "PNETCDF", *MODULE_IDS[7:12])
+
+
+def module_ids(version: str) -> tuple[str, ...]:
+    """Names of the header's module slots in log format ``version``."""
+    if version >= "3.41":
+        return MODULE_IDS
+    return _MODULE_IDS_3_20 if version >= "3.20" else _MODULE_IDS_3_00
+
+
 # Counter modules read into the model: log module name -> (model layer, C struct).
 COUNTER_MODULES = {m.darshan: (m.name, m.darshan_struct) for m in MODULES}
 DXT_MODULES = {"DXT_POSIX": "POSIX", "DXT_MPIIO": "MPIIO"}
+# Modules whose loss leaves the counters whole: a damaged or cut region of
+# one of these is a warning, and the module is left out.
+OPTIONAL_MODULES = frozenset({*DXT_MODULES, "HEATMAP", "APMPI", "APXC", "MDHIM", "BG/Q"})
 # Formats the bundled library reads, with the size of their fixed header.
 HEADER_BYTES = {"3.00": 360, "3.01": 360, "3.02": 360, "3.10": 360, "3.20": 360, "3.21": 360,
                 "3.41": 1328}  # fmt: skip
@@ -146,10 +166,11 @@ def _counter_names(prefix: str) -> tuple[str, ...]:
 # Header checks
 
 
-def _check_header(path: str) -> tuple[str, bool]:
+def _check_header(path: str) -> tuple[str, bool, int, dict[str, str]]:
     """Raise InputError with the real reason if ``path`` is not a readable log.
 
-    Returns (format version, any-module-partial flag from the header).
+    Returns (format version, any-module-partial flag from the header,
+    compression type, optional modules to leave out -> why).
     """
     p = Path(path)
     if not p.exists():
@@ -158,7 +179,7 @@ def _check_header(path: str) -> tuple[str, bool]:
         raise InputError(path, "is a directory, not a Darshan log")
     try:
         with open(p, "rb") as f:
-            head = f.read(HEADER_BYTES["3.41"])
+            head = f.read(HEADER_BYTES["3.41"] + 2)  # and the job record's first bytes
             size = os.fstat(f.fileno()).st_size
     except OSError as e:
         raise InputError(path, f"cannot read: {e.strerror}") from None
@@ -205,6 +226,7 @@ def _check_header(path: str) -> tuple[str, bool]:
             f"truncated: the file ends inside the header ({size} of {need} bytes)",
             "copy the log again from where the job wrote it",
         )
+    end = ">" if big and not little else "<"
     comp = head[16]
     if comp == 1:
         raise InputError(
@@ -213,37 +235,80 @@ def _check_header(path: str) -> tuple[str, bool]:
             "re-compress it with zlib: darshan-convert IN OUT",
         )
     if comp not in COMPRESSION:
-        raise InputError(path, f"damaged header (unknown compression type {comp})")
-    end = ">" if big and not little else "<"
+        raise InputError(path, f"corrupt: unknown compression type {comp} in the header")
     v341 = version >= "3.41"
     partial = struct.unpack_from(end + ("Q" if v341 else "I"), head, 24 if v341 else 20)[0]
     first_map = 32 if v341 else 24
     n_mods = 64 if v341 else 16
     regions = [("name table", *struct.unpack_from(end + "QQ", head, first_map))]
+    regions = [r for r in regions if r[2]]
     for i in range(n_mods):
         off, length = struct.unpack_from(end + "QQ", head, first_map + 16 * (i + 1))
         if length:
-            name = MODULE_IDS[i] if i < len(MODULE_IDS) else f"module {i}"
+            ids = module_ids(version)
+            name = f"{ids[i]} module" if i < len(ids) else f"module {i}"
             regions.append((name, off, length))
-    for name, off, length in regions:
-        if off + length > size:
+    skip = _check_regions(path, regions, need, size)
+    if comp == 2:
+        # An uncompressed region has no checksum: only a zlib stream where
+        # raw data should be is told here; the rest is read in a child (_read_in_child).
+        first = min((off for _, off, _ in regions), default=size)
+        if first > need and _is_zlib(head[need:need + 2]):
             raise InputError(
                 path,
-                f"truncated: the {name} region ends at byte {off + length}, "
-                f"but the file has {size} bytes",
+                "corrupt: the header says the data is uncompressed, but it is zlib-compressed"
+                " (a damaged compression field)",
                 "copy the log again from where the job wrote it",
             )
     if comp == 0:
         # The library aborts the process on some corrupted streams, and reads
         # others as silently shorter data: inflate every region here first
         # (zlib's checksum catches any damaged byte).
-        first = min(off for _, off, _ in regions)
-        _verify_zlib(path, [("job", need, first - need), *regions])
-    return version, bool(partial)
+        first = min((off for _, off, _ in regions), default=size)
+        skip.update(_verify_zlib(path, [("job record", need, first - need),
+                                        *(r for r in regions if r[0] not in skip)]))  # fmt: skip
+    return version, bool(partial), comp, {k.removesuffix(" module"): v for k, v in skip.items()}
 
 
-def _verify_zlib(path: str, regions: list[tuple[str, int, int]]) -> None:
+def _is_zlib(two: bytes) -> bool:
+    """A zlib stream header: deflate, a 32 KiB window or less, a valid check."""
+    return len(two) == 2 and two[0] & 0x0F == 8 and two[0] >> 4 <= 7 and (
+        (two[0] << 8 | two[1]) % 31 == 0)  # fmt: skip
+
+
+def _check_regions(path: str, regions: list[tuple[str, int, int]], header: int,
+                   size: int) -> dict[str, str]:  # fmt: skip
+    """Truncation (the file ends inside a region) versus corruption (the map
+    puts a region where it cannot be).  Darshan writes the regions back to
+    back, so a consistent map whose last region passes the end is a cut copy.
+    Returns the optional modules the end of the file cuts (-> why)."""
+    for name, off, _ in regions:
+        if off < header:
+            raise InputError(path, f"corrupt: the header places the {name} at byte {off},"
+                             f" inside the {header}-byte header")  # fmt: skip
+    spans = sorted((off, off + length, name) for name, off, length in regions)
+    if all(stop <= size for _, stop, _ in spans):  # not only the last: any length may be damaged
+        return {}
+    contiguous = all(a[1] == b[0] for a, b in pairwise(spans))
+    if not contiguous:
+        off, stop, name = next(x for x in spans if x[1] > size)
+        raise InputError(path, f"corrupt: the header places the {name} at bytes {off}-{stop},"
+                         f" beyond the end of the file ({size} bytes)")  # fmt: skip
+    inside = next((n for o, e, n in spans if o <= size < e), spans[0][2])
+    if size < spans[0][0]:
+        inside = "job record"
+    why = f"truncated: the file ends at byte {size} inside the {inside} (expects {spans[-1][1]})"
+    cut = [n for _, e, n in spans if e > size]
+    if all(n.removesuffix(" module") in OPTIONAL_MODULES for n in cut):
+        return dict.fromkeys(cut, why.removeprefix("truncated: "))
+    raise InputError(path, why, "copy the log again from where the job wrote it")
+
+
+def _verify_zlib(path: str, regions: list[tuple[str, int, int]]) -> dict[str, str]:
+    """Inflate every region; a damaged optional module is returned (-> why)."""
     import zlib
+
+    damaged: dict[str, str] = {}
 
     with open(path, "rb") as f:
         for name, off, length in regions:
@@ -263,11 +328,15 @@ def _verify_zlib(path: str, regions: list[tuple[str, int, int]]) -> None:
                         raise zlib.error("the stream ends early")
                     data = d.unused_data
             except zlib.error as e:
+                if name.removesuffix(" module") in OPTIONAL_MODULES:
+                    damaged[name] = f"it does not decompress: {e}"
+                    continue
                 raise InputError(
                     path,
-                    f"damaged log: the {name} region is corrupted ({e})",
+                    f"corrupt: the {name} region does not decompress ({e})",
                     "copy the log again from where the job wrote it",
                 ) from None
+    return damaged
 
 
 def _looks_like_text(head: bytes) -> bool:
@@ -299,16 +368,27 @@ class _CapturedStderr:
 
 def read_darshan(path: str, *, with_records: bool = True) -> Trace:
     """Read a Darshan log into the model; raise InputError if it is damaged."""
-    version, header_partial = _check_header(path)
+    version, header_partial, comp, skip = _check_header(path)
+    if comp == 2:
+        trace = _read_in_child(path, version, with_records, skip)
+    else:
+        trace = _read_checked(path, version, with_records, skip)
+    if header_partial and not any(m.partial for m in trace.modules):
+        trace.warnings.append("the log header marks some data as partial")
+    return trace
+
+
+def _read_checked(path: str, version: str, with_records: bool, skip: dict[str, str],
+                  open_as: str = "") -> Trace:  # fmt: skip
     ffi, lib = _library()
     with _CapturedStderr() as err:
-        handle = lib.darshan_log_open(os.fsencode(path))
+        handle = lib.darshan_log_open(os.fsencode(open_as or path))
     if handle == ffi.NULL:
         reason = err.text.splitlines()[-1] if err.text else "the Darshan library cannot open it"
         raise InputError(path, f"damaged log: {reason.removeprefix('Error: ').rstrip('.')}")
     try:
         with _CapturedStderr() as err:
-            trace = _read_open_log(ffi, lib, handle, path, version, with_records)
+            trace = _read_open_log(ffi, lib, handle, path, version, with_records, skip)
         if err.text:
             trace.warnings.append(
                 "the Darshan library reported problems while reading: "
@@ -316,13 +396,84 @@ def read_darshan(path: str, *, with_records: bool = True) -> Trace:
             )
     finally:
         lib.darshan_log_close(handle)
-    if header_partial and not any(m.partial for m in trace.modules):
-        trace.warnings.append("the log header marks some data as partial")
     return trace
 
 
+CHILD_SECONDS = 600  # a log the library reads for longer than this is taken as hung
+
+
+def _read_in_child(path: str, version: str, with_records: bool, skip: dict[str, str]) -> Trace:
+    """Read an uncompressed log in a forked child and receive the model.
+
+    Its regions have no checksum, and the library aborts, crashes or corrupts
+    its own memory on some damaged ones (a bad name-table length, a bad
+    record count; even its close may then crash): the parent never touches
+    such a log through the library, so a crash is an InputError here, never
+    the end of the process.  Costs one fork and one pickle of the model;
+    only for uncompressed logs (Darshan writes zlib by default).
+    """
+    import pickle
+    import signal
+
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; what it sends is the answer
+        os.close(rfd)
+        try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(CHILD_SECONDS)
+            # Through /proc: a library whose memory a damaged log corrupted
+            # may take the log for one it writes and unlink it on close.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                via = f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else ""
+                out: Any = ("ok", _read_checked(path, version, with_records, skip, via))
+            except InputError as e:
+                out = ("error", e.reason, e.hint)
+            except Exception as e:
+                out = ("error", f"damaged log: {type(e).__name__}: {e}", "")
+            with os.fdopen(wfd, "wb") as w:
+                pickle.dump(out, w, protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as r:
+        data = r.read()
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:  # pragma: no cover
+            continue
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGALRM:
+            raise InputError(path, f"corrupt: the Darshan library did not finish reading it in"
+                             f" {CHILD_SECONDS} s (uncompressed data, damaged)")  # fmt: skip
+        raise InputError(path, f"corrupt: the Darshan library crashes on it with "
+                         f"{signal_name(sig)} (uncompressed data, damaged)")  # fmt: skip
+    try:
+        answer = pickle.loads(data)
+    except Exception:
+        raise InputError(path, "corrupt: reading it ended without a result "
+                         "(uncompressed data, damaged)") from None  # fmt: skip
+    if answer[0] == "error":
+        raise InputError(path, answer[1], answer[2])
+    return answer[1]
+
+
+def signal_name(sig: int) -> str:
+    """``signal 6 (SIGABRT)``."""
+    import signal
+
+    try:
+        return f"signal {sig} ({signal.Signals(sig).name})"
+    except ValueError:
+        return f"signal {sig}"
+
+
 def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
-                   with_records: bool) -> Trace:  # fmt: skip
+                   with_records: bool, skip: dict[str, str]) -> Trace:  # fmt: skip
     job = _read_job(ffi, lib, handle, version)
     names = _read_names(ffi, lib, handle)
     modules: list[ModuleInfo] = []
@@ -335,18 +486,26 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
     cnt = ffi.new("int *")
     lib.darshan_log_get_modules(handle, mods, cnt)
     listed = [
-        (ffi.string(mods[0][i].name).decode(), int(mods[0][i].idx), bool(mods[0][i].partial_flag))
+        (_text(ffi, mods[0][i].name) or f"module {int(mods[0][i].idx)}", int(mods[0][i].idx),
+         bool(mods[0][i].partial_flag))
         for i in range(cnt[0])
-    ]
+    ]  # fmt: skip
     lib.darshan_free(mods[0])
 
     for name, idx, partial in listed:
         info = ModuleInfo(name, partial=partial)
         modules.append(info)
+        if name in skip:
+            info.read, info.partial = False, True
+            what = "per-operation records" if name in DXT_MODULES else "data"
+            warnings.append(f"the {name} region is damaged ({skip[name]}): its {what} are "
+                            "left out; the counters are complete")  # fmt: skip
+            continue
         try:
             if name in COUNTER_MODULES:
                 layer, struct_name = COUNTER_MODULES[name]
                 table = _read_counters(ffi, lib, handle, idx, layer, struct_name)
+                warnings.extend(_clean_counters(table, names, job.nprocs))
                 counters[layer] = table
                 info.rows = len(table)
             elif name in DXT_MODULES and with_records:
@@ -362,6 +521,7 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
         except _RegionError as e:
             info.partial = True
             warnings.append(f"{name} data is damaged and was read only in part ({e})")
+            continue
         if info.partial and name not in ("HEATMAP",):
             warnings.append(
                 f"{name} is partial: the Darshan runtime ran out of memory for its records, "
@@ -391,7 +551,7 @@ def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
     runtime = ffi.new("double *")
     lib.darshan_log_get_job_runtime(handle, jobrec[0], runtime)
     meta: dict[str, str] = {}
-    for line in ffi.string(jobrec[0].metadata).decode("utf-8", "replace").split("\n"):
+    for line in _text(ffi, jobrec[0].metadata).split("\n"):
         if "=" in line:
             k, v = line.split("=", 1)
             meta[k] = v
@@ -400,10 +560,8 @@ def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
     mnts = ffi.new("struct darshan_mnt_info **")
     n = ffi.new("int *")
     lib.darshan_log_get_mounts(handle, mnts, n)
-    mounts = [
-        (ffi.string(mnts[0][i].mnt_path).decode(), ffi.string(mnts[0][i].mnt_type).decode())
-        for i in range(n[0])
-    ]
+    mounts = [(_text(ffi, mnts[0][i].mnt_path), _text(ffi, mnts[0][i].mnt_type))
+              for i in range(n[0])]  # fmt: skip
     if n[0]:
         lib.darshan_free(mnts[0])
     j = jobrec[0]
@@ -414,7 +572,7 @@ def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
         start=j.start_time_sec + j.start_time_nsec * 1e-9,
         end=j.end_time_sec + j.end_time_nsec * 1e-9,
         runtime=float(runtime[0]),
-        executable=ffi.string(exe).decode("utf-8", "replace"),
+        executable=_text(ffi, exe),
         metadata=meta,
         # ``h=`` holds the hints Darshan used to write this log file
         # (DARSHAN_LOGHINTS), not the application's: it stays in metadata only.
@@ -423,6 +581,13 @@ def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
         format=f"darshan {version}",
         writer=f"darshan-runtime {meta['lib_ver']}" if "lib_ver" in meta else "",
     )
+
+
+def _text(ffi: Any, ptr: Any) -> str:
+    """A C string from the log; damaged bytes become U+FFFD, NULL becomes ""."""
+    if ptr == ffi.NULL:
+        return ""
+    return ffi.string(ptr).decode("utf-8", "replace")
 
 
 def parse_hints(raw: str | None) -> dict[str, str] | None:
@@ -447,7 +612,7 @@ def _read_names(ffi: Any, lib: Any, handle: Any) -> dict[int, str]:
     lib.darshan_log_get_name_records(handle, nrecs, cnt)
     names = {}
     for i in range(cnt[0]):
-        names[int(nrecs[0][i].id)] = ffi.string(nrecs[0][i].name).decode("utf-8", "replace")
+        names[int(nrecs[0][i].id)] = _text(ffi, nrecs[0][i].name)
         lib.darshan_free(nrecs[0][i].name)
     if cnt[0]:
         lib.darshan_free(nrecs[0])
@@ -504,6 +669,57 @@ def _read_counters(ffi: Any, lib: Any, handle: Any, idx: int, layer: str,
     )
 
 
+# Integer counters that hold record ids (hashes), where any sign is valid.
+_ID_COUNTERS = ("_RENAMED_FROM",)
+_TINY = np.finfo(np.float64).tiny
+
+
+def _clean_counters(table: Counters, names: dict[int, str], nprocs: int) -> list[str]:
+    """Bad counter values -> one warning per counter; the values become 0.
+
+    Darshan writes -1 where a counter is not monitored or did not exist in
+    the log's format (MMAPS, DUPS, FDOPENS ... and -N in records reduced over
+    N ranks; timestamps of old formats): those stay as they are, "unknown",
+    never an error.  Other negative integers, and negative, infinite, NaN or
+    denormal times (seen in real logs: clock steps, uninitialised memory) are
+    set to 0 so checks sum only what was measured.
+    """
+    out: list[str] = []
+    n = len(table)
+    if not n:
+        return out
+    ints_ok = [not name.endswith(_ID_COUNTERS) for name in table.int_names]
+    ints = table.ints[:, ints_ok]
+    # -1 per rank the record covers: down to -nprocs in a record shared by
+    # all ranks (rank -1), which sums the ranks' -1.
+    floor = np.where(table.rank < 0, -max(nprocs, 1), -1)[:, None]
+    bad_i = ints < floor
+    f = table.floats
+    with np.errstate(invalid="ignore"):
+        bad_f = ~np.isfinite(f) | ((f < 0) & (f != -1)) | ((f != 0) & (np.abs(f) < _TINY))
+    cols = np.flatnonzero(ints_ok)
+    for kind, bad, values, col_names in (
+        ("int", bad_i, ints, [table.int_names[c] for c in cols]),
+        ("float", bad_f, f, table.float_names),
+    ):
+        if not bad.any():
+            continue
+        for j in np.flatnonzero(bad.any(axis=0)):
+            rows = np.flatnonzero(bad[:, j])
+            r = rows[0]
+            what = f"{values[r, j]:.6g}" if kind == "float" else str(int(values[r, j]))
+            path = names.get(int(table.file_id[r]), f"<file {int(table.file_id[r]):#x}>")
+            more = f" and {len(rows) - 1} more record(s)" if len(rows) > 1 else ""
+            out.append(f"{col_names[j]} has an impossible value ({what} in the record of "
+                       f"{path}, rank {int(table.rank[r])}{more}): set to 0, the checks "
+                       "ignore it")  # fmt: skip
+            if kind == "int":
+                table.ints[rows, cols[j]] = 0
+            else:
+                table.floats[rows, j] = 0.0
+    return out
+
+
 _SEGMENT = np.dtype([("offset", "<i8"), ("length", "<i8"), ("start", "<f8"), ("end", "<f8")])
 
 
@@ -520,6 +736,9 @@ def _read_dxt(ffi: Any, lib: Any, handle: Any, idx: int,
         head = ffi.cast("struct dxt_file_record *", rec)
         w, r = int(head.write_count), int(head.read_count)
         rank = int(head.base_rec.rank)
+        if w < 0 or r < 0 or not -1 <= rank < 2**31:
+            # the rest of the region is no better: keep the counters, drop DXT
+            raise _RegionError(f"a record has rank {rank}, {w} writes and {r} reads")
         ids.append(int(head.base_rec.id))
         ranks.append(rank)
         writes.append(w)

@@ -1,0 +1,111 @@
+"""Reading many logs in worker processes where one bad log costs one row.
+
+A damaged log can abort or crash the C library that reads it (libdarshan-util
+calls ``abort()`` on some), which ends the whole process.  With
+``concurrent.futures`` one such death breaks the pool and every other log
+with it; here each worker serves one log at a time, the parent knows which
+log each worker holds, and a worker that dies is replaced while its log is
+reported as crashed.  Workers are forked, so the function and its arguments
+are inherited, never pickled; only results travel back.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from .darshan_log import signal_name
+
+
+def _serve(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], conn: Connection) -> None:
+    import faulthandler
+
+    faulthandler.disable()  # a crash is the parent's one-line row, not a stack dump
+    while True:
+        i = conn.recv()
+        if i is None:
+            return
+        conn.send((i, fn(*items[i])))
+
+
+class _Worker:
+    def __init__(self, ctx: Any, fn: Callable[..., Any], items: Sequence[tuple[Any, ...]]):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(fn, items, child), daemon=True)
+        self.proc.start()
+        child.close()
+        self.task: int | None = None
+        self.since = 0.0
+
+    def give(self, i: int | None) -> None:
+        self.task, self.since = i, time.monotonic()
+        try:
+            self.conn.send(i)
+        except OSError:  # already dead: its sentinel reports it
+            pass
+
+
+def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int,
+                 failed: Callable[[int, str], Any], timeout: float | None = None,
+                 each: Callable[[], None] | None = None) -> list[Any]:  # fmt: skip
+    """``[fn(*item) for item in items]`` in ``jobs`` forked workers.
+
+    When a worker dies (a signal, an exit) or runs longer than ``timeout``
+    seconds on one item, that item's result is ``failed(index, why)``, the
+    worker is replaced, and the other items go on.  ``each`` is called as
+    each item ends (a progress bar).
+    """
+    ctx = multiprocessing.get_context("fork")
+    todo = deque(range(len(items)))
+    results: list[Any] = [None] * len(items)
+    done = [False] * len(items)
+    workers: list[_Worker] = []
+
+    def start_one() -> None:
+        w = _Worker(ctx, fn, items)
+        workers.append(w)
+        w.give(todo.popleft())
+
+    for _ in range(min(jobs, len(todo))):
+        start_one()
+    while workers:
+        left = None
+        busy = [w.since for w in workers if w.task is not None]
+        if timeout and busy:
+            left = max(0.0, min(busy) + timeout - time.monotonic())
+        ready = set(wait([w.conn for w in workers] + [w.proc.sentinel for w in workers], left))
+        for w in list(workers):
+            # A result first: a worker may send it and die right after.
+            while w.task is not None and w.conn in ready and w.conn.poll():
+                try:
+                    i, res = w.conn.recv()
+                except (EOFError, OSError):
+                    break
+                results[i], done[i] = res, True
+                if each:
+                    each()
+                w.give(todo.popleft() if todo else None)
+            dead = w.proc.sentinel in ready or w.task is None
+            late = timeout and w.task is not None and time.monotonic() - w.since > timeout
+            if late:
+                w.proc.kill()
+            if not (dead or late):
+                continue
+            w.proc.join()
+            if w.task is not None and not done[w.task]:
+                code = w.proc.exitcode or 0
+                why = (f"timed out after {timeout:g} s while reading" if late else
+                       f"crashed while reading: {signal_name(-code)}" if code < 0 else
+                       f"the worker exited with status {code} while reading")  # fmt: skip
+                results[w.task], done[w.task] = failed(w.task, why), True
+                if each:
+                    each()
+            w.conn.close()
+            workers.remove(w)
+            if todo:
+                start_one()
+    return results
