@@ -186,3 +186,17 @@ def test_requests_of_exactly_the_small_size_are_not_small():
     mixed = dict(exact, POSIX_ACCESS1_ACCESS=MiB, POSIX_ACCESS1_COUNT=5000,
                  POSIX_READS=5000, POSIX_SIZE_READ_100K_1M=5000)  # fmt: skip
     assert findings(trace(counters("POSIX", [mixed])), "posix-small-writes")
+
+
+def test_layer_summary_counts_metadata_operations_of_each_kind():
+    from iopilot.checks.engine import summarize
+
+    posix = counters("POSIX", [{"file": 1, "rank": 0, "POSIX_OPENS": 3, "POSIX_STATS": 5,
+                                "POSIX_SEEKS": 7, "POSIX_FSYNCS": 2, "POSIX_FDSYNCS": 1}])
+    mpiio = counters("MPIIO", [{"file": 1, "rank": -1, "MPIIO_INDEP_OPENS": 4,
+                                "MPIIO_COLL_OPENS": 6, "MPIIO_SYNCS": 9}])
+    stdio = counters("STDIO", [{"file": 2, "rank": 0, "STDIO_OPENS": 1, "STDIO_FDOPENS": 8,
+                                "STDIO_SEEKS": 2, "STDIO_FLUSHES": 3}])  # fmt: skip
+    got = {s.layer: (s.opens, s.stats, s.seeks, s.syncs)
+           for s in summarize(trace(posix, mpiio, stdio))}  # fmt: skip
+    assert got == {"POSIX": (3, 5, 7, 3), "MPI-IO": (10, 0, 0, 9), "STDIO": (1, 0, 2, 3)}

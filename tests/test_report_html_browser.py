@@ -245,3 +245,27 @@ def test_deep_links_open_the_view_of_a_finding(driver, tmp_path):
     assert "active" in driver.find_element(By.ID, "view-summary").get_attribute("class")
     severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert not severe, severe
+
+
+def test_interfaces_table_gives_each_interface_its_cost(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    path = tmp_path / "p.html"
+    d = diagnose(load(str(example_dir() / "ior_hdf5_example.darshan")))
+    write_html(d, path)
+    report = page_doc(path.read_text(encoding="utf-8"))["report"]
+    driver.get(path.as_uri())
+    head = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#interface-table th")]
+    cells = [[c.text for c in r.find_elements(By.TAG_NAME, "td")]
+             for r in driver.find_elements(By.CSS_SELECTOR, "#interface-table tbody tr")]
+    rows = {c[0]: c for c in cells}
+    it = report["io_time"]
+    assert set(rows) == {lay["layer"] for lay in report["layers"]}
+    for lay in report["layers"]:
+        row = dict(zip(head, rows[lay["layer"]], strict=True))
+        assert row["opens"] == f"{lay['opens']:,}" and row["seeks"] == f"{lay['seeks']:,}"
+        secs = it["by_layer"]["slowest_rank"].get(lay["layer"])
+        if secs is None:
+            assert row["% of run"] == "–"
+        else:
+            assert row["% of run"] == f"{100 * secs / it['run_seconds']:.1f} %"

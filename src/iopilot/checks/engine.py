@@ -25,6 +25,11 @@ class LayerSummary:
     read_time: float
     write_time: float
     meta_time: float
+    # Metadata operations, summed over the layer's counters of that kind.
+    opens: int = 0
+    stats: int = 0
+    seeks: int = 0
+    syncs: int = 0  # fsync, fdatasync, MPI_File_sync, flushes
 
 
 @dataclass
@@ -61,6 +66,11 @@ _TOTALS = {m.name: (m.op_counters("READ"), m.op_counters("WRITE"),
            for m in MODULES if m.op_classes}  # fmt: skip
 
 
+# Counter-name endings of each kind of metadata operation, in every layer
+# (POSIX_OPENS, MPIIO_COLL_OPENS, H5F_FLUSHES ...; STDIO_FDOPENS is no open).
+_META_OPS = (("_OPENS",), ("_STATS",), ("_SEEKS",), ("_FSYNCS", "_FDSYNCS", "_SYNCS", "_FLUSHES"))
+
+
 def summarize(trace: Trace) -> list[LayerSummary]:
     """Per-layer totals for the report header."""
     out = []
@@ -72,8 +82,9 @@ def summarize(trace: Trace) -> list[LayerSummary]:
         for name in _TOTALS[layer]:
             names = name if isinstance(name, tuple) else (name,)
             vals.append(sum(c.total(n) for n in names if c.has(n)))
+        meta = [sum(c.total(n) for n in c.int_names if n.endswith(ends)) for ends in _META_OPS]
         out.append(
-            LayerSummary(display(layer), int(np.unique(c.file_id).shape[0]), *vals)
+            LayerSummary(display(layer), int(np.unique(c.file_id).shape[0]), *vals, *meta)
         )
     return out
 

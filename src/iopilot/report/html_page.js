@@ -178,7 +178,7 @@
       class: c.text ? 't' : null, text: c.label, title: opts.sortable ? 'click to sort' : null,
       style: opts.sortable ? 'cursor: pointer' : null, onclick: opts.sortable ? () => sortBy(c) : null }))));
     fill(rows);
-    const t = h('table', { class: 'data' }, thead, tbody);
+    const t = h('table', { class: 'data', id: opts.id || null }, thead, tbody);
     return opts.scroll ? h('div', { class: 'scroll' }, t) : t;
   }
 
@@ -309,14 +309,26 @@
 
     if (R.layers.length) {
       const L = R.layers;
-      const rows = L.map((l) => Object.assign({}, l));
+      // The cost of each interface: the slowest rank's seconds in it (each
+      // operation counted once, at its file's highest layer) and their share of the run.
+      const slow = it ? it.by_layer.slowest_rank : {};
+      const rows = L.map((l) => Object.assign({}, l, {
+        slow_s: slow[l.layer] === undefined ? null : slow[l.layer],
+        slow_share: it && it.run_seconds > 0 && slow[l.layer] !== undefined ? slow[l.layer] / it.run_seconds : null,
+      }));
       const tc = card('Interfaces',
-        table([{ key: 'layer', label: 'interface', text: true }, { key: 'files', label: 'files', fmt: fmtInt },
+        table([{ key: 'layer', label: 'interface', text: true },
+          { key: 'slow_s', label: 'I/O s (slowest rank)', fmt: (v) => v === null ? '–' : fmtSec(v) },
+          { key: 'slow_share', label: '% of run', fmt: fmtPct },
+          { key: 'files', label: 'files', fmt: fmtInt },
           { key: 'reads', label: 'reads', fmt: fmtInt }, { key: 'writes', label: 'writes', fmt: fmtInt },
+          { key: 'opens', label: 'opens', fmt: fmtInt }, { key: 'stats', label: 'stats', fmt: fmtInt },
+          { key: 'seeks', label: 'seeks', fmt: fmtInt }, { key: 'syncs', label: 'syncs', fmt: fmtInt },
           { key: 'bytes_read', label: 'read', fmt: fmtBytes }, { key: 'bytes_written', label: 'written', fmt: fmtBytes },
           { key: 'read_time', label: 'read time', fmt: fmtSec }, { key: 'write_time', label: 'write time', fmt: fmtSec },
-          { key: 'meta_time', label: 'metadata time', fmt: fmtSec }], rows),
-        note('Times are summed over all ranks. MPI-IO and HDF5 calls are carried out by POSIX calls underneath, so their bytes and times are counted again at the POSIX level.'));
+          { key: 'meta_time', label: 'metadata time', fmt: fmtSec }], rows, { id: 'interface-table' }),
+        note('"I/O s (slowest rank)" counts each operation once, at the highest interface of its file, on the rank with the most I/O seconds; "% of run" is that time\'s share of the run. ' +
+          'The other times are summed over all ranks, and MPI-IO and HDF5 calls are carried out by POSIX calls underneath, so there their bytes and times are counted again at the POSIX level.'));
       sec.append(tc);
       const g = h('div', { class: 'grid2' });
       tc.append(g);
