@@ -200,3 +200,34 @@ def test_layer_summary_counts_metadata_operations_of_each_kind():
     got = {s.layer: (s.opens, s.stats, s.seeks, s.syncs)
            for s in summarize(trace(posix, mpiio, stdio))}  # fmt: skip
     assert got == {"POSIX": (3, 5, 7, 3), "MPI-IO": (10, 0, 0, 9), "STDIO": (1, 0, 2, 3)}
+
+
+@pytest.mark.parametrize(("check", "direction"), [("posix-small-reads", "READ"),
+                                                  ("posix-small-writes", "WRITE")])  # fmt: skip
+@pytest.mark.parametrize("exe", ["./sim input.cfg", "/usr/bin/python3 analysis.py"])
+def test_small_request_code_fits_the_direction_and_the_language(check, direction, exe):
+    ops = "READS" if direction == "READ" else "WRITES"
+    c = counters("POSIX", [{"file": 1, "rank": 0, f"POSIX_{ops}": 5000,
+                            f"POSIX_SIZE_{direction}_100_1K": 5000}])  # fmt: skip
+    tr = trace(c)
+    tr.job.executable = exe
+    f = only(findings(tr, check), Level.HIGH)
+    python = exe.startswith("/usr/bin/python")
+    assert f.snippet_lang == ("python" if python else "c")
+    code = f.snippet
+    if direction == "READ":  # read code for a read finding
+        assert ("read(" in code) and "write" not in code
+    else:
+        assert "write" in code and "read(" not in code
+    assert ("import" in code or "with open" in code) == python
+
+
+def test_small_requests_under_hdf5_in_python_get_h5py_code():
+    c = counters("POSIX", [{"file": 1, "rank": 0, "POSIX_WRITES": 5000,
+                            "POSIX_SIZE_WRITE_100_1K": 5000}])  # fmt: skip
+    h5f = counters("H5F", [{"file": 1, "rank": 0, "H5F_OPENS": 1}])
+    tr = trace(c, h5f)
+    tr.job.executable = "python3 write.py"
+    f = only(findings(tr, "posix-small-writes"), Level.HIGH)
+    assert "with dset.collective:" in f.snippet and 'driver="mpio"' in f.snippet
+    assert "H5Dwrite_async" not in f.snippet and f.snippet_lang == "python"

@@ -60,6 +60,43 @@ POSIX_AGGREGATE = """\
 struct iovec iov[n];                   /* or memcpy into one staging buffer */
 pwritev(fd, iov, n, offset);"""
 
+POSIX_AGGREGATE_READ = """\
+/* read one large block with one call, then take the small pieces from memory */
+char *block = malloc(block_bytes);
+pread(fd, block, block_bytes, block_offset);
+/* piece k: block + (piece_offset[k] - block_offset) */"""
+
+# The same advice in Python's idiom, for Python programs.
+PY_AGGREGATE = """\
+# gather the small pieces in memory and write them with one call
+parts = []
+for piece in pieces:
+    parts.append(piece)             # bytes, or arr.tobytes()
+with open(path, "wb", buffering=0) as f:
+    f.write(b"".join(parts))        # or numpy: np.concatenate(arrays).tofile(f)"""
+
+PY_AGGREGATE_READ = """\
+# read the file (or a large block of it) once, then slice in memory
+with open(path, "rb") as f:
+    data = memoryview(f.read())     # or np.fromfile(path, dtype) / np.memmap
+piece = data[offset : offset + size]"""
+
+PY_HDF5_COLLECTIVE = """\
+# h5py built with parallel HDF5: open with the MPI-IO driver, transfer collectively
+from mpi4py import MPI
+import h5py
+with h5py.File(path, "a", driver="mpio", comm=MPI.COMM_WORLD) as f:
+    dset = f["data"]
+    with dset.collective:           # every rank takes part in each read/write
+        dset[start:stop] = local"""
+
+PY_MPIIO_COLLECTIVE = """\
+# mpi4py: every rank calls the collective form; aggregators merge the pieces
+from mpi4py import MPI
+fh = MPI.File.Open(MPI.COMM_WORLD, path, MPI.MODE_RDWR | MPI.MODE_CREATE)
+fh.Write_at_all(offset, local_buffer)    # reads: fh.Read_at_all(offset, buf)
+fh.Close()"""
+
 
 DISTRIBUTED_WRITE = """\
 /* instead of gathering everything on rank 0: each rank writes its own block */

@@ -10,6 +10,7 @@ from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
+from .rankcost import in_language
 
 RW = {"READ": ("reads", "read"), "WRITE": ("writes", "written")}
 
@@ -159,13 +160,17 @@ class _SmallRequests(Check):
             rec = "Aggregate small writes into large contiguous requests"
         else:
             rec = "Read in large contiguous blocks and serve small pieces from memory"
-        snippet = advice.POSIX_AGGREGATE
+        reading = self.direction != "WRITE"
+        # A read finding gets read code, a Python program Python code.
+        snippet, lang = in_language(
+            ctx, advice.PY_AGGREGATE_READ if reading else advice.PY_AGGREGATE,
+            advice.POSIX_AGGREGATE_READ if reading else advice.POSIX_AGGREGATE)
         if style == "hdf5":
             rec += (
                 "; with HDF5, use collective transfers so MPI-IO merges the pieces, "
                 "and set chunk sizes to match the access pattern"
             )
-            snippet = advice.HDF5_COLLECTIVE
+            snippet, lang = in_language(ctx, advice.PY_HDF5_COLLECTIVE, advice.HDF5_COLLECTIVE)
         elif _collective_share(ctx, self.direction) >= 0.5:
             # Collective I/O is already in use, so the small requests come from
             # the aggregators: give them bigger, stripe-aligned buffers.
@@ -174,14 +179,12 @@ class _SmallRequests(Check):
                 "requests: enlarge the collective buffer and align file domains to the "
                 "file system's stripes"
             )
-            snippet = advice.MPIIO_HINTS_CB
+            snippet, lang = advice.MPIIO_HINTS_CB, "c"
         elif style in ("mpiio", "pnetcdf") or self.shared_only:
             rec += "; with MPI-IO, collective calls let aggregators merge the pieces"
-            snippet = (
-                advice.MPIIO_COLLECTIVE_WRITE
-                if self.direction == "WRITE"
-                else advice.MPIIO_COLLECTIVE_READ
-            )
+            snippet, lang = in_language(
+                ctx, advice.PY_MPIIO_COLLECTIVE,
+                advice.MPIIO_COLLECTIVE_READ if reading else advice.MPIIO_COLLECTIVE_WRITE)
         yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
@@ -192,7 +195,7 @@ class _SmallRequests(Check):
             files_total=n_files,
             recommendation=rec + ".",
             snippet=snippet,
-            snippet_lang="c",
+            snippet_lang=lang,
         ), io_time(ctx).rows_at_slowest(c, lost))
 
 
