@@ -498,3 +498,25 @@ def test_each_finding_names_the_view_that_shows_it(pages):
     assert _finding_view("overlapping-writes", "POSIX", False, False) == "fs"
     assert _finding_view("rank-zero-heavy", "RANKS", False, False) == "fs"
     assert _finding_view("posix-small-writes", "POSIX", False, False) == "sizes"
+
+
+def test_files_by_category():
+    from iopilot.report.html import _file_categories
+    from kit import counters
+
+    p = counters("POSIX", [
+        {"file": 1, "rank": -1, "POSIX_BYTES_READ": 100},                   # shared, read only
+        {"file": 2, "rank": 0, "POSIX_BYTES_WRITTEN": 50},                   # written by 2 ranks
+        {"file": 2, "rank": 1, "POSIX_BYTES_WRITTEN": 30},
+        {"file": 3, "rank": 0, "POSIX_BYTES_READ": 7, "POSIX_BYTES_WRITTEN": 9},
+        {"file": 4, "rank": 1, "POSIX_OPENS": 2},                            # no data
+    ])  # fmt: skip
+    job = Job(nprocs=2, runtime=1.0)
+    t = Trace("hand-made", job, {}, {"POSIX": p}, Records.empty())
+    (row,) = _file_categories(t)
+    assert row["layer"] == "POSIX" and row["files"] == 4
+    assert (row["read_only"], row["write_only"], row["read_write"], row["no_data"]) == (1, 1, 1, 1)
+    got = (row["read_only_bytes"], row["write_only_bytes"], row["read_write_bytes"])
+    assert got == (100, 80, 16)
+    assert (row["shared"], row["unique"]) == (2, 2)
+    assert (row["shared_bytes"], row["unique_bytes"]) == (180, 16)

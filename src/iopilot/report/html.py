@@ -241,6 +241,35 @@ def _finding_view(check: str, layer: str, records: bool, phases: bool) -> str:
     return view
 
 
+def _file_categories(t: Trace) -> list[dict[str, Any]]:
+    """Per interface with counters: its files by how they were used (read only,
+    written only, both, neither) and by who used them (shared: a reduced row
+    or more than one rank; unique: one rank), with the bytes of each kind."""
+    out = []
+    for name in _TABLE_LAYERS:
+        c = t.layer(name)
+        if c is None or not len(c) or not c.has(f"{name}_BYTES_READ"):
+            continue
+        ids, inv = np.unique(c.file_id, return_inverse=True)
+        n = len(ids)
+        rb = np.bincount(inv, weights=c[f"{name}_BYTES_READ"].astype(np.float64), minlength=n)
+        wb = np.bincount(inv, weights=c[f"{name}_BYTES_WRITTEN"].astype(np.float64), minlength=n)
+        rows = np.bincount(inv, minlength=n)
+        reduced = np.bincount(inv, weights=c.rank < 0, minlength=n) > 0
+        shared = reduced | (rows > 1)
+        kinds = {"read_only": (rb > 0) & (wb == 0), "write_only": (rb == 0) & (wb > 0),
+                 "read_write": (rb > 0) & (wb > 0), "no_data": (rb == 0) & (wb == 0)}
+        row: dict[str, Any] = {"layer": display(name), "files": n}
+        for k, m in kinds.items():
+            row[k] = int(m.sum())
+            row[k + "_bytes"] = float((rb + wb)[m].sum())
+        row["shared"], row["unique"] = int(shared.sum()), int((~shared).sum())
+        row["shared_bytes"] = float((rb + wb)[shared].sum())
+        row["unique_bytes"] = float((rb + wb)[~shared].sum())
+        out.append(row)
+    return out
+
+
 class _Top:
     """Positions of the ``k`` largest values seen so far, fed chunk by chunk."""
 
@@ -1150,7 +1179,7 @@ class _Builder:
               for (m, k), v in sorted(mounts.items(), key=lambda kv: -kv[1][1])]  # fmt: skip
         # The run's I/O time is the report's io_time (all layers, each
         # operation once, the slowest rank): the page reads it from there.
-        out: dict[str, Any] = {"filesystems": fs}
+        out: dict[str, Any] = {"filesystems": fs, "categories": _file_categories(t)}
         out.update(self.phase_busy)
         return out
 

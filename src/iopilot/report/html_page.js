@@ -307,6 +307,16 @@
           { key: 'files', label: 'files', fmt: fmtInt }, { key: 'bytes', label: 'bytes (' + FS_TEXT + ')', fmt: fmtBytes }], fsRows, { scroll: fsRows.length > 12 })));
     }
 
+    const cats = ov.categories || [];
+    if (cats.length) {
+      const both = (k) => ({ key: k, label: k.replace('_', ' ').replace('_', '-'), fmt: (v, r) => fmtInt(v) + ' (' + fmtBytes(r[k + '_bytes']) + ')' });
+      sec.append(card('Files by category',
+        table([{ key: 'layer', label: 'interface', text: true }, { key: 'files', label: 'files', fmt: fmtInt },
+          both('read_only'), both('write_only'), both('read_write'), both('no_data'), both('shared'), both('unique')],
+        cats, { id: 'category-table' }),
+        note('Per interface: files only read, only written, both, or opened without data; shared files are those more than one rank used (or that the log keeps as one record reduced over all ranks). Bytes in brackets.')));
+    }
+
     if (R.layers.length) {
       const L = R.layers;
       // The cost of each interface: the slowest rank's seconds in it (each
