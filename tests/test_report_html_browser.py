@@ -262,7 +262,8 @@ def test_interfaces_table_gives_each_interface_its_cost(driver, tmp_path):
     it = report["io_time"]
     assert set(rows) == {lay["layer"] for lay in report["layers"]}
     cats = driver.find_elements(By.CSS_SELECTOR, "#category-table tbody tr")
-    assert len(cats) == len(page_doc(path.read_text(encoding="utf-8"))["overview"]["categories"]) > 0
+    doc = page_doc(path.read_text(encoding="utf-8"))
+    assert len(cats) == len(doc["overview"]["categories"]) > 0
     for lay in report["layers"]:
         row = dict(zip(head, rows[lay["layer"]], strict=True))
         assert row["opens"] == f"{lay['opens']:,}" and row["seeks"] == f"{lay['seeks']:,}"
