@@ -35,3 +35,5 @@ def test_demo_traces_four_ranks_and_finds_the_small_writes(tmp_path):
     page = (tmp_path / "report.html").read_text()
     assert "mpiio-collective-writes" in page and "<script src=" not in page
     assert "report.html in a browser" in p.stdout
+    # The findings are on the terminal, with the I/O time first.
+    assert "mpiio-collective-writes" in p.stdout and "I/O time" in p.stdout

@@ -8,7 +8,9 @@ Darshan log that ships with PyDarshan instead.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import shutil
 import sys
@@ -62,7 +64,10 @@ def main(cli_main: Callable[[list[str]], int], out_dir: str = "demo-output",
     if rc != 0:
         print(f"iopilot demo: the example program failed (exit {rc})", file=sys.stderr)
         return rc
-    rc = cli_main(["report", str(trace), "--json", str(report), "--html", str(page)])
+    # The findings on the terminal (the newcomer's first look), then the page.
+    rc = cli_main(["report", str(trace), "--json", str(report)])
+    with contextlib.redirect_stdout(io.StringIO()):
+        cli_main(["report", str(trace), "--html", str(page)])
     print(f"\nThe report: open {page.resolve()} in a browser.")
     print(f"The trace is in {trace.resolve()}; the JSON report in {report.resolve()}.")
     print("Trace your own program with `.venv/bin/iopilot run -- PROGRAM ARGS`.")
