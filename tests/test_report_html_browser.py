@@ -229,6 +229,9 @@ def test_deep_links_open_the_view_of_a_finding(driver, tmp_path):
     doc = page_doc(path.read_text(encoding="utf-8"))
     driver.get(path.as_uri() + "#view=phases")
     assert driver.find_element(By.ID, "tab-phases").get_attribute("class") == "active"
+    # The page states the shortest gap that splits phases, in seconds too.
+    text = driver.find_element(By.ID, "view-phases").text
+    assert "idle gaps of at most" in text or ("s: no shorter gap splits a phase" in text)
     assert "active" in driver.find_element(By.ID, "view-phases").get_attribute("class")
     driver.find_element(By.ID, "tab-summary").click()
     assert driver.execute_script("return location.hash") == "#view=summary"

@@ -699,7 +699,8 @@
       const n = o.shown;
       const idx = Array.from(o.index);
       msg.textContent = fmtInt(o.total) + ' phase(s) of ' + LAB[state.layer] + ' operations' +
-        (o.gap ? ' (busy intervals joined across idle gaps of at most ' + o.gap + ' s)' : ' (busy intervals joined across gaps shorter than the mean gap and ' + (100 * P.min_gap_share) + ' % of the traced span)') +
+        (o.gap ? ' (busy intervals joined across idle gaps of at most ' + o.gap + ' s)' : ' (busy intervals joined across gaps shorter than the mean gap and ' + (100 * P.min_gap_share) + ' % of the traced span' +
+          (REC ? ', ' + fmtSec(P.min_gap_share * (REC.span[1] - REC.span[0])) : '') + ': no shorter gap splits a phase)') +
         '; ' + o.stragglers + ' with a straggler (slowest rank over ' + lim + '× the median rank)' +
         (n < o.total ? '; the ' + fmtInt(n) + ' longest are listed' : '') + '. Rank times are the sum of each rank\'s operation durations in the phase.' +
         (P.layers[state.layer].options.length === 1 ? ' Other gaps are offered for ' + LAB[P.primary] + ', the layer the checks use.' : '');
