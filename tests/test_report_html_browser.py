@@ -136,6 +136,15 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
             buttons = [b.get_attribute("data-title") or ""
                        for b in p.find_elements(By.CSS_SELECTOR, ".modebar-btn")]  # fmt: skip
             assert buttons, view  # the mode bar is there (so the check below means something)
+            # No tick label or axis title sticks out of the plot's own drawing.
+            clipped = driver.execute_script(
+                "const svg = arguments[0].querySelector('svg.main-svg').getBoundingClientRect();"
+                "return [...arguments[0].querySelectorAll('.xtick text, .ytick text, .xtitle, "
+                ".ytitle')].filter((e) => { const r = e.getBoundingClientRect();"
+                "return r.width > 0 && (r.left < svg.left - 1 || r.right > svg.right + 1 ||"
+                "r.top < svg.top - 1 || r.bottom > svg.bottom + 1); }).map((e) => e.textContent);",
+                p)  # fmt: skip
+            assert not clipped, (view, clipped[:5])
             assert not [b for b in buttons if "share" in b.lower() or "cloud" in b.lower()]
         plots += len(drawn)
         driver.save_screenshot(str(tmp_path / f"{kind}-{view}.png"))

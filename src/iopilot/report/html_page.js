@@ -115,13 +115,19 @@
   }
 
   function layout(extra) {
-    return Object.assign({
+    const lay = Object.assign({
       margin: { l: 70, r: 20, t: 40, b: 50 }, hovermode: 'closest',
       font: { size: 12, family: 'system-ui, -apple-system, Segoe UI, Roboto, DejaVu Sans, sans-serif' },
       paper_bgcolor: '#fff', plot_bgcolor: '#fff',
       legend: { orientation: 'h', x: 0, y: 1.02, yanchor: 'bottom', traceorder: 'normal' },
       hoverlabel: { align: 'left' },
     }, extra);
+    // Axes grow the margin their tick labels and titles need: nothing is clipped.
+    const out = Object.assign({ xaxis: {}, yaxis: {} }, lay);
+    Object.keys(out).forEach((k) => {
+      if (/^[xy]axis\d*$/.test(k)) out[k] = Object.assign({ automargin: true }, out[k]);
+    });
+    return out;
   }
 
   // opts.title: a heading above the plot (plotly titles collide with legends);
