@@ -1,0 +1,152 @@
+"""Both sides of the checks' thresholds, reads kept apart from writes, and
+the exact evidence numbers, on tiny hand-made counters."""
+
+from __future__ import annotations
+
+import pytest
+
+from iopilot.checks import Level, advice
+from kit import counters, findings, trace
+
+
+def only(fs, level=None):
+    assert len(fs) == 1, fs
+    if level is not None:
+        assert fs[0].level == level, fs[0]
+    return fs[0]
+
+
+# ---------------------------------------------------------------------------
+# MPI-IO collective reads / writes (collective_ops = 1000,
+# collective_share_low = 0.5).  Each row also fills the other direction with
+# numbers that would give another verdict, so swapping the two is caught.
+
+
+def _mpiio(
+    direction: str,
+    coll: int = 0,
+    indep: int = 0,
+    nb: int = 0,
+    split: int = 0,
+    nbytes: int = 0,
+    file: int = 1,
+):
+    d, other = ("READ", "WRITE") if direction == "READ" else ("WRITE", "READ")
+    moved = "MPIIO_BYTES_READ" if d == "READ" else "MPIIO_BYTES_WRITTEN"
+    moved_other = "MPIIO_BYTES_WRITTEN" if d == "READ" else "MPIIO_BYTES_READ"
+    return {
+        "file": file,
+        f"MPIIO_COLL_{d}S": coll,
+        f"MPIIO_SPLIT_{d}S": split,
+        f"MPIIO_INDEP_{d}S": indep,
+        f"MPIIO_NB_{d}S": nb,
+        moved: nbytes,
+        # the other direction: all collective, many, big
+        f"MPIIO_COLL_{other}S": 5000,
+        moved_other: 5000 * 2**20,
+    }
+
+
+_CHECK = {
+    "READ": ("mpiio-collective-reads", "read", "M02", "M04"),
+    "WRITE": ("mpiio-collective-writes", "write", "M03", "M05"),
+}
+
+
+def _collective(d: str, level, *rows):
+    """The one finding of the collective check of direction ``d``, at ``level``."""
+    return only(findings(trace(counters("MPIIO", rows)), _CHECK[d][0]), level)
+
+
+def _snippet_is_collective(f, d: str) -> None:
+    want = advice.MPIIO_COLLECTIVE_READ if d == "READ" else advice.MPIIO_COLLECTIVE_WRITE
+    assert f.snippet == want and f.snippet_lang == "c"
+
+
+@pytest.mark.parametrize("d", ["READ", "WRITE"])
+def test_mpiio_no_collective_above_the_count_is_high(d):
+    _, word, code, _ = _CHECK[d]
+    f = _collective(
+        d, Level.HIGH, _mpiio(d, indep=1001, file=1), _mpiio(d, indep=1, file=2), _mpiio(d, file=3)
+    )
+    assert f.evidence == {"collective": 0, "independent": 1002, "nonblocking": 0}
+    assert f.message.startswith(
+        f"MPI-IO is used but no {word} is collective: 1,002 independent {word} calls (100.0 %)."
+    )
+    assert f.drishti == code
+    # file 3 has no independent access: only files 1 and 2 are to blame
+    assert f.files_total == 2
+    assert [x.numbers[f"independent {word}s"] for x in f.files] == [1001, 1]
+    assert f.files[0].path == "/data/file1"
+    assert f.recommendation.startswith(f"Use collective {word}s (the _all variants)")
+    _snippet_is_collective(f, d)
+
+
+@pytest.mark.parametrize("d", ["READ", "WRITE"])
+def test_mpiio_nonblocking_calls_count_towards_the_total(d):
+    _, word, _, _ = _CHECK[d]
+    # 600 + 401 = 1001 calls, above the 1000; none collective
+    f = _collective(d, Level.HIGH, _mpiio(d, indep=600, nb=401))
+    assert f.evidence == {"collective": 0, "independent": 600, "nonblocking": 401}
+    assert f"600 independent {word} calls (59.9 %)" in f.message
+
+
+@pytest.mark.parametrize("d", ["READ", "WRITE"])
+def test_mpiio_no_collective_at_the_count_is_only_info(d):
+    _, word, _, _ = _CHECK[d]
+    # exactly 1000 calls of 4 KiB each: not above the threshold
+    f = _collective(d, Level.INFO, _mpiio(d, indep=1000, nbytes=1000 * 4096))
+    assert f.message.startswith(
+        f"No MPI-IO {word} is collective: 1,000 independent {word}s, averaging "
+        "4.0 KiB each; too few (at most 1,000) to make it a problem."
+    )
+    assert f.drishti is None
+    assert f.drishti_note == "Drishti says nothing below its operation threshold"
+    assert f.evidence == {"collective": 0, "independent": 1000, "nonblocking": 0}
+    assert f.cost_seconds == 0.0
+
+
+@pytest.mark.parametrize("d", ["READ", "WRITE"])
+def test_mpiio_low_collective_share_warns_below_half(d):
+    _, word, _, ok = _CHECK[d]
+    # 1000 of 2001 collective: 49.98 % < 50 %, and 1001 independent > 1000
+    f = _collective(d, Level.WARN, _mpiio(d, coll=600, split=400, indep=1001))
+    assert f.message.startswith(
+        f"Only 50.0 % of MPI-IO {word}s are collective (1,000 of 2,001); 1,001 are independent."
+    )
+    assert f.evidence == {"collective": 1000, "independent": 1001, "nonblocking": 0}
+    assert f.drishti == ok
+    assert f.drishti_note == "Drishti reports any collective use as OK"
+    assert f.recommendation.startswith(f"Make the independent {word}s collective too")
+    _snippet_is_collective(f, d)
+
+
+@pytest.mark.parametrize("d", ["READ", "WRITE"])
+def test_mpiio_collective_share_of_exactly_half_is_ok(d):
+    _, word, _, ok = _CHECK[d]
+    f = _collective(d, Level.OK, _mpiio(d, coll=1001, indep=1001))
+    assert f.message.startswith(f"MPI-IO {word}s are collective: 1,001 of 2,002 (50.0 %).")
+    assert f.drishti == ok and f.cost_seconds == 0.0
+
+
+@pytest.mark.parametrize("d", ["READ", "WRITE"])
+def test_mpiio_low_share_with_few_independent_calls_is_ok(d):
+    cid, _, _, _ = _CHECK[d]
+    # share 1/1001 is low, but 1000 independent calls are not above 1000
+    only(findings(trace(counters("MPIIO", [_mpiio(d, coll=1, indep=1000)])), cid), Level.OK)
+    # and with 1001 they are
+    only(findings(trace(counters("MPIIO", [_mpiio(d, coll=1, indep=1001)])), cid), Level.WARN)
+
+
+@pytest.mark.parametrize("d", ["READ", "WRITE"])
+def test_mpiio_a_single_collective_call_is_not_none(d):
+    cid = _CHECK[d][0]
+    # one collective call of 1002: share far below half, so a warning, not "no collective"
+    f = only(findings(trace(counters("MPIIO", [_mpiio(d, coll=1, indep=1001)])), cid))
+    assert f.level == Level.WARN and f.evidence["collective"] == 1
+
+
+@pytest.mark.parametrize("d", ["READ", "WRITE"])
+def test_mpiio_no_calls_in_a_direction_says_nothing(d):
+    cid, _, _, _ = _CHECK[d]
+    assert findings(trace(counters("MPIIO", [_mpiio(d)])), cid) == []
