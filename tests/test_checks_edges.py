@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from iopilot.checks import Level, advice
-from kit import counters, findings, trace
+from kit import counters, findings, striping, trace
 
 
 def only(fs, level=None):
@@ -150,3 +150,86 @@ def test_mpiio_a_single_collective_call_is_not_none(d):
 def test_mpiio_no_calls_in_a_direction_says_nothing(d):
     cid, _, _, _ = _CHECK[d]
     assert findings(trace(counters("MPIIO", [_mpiio(d)])), cid) == []
+
+
+# ---------------------------------------------------------------------------
+# POSIX misaligned requests (misaligned_ratio = 0.1 of reads + writes).
+
+
+def _misaligned(kind: str, bad: int, reads: int = 60, writes: int = 40, file: int = 1):
+    return {"file": file, "POSIX_READS": reads, "POSIX_WRITES": writes,
+            f"POSIX_{kind}_NOT_ALIGNED": bad,
+            "POSIX_FILE_ALIGNMENT": 4096, "POSIX_MEM_ALIGNMENT": 8}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["FILE", "MEM"])
+def test_misaligned_share_at_the_threshold_is_fine(kind):
+    cid = f"posix-misaligned-{kind.lower().replace('mem', 'memory')}"
+    # 10 of 60 reads + 40 writes = 0.1, not above it
+    assert findings(trace(counters("POSIX", [_misaligned(kind, 10)])), cid) == []
+    # 11 of 100 is
+    f = only(findings(trace(counters("POSIX", [_misaligned(kind, 11)])), cid), Level.HIGH)
+    assert f.evidence["misaligned"] == 11 and f.evidence["requests"] == 100
+
+
+def test_misaligned_file_offsets_evidence_and_files():
+    rows = [_misaligned("FILE", 30, file=1), _misaligned("FILE", 0, file=2),
+            _misaligned("FILE", 1, reads=0, writes=100, file=3)]  # fmt: skip
+    f = only(findings(trace(counters("POSIX", rows)), "posix-misaligned-file"), Level.HIGH)
+    # 31 of 300 requests, aligned to the 4096 of POSIX_FILE_ALIGNMENT
+    assert f.evidence == {"misaligned": 31, "requests": 300, "alignment": 4096}
+    assert f.message.startswith(
+        "10.3 % of POSIX requests (31 of 300) are not aligned to the file system's "
+        "4096-byte boundary."
+    )
+    assert f.drishti == "P08"
+    # file 2 has nothing misaligned; file 3's one misaligned request counts
+    assert f.files_total == 2
+    assert [(x.path, x.numbers["misaligned"], x.numbers["requests"]) for x in f.files] == [
+        ("/data/file1", 30, 100), ("/data/file3", 1, 100)]  # fmt: skip
+    # plain POSIX: no snippet, just the advice
+    assert f.recommendation == (
+        "Start requests on 4096-byte boundaries (the file system's alignment unit)."
+    )
+    assert f.snippet == ""
+
+
+def test_misaligned_memory_buffers_name_the_memory_alignment():
+    rows = [_misaligned("MEM", 50, file=1), _misaligned("MEM", 0, file=2)]
+    f = only(findings(trace(counters("POSIX", rows)), "posix-misaligned-memory"), Level.HIGH)
+    assert f.evidence == {
+        "misaligned": 50,
+        "requests": 200,
+        "alignment": 8,
+        "cost_unknown": "counters do not separate the cost of misaligned buffers from the calls",
+    }
+    assert f.message.startswith(
+        "25.0 % of POSIX requests (50 of 200) use memory buffers not aligned to 8 bytes."
+    )
+    assert f.drishti == "P07" and f.files_total == 1
+    assert f.snippet.startswith("void *buf;\nposix_memalign(") and f.snippet_lang == "c"
+    assert f.recommendation.startswith("Allocate I/O buffers aligned")
+    # the counters cannot price misaligned buffers
+    assert f.cost_seconds is None
+
+
+def test_misaligned_file_alignment_is_the_largest_of_the_rows():
+    rows = [_misaligned("FILE", 50), {**_misaligned("FILE", 50, file=2),
+                                       "POSIX_FILE_ALIGNMENT": 1 << 20}]  # fmt: skip
+    f = only(findings(trace(counters("POSIX", rows)), "posix-misaligned-file"))
+    assert f.evidence["alignment"] == 1 << 20
+
+
+def test_misaligned_file_advice_follows_the_interface_above():
+    posix = counters("POSIX", [_misaligned("FILE", 50)])
+    h5 = only(findings(trace(posix, counters("H5F", [{"file": 1}])), "posix-misaligned-file"))
+    assert h5.recommendation.endswith("; HDF5 can align its objects for you.")
+    assert h5.snippet == advice.hdf5_alignment(4096, 4096) and h5.snippet_lang == "c"
+    mp = only(findings(trace(posix, counters("MPIIO", [{"file": 1}])), "posix-misaligned-file"))
+    assert "collective MPI-IO aligns the aggregators' requests" in mp.recommendation
+    assert mp.snippet == advice.MPIIO_HINTS_CB and mp.snippet_lang == "c"
+    lus = only(findings(trace(posix, lustre=striping([(1, 1 << 20, [0])])),
+                        "posix-misaligned-file"))  # fmt: skip
+    assert "on Lustre, make the stripe size a multiple" in lus.recommendation
+    # alignment 4096 is below 1 MiB: the stripe size suggested is 1M
+    assert lus.snippet == advice.lfs_setstripe(4, "1M", "DIR") and lus.snippet_lang == "sh"
