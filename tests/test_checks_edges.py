@@ -233,3 +233,59 @@ def test_misaligned_file_advice_follows_the_interface_above():
     assert "on Lustre, make the stripe size a multiple" in lus.recommendation
     # alignment 4096 is below 1 MiB: the stripe size suggested is 1M
     assert lus.snippet == advice.lfs_setstripe(4, "1M", "DIR") and lus.snippet_lang == "sh"
+
+
+# ---------------------------------------------------------------------------
+# POSIX read/write intensity (intensity = 0.1 of |writes - reads| / total).
+
+_INTENSITY = [
+    ("posix-write-count-intensive", "P01", "count", "write"),
+    ("posix-read-count-intensive", "P02", "count", "read"),
+    ("posix-write-size-intensive", "P03", "size", "write"),
+    ("posix-read-size-intensive", "P04", "size", "read"),
+]
+
+
+def _intensity_row(kind: str, reads: int, writes: int) -> dict:
+    """``reads``/``writes`` in the counters of ``kind``; the other kind leans
+    hard the other way so that reading the wrong counters changes the verdict."""
+    counts = {"POSIX_READS": reads, "POSIX_WRITES": writes}
+    sizes = {"POSIX_BYTES_READ": reads, "POSIX_BYTES_WRITTEN": writes}
+    lean = (
+        {"POSIX_READS": 900, "POSIX_WRITES": 0}
+        if writes > reads
+        else {"POSIX_READS": 0, "POSIX_WRITES": 900}
+    )
+    if kind == "count":
+        return counts | {"POSIX_BYTES_READ": lean["POSIX_READS"],
+                         "POSIX_BYTES_WRITTEN": lean["POSIX_WRITES"]}  # fmt: skip
+    return sizes | lean
+
+
+@pytest.mark.parametrize(("cid", "code", "kind", "verb"), _INTENSITY)
+def test_intensity_above_the_threshold_is_reported(cid, code, kind, verb):
+    mine, other = 56, 44  # (56 - 44) / 100 = 0.12 > 0.1
+    r, w = (other, mine) if verb == "write" else (mine, other)
+    f = only(findings(trace(counters("POSIX", [_intensity_row(kind, r, w)])), cid), Level.INFO)
+    unit = "operations" if kind == "count" else "bytes"
+    assert f.message.startswith(
+        f"The job is {verb}-intensive by {unit}: 56.0 % of POSIX {unit} are {verb}s (56 of 100)."
+    )
+    assert f.evidence == {"reads": r, "writes": w}
+    assert f.drishti == code and f.cost_seconds == 0.0
+
+
+@pytest.mark.parametrize(("cid", "code", "kind", "verb"), _INTENSITY)
+def test_intensity_at_the_threshold_is_not(cid, code, kind, verb):
+    mine, other = 55, 45  # (55 - 45) / 100 = 0.1, not above it
+    r, w = (other, mine) if verb == "write" else (mine, other)
+    assert findings(trace(counters("POSIX", [_intensity_row(kind, r, w)])), cid) == []
+
+
+@pytest.mark.parametrize(("cid", "code", "kind", "verb"), _INTENSITY)
+def test_intensity_in_the_other_direction_is_not_reported(cid, code, kind, verb):
+    mine, other = 10, 90
+    r, w = (other, mine) if verb == "write" else (mine, other)
+    assert findings(trace(counters("POSIX", [_intensity_row(kind, r, w)])), cid) == []
+    # nothing moved at all: nothing to say
+    assert findings(trace(counters("POSIX", [_intensity_row(kind, 0, 0)])), cid) == []
