@@ -289,3 +289,56 @@ def test_intensity_in_the_other_direction_is_not_reported(cid, code, kind, verb)
     assert findings(trace(counters("POSIX", [_intensity_row(kind, r, w)])), cid) == []
     # nothing moved at all: nothing to say
     assert findings(trace(counters("POSIX", [_intensity_row(kind, 0, 0)])), cid) == []
+
+
+# ---------------------------------------------------------------------------
+# POSIX redundant reads / writes: bytes moved beyond a file's extent.
+
+_REDUNDANT = {
+    "READ": ("posix-redundant-reads", "read", "BYTES_READ", "MAX_BYTE_READ"),
+    "WRITE": ("posix-redundant-writes", "written", "BYTES_WRITTEN", "MAX_BYTE_WRITTEN"),
+}
+
+
+def _moved(d: str, file: int, rank: int, moved: int, max_byte: int) -> dict:
+    """A row moving ``moved`` bytes up to ``max_byte`` in direction ``d``; the
+    other direction moves 50 bytes over and over within 10, on every row."""
+    _, _, b, m = _REDUNDANT[d]
+    _, _, ob, om = _REDUNDANT["WRITE" if d == "READ" else "READ"]
+    return {"file": file, "rank": rank, f"POSIX_{b}": moved, f"POSIX_{m}": max_byte,
+            f"POSIX_{ob}": 50, f"POSIX_{om}": 9}  # fmt: skip
+
+
+@pytest.mark.parametrize("d", ["READ", "WRITE"])
+def test_redundant_bytes_beyond_the_extent(d):
+    cid, verb, _, _ = _REDUNDANT[d]
+    rows = [
+        # file 1: two ranks move the same 1000 bytes: 1000 repeated
+        _moved(d, 1, 0, 1000, 999), _moved(d, 1, 1, 1000, 999),
+        # file 2: exactly its extent, nothing repeated
+        _moved(d, 2, 0, 1000, 999),
+        # file 3: one byte more than its extent
+        _moved(d, 3, 0, 1001, 999),
+    ]  # fmt: skip
+    f = only(findings(trace(counters("POSIX", rows)), cid), Level.WARN)
+    assert f.evidence == {"repeated_bytes": 1001}
+    assert f.message.startswith(
+        f"1001 B more were {verb} than the files' extents hold, on 2 file(s): the same bytes "
+        f"were {verb} more than once."
+    )
+    assert f.files_total == 2
+    got = [(x.path, x.numbers[f"bytes {verb}"], x.numbers["file extent"],
+            x.numbers["repeated bytes"]) for x in f.files]  # fmt: skip
+    assert got == [("/data/file1", 2000, 1000, 1000), ("/data/file3", 1001, 1000, 1)]
+    assert f.recommendation.startswith("Read each byte once" if d == "READ" else
+                                       "Write each byte once")  # fmt: skip
+
+
+@pytest.mark.parametrize("d", ["READ", "WRITE"])
+def test_redundant_nothing_beyond_the_extent_is_fine(d):
+    cid = _REDUNDANT[d][0]
+    # the extent is the largest offset over all ranks + 1: rank 1 reaches 1999
+    rows = [_moved(d, 1, 0, 1000, 999), _moved(d, 1, 1, 1000, 1999)]
+    assert findings(trace(counters("POSIX", rows)), cid) == []
+    # nothing moved in this direction at all
+    assert findings(trace(counters("POSIX", [_moved(d, 1, 0, 0, 0)])), cid) == []
