@@ -415,3 +415,63 @@ def test_random_none_at_all(d):
     assert f.evidence == {"random": 0, "sequential": 0, "consecutive": 100, ops: 100}
     # no request in this direction: nothing to judge
     assert _random_findings(d, _ordered(d, 0, 0)) == []
+
+
+# ---------------------------------------------------------------------------
+# STDIO share of the bytes (stdio_share = 0.1).
+
+
+def _stdio_share(*tables, names=None):
+    return findings(trace(*tables, names=names), "stdio-share")
+
+
+def _bytes(layer: str, read: int, written: int, file: int = 1) -> dict:
+    return {"file": file, f"{layer}_BYTES_READ": read, f"{layer}_BYTES_WRITTEN": written}
+
+
+def test_stdio_share_at_and_above_the_threshold():
+    posix = counters("POSIX", [_bytes("POSIX", 500, 400)])
+    # 10 + 90 of 1000 bytes: 0.1, not above it
+    assert _stdio_share(posix, counters("STDIO", [_bytes("STDIO", 10, 90, file=2)])) == []
+    # 11 + 90 of 1001
+    rows = [_bytes("STDIO", 11, 90, file=2), _bytes("STDIO", 0, 0, file=3)]
+    f = only(_stdio_share(posix, counters("STDIO", rows)), Level.HIGH)
+    assert f.evidence == {"stdio_bytes": 101, "total_bytes": 1001}
+    assert f.message.startswith("10.1 % of the bytes (101 B of 1001 B) move through STDIO.")
+    # file 3 moved nothing
+    assert f.files_total == 1 and f.files[0].numbers == {"bytes": 101}
+    assert f.snippet == advice.STDIO_BUFFER and f.snippet_lang == "c"
+
+
+def test_stdio_share_counts_posix_below_mpiio_whole():
+    stdio = counters("STDIO", [_bytes("STDIO", 60, 40, file=2)])
+    # POSIX moved less than MPI-IO (e.g. MPI-IO on another file system): both count
+    few = counters("POSIX", [_bytes("POSIX", 30, 20)])
+    mpiio = counters("MPIIO", [_bytes("MPIIO", 100, 100)])
+    f = only(_stdio_share(few, mpiio, stdio))
+    assert f.evidence == {"stdio_bytes": 100, "total_bytes": 350}
+    # POSIX equal to MPI-IO: the same bytes, counted once
+    same = counters("POSIX", [_bytes("POSIX", 150, 50)])
+    f = only(_stdio_share(same, mpiio, stdio))
+    assert f.evidence == {"stdio_bytes": 100, "total_bytes": 300}
+
+
+def test_stdio_share_counts_dfs_and_daos_once():
+    stdio = counters("STDIO", [_bytes("STDIO", 60, 40, file=2)])
+    dfs = counters("DFS", [_bytes("DFS", 100, 200, file=3)])
+    daos = counters("DAOS", [_bytes("DAOS", 250, 250, file=4)])
+    # the larger of the two: 100 + 500
+    assert only(_stdio_share(stdio, dfs, daos)).evidence["total_bytes"] == 600
+    more_dfs = counters("DFS", [_bytes("DFS", 300, 400, file=3)])
+    assert only(_stdio_share(stdio, more_dfs, daos)).evidence["total_bytes"] == 800
+
+
+def test_stdio_share_names_the_console_part():
+    posix = counters("POSIX", [_bytes("POSIX", 100, 100)])
+    rows = [_bytes("STDIO", 0, 50, file=3), _bytes("STDIO", 100, 0, file=2)]
+    f = only(_stdio_share(posix, counters("STDIO", rows), names={3: "<STDOUT>"}))
+    assert f.message.startswith(
+        "42.9 % of the bytes (150 B of 350 B) move through STDIO (50 B of it is console output)."
+    )
+    assert [(x.path, x.numbers["bytes"]) for x in f.files] == [
+        ("/data/file2", 100), ("<STDOUT>", 50)]  # fmt: skip
