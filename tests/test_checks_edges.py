@@ -475,3 +475,88 @@ def test_stdio_share_names_the_console_part():
     )
     assert [(x.path, x.numbers["bytes"]) for x in f.files] == [
         ("/data/file2", 100), ("<STDOUT>", 50)]  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# POSIX imbalance between ranks: per-rank bytes on a file (rank_size_imbalance
+# = 0.3 of max - min over max) and shared files' slowest versus fastest rank
+# (shared_imbalance = 0.15 of the file's total).
+
+_RANK_SIZE = {
+    "WRITE": ("posix-rank-write-imbalance", "written", "BYTES_WRITTEN", "BYTES_READ"),
+    "READ": ("posix-rank-read-imbalance", "read", "BYTES_READ", "BYTES_WRITTEN"),
+}
+
+
+@pytest.mark.parametrize("d", ["WRITE", "READ"])
+def test_rank_size_imbalance_on_both_sides_of_the_threshold(d):
+    cid, verb, mine, other = _RANK_SIZE[d]
+    t = "F_WRITE_TIME" if d == "WRITE" else "F_READ_TIME"
+
+    def row(file, rank, n, secs=0.0):
+        # the other direction is badly imbalanced everywhere
+        return {"file": file, "rank": rank, f"POSIX_{mine}": n,
+                f"POSIX_{other}": 1000 * rank, f"POSIX_{t}": secs}  # fmt: skip
+
+    rows = [
+        row(1, 0, 1000), row(1, 1, 700), row(1, 2, 900),  # (1000 - 700) / 1000 = 0.3
+        row(2, 0, 1000, 3.0), row(2, 1, 699, 1.0),  # 0.301
+        row(3, 0, 1000), row(3, -1, 0),  # one rank (the shared row does not count)
+        row(4, 0, 0), row(4, 1, 0),  # nothing moved in this direction
+    ]  # fmt: skip
+    f = only(findings(trace(counters("POSIX", rows), nprocs=3), cid), Level.HIGH)
+    assert f.message.startswith(
+        f"On 1 file(s) accessed by several ranks, the bytes {verb} per rank differ by up to "
+        "30.1 % (max - min over max)."
+    )
+    assert f.evidence == {"files": 1, "max_imbalance": 0.301}
+    assert f.files_total == 1 and f.files[0].path == "/data/file2"
+    assert f.files[0].numbers == {f"max bytes {verb} by a rank": 1000,
+                                  f"min bytes {verb} by a rank": 699, "ranks": 2}  # fmt: skip
+    # the busiest rank's 3 s minus the mean of 2 s
+    assert f.cost_seconds == pytest.approx(1.0)
+    # without file 2: nothing
+    assert findings(trace(counters("POSIX", rows[:3] + rows[5:])), cid) == []  # fmt: skip
+
+
+_SHARED = {"bytes": ("posix-shared-data-imbalance", "data", "bytes"),
+           "time": ("posix-shared-time-imbalance", "time", "seconds")}  # fmt: skip
+
+
+def _shared_row(kind: str, file: int, slow: float, fast: float, rank: int = -1) -> dict:
+    """A file whose total is 1000 bytes and 10 s; ``slow``/``fast`` are the
+    slowest and fastest ranks' bytes or seconds; the other kind is balanced."""
+    row = {"file": file, "rank": rank, "POSIX_BYTES_READ": 500, "POSIX_BYTES_WRITTEN": 500,
+           "POSIX_F_READ_TIME": 5.0, "POSIX_F_WRITE_TIME": 3.0, "POSIX_F_META_TIME": 2.0,
+           "POSIX_SLOWEST_RANK_BYTES": 500, "POSIX_FASTEST_RANK_BYTES": 500,
+           "POSIX_F_SLOWEST_RANK_TIME": 5.0, "POSIX_F_FASTEST_RANK_TIME": 5.0}  # fmt: skip
+    if kind == "bytes":
+        row.update(POSIX_SLOWEST_RANK_BYTES=slow, POSIX_FASTEST_RANK_BYTES=fast)
+    else:
+        row.update(POSIX_F_SLOWEST_RANK_TIME=slow, POSIX_F_FASTEST_RANK_TIME=fast)
+    return row
+
+
+@pytest.mark.parametrize(("kind", "at", "above", "share"), [
+    ("bytes", (600, 450), (600, 449), 0.151),
+    ("time", (6.0, 4.5), (6.0, 4.488), 0.1512),
+])  # fmt: skip
+def test_shared_imbalance_on_both_sides_of_the_threshold(kind, at, above, share):
+    cid, what, label = _SHARED[kind]
+    rows = [
+        _shared_row(kind, 1, *at),  # 150 of 1000 / 1.5 of 10 s: 0.15, not above it
+        _shared_row(kind, 2, *above),  # 0.151 / 0.1512
+        _shared_row(kind, 3, 1000, 0, rank=0),  # one rank's own file: not shared
+    ]
+    f = only(findings(trace(counters("POSIX", rows), nprocs=4), cid), Level.HIGH)
+    assert f.message.startswith(
+        f"1 shared file(s) show a {what} imbalance between the slowest and the fastest rank of "
+        "up to 15.1 % of the file's total: stragglers."
+    )
+    assert f.evidence == {"files": 1, "max_imbalance": share}
+    assert f.files_total == 1 and f.files[0].path == "/data/file2"
+    want = {f"slowest rank {label}": above[0], f"fastest rank {label}": above[1]}
+    assert f.files[0].numbers == {**want, "imbalance %": 15.1}
+    # the slowest rank's seconds on file 2 minus the mean rank's 10 s / 4
+    assert f.cost_seconds == pytest.approx((6.0 if kind == "time" else 5.0) - 2.5)
+    assert findings(trace(counters("POSIX", rows[:1] + rows[2:]), nprocs=4), cid) == []
