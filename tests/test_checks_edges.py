@@ -560,3 +560,55 @@ def test_shared_imbalance_on_both_sides_of_the_threshold(kind, at, above, share)
     # the slowest rank's seconds on file 2 minus the mean rank's 10 s / 4
     assert f.cost_seconds == pytest.approx((6.0 if kind == "time" else 5.0) - 2.5)
     assert findings(trace(counters("POSIX", rows[:1] + rows[2:]), nprocs=4), cid) == []
+
+
+# ---------------------------------------------------------------------------
+# Per-rank load from the counters: POSIX rows of files opened through MPI-IO
+# count at the MPI-IO level only; shared rows (rank -1) are unattributed.
+
+
+def test_counter_load_per_rank():
+    from iopilot.checks.base import Context
+    from iopilot.checks.ranks import counter_load
+    from iopilot.checks.thresholds import defaults
+
+    posix = counters("POSIX", [
+        {"file": 1, "rank": 0, "POSIX_READS": 3, "POSIX_WRITES": 5, "POSIX_BYTES_READ": 30,
+         "POSIX_BYTES_WRITTEN": 50, "POSIX_F_READ_TIME": 1.0, "POSIX_F_WRITE_TIME": 2.0,
+         "POSIX_F_META_TIME": 0.5},
+        {"file": 1, "rank": 2, "POSIX_READS": 1, "POSIX_BYTES_READ": 10,
+         "POSIX_F_READ_TIME": 0.25, "POSIX_F_META_TIME": 0.25},
+        # under MPI-IO: counted there, not here
+        {"file": 2, "rank": 1, "POSIX_READS": 100, "POSIX_WRITES": 100,
+         "POSIX_BYTES_READ": 1000, "POSIX_F_READ_TIME": 9.0, "POSIX_F_META_TIME": 9.0},
+        {"file": 3, "rank": -1, "POSIX_READS": 7, "POSIX_WRITES": 4, "POSIX_BYTES_READ": 70,
+         "POSIX_BYTES_WRITTEN": 40},
+    ])  # fmt: skip
+    mpiio = counters("MPIIO", [
+        {"file": 2, "rank": 1, "MPIIO_INDEP_READS": 2, "MPIIO_NB_READS": 1,
+         "MPIIO_COLL_WRITES": 3, "MPIIO_SPLIT_WRITES": 1, "MPIIO_BYTES_READ": 20,
+         "MPIIO_BYTES_WRITTEN": 40, "MPIIO_F_READ_TIME": 0.5, "MPIIO_F_WRITE_TIME": 1.5,
+         "MPIIO_F_META_TIME": 0.125},
+        {"file": 2, "rank": -1, "MPIIO_COLL_WRITES": 6, "MPIIO_BYTES_WRITTEN": 600},
+    ])  # fmt: skip
+    # two ranks in the job's header, but rank 2 has a row: three ranks
+    load = counter_load(Context(trace(posix, mpiio, nprocs=2), defaults()))
+    assert load.source == "counters"
+    assert load.reads.tolist() == [3, 3, 1]
+    assert load.writes.tolist() == [5, 4, 0]
+    assert load.ops.tolist() == [8, 7, 1]
+    assert load.bytes.tolist() == [80, 60, 10]
+    assert load.seconds.tolist() == [3.0, 2.0, 0.25]
+    assert load.meta_seconds.tolist() == [0.5, 0.125, 0.25]
+    # shared rows: 70 + 40 + 600 bytes, 7 + 4 + 6 operations
+    assert load.unattributed_bytes == 710
+    assert load.unattributed_ops == 17
+
+
+def test_counter_load_without_posix_or_mpiio_is_none():
+    from iopilot.checks.base import Context
+    from iopilot.checks.ranks import counter_load
+    from iopilot.checks.thresholds import defaults
+
+    stdio = counters("STDIO", [_bytes("STDIO", 1, 1)])
+    assert counter_load(Context(trace(stdio), defaults())) is None
