@@ -612,3 +612,61 @@ def test_counter_load_without_posix_or_mpiio_is_none():
 
     stdio = counters("STDIO", [_bytes("STDIO", 1, 1)])
     assert counter_load(Context(trace(stdio), defaults())) is None
+
+
+# ---------------------------------------------------------------------------
+# Lustre slow OST (slow_ost_ratio = 3, slow_ost_min_time = 1 s; only files of
+# at least small_request_size = 1 MiB count).
+
+MiB = 1 << 20
+
+
+def _ost_files(secs_per_ost: list[list[float]], size: int = 100 * MiB):
+    """One single-stripe file per entry, on the OST of its list; each moves
+    ``size`` bytes (60 % read, 40 % written) in the given seconds, split alike."""
+    rows, lay = [], []
+    for ost, files in enumerate(secs_per_ost):
+        for s in files:
+            k = len(rows) + 1
+            rows.append({"file": k, "rank": 0, "POSIX_READS": 6, "POSIX_WRITES": 4,
+                         "POSIX_BYTES_READ": size * 6 // 10,
+                         "POSIX_BYTES_WRITTEN": size - size * 6 // 10,
+                         "POSIX_F_READ_TIME": 0.6 * s, "POSIX_F_WRITE_TIME": 0.4 * s})  # fmt: skip
+            lay.append((k, MiB, [ost]))
+    return findings(trace(counters("POSIX", rows), lustre=striping(lay)), "lustre-slow-ost")
+
+
+def test_slow_ost_just_above_the_ratio():
+    # 100 MiB/s, 200 MiB/s, and 100 / 3.01 MiB/s on OST 2
+    f = only(_ost_files([[1.0, 1.0], [0.5, 0.5], [3.01, 3.01]]), Level.WARN)
+    assert f.message.startswith(
+        "1 OST(s) are slow: files on OST 2 move data at a median 33.22 MiB/s against 100.00 "
+        "MiB/s on the typical OST (3.0x slower, 2 files, 6.0 s of I/O)."
+    )
+    assert f.evidence == {"slow_osts": "2", "median_mib_s": 33.223, "typical_mib_s": 100.0,
+                          "slowdown": 3.01}  # fmt: skip
+    assert f.files_total == 2
+    assert [(x.path, x.numbers) for x in f.files] == [
+        (f"/data/file{k}", {"seconds": 3.01, "MiB/s": 33.22, "OST": 2})
+        for k in (5, 6)]  # fmt: skip
+    # 6.02 s on the slow files, of which a typical OST would take 6.02 / 3.01
+    assert f.cost_seconds == pytest.approx(4.02)
+
+
+def test_slow_ost_at_the_ratio_or_alone_is_not_slow():
+    # exactly 3x slower
+    assert _ost_files([[1.0, 1.0], [0.5, 0.5], [3.0, 3.0]]) == []
+    # a single slow file on its OST proves nothing
+    assert _ost_files([[1.0, 1.0], [0.5, 0.5], [5.0]]) == []
+    # two OSTs: nothing to compare against
+    assert _ost_files([[1.0, 1.0], [10.0, 10.0]]) == []
+
+
+def test_slow_ost_needs_more_than_a_second_on_files_of_a_mebibyte():
+    fast = [[0.1, 0.1], [0.1, 0.1]]
+    # two 1 MiB files at 0.5 s on OST 2: 5x slower but only 1.0 s in all
+    assert _ost_files([*fast, [0.5, 0.5]], size=MiB) == []
+    f = only(_ost_files([*fast, [0.51, 0.51]], size=MiB))
+    assert f.evidence["slowdown"] == 5.1
+    # files below 1 MiB tell latency, not bandwidth
+    assert _ost_files([*fast, [0.51, 0.51]], size=MiB - 10) == []
