@@ -670,3 +670,33 @@ def test_slow_ost_needs_more_than_a_second_on_files_of_a_mebibyte():
     assert f.evidence["slowdown"] == 5.1
     # files below 1 MiB tell latency, not bandwidth
     assert _ost_files([*fast, [0.51, 0.51]], size=MiB - 10) == []
+
+
+# ---------------------------------------------------------------------------
+# HDF5 chunks too small (chunk_min_bytes = 64 KiB, chunk_access_ratio = 64).
+
+_CHUNK_OK = {"H5D_CHUNK_SIZE_D1": 8192, "H5D_DATATYPE_SIZE": 8,  # 64 KiB chunks
+             "H5D_DATASPACE_NDIMS": 1, "H5D_DATASPACE_NPOINTS": 10**9,
+             "H5D_READS": 1, "H5D_ACCESS1_ACCESS": 64 * 65536}  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "flagged"), [
+    ({}, False),  # 64 KiB chunks, accesses of 64 chunks: both at their limit
+    ({"H5D_CHUNK_SIZE_D1": 8191}, True),  # 65528 bytes: small
+    ({"H5D_ACCESS1_ACCESS": 64 * 65536 + 1}, True),  # more than 64 chunks per access
+    ({"H5D_CHUNK_SIZE_D1": 8191, "H5D_DATASPACE_NPOINTS": 8191}, False),  # holds it all
+    ({"H5D_CHUNK_SIZE_D1": 8191, "H5D_DATASPACE_NPOINTS": 8192}, True),
+    ({"H5D_CHUNK_SIZE_D1": 8191, "H5D_READS": 0}, False),  # never accessed
+    ({"H5D_CHUNK_SIZE_D1": 8191, "H5D_READS": 0, "H5D_WRITES": 1}, True),
+    ({"H5D_CHUNK_SIZE_D1": 0}, False),  # not chunked
+])  # fmt: skip
+def test_hdf5_chunking_limits(change, flagged):
+    ds = counters("H5D", [{"file": 5, "parent": 1, **_CHUNK_OK, **change}])
+    got = findings(trace(counters("H5F", [{"file": 1}]), ds), "hdf5-chunking")
+    assert len(got) == int(flagged), got
+    if flagged:
+        f = got[0]
+        assert f.level == Level.WARN
+        assert f.evidence["chunk_bytes"] == 8 * change.get("H5D_CHUNK_SIZE_D1", 8192)
+        assert f.evidence["access_bytes"] == change.get("H5D_ACCESS1_ACCESS", 64 * 65536)
+        assert f.evidence["datasets"] == 1
