@@ -11,6 +11,7 @@ import numpy as np
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check
+from .iotime import price
 from .rankcost import per_rank, slowest
 
 _WORD = {"READ": ("reads", "read", "BYTES_READ"), "WRITE": ("writes", "write", "BYTES_WRITTEN")}
@@ -83,7 +84,7 @@ class MpiioTimeAbovePosix(Check):
                    f"(MPI_File_i{verb}_all)")  # fmt: skip
             snippet = advice.MPIIO_HINTS_CB
         ratio = f"{total_m / total_p:.1f}×" if total_p else "none beneath them"
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"MPI-IO {plural} take {total_m:.3g} s summed over ranks, their POSIX {plural} "
@@ -102,5 +103,4 @@ class MpiioTimeAbovePosix(Check):
             recommendation=rec + ".",
             snippet=snippet,
             snippet_lang="c",
-            cost_seconds=round(cost, 6),
-        )
+        ), cost)  # fmt: skip

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, check, pct
+from .iotime import price
 from .rankcost import fs_rows, in_language, is_python, metadata_cost
 
 
@@ -84,7 +85,7 @@ class ReopenedFiles(Check):
             rec = ("Remember what a stat or an existence test said instead of asking the file "
                    "system again at every step")
             snippet, lang = "", ""
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             level,
             message,
@@ -104,5 +105,4 @@ class ReopenedFiles(Check):
             recommendation=rec + ".",
             snippet=snippet,
             snippet_lang=lang,
-            cost_seconds=round(cost, 6),
-        )
+        ), cost)  # fmt: skip

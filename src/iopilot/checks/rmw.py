@@ -11,6 +11,7 @@ import numpy as np
 from ..model import OP_READ, OP_WRITE, RECORD_LAYERS
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .iotime import price
 from .rankcost import per_rank, slowest
 
 _POSIX, _MPIIO = RECORD_LAYERS.index("POSIX"), RECORD_LAYERS.index("MPIIO")
@@ -97,7 +98,7 @@ class MpiioReadModifyWrite(Check):
         files, n = ctx.top_files(ids, per_b, {"bytes read back": per_b, "POSIX reads": per_n})
         when = ("during the same rank's MPI-IO writes" if source == "records"
                 else "of files the application only wrote through MPI-IO")  # fmt: skip
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"{len(nbytes):,} POSIX reads ({advice.human_size(back)}) happen {when}: MPI-IO "
@@ -120,5 +121,4 @@ class MpiioReadModifyWrite(Check):
             "write cover their region without holes, ideally in one collective write.",
             snippet=advice.ROMIO_READ_MODIFY_WRITE,
             snippet_lang="c",
-            cost_seconds=round(cost, 6),
-        )
+        ), cost)  # fmt: skip

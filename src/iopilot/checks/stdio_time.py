@@ -9,6 +9,7 @@ import numpy as np
 
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .iotime import price
 from .rankcost import in_language, per_rank, slowest
 
 _DIRS = {"WRITE": ("writing", "STDIO_WRITES", "STDIO_BYTES_WRITTEN"),
@@ -61,7 +62,7 @@ class StdioTime(Check):
             rec = ("Read the input in large pieces (or once) instead of line by line or value "
                    "by value, and share it instead of having each rank parse it")
             snippet, lang = advice.STDIO_BUFFER, "c"
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             Level.WARN,
             f"Rank {who} spends {sec:.3g} s {verb} through STDIO, {pct(sec, runtime):.1f} % "
@@ -81,5 +82,4 @@ class StdioTime(Check):
             recommendation=rec + ".",
             snippet=snippet,
             snippet_lang=lang,
-            cost_seconds=round(sec, 6),
-        )
+        ), sec)  # fmt: skip

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import advice
 from .base import Check, Context, Finding, check, pct
+from .iotime import price
 from .rankcost import fs_rows, in_language, metadata_cost
 from .stdio import CONSOLE
 
@@ -68,7 +69,7 @@ class TinyFiles(Check):
             rec = ("Pack the small inputs into one file (an archive, an HDF5 file) and read "
                    "that, or copy them to node-local storage once at the start")
             snippet, lang = advice.TAR_INPUTS, "sh"
-        yield self.finding(
+        yield price(ctx, self.finding(
             ctx,
             level,
             f"{' and '.join(parts)} (each under {advice.human_size(t['tiny_file_size'])}, "
@@ -89,5 +90,4 @@ class TinyFiles(Check):
             recommendation=rec + ".",
             snippet=snippet,
             snippet_lang=lang,
-            cost_seconds=round(cost, 6),
-        )
+        ), cost)  # fmt: skip
