@@ -128,10 +128,11 @@ def _prev_max(group: np.ndarray, end: np.ndarray,
     return prev, who
 
 
-def _busy(records: Records, mask: np.ndarray | None = None) -> np.ndarray:
+def _busy(records: Records) -> np.ndarray:
+    """Seconds each operation ran (0 when its end precedes its start)."""
     dur = records.end - records.start
     np.maximum(dur, 0.0, out=dur)
-    return dur if mask is None else dur[mask]
+    return dur
 
 
 def _app_mask(records: Records) -> np.ndarray:
