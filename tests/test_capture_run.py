@@ -54,9 +54,10 @@ def start(tmp: Path, *args: str) -> subprocess.Popen:
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 15) -> None:
-    """Until the program under the wrapper has created ``path``."""
+    """Until the program under the wrapper has written ``path`` (created is not
+    enough: its content, a pid, may not be there yet)."""
     end = time.monotonic() + timeout
-    while not path.exists():
+    while not (path.exists() and path.stat().st_size > 0):
         assert proc.poll() is None, f"ended early: {proc.returncode} {proc.communicate()}"
         assert time.monotonic() < end, f"{path} never appeared"
         time.sleep(0.02)
