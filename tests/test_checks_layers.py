@@ -358,6 +358,19 @@ def test_lustre_request_mismatch_large_requests():
     assert f.evidence["crossing"] == 1000 and f.evidence["requests"] == 1000
     assert f.evidence["exact"] is False and "100.0 %" in f.message
     assert "cb_buffer_size" in f.snippet
+    # 1.5 MiB stripes would hold each request whole: the snippet sets them.
+    assert "-S 1536K" in f.snippet and "(1536K here)" in f.recommendation
+
+
+def test_lustre_request_mismatch_snippet_keeps_a_stripe_size_already_in_use():
+    # 768 KiB back-to-back requests on 1 MiB stripes: 1 MiB is also what suits
+    # them, so no layout command (it would set what is there), only the
+    # collective buffer hint.
+    p = counters("POSIX", [shared_file(size=768 * KiB, count=1000, POSIX_CONSEC_WRITES=1000)])
+    tr = trace(p, nprocs=8, lustre=striping([(1, MiB, [0, 1, 2, 3])]))
+    f = only(findings(tr, "lustre-stripe-request-mismatch"), Level.WARN)
+    assert "lfs setstripe" not in f.snippet and "cb_buffer_size" in f.snippet
+    assert " here)" not in f.recommendation
 
 
 def test_lustre_request_mismatch_small_requests_need_back_to_back():
@@ -428,6 +441,23 @@ def test_lustre_ost_imbalance_uses_dxt_offsets():
     assert "DXT" in f.message
     # Counters alone spread the file evenly over its two OSTs.
     assert findings(trace(p, nprocs=8, lustre=lay), "lustre-ost-imbalance") == []
+
+
+def test_lustre_ost_imbalance_never_suggests_the_stripe_count_in_use():
+    # Striped over 4 OSTs already, but every write lands in the first stripe of
+    # each 4 MiB: the usual suggestion (4 stripes, the OSTs in use) is what the
+    # file has, so more stripes are suggested instead.
+    p = counters("POSIX", [shared_file(nbytes=100 * MiB, count=100)])
+    recs = records([(0, "w", 1, 4 * i * MiB, MiB, 0.0, 0.1) for i in range(100)])
+    lay = striping([(1, MiB, [0, 1, 2, 3])])
+    f = only(findings(trace(p, recs=recs, nprocs=8, lustre=lay), "lustre-ost-imbalance"))
+    assert f.evidence["busiest_ost"] == 0 and f.evidence["ratio"] == 4.0
+    assert "-c 4 " not in f.snippet and "lfs setstripe -c 8 " in f.snippet
+    # With 64 stripes in use, the only larger choice is every OST.
+    lay64 = striping([(1, MiB, list(range(64)))])
+    recs64 = records([(0, "w", 1, 64 * i * MiB, MiB, 0.0, 0.1) for i in range(100)])
+    f = only(findings(trace(p, recs=recs64, nprocs=8, lustre=lay64), "lustre-ost-imbalance"))
+    assert "lfs setstripe -c -1 " in f.snippet and '"striping_factor", "-1"' not in f.snippet
 
 
 def slow_posix(slow_secs):

@@ -143,10 +143,14 @@ def hdf5_chunk(dims: list[int]) -> str:
 
 
 def lfs_setstripe(count: int | str, size: str, path: str) -> str:
+    # -1 (every OST) is lfs syntax; the MPI-IO hint wants the number itself.
+    factor = '"N_OSTS"); /* every OST: their number from `lfs df` */' if str(count) == "-1" else (
+        f'"{count}");'
+    )
     return (
         f"lfs setstripe -c {count} -S {size} {path}   # new files in it inherit this layout\n"
         "# or from MPI-IO at create time:\n"
-        f'MPI_Info_set(info, "striping_factor", "{count}");\n'
+        f'MPI_Info_set(info, "striping_factor", {factor}\n'
         f'MPI_Info_set(info, "striping_unit", "{_bytes_of(size)}");'
     )
 
@@ -204,11 +208,11 @@ for (int v = 0; v < NVARS; v++)
 ncmpi_wait_all(ncid, NVARS, req, st);"""
 
 
-def lustre_stripe_hints(count: int, stripe: int, path: str) -> str:
-    """Set the layout, and size collective buffers in whole stripes."""
+def lustre_stripe_hints(count: int, stripe: int, path: str, layout: bool = True) -> str:
+    """Set the layout (unless it stays as it is), and size collective buffers in whole stripes."""
     return (
-        lfs_setstripe(count, lfs_size(stripe), path)
-        + "\n/* collective buffers of whole stripes: aggregators write stripe-aligned pieces */\n"
+        (lfs_setstripe(count, lfs_size(stripe), path) + "\n" if layout else "")
+        + "/* collective buffers of whole stripes: aggregators write stripe-aligned pieces */\n"
         + f'MPI_Info_set(info, "cb_buffer_size", "{4 * stripe}");'
     )
 

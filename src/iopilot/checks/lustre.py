@@ -138,6 +138,13 @@ def stripe_for(size: int) -> int:
     return int(min(64 * MiB, 1 << int(np.ceil(np.log2(size)))))
 
 
+def _more_stripes(suggested: int, current: int) -> int:
+    """``suggested``, or more than ``current`` when that is not more (-1: every OST)."""
+    if suggested > current:
+        return suggested
+    return min(2 * current, 64) if current < 64 else -1
+
+
 def _dir(path: str) -> str:
     d = os.path.dirname(path)
     return d if d and not path.startswith("<") else "DIR"
@@ -326,7 +333,8 @@ class LustreStripeRequestMismatch(Check):
             files_total=n,
             recommendation=rec,
             snippet=advice.lustre_stripe_hints(
-                int(lay.stripe_count[row[worst]]), want, _dir(files[0].path)
+                int(lay.stripe_count[row[worst]]), want, _dir(files[0].path),
+                layout=want != w_stripe,  # never a command that sets what is there
             ),
             snippet_lang="sh",
         ), None, "counters do not separate stripe-lock contention from request time")  # fmt: skip
@@ -421,8 +429,8 @@ class LustreOstImbalance(Check):
             if not dxt.any()
             else "from DXT offsets where traced, else spread evenly over each file's stripes"
         )
-        stripes = int(min(64, max(4, len(osts))))
         big = rows[np.argmax(pair_bytes[on])] if len(rows) else 0
+        stripes = _more_stripes(int(min(64, max(4, len(osts)))), int(lay.stripe_count[big]))
         cost = _time_on(ctx, p, lay.ids[rows]) * (1.0 - 1.0 / ratio)
         yield price(ctx, self.finding(
             ctx,
