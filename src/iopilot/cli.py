@@ -450,8 +450,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ._alloc import keep_freed_memory
+    from ._alloc import keep_freed_memory, single_threaded_blas
 
+    single_threaded_blas()
     keep_freed_memory()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)

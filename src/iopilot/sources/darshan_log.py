@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import struct
-import tempfile
 from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
@@ -348,6 +347,8 @@ class _CapturedStderr:
     """Collect what the C library prints on fd 2, so it never reaches the user raw."""
 
     def __enter__(self) -> _CapturedStderr:
+        import tempfile  # here: most runs never read a Darshan log
+
         self.text = ""
         self._tmp = tempfile.TemporaryFile()
         self._saved = os.dup(2)
