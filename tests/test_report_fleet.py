@@ -18,6 +18,7 @@ import pytest
 from iopilot.cli import main
 from iopilot.demo import example_dir
 from iopilot.report import fleet
+from kit import CORPUS_ABSENT, SHARED
 
 
 def _report(source, nprocs, io_s, run_s, findings, jobid=7):
@@ -77,7 +78,7 @@ def test_parquet_rows_read_back_as_one_table(tmp_path):
     rows = [fleet.job_row(_report(f"{i}.darshan", i + 1, float(i), 100.0, [])) for i in range(7)]
     rows.append(fleet.error_row("bad.darshan", "corrupt"))
     parts = fleet.write_parquet(rows, tmp_path / "rows", batch=3)
-    assert len(parts) == 3
+    assert len(parts) == 3 and len(set(parts)) == 3
     fleet.write_parquet(rows[:2], tmp_path / "rows")  # a later run adds parts
     table = ds.dataset(tmp_path / "rows", format="parquet").to_table()
     assert table.num_rows == 10
@@ -178,3 +179,93 @@ def test_summary_on_a_real_dask_cluster_matches_the_local_run(tmp_path, dask_clu
     local = json.loads((tmp_path / "local.json").read_text())
     assert on_dask["jobs"] == local["jobs"]  # the same rows, in the same (ranked) order
     assert on_dask["checks"] == local["checks"]
+
+
+def _parts(pq_dir: Path) -> dict[int, int]:
+    """Rows per writing process, from each part's metadata (HOST-PID)."""
+    import pyarrow.parquet as pq
+
+    out: dict[int, int] = {}
+    for f in pq_dir.glob("part-*.parquet"):
+        meta = pq.read_metadata(f)
+        pid = int(meta.metadata[b"iopilot.writer"].decode().rsplit("-", 1)[1])
+        out[pid] = out.get(pid, 0) + meta.num_rows
+    return out
+
+
+def test_dask_workers_write_the_parquet_rows_themselves(tmp_path, dask_cluster, capsys):
+    import pyarrow.dataset as ds
+
+    d = _logs(tmp_path)
+    pq_dir = tmp_path / "pq"
+    rc = main(["report", str(d), "--summary", "--scheduler", dask_cluster,
+               "--parquet", str(pq_dir), "--json", str(tmp_path / "s.json")])  # fmt: skip
+    assert rc == 2
+    capsys.readouterr()
+    writers = _parts(pq_dir)
+    assert sum(writers.values()) == 4 and os.getpid() not in writers
+    table = ds.dataset(pq_dir, format="parquet").to_table()
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert sorted(table.column("log").to_pylist()) == sorted(j["log"] for j in doc["jobs"])
+    assert not list(pq_dir.glob(".*"))  # no half-written part left behind
+
+
+def _aborting(d: Path) -> str:
+    """"3.00" made "3.10": the header checks pass and the library aborts."""
+    data = bytearray((SHARED / "mpi-io-test-ppc64-3.0.0.darshan").read_bytes())
+    data[2] = ord("1")
+    (d / "aborts.darshan").write_bytes(bytes(data))
+    return "aborts.darshan"
+
+
+_NEEDS_300 = pytest.mark.skipif(not (SHARED / "mpi-io-test-ppc64-3.0.0.darshan").exists(),
+                                reason=CORPUS_ABSENT)  # fmt: skip
+
+
+@_NEEDS_300
+def test_a_log_that_crashes_the_reader_on_dask_gives_the_local_row(tmp_path, dask_cluster,
+                                                                   capsys):  # fmt: skip
+    d = _logs(tmp_path)
+    bad = _aborting(d)
+    pq_dir = tmp_path / "pq"
+    rc = main(["report", str(d), "--summary", "--scheduler", dask_cluster,
+               "--parquet", str(pq_dir), "--json", str(tmp_path / "dask.json")])  # fmt: skip
+    assert rc == 2
+    rc = main(["report", str(d), "--summary", "-j", "1", "--json", str(tmp_path / "local.json")])
+    capsys.readouterr()
+    on_dask = json.loads((tmp_path / "dask.json").read_text())
+    local = json.loads((tmp_path / "local.json").read_text())
+    assert on_dask["jobs"] == local["jobs"] and len(on_dask["jobs"]) == 5
+    jobs = {Path(j["log"]).name: j for j in on_dask["jobs"]}
+    assert jobs[bad]["error"] == "crashed while reading: signal 6 (SIGABRT)"
+    writers = _parts(pq_dir)
+    assert sum(writers.values()) == 5 and os.getpid() not in writers
+
+
+@_NEEDS_300
+def test_a_log_that_kills_a_daemon_worker_costs_one_row(tmp_path):
+    # Daemon workers (Dask's default) may not start processes: the log kills the
+    # worker, its batch is sent again one log per task, and only it is lost.
+    from dask.distributed import LocalCluster
+
+    d = _logs(tmp_path)
+    bad = _aborting(d)
+    paths = sorted(str(p) for p in d.iterdir())
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:  # fmt: skip
+        rows = list(fleet.rows_on_dask(paths, _row, cluster.scheduler_address,
+                                       str(tmp_path / "pq")))  # fmt: skip
+    by = {Path(r["log"]).name: r for r in rows}
+    assert len(rows) == 5 and by[bad]["error"] == "failed on the cluster: KilledWorker"
+    assert by["broken.darshan"]["error"] and "cluster" not in by["broken.darshan"]["error"]
+    assert all(not by[n]["error"] and by[n]["nprocs"] >= 1
+               for n in by if n not in (bad, "broken.darshan"))  # fmt: skip
+    writers = _parts(tmp_path / "pq")
+    assert sum(writers.values()) == 5 and writers.get(os.getpid()) == 1  # the lost row
+
+
+def _row(path: str) -> dict:
+    from iopilot.checks import thresholds
+    from iopilot.cli import _job_row
+
+    return _job_row(path, thresholds.defaults(), None)

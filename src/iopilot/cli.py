@@ -136,7 +136,7 @@ def _summary(args: argparse.Namespace, paths: list[str], thresholds: dict[str, A
     if args.scheduler:
         row_of = partial(_job_row, thresholds=thresholds, only=only, scope=scope)
         rows = []
-        for row in fleet.rows_on_dask(paths, row_of, args.scheduler):
+        for row in fleet.rows_on_dask(paths, row_of, args.scheduler, args.parquet):
             rows.append(row)
             progress.step()
     elif os.environ.get("IOPILOT_DEBUG"):
@@ -149,9 +149,9 @@ def _summary(args: argparse.Namespace, paths: list[str], thresholds: dict[str, A
         rows = run_isolated(_job_row, items, jobs, lambda i, why: fleet.error_row(paths[i], why),
                             timeout=args.timeout or None, each=progress.step)  # fmt: skip
     if args.parquet:
-        parts = fleet.write_parquet(rows, args.parquet)
-        print(f"iopilot: wrote {len(rows):,} rows to {args.parquet} ({len(parts)} part file(s))",
-              file=sys.stderr)  # fmt: skip
+        if not args.scheduler:  # on Dask, the workers wrote their rows themselves
+            fleet.write_parquet(rows, args.parquet)
+        print(f"iopilot: wrote {len(rows):,} rows to {args.parquet}", file=sys.stderr)
     if args.json:
         _emit(args.json, json_report.dumps(fleet.document(rows)))
     if args.csv:

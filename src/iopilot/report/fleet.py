@@ -140,9 +140,19 @@ def render_terminal(rows: list[dict[str, Any]], limit: int = 25) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_parquet(rows: list[dict[str, Any]], path: str | Path, batch: int = 100_000) -> list[Path]:
+def write_parquet(rows: list[dict[str, Any]], path: str | Path, batch: int = 100_000,
+                  name: str | None = None) -> list[Path]:  # fmt: skip
     """Rows as a Parquet dataset: ``path`` is a directory of part files, read as one
-    table by any Parquet reader (``pyarrow.dataset``, DuckDB, Spark ...)."""
+    table by any Parquet reader (``pyarrow.dataset``, DuckDB, Spark ...).
+
+    Parts are named ``part-NAME-K.parquet``; NAME defaults to one unique to this
+    call, so that many writers and later runs add files to one dataset without
+    clashing.  A caller that may run again for the same rows (a Dask task
+    recomputed after a worker died) passes its own NAME, and the second write
+    replaces the first instead of doubling the rows.  Each part records the host
+    and process that wrote it (schema metadata ``iopilot.writer``)."""
+    import socket
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -155,12 +165,16 @@ def write_parquet(rows: list[dict[str, Any]], path: str | Path, batch: int = 100
                         ("error", pa.string())])  # fmt: skip
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    first = len(list(out.glob("part-*.parquet")))  # add to what an earlier run wrote
+    writer = f"{socket.gethostname()}-{os.getpid()}"
+    name = name or f"{writer}-{time.time_ns():x}"
+    schema = schema.with_metadata({"iopilot.writer": writer})
     parts = []
     for k, i in enumerate(range(0, len(rows), batch)):
         cols = {c: [r[c] for r in rows[i : i + batch]] for c in COLUMNS}
-        part = out / f"part-{first + k:06d}.parquet"
-        pq.write_table(pa.table(cols, schema=schema), part)
+        part = out / f"part-{name}-{k:06d}.parquet"
+        tmp = out / f".{part.name}.tmp"  # hidden from readers until whole
+        pq.write_table(pa.table(cols, schema=schema), tmp)
+        tmp.rename(part)
         parts.append(part)
     return parts
 
@@ -191,11 +205,38 @@ class Progress:
         self.stream.flush()
 
 
+def _batch_rows(paths: list[str], row_of: Callable[[str], dict[str, Any]],
+                parquet: str | None, name: str) -> list[dict[str, Any]]:  # fmt: skip
+    """Runs on a Dask worker: the rows of some logs, written there as one Parquet part.
+
+    Where the worker may start processes (Dask's ``worker.daemon: false``), each
+    log is read in a forked child as on one machine, so a log that crashes the
+    reader gives the same error row as a local run and the worker lives on."""
+    import multiprocessing
+
+    if multiprocessing.current_process().daemon:
+        rows = [row_of(p) for p in paths]
+    else:
+        from ..sources.isolated import run_isolated
+
+        rows = run_isolated(row_of, [(p,) for p in paths], 1,
+                            lambda i, why: error_row(paths[i], why))  # fmt: skip
+    if parquet:
+        write_parquet(rows, parquet, name=name)
+    return rows
+
+
 def rows_on_dask(paths: list[str], row_of: Callable[[str], dict[str, Any]],
-                 scheduler: str) -> Iterator[dict[str, Any]]:  # fmt: skip
+                 scheduler: str, parquet: str | None = None,
+                 batch: int = 64) -> Iterator[dict[str, Any]]:  # fmt: skip
     """Rows of ``paths`` computed on a Dask cluster: ``scheduler`` is its address, or
-    ``local`` for a cluster of this machine's cores.  A log that kills its worker
-    (a crash in a C library) is retried on others, then given an error row."""
+    ``local`` for a cluster of this machine's cores.
+
+    Logs go out in batches of ``batch``; with ``parquet`` (a directory every worker
+    can write, as on a shared file system) each worker writes its batch's rows
+    there itself, so the archive's rows never pass through one process.  A batch
+    whose worker dies (a crash in a C library) is sent again one log per task,
+    and only the log that still fails gets an error row."""
     from dask.distributed import Client, LocalCluster, as_completed
 
     cluster = None
@@ -203,13 +244,33 @@ def rows_on_dask(paths: list[str], row_of: Callable[[str], dict[str, Any]],
         cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1,
                                processes=True, dashboard_address=None)  # fmt: skip
     client = Client(cluster if cluster is not None else scheduler)
+    run = f"{os.getpid()}-{time.time_ns():x}"  # this run's part names: part-RUN-BATCH-...
+    lost: list[dict[str, Any]] = []
+
+    def send(some: list[str], name: str) -> Any:
+        fut = client.submit(_batch_rows, some, row_of, parquet, f"{run}-{name}",
+                            pure=False, retries=0)  # fmt: skip
+        batches[fut] = (some, name)
+        return fut
+
     try:
-        futures = {client.submit(row_of, p, pure=False, retries=0): p for p in paths}
-        for fut in as_completed(futures):
+        batches: dict[Any, tuple[list[str], str]] = {}
+        done = as_completed([send(paths[i : i + batch], f"{i // batch:06d}")
+                             for i in range(0, len(paths), batch)])  # fmt: skip
+        for fut in done:
+            mine, name = batches.pop(fut)  # a result taken is never recomputed
             try:
-                yield fut.result()
-            except Exception as e:  # KilledWorker and the like: this log only
-                yield error_row(futures[fut], f"failed on the cluster: {type(e).__name__}")
+                yield from fut.result()
+            except Exception as e:  # KilledWorker and the like
+                if len(mine) == 1:
+                    lost.append(error_row(mine[0], f"failed on the cluster: {type(e).__name__}"))
+                    yield lost[-1]
+                    continue
+                for k, p in enumerate(mine):  # find the log that fails; the others get rows
+                    done.add(send([p], f"{name}-{k:06d}"))
+            fut.release()
+        if parquet and lost:
+            write_parquet(lost, parquet, name=f"{run}-lost")
     finally:
         client.close()
         if cluster is not None:
