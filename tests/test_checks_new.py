@@ -133,7 +133,6 @@ for i in range(2000):
 
 
 def test_pandas_appends_are_the_costliest_finding(tmp_path):
-    pytest.importorskip("pandas")
     p = _iopilot(tmp_path, "run", "--trace-only", "--trace-dir", str(tmp_path / "t"), "--",
                  sys.executable, "-c", _APPENDS)  # fmt: skip
     assert p.returncode == 0, p.stderr
@@ -396,7 +395,6 @@ fh.Close()
 @pytest.mark.skipif(not shutil.which("mpirun"), reason="mpirun not installed")
 @pytest.mark.parametrize("hint", ["", "romio_ds_write disable"])
 def test_romio_data_sieving_is_read_modify_write(tmp_path, hint):
-    pytest.importorskip("mpi4py")
     (tmp_path / "job.py").write_text(_STRIDED)
     (tmp_path / "hints").write_text(hint + "\n")
     env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",

@@ -339,7 +339,6 @@ with h5py.File(sys.argv[1] + "/data.h5", "w") as f:
 
 
 def test_h5py_program_keeps_every_hdf5_write():
-    pytest.importorskip("h5py")
     run = Run([PY, "-c", H5PY_PY, "WORK"], traced=True, timeout=120)
     assert run.p.returncode == 0, run.p.stderr
     h5d = [c for p in run.procs() for (layer, _), c in p.counters.items() if layer == "H5D"]
@@ -404,8 +403,6 @@ MPI.COMM_WORLD.Barrier()
 
 
 def test_mpi4py_h5py_ranks_keep_every_write():
-    pytest.importorskip("mpi4py")
-    pytest.importorskip("h5py")
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         pytest.skip("no mpirun")
