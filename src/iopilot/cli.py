@@ -22,18 +22,15 @@ def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
              html: str | None = None,
              scope: FileScope | None = None) -> dict[str, Any]:  # fmt: skip
     """Load and diagnose one log (and write its HTML page); runs in a worker for many logs."""
+    from . import api
     from ._alloc import keep_freed_memory
-    from .pipeline import diagnose_path
-    from .report.json_report import diagnosis_dict
 
     keep_freed_memory()  # also in worker processes
     try:
-        d = diagnose_path(path, thresholds, only, scope)
-        out: dict[str, Any] = {"ok": diagnosis_dict(d)}
+        d = api.diagnose(path, thresholds=thresholds, only=only, scope=scope)
+        out: dict[str, Any] = {"ok": api.render(d, "dict")}
         if html:
-            from .report.html import write_html
-
-            out["html"] = write_html(d, html, phase_gap=thresholds.get("phase_gap") or None)
+            out["html"] = api.write_page(d, html, phase_gap=thresholds.get("phase_gap") or None)
         return out
     except InputError as e:
         return {"error": {"path": e.path, "reason": str(e).removeprefix(f"{e.path}: ")}}
@@ -46,20 +43,16 @@ def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .checks import thresholds as th
+    from . import api
     from .report import json_report, terminal
 
-    thresholds = th.load(args.config, args.set)
+    thresholds = api.thresholds(args.config, args.set)
     only = set(args.checks.split(",")) if args.checks else None
     if only:
-        from .checks import REGISTRY
-
-        unknown = only - set(REGISTRY)
+        unknown = only - set(api.checks())
         if unknown:
             raise InputError("--checks", f"unknown check(s): {', '.join(sorted(unknown))}")
-    from .sources.inputs import expand_inputs
-
-    paths = expand_inputs(args.logs)
+    paths = api.inputs(args.logs)
     scope = file_scope(args)
     if args.summary or args.scheduler or args.parquet:
         return _summary(args, paths, thresholds, only, scope)
@@ -71,13 +64,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         # a damaged log can abort the library in ways no header check
         # foresees (a version string changed into another valid one); the
         # worker costs ~10 ms a run, and only the findings travel back.
-        from .sources.isolated import run_isolated
-
         def failed(i: int, why: str) -> dict[str, Any]:
             return {"error": {"path": paths[i], "reason": why}}
 
         items = [(p, thresholds, only, h, scope) for p, h in zip(paths, htmls, strict=True)]
-        results = run_isolated(_analyse, items, jobs, failed, timeout=args.timeout or None)
+        results = api.run_isolated(_analyse, items, jobs, failed, timeout=args.timeout or None)
     else:  # in this process, so that a failure shows its traceback
         results = [_analyse(p, thresholds, only, h, scope)
                    for p, h in zip(paths, htmls, strict=True)]  # fmt: skip
@@ -142,12 +133,13 @@ def _summary(args: argparse.Namespace, paths: list[str], thresholds: dict[str, A
     elif os.environ.get("IOPILOT_DEBUG"):
         rows = [_job_row(p, thresholds, only, scope) for p in paths]
     else:  # each log in a worker that may die alone, as for the full report
-        from .sources.isolated import run_isolated
+        from . import api
 
         jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(paths)))
         items = [(p, thresholds, only, scope) for p in paths]
-        rows = run_isolated(_job_row, items, jobs, lambda i, why: fleet.error_row(paths[i], why),
-                            timeout=args.timeout or None, each=progress.step)  # fmt: skip
+        rows = api.run_isolated(_job_row, items, jobs,
+                                lambda i, why: fleet.error_row(paths[i], why),
+                                timeout=args.timeout or None, each=progress.step)  # fmt: skip
     if args.parquet:
         parts = fleet.write_parquet(rows, args.parquet)
         print(f"iopilot: wrote {len(rows):,} rows to {args.parquet} ({len(parts)} part file(s))",
@@ -212,9 +204,9 @@ def _emit(target: str, text: str) -> None:
 
 
 def cmd_checks(args: argparse.Namespace) -> int:
-    from .checks import REGISTRY
-    from .checks.thresholds import DEFAULTS
+    from . import api
 
+    REGISTRY, DEFAULTS = api.checks(), api.threshold_defaults()
     for cls in sorted(REGISTRY.values(), key=lambda c: (c.layer, c.id)):
         alias = cls.drishti or "-"
         print(f"{cls.id:<34} {cls.layer:<13} {alias:<4} {cls.summary()}")
@@ -433,10 +425,10 @@ def _chosen(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Ar
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from . import api
     from .report.counters_text import counter_lines, header
-    from .sources import load
 
-    trace = load(args.log)
+    trace = api.load(args.log)
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
     try:
         for line in header(trace):
