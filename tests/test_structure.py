@@ -133,3 +133,14 @@ def test_the_leak_finder_finds_a_leak(tmp_path):
         (pkg / f).write_text("")
     (pkg / "demo.py").write_text("def f():\n    from .checks import REGISTRY\n")
     assert front_end_leaks(import_graph(pkg)) == {"iopilot.demo": ["iopilot.checks"]}
+
+
+def test_one_cli_module_per_subcommand():
+    from iopilot.cli import _subparsers, build_parser
+
+    commands = _subparsers(build_parser())
+    assert set(commands) == {"report", "checks", "run", "export", "demo", "bench"}
+    for name, parser in commands.items():
+        func = parser.get_default("func") or next(
+            sp.get_default("func") for sp in _subparsers(parser).values())
+        assert func.__module__ == f"iopilot.cli.{name}", name
