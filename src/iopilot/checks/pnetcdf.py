@@ -11,6 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import Counters
+from ..model.aggregate import per_file
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
@@ -28,10 +29,8 @@ def _col(v: Counters, *names: str) -> np.ndarray:
 
 
 def _by_id(ids: np.ndarray, col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    uniq, inv = np.unique(ids, return_inverse=True)
-    out = np.zeros(len(uniq), np.int64)
-    np.add.at(out, inv, col)
-    return uniq, out
+    uniq, sums = per_file(ids, {"col": col})
+    return uniq, sums["col"]
 
 
 @check
