@@ -9,7 +9,7 @@ Registering is the ``@check`` decorator, so adding a check touches one file.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import IntEnum
 from functools import cached_property
 from typing import Any, ClassVar
@@ -29,12 +29,61 @@ class Level(IntEnum):
     HIGH = 3
 
 
+@dataclass(frozen=True)
+class FileLocation:
+    """A file the finding is about (its path, or ``<file 0x...>`` when unnamed)."""
+
+    path: str
+    kind: ClassVar[str] = "file"
+
+
+@dataclass(frozen=True)
+class RankLocation:
+    """An MPI rank (or process) the finding names."""
+
+    rank: int
+    kind: ClassVar[str] = "rank"
+
+
+@dataclass(frozen=True)
+class PhaseLocation:
+    """An I/O phase: seconds from the start of the job, as the records' times."""
+
+    start_s: float
+    end_s: float
+    kind: ClassVar[str] = "phase"
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in the program's source.  Neither iopilot traces nor Darshan's
+    DXT record call sites today, so no check fills it yet."""
+
+    file: str
+    line: int
+    function: str = ""
+    kind: ClassVar[str] = "source"
+
+
+Location = FileLocation | RankLocation | PhaseLocation | SourceLocation
+
+
+def location_dict(loc: Location) -> dict[str, Any]:
+    """A location as plain data: ``{"kind": "rank", "rank": 3}`` and the like."""
+    return {"kind": loc.kind, **asdict(loc)}
+
+
 @dataclass
 class FileEvidence:
-    """One file responsible for a finding, with the numbers that make it so."""
+    """One file responsible for a finding, with the numbers that make it so.
+    Checks that list ranks or phases this way say so in ``location``."""
 
     path: str
     numbers: dict[str, float | int | str]
+    location: Location | None = None  # None: the file ``path``
+
+    def where(self) -> Location:
+        return self.location if self.location is not None else FileLocation(self.path)
 
 
 @dataclass
@@ -58,6 +107,13 @@ class Finding:
     # fixing it would save), estimated from the trace; None when the source
     # cannot support an estimate.  Each check documents how it estimates.
     cost_seconds: float | None = None
+    # Where the problem is: the entries of ``files`` (files, ranks or phases)
+    # first, then what the check names besides (the slowest rank ...).
+    locations: list[Location] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        listed = [e.where() for e in self.files]
+        self.locations = list(dict.fromkeys([*listed, *self.locations]))
 
 
 class Check:
@@ -77,8 +133,11 @@ class Check:
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         raise NotImplementedError
 
-    def finding(self, ctx: Context, level: Level, message: str, **kw: Any) -> Finding:
-        """A finding carrying this check's metadata and the thresholds it used."""
+    def finding(self, ctx: Context, level: Level, message: str, *,
+                ranks: Iterable[int] = (), **kw: Any) -> Finding:  # fmt: skip
+        """A finding carrying this check's metadata and the thresholds it used;
+        ``ranks`` are the ranks its message names (added to its locations)."""
+        kw["locations"] = [*kw.get("locations", ()), *(RankLocation(int(r)) for r in ranks)]
         kw.setdefault("drishti", self.drishti)
         kw.setdefault("thresholds", {k: ctx.thresholds[k] for k in self.uses})
         return Finding(check=self.id, layer=self.layer, level=level, message=message, **kw)

@@ -311,6 +311,7 @@ class OverlappingWrites(Check):
                     "files": n_files,
                     "top_pair": f"{a}-{b}",
                 },
+                ranks=[a, b],
                 files=files,
                 files_total=n_files,
                 recommendation=rec + ".",

@@ -13,7 +13,17 @@ import numpy as np
 from ..model import RECORD_LAYERS, Records, display
 from ..model.aggregate import group_sum
 from . import advice
-from .base import Check, Context, FileEvidence, Finding, Level, check, pct
+from .base import (
+    Check,
+    Context,
+    FileEvidence,
+    Finding,
+    Level,
+    PhaseLocation,
+    RankLocation,
+    check,
+    pct,
+)
 from .iotime import price
 from .ranks import counter_load
 from .recordtools import (
@@ -215,6 +225,7 @@ def _phase_rows(table: dict[str, np.ndarray], rows: np.ndarray) -> list[FileEvid
                 "slowest rank": int(table["slowest_rank"][i]),
                 "slowest rank s": round(float(table["slowest_time"][i]), 6),
             },
+            PhaseLocation(round(float(table["start"][i]), 6), round(float(table["end"][i]), 6)),
         )
         for i in rows
     ]
@@ -372,6 +383,7 @@ class PhaseStragglers(Check):
                 "frequent_stragglers": " ".join(str(int(x)) for x in top),
                 "source": "records",
             },
+            ranks=[slow_r, *top],
             files=files,
             files_total=len(idx),
             recommendation=_straggler_advice(slow_b, med_b, float(t["straggler_ratio"])),
@@ -437,9 +449,11 @@ class PhaseStragglers(Check):
                         "bytes": int(load.bytes[r]),
                         "operations": int(load.ops[r]),
                     },
+                    RankLocation(int(r)),
                 )
                 for r in order
             ],
+            ranks=[slow_r],
             files_total=n_slow,
             recommendation=_meta_advice(float(meta[slow_r]), slow)
             or _straggler_advice(slow_b, med_b, float(t["straggler_ratio"])),

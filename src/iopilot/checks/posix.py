@@ -511,6 +511,7 @@ class PosixMetadataTime(Check):
             f"{ctx.thresholds['metadata_time_rank']:g} s per rank in metadata operations "
             f"(open, stat, seek, sync), up to {float(per_rank.max()):.1f} s.",
             evidence={"records": int(slow.sum()), "max_seconds": round(float(per_rank.max()), 3)},
+            ranks=[int(f.numbers["rank"]) for f in files if int(f.numbers["rank"]) >= 0],
             files=files,
             files_total=n,
             recommendation="Open, stat and close files less often (keep files open, stat once "
@@ -559,6 +560,7 @@ class PosixMetadataShare(Check):
             drishti_note="Drishti only flags single records above 30 s",
             evidence={"metadata_seconds": round(meta, 3), "io_seconds": round(io, 3),
                       "rank": times_.slowest_rank, "opens": opens, "stats": stats},
+            ranks=[times_.slowest_rank],
             files=files,
             files_total=n,
             recommendation="Reduce the number of files opened and stat'ed (fewer, larger "

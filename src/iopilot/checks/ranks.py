@@ -12,7 +12,7 @@ from ..model import OP_READ, OP_WRITE
 from ..model.aggregate import per_rank
 from ..vocabulary import MODULE
 from . import advice
-from .base import Check, Context, FileEvidence, Finding, Level, check, pct
+from .base import Check, Context, FileEvidence, Finding, Level, RankLocation, check, pct
 from .iotime import io_time, price
 from .recordtools import _app_mask, _busy, _cached, _rank_list, chunks
 
@@ -206,6 +206,7 @@ class RankZeroHeavy(Check):
                 "rank0_byte_share_pct": round(share_b, 2),
                 "source": load.source,
             },
+            ranks=[0],
             recommendation=rec + ".",
             snippet=advice.DISTRIBUTED_WRITE,
             snippet_lang="c",
@@ -279,6 +280,7 @@ class UnbalancedRanks(Check):
                         "bytes": int(b[x]),
                         "seconds": round(float(load.seconds[x]), 6),
                     },
+                    RankLocation(int(x)),
                 )
                 for x in worst[: ctx.max_files]
             ],

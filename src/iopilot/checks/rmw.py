@@ -114,6 +114,7 @@ class MpiioReadModifyWrite(Check):
                 "slowest_rank_seconds": round(cost, 6),
                 "source": source,
             },
+            ranks=[who],
             files=files,
             files_total=n,
             recommendation="Switch data sieving off for writes with the MPI-IO hint "

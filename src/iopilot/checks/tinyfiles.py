@@ -86,6 +86,7 @@ class TinyFiles(Check):
                 "slowest_rank_metadata_seconds": round(cost, 6),
                 "slowest_rank_io_seconds": round(float(io), 6),
             },
+            ranks=[who],
             files=files,
             files_total=n,
             recommendation=rec + ".",
