@@ -297,9 +297,9 @@ class Hdf5MetadataReads(Check):
             m = (k >= 0) & (r.op == OP_READ) & (r.length < KiB)
             pairs = np.unique(np.stack([k[m], r.rank[m].astype(np.int64)]), axis=1)
             readers[traced] = 0
-            np.add.at(readers, pairs[0], 1)
+            readers += group_sum(pairs[0], None, len(ids))
             spots = np.unique(np.stack([k[m], r.offset[m]]), axis=1)
-            np.add.at(offsets, spots[0], 1)
+            offsets += group_sum(spots[0], None, len(ids))
             exact |= traced
         share = readers / np.maximum(openers, 1)
         firm = exact & (readers > 1) & (share >= ctx.thresholds["hdf5_meta_read_share"])

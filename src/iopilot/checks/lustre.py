@@ -53,8 +53,7 @@ def access_sizes(c: Counters, prefix: str = "POSIX") -> tuple[np.ndarray, ...]:
         return np.zeros(0, np.uint64), empty, empty
     pairs = np.stack([fids[keep], sizes[keep].astype(np.uint64)], axis=1)
     uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
-    summed = np.zeros(len(uniq), np.int64)
-    np.add.at(summed, inv.reshape(-1), counts[keep])
+    summed = group_sum(inv.reshape(-1), counts[keep], len(uniq))
     return uniq[:, 0], uniq[:, 1].astype(np.int64), summed
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import OP_READ, OP_WRITE
-from ..model.aggregate import per_file
+from ..model.aggregate import group_sum, per_file
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import price, records_share_at_slowest
@@ -117,11 +117,11 @@ def _pass1(order: np.ndarray, kf: np.ndarray, rank: np.ndarray, offset: np.ndarr
         covered = np.minimum(e, prev)
         covered -= s
         np.maximum(covered, 0, out=covered)
-        sums[0] += np.bincount(k, weights=covered, minlength=n_kf)
-        sums[1] += np.bincount(k[covered > 0], minlength=n_kf)
+        sums[0] += group_sum(k, covered, n_kf, as_float=True)
+        sums[1] += group_sum(k[covered > 0], None, n_kf)
         del covered
-        sums[2] += np.bincount(k, weights=e - s, minlength=n_kf)
-        sums[3] += np.bincount(k, minlength=n_kf)
+        sums[2] += group_sum(k, e - s, n_kf, as_float=True)
+        sums[3] += group_sum(k, None, n_kf)
         # Per-rank extents: runs of operations that overlap or touch their predecessor.
         heads = np.flatnonzero(prev < s)
         del prev
@@ -202,8 +202,8 @@ def _overlaps(op: np.ndarray, rank: np.ndarray, file_id: np.ndarray, offset: np.
     covered -= x_start
     np.maximum(covered, 0, out=covered)
     clash = covered > 0
-    cross_ops = np.bincount(x_kf[clash], minlength=n_kf)
-    cross_bytes = np.bincount(x_kf, weights=covered, minlength=n_kf)
+    cross_ops = group_sum(x_kf[clash], None, n_kf)
+    cross_bytes = group_sum(x_kf, covered, n_kf, as_float=True)
     pair_a, pair_b, pair_kind = x_rank[who[clash]], x_rank[clash], x_kf[clash] // nf
     out = {}
     for k in (OP_READ, OP_WRITE):

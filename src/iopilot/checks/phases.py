@@ -158,11 +158,9 @@ def _phase_sums(records: Records, rec_phase: np.ndarray, n_ph: int) -> dict[str,
             key *= width
             key += rank[cut]
             key -= lo
-            sums[0] += np.bincount(key, minlength=n_ph * width)
-            sums[1] += np.bincount(key, weights=records.length[cut].clip(0),
-                                   minlength=n_ph * width)  # fmt: skip
-            sums[2] += np.bincount(key, weights=_busy(records.start[cut], records.end[cut]),
-                                   minlength=n_ph * width)  # fmt: skip
+            sums[0] += group_sum(key, None, n_ph * width)
+            sums[1] += group_sum(key, records.length[cut].clip(0), n_ph * width, as_float=True)
+            sums[2] += group_sum(key, _busy(records.start[cut], records.end[cut]), n_ph * width)
         keys = np.flatnonzero(sums[0])
         sums = sums[:, keys]
     p_phase, p_rank = keys // width, keys % width + lo

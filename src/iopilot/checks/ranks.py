@@ -68,7 +68,7 @@ def _rank_load(ctx: Context) -> RankLoad | None:
                     np.add.at(row, rank[heads], np.add.reduceat(col, heads, dtype=np.float64))
             else:
                 for row, col in zip(sums, cols, strict=True):
-                    row += np.bincount(rank, weights=col, minlength=n)
+                    row += per_rank(rank, col, n)
         return RankLoad(
             reads=sums[0].astype(np.int64),
             writes=sums[1].astype(np.int64),
