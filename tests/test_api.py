@@ -88,6 +88,10 @@ def test_diagnose_takes_a_loaded_trace_and_sets_noise_aside():
     assert by_path["set_aside"]["scope"] == FileScope.build().describe()
     nothing = api.diagnose(trace, scope=FileScope.build(include_only=["/no/such/dir/*"]))
     assert nothing.trace.set_aside["files"] > 0 and not nothing.findings
+    # A derived trace keeps what its own scope set aside.
+    narrow = api.derive(trace, FileScope.build(include_only=["/no/such/dir/*"]))
+    again = api.diagnose(narrow).trace.set_aside
+    assert again == narrow.set_aside and again["files"] > 0
     only = api.diagnose(trace, only={"hdf5-alignment"})
     assert [f.check for f in only.findings] == ["hdf5-alignment"]
 

@@ -49,11 +49,14 @@ def diagnose(source: Trace | str | Path, *, thresholds: dict[str, Any] | None = 
              scope: FileScope | None = None) -> Diagnosis:  # fmt: skip
     """Load ``source`` (a path, or a trace already loaded), set the noise
     aside and run the checks (all, or the ids in ``only``) with
-    ``thresholds`` (the defaults when None)."""
+    ``thresholds`` (the defaults when None).  A trace that went through
+    :func:`derive` already keeps its scope unless ``scope`` is given."""
     from .checks import diagnose as run_checks
 
     trace = load(str(source)) if isinstance(source, (str, Path)) else source
-    return run_checks(derive(trace, scope), thresholds, only)
+    if scope is not None or trace.set_aside is None:  # (twice would lose what went)
+        trace = derive(trace, scope)
+    return run_checks(trace, thresholds, only)
 
 
 def render(diagnosis: Diagnosis, fmt: str = "terminal", *, color: bool = False,
