@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from iopilot import api
 from iopilot.checks import diagnose
 from iopilot.checks import thresholds as th
 from iopilot.checks.engine import Diagnosis, summarize
 from iopilot.demo import example_dir
-from iopilot.pipeline import diagnose_path
 from iopilot.report.html import write_html
 from iopilot.sources import load
 from test_report_html import _synthetic, page_doc
@@ -79,7 +79,7 @@ def _page(kind: str, tmp: Path) -> Path:
         t = _synthetic(200_000, ranks=16, files=3)
         d = Diagnosis(t, [], summarize(t), th.defaults())
     elif kind == "iopilot-trace":  # as `iopilot report` sees it: the interpreter's files set aside
-        d = diagnose_path(str(_iopilot_trace(tmp)), th.defaults())
+        d = api.diagnose(_iopilot_trace(tmp), thresholds=th.defaults())
     else:
         d = diagnose(load(str(example_dir() / kind)))
     out = tmp / f"{kind.replace('.', '_')}.html"

@@ -93,3 +93,54 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path):
     (pkg / "b.py").write_text("def f():\n    from .a import x\n")  # lazy: still a cycle
     (pkg / "c.py").write_text("from .a import y\n")
     assert cycles(import_graph(pkg)) == [["p.a", "p.b"]]
+
+
+# Front ends reach sources and checks only through iopilot.api, the one
+# pipeline.  bench.synthetic writes iopilot's trace format, so it may read
+# that format's layout from the source that reads it.
+FRONT_ENDS = ("iopilot.cli", "iopilot.bench", "iopilot.demo", "iopilot.report.fleet",
+              "iopilot.capture.run")  # fmt: skip
+BEHIND_API = ("iopilot.sources", "iopilot.checks")
+FORMAT_WRITERS = {"iopilot.bench.synthetic": {"iopilot.sources.iopilot_trace"}}
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def front_end_leaks(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    out = {}
+    for m, deps in graph.items():
+        if not _under(m, FRONT_ENDS):
+            continue
+        bad = sorted(d for d in deps if _under(d, BEHIND_API)
+                     and d not in FORMAT_WRITERS.get(m, set()))  # fmt: skip
+        if bad:
+            out[m] = bad
+    return out
+
+
+def test_front_ends_go_through_the_api():
+    graph = import_graph()
+    assert "iopilot.pipeline" not in graph  # the pipeline is iopilot.api now
+    assert front_end_leaks(graph) == {}
+
+
+def test_the_leak_finder_finds_a_leak(tmp_path):
+    pkg = tmp_path / "iopilot"
+    (pkg / "checks").mkdir(parents=True)
+    for f in ("__init__.py", "checks/__init__.py", "api.py", "demo.py"):
+        (pkg / f).write_text("")
+    (pkg / "demo.py").write_text("def f():\n    from .checks import REGISTRY\n")
+    assert front_end_leaks(import_graph(pkg)) == {"iopilot.demo": ["iopilot.checks"]}
+
+
+def test_one_cli_module_per_subcommand():
+    from iopilot.cli import _subparsers, build_parser
+
+    commands = _subparsers(build_parser())
+    assert set(commands) == {"report", "checks", "run", "export", "demo", "bench"}
+    for name, parser in commands.items():
+        func = parser.get_default("func") or next(
+            sp.get_default("func") for sp in _subparsers(parser).values())
+        assert func.__module__ == f"iopilot.cli.{name}", name

@@ -21,6 +21,11 @@ from pathlib import Path
 _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
+def report_command(*args: str) -> list[str]:
+    """``iopilot report ARGS`` in a fresh interpreter: what the benches time."""
+    return [sys.executable, "-m", "iopilot", "report", *args]
+
+
 def run_once(cmd: list[str]) -> tuple[float, float, int]:
     """(wall seconds, peak RSS in MiB, exit status) of one command."""
     t0 = time.perf_counter()
@@ -50,17 +55,17 @@ def _size(path: str) -> int:
 
 
 def _main(args: argparse.Namespace, work: Path) -> int:
-    from ..sources.inputs import expand_inputs
+    from .. import api
     from .synthetic import write_trace
 
-    logs = expand_inputs(args.logs)
+    logs = api.inputs(args.logs)
     for n in args.synthetic:
         print(f"writing a synthetic trace of {n:,} records ...", file=sys.stderr, flush=True)
         logs.append(str(write_trace(work / f"synthetic-{n}", n)))
     if not logs:
         print("iopilot: error: no logs given (name some, or --synthetic N)", file=sys.stderr)
         return 2
-    ours = [sys.executable, "-m", "iopilot", "report", "--json", os.devnull, "-j", "1"]
+    ours = report_command("--json", os.devnull, "-j", "1")
     other = shlex.split(args.compare) if args.compare else None
     width = min(max(len(Path(p).name) for p in logs), 48)
     head = f"{'log':<{width}} {'KiB':>7} {'iopilot s':>9} {'MiB':>6}"

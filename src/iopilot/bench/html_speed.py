@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .diagnose_speed import run_once
+from .diagnose_speed import report_command, run_once
 from .synthetic import write_trace
 
 LARGE_SHARED_LOGS = (
@@ -38,8 +38,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"{'input':<{width}}  {'wall s':>7}  {'peak MiB':>8}  {'HTML MiB':>8}")
         for label, path in targets:
             page = work / "page.html"
-            cmd = [sys.executable, "-m", "iopilot", "report", path, "--html", str(page),
-                   "--json", str(work / "r.json"), "-j", "1"]  # fmt: skip
+            cmd = report_command(path, "--html", str(page), "--json", str(work / "r.json"),
+                                 "-j", "1")  # fmt: skip
             wall, mem, rc = run_once(cmd)
             size = page.stat().st_size / 2**20 if page.exists() else float("nan")
             flag = f"  (exit {rc})" if rc not in (0, 1) else ""

@@ -156,14 +156,12 @@ def run(command: Sequence[str], trace: TraceDir, *, max_records: int | None = No
 def diagnose(trace_dir: Path, color: str, scope: FileScope | None = None) -> None:
     """Print the diagnosis; when it fails, say why in one line and carry on."""
     try:
-        from ..checks import thresholds
-        from ..pipeline import diagnose_path
+        from .. import api
         from ..report import terminal
-        from ..report.json_report import diagnosis_dict
 
-        report = diagnosis_dict(diagnose_path(str(trace_dir), thresholds.load(), None, scope))
-        style = terminal.Style(terminal.want_color(color, sys.stdout))
-        terminal.write(terminal.render(report, style))
+        text = api.report(trace_dir, "terminal", thresholds=api.thresholds(), scope=scope,
+                          color=terminal.want_color(color, sys.stdout))  # fmt: skip
+        terminal.write(text)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader went away (`| head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -8,8 +8,8 @@ Registering is the ``@check`` decorator, so adding a check touches one file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
 from enum import IntEnum
 from functools import cached_property
 from typing import Any, ClassVar
@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..model import SIZE_BIN_UPPER, SIZE_BINS, Counters, Trace
+from ..model.aggregate import group_sum
 
 
 class Level(IntEnum):
@@ -28,12 +29,61 @@ class Level(IntEnum):
     HIGH = 3
 
 
+@dataclass(frozen=True)
+class FileLocation:
+    """A file the finding is about (its path, or ``<file 0x...>`` when unnamed)."""
+
+    path: str
+    kind: ClassVar[str] = "file"
+
+
+@dataclass(frozen=True)
+class RankLocation:
+    """An MPI rank (or process) the finding names."""
+
+    rank: int
+    kind: ClassVar[str] = "rank"
+
+
+@dataclass(frozen=True)
+class PhaseLocation:
+    """An I/O phase: seconds from the start of the job, as the records' times."""
+
+    start_s: float
+    end_s: float
+    kind: ClassVar[str] = "phase"
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in the program's source.  Neither iopilot traces nor Darshan's
+    DXT record call sites today, so no check fills it yet."""
+
+    file: str
+    line: int
+    function: str = ""
+    kind: ClassVar[str] = "source"
+
+
+Location = FileLocation | RankLocation | PhaseLocation | SourceLocation
+
+
+def location_dict(loc: Location) -> dict[str, Any]:
+    """A location as plain data: ``{"kind": "rank", "rank": 3}`` and the like."""
+    return {"kind": loc.kind, **asdict(loc)}
+
+
 @dataclass
 class FileEvidence:
-    """One file responsible for a finding, with the numbers that make it so."""
+    """One file responsible for a finding, with the numbers that make it so.
+    Checks that list ranks or phases this way say so in ``location``."""
 
     path: str
     numbers: dict[str, float | int | str]
+    location: Location | None = None  # None: the file ``path``
+
+    def where(self) -> Location:
+        return self.location if self.location is not None else FileLocation(self.path)
 
 
 @dataclass
@@ -57,6 +107,13 @@ class Finding:
     # fixing it would save), estimated from the trace; None when the source
     # cannot support an estimate.  Each check documents how it estimates.
     cost_seconds: float | None = None
+    # Where the problem is: the entries of ``files`` (files, ranks or phases)
+    # first, then what the check names besides (the slowest rank ...).
+    locations: list[Location] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        listed = [e.where() for e in self.files]
+        self.locations = list(dict.fromkeys([*listed, *self.locations]))
 
 
 class Check:
@@ -76,8 +133,11 @@ class Check:
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         raise NotImplementedError
 
-    def finding(self, ctx: Context, level: Level, message: str, **kw: Any) -> Finding:
-        """A finding carrying this check's metadata and the thresholds it used."""
+    def finding(self, ctx: Context, level: Level, message: str, *,
+                ranks: Iterable[int] = (), **kw: Any) -> Finding:  # fmt: skip
+        """A finding carrying this check's metadata and the thresholds it used;
+        ``ranks`` are the ranks its message names (added to its locations)."""
+        kw["locations"] = [*kw.get("locations", ()), *(RankLocation(int(r)) for r in ranks)]
         kw.setdefault("drishti", self.drishti)
         kw.setdefault("thresholds", {k: ctx.thresholds[k] for k in self.uses})
         return Finding(check=self.id, layer=self.layer, level=level, message=message, **kw)
@@ -94,17 +154,55 @@ def check(cls: type[Check]) -> type[Check]:
     return cls
 
 
+class AnalysisCache:
+    """Derived tables computed once per diagnosis and shared by the checks
+    that need them (phases, rank loads, a layer's records, per-file indexes);
+    ``computed`` and ``reused`` count, per kind of table, how often each happened."""
+
+    def __init__(self) -> None:
+        self._store: dict[Hashable, Any] = {}
+        self.computed: dict[str, int] = {}
+        self.reused: dict[str, int] = {}
+
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        kind = str(key[0] if isinstance(key, tuple) else key).split(":")[0]
+        if key in self._store:
+            self.reused[kind] = self.reused.get(kind, 0) + 1
+            return self._store[key]
+        self.computed[kind] = self.computed.get(kind, 0) + 1
+        value = self._store[key] = compute()
+        return value
+
+
 class Context:
     """The model plus thresholds, with derived tables computed once and shared."""
 
-    def __init__(self, trace: Trace, thresholds: dict[str, Any]) -> None:
+    def __init__(self, trace: Trace, thresholds: dict[str, Any],
+                 cache: AnalysisCache | None = None) -> None:  # fmt: skip
         self.trace = trace
         self.thresholds = thresholds
         self.max_files = int(thresholds.get("max_files_listed", 10))
+        self.cache = cache if cache is not None else AnalysisCache()
 
     def layer(self, name: str) -> Counters | None:
         c = self.trace.counters.get(name)
         return c if c is not None and len(c) else None
+
+    def file_index(self, c: Counters) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted unique file ids, each row's place among them) of a counter
+        table; computed once per diagnosis for the trace's own tables."""
+        if self.trace.counters.get(c.layer) is not c:  # a selection: not worth keeping
+            return np.unique(c.file_id, return_inverse=True)
+        return self.cache.get(("file_index", id(c)), lambda: _frozen_index(c))[1:]
+
+    def per_file(self, c: Counters, columns: dict[str, np.ndarray | None], *,
+                 as_float: bool | None = None,
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:  # fmt: skip
+        """(sorted unique file ids, each column, one value per row of ``c``,
+        summed per file); see :func:`~iopilot.model.aggregate.group_sum`."""
+        ids, inv = self.file_index(c)
+        return ids, {k: group_sum(inv, v, len(ids), as_float=as_float)
+                     for k, v in columns.items()}  # fmt: skip
 
     def small_bins(self, counters: Counters, prefix: str, rw: str) -> list[str]:
         """Histogram columns whose requests are all below the small-request size."""
@@ -189,6 +287,14 @@ class Context:
             for i in order
         ]
         return out, len(ids)
+
+
+def _frozen_index(c: Counters) -> tuple[Counters, np.ndarray, np.ndarray]:
+    """``c`` (it rides along in the cache so its id cannot be reused) and its
+    file index, read-only since every check shares it."""
+    ids, inv = np.unique(c.file_id, return_inverse=True)
+    ids.flags.writeable = inv.flags.writeable = False
+    return c, ids, inv
 
 
 def _plain(v: Any) -> float | int | str:

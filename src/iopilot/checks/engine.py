@@ -10,7 +10,7 @@ import numpy as np
 from ..model import COUNTER_LAYERS, Trace, display
 from ..vocabulary import MODULES
 from . import thresholds as th
-from .base import Context, Finding, Level, iter_registered
+from .base import AnalysisCache, Context, Finding, Level, iter_registered
 from .iotime import IoTime, compute, io_time
 
 
@@ -90,10 +90,15 @@ def summarize(trace: Trace) -> list[LayerSummary]:
 
 
 def diagnose(trace: Trace, thresholds: dict[str, Any] | None = None,
-             only: set[str] | None = None) -> Diagnosis:  # fmt: skip
-    """Run every registered check (or those in ``only``) on ``trace``."""
+             only: set[str] | None = None,
+             cache: AnalysisCache | None = None) -> Diagnosis:  # fmt: skip
+    """Run every registered check (or those in ``only``) on ``trace``.
+
+    The checks share one :class:`AnalysisCache` of derived tables; it ends
+    with the diagnosis (so the report renders without it in memory) unless
+    the caller passes one in."""
     values = thresholds if thresholds is not None else th.defaults()
-    ctx = Context(trace, values)
+    ctx = Context(trace, values, cache)
     findings: list[Finding] = []
     warnings = list(trace.warnings)
     for chk in iter_registered(lambda c: only is None or c.id in only):

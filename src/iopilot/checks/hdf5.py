@@ -14,11 +14,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import OP_READ, Counters
+from ..model.aggregate import group_sum, per_file
 from ..vocabulary import DIRECTIONS, MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
 from .lustre import common_access, gather, index_of
+from .recordtools import _layer_records
 
 KiB = 1024
 # Names that mark a file as HDF5 when the log has no H5F record for it
@@ -77,12 +79,6 @@ def hdf5_file_ids(ctx: Context, by_name: bool = True) -> np.ndarray:
     return np.unique(np.concatenate(parts).astype(np.uint64))
 
 
-def _per_file(ids: np.ndarray, inv: np.ndarray, col: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(ids), np.int64)
-    np.add.at(out, inv, col)
-    return out
-
-
 @check
 class Hdf5SmallDatasetAccess(Check):
     """HDF5 dataset reads and writes that move only a few bytes each.
@@ -114,9 +110,8 @@ class Hdf5SmallDatasetAccess(Check):
         tiny = mean < t["hdf5_tiny_access"]
         if not (many or tiny):
             return
-        ids, inv = np.unique(d.file_id, return_inverse=True)
-        f_small, f_ops = _per_file(ids, inv, small), _per_file(ids, inv, ops)
-        f_bytes = _per_file(ids, inv, moved)
+        ids, per = ctx.per_file(d, {"small": small, "ops": ops, "bytes": moved})
+        f_small, f_ops, f_bytes = per["small"], per["ops"], per["bytes"]
         f_mean = np.where(f_ops > 0, f_bytes / np.maximum(f_ops, 1), 0.0)
         files, n = ctx.top_files(
             ids, f_small if many else f_ops,
@@ -216,8 +211,8 @@ class Hdf5IndependentTransfers(Check):
             return
         n_ops = int(ops[indep].sum())
         reads, writes = int(d["H5D_READS"][indep].sum()), int(d["H5D_WRITES"][indep].sum())
-        ids, inv = np.unique(d.file_id[indep], return_inverse=True)
-        per = _per_file(ids, inv, ops[indep])
+        ids, sums = per_file(d.file_id[indep], {"ops": ops[indep]})
+        per = sums["ops"]
         listed, n_ds = ctx.top_files(ids, per, {"independent reads/writes": per})
         h5_files = np.unique(files[indep])
         level = Level.HIGH if n_ops > ctx.thresholds["collective_ops"] else Level.WARN
@@ -284,28 +279,27 @@ class Hdf5MetadataReads(Check):
         small = np.maximum(p["POSIX_SIZE_READ_0_100"], 0) + np.maximum(
             p["POSIX_SIZE_READ_100_1K"], 0
         )
-        ids, inv = np.unique(p.file_id, return_inverse=True)
-        reduced = np.zeros(len(ids), bool)
-        np.logical_or.at(reduced, inv, p.rank == -1)
-        openers = np.where(reduced, nprocs, _per_file(ids, inv, (p.rank >= 0).astype(np.int64)))
-        f_small = _per_file(ids, inv, small)
+        ids, inv = ctx.file_index(p)
+        reduced = group_sum(inv, p.rank == -1, len(ids)) > 0
+        openers = np.where(reduced, nprocs, group_sum(inv, p.rank >= 0, len(ids)))
+        f_small = group_sum(inv, small, len(ids))
         # Ranks with small reads: exact from per-rank rows or DXT, unknown for
         # reduced rows (Darshan summed them).
-        readers = _per_file(ids, inv, ((p.rank >= 0) & (small > 0)).astype(np.int64))
+        readers = group_sum(inv, (p.rank >= 0) & (small > 0), len(ids))
         exact = ~reduced
         offsets = np.zeros(len(ids), np.int64)  # distinct small-read offsets (DXT only)
         recs = ctx.trace.records
         if len(recs):
-            r = recs.of_layer("POSIX")
+            r = _layer_records(ctx, "POSIX")
             k = index_of(ids, r.file_id)
             traced = np.zeros(len(ids), bool)
             traced[k[k >= 0]] = True
             m = (k >= 0) & (r.op == OP_READ) & (r.length < KiB)
             pairs = np.unique(np.stack([k[m], r.rank[m].astype(np.int64)]), axis=1)
             readers[traced] = 0
-            np.add.at(readers, pairs[0], 1)
+            readers += group_sum(pairs[0], None, len(ids))
             spots = np.unique(np.stack([k[m], r.offset[m]]), axis=1)
-            np.add.at(offsets, spots[0], 1)
+            offsets += group_sum(spots[0], None, len(ids))
             exact |= traced
         share = readers / np.maximum(openers, 1)
         firm = exact & (readers > 1) & (share >= ctx.thresholds["hdf5_meta_read_share"])
@@ -379,10 +373,10 @@ class Hdf5Alignment(Check):
         p = p.select(np.isin(p.file_id, hdf5_file_ids(ctx)))
         if not len(p):
             return
-        ids, inv = np.unique(p.file_id, return_inverse=True)
+        ids, inv = ctx.file_index(p)
         rw = np.maximum(p["POSIX_READS"], 0) + np.maximum(p["POSIX_WRITES"], 0)
-        ops = _per_file(ids, inv, rw)
-        bad_n = _per_file(ids, inv, np.maximum(p["POSIX_FILE_NOT_ALIGNED"], 0))
+        ops = group_sum(inv, rw, len(ids))
+        bad_n = group_sum(inv, np.maximum(p["POSIX_FILE_NOT_ALIGNED"], 0), len(ids))
         measured = np.zeros(len(ids), np.int64)  # the unit Darshan checked against
         np.maximum.at(measured, inv, p["POSIX_FILE_ALIGNMENT"])
         acc_ids, acc_size, _ = common_access(p)

@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 
 from ..model import RECORD_LAYERS, Counters, Trace, display
+from ..model.aggregate import per_rank
 from ..vocabulary import MODULE, SIZE_BIN_UPPER, SIZE_BINS
 from .base import Context, Finding, Level
-from .recordtools import _cached
+from .recordtools import _busy, _cached
 
 TIME_PARTS = ("F_READ_TIME", "F_WRITE_TIME", "F_META_TIME")
 SPREAD_RANK_TIMES = "fastest and slowest rank times"  # how rank -1 rows were spread
@@ -113,9 +114,7 @@ class IoTime:
         """Seconds per rank of ``seconds`` given per row of ``c``: rank -1 rows
         are spread as the layer's total time is (see the module's docstring)."""
         n = self.nprocs
-        out = np.zeros(n)
-        own = (c.rank >= 0) & (c.rank < n)
-        np.add.at(out, c.rank[own], seconds[own])
+        out = per_rank(c.rank, seconds, n)
         shared = c.rank == -1
         if not shared.any():
             return out
@@ -248,8 +247,8 @@ def compute(trace: Trace) -> IoTime:
             sel = r.layer == code
             if len(files) < len(rec_files[(kind, code)]):  # some of its files sit higher
                 sel[sel] = _among(files, r.file_id[sel])
-            dur = np.maximum(r.end[sel] - r.start[sel], 0.0)
-            per += np.bincount(r.rank[sel], weights=dur, minlength=nprocs)[:nprocs]
+            dur = _busy(r.start[sel], r.end[sel])  # before the ranks: a lower peak
+            per += per_rank(r.rank[sel], dur, nprocs)
             covered[kind] = files
             if "records" not in used:
                 used.append("records")

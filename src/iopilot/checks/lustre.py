@@ -12,9 +12,11 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import Counters, Striping
+from ..model.aggregate import group_sum
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import io_time, price, times
+from .recordtools import _layer_records
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -51,8 +53,7 @@ def access_sizes(c: Counters, prefix: str = "POSIX") -> tuple[np.ndarray, ...]:
         return np.zeros(0, np.uint64), empty, empty
     pairs = np.stack([fids[keep], sizes[keep].astype(np.uint64)], axis=1)
     uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
-    summed = np.zeros(len(uniq), np.int64)
-    np.add.at(summed, inv.reshape(-1), counts[keep])
+    summed = group_sum(inv.reshape(-1), counts[keep], len(uniq))
     return uniq[:, 0], uniq[:, 1].astype(np.int64), summed
 
 
@@ -70,21 +71,15 @@ def common_access(c: Counters, prefix: str = "POSIX") -> tuple[np.ndarray, ...]:
 
 def ranks_per_file(ctx: Context, c: Counters) -> tuple[np.ndarray, np.ndarray]:
     """(sorted file ids, ranks touching each): all ranks for a reduced record."""
-    ids, inv = np.unique(c.file_id, return_inverse=True)
-    reduced = np.zeros(len(ids), bool)
-    np.logical_or.at(reduced, inv, c.rank == -1)
-    rows = np.zeros(len(ids), np.int64)
-    np.add.at(rows, inv, (c.rank >= 0).astype(np.int64))
-    return ids, np.where(reduced, max(ctx.trace.job.nprocs, 1), rows)
+    ids, per = ctx.per_file(c, {"reduced": c.rank == -1, "rows": c.rank >= 0})
+    return ids, np.where(per["reduced"] > 0, max(ctx.trace.job.nprocs, 1), per["rows"])
 
 
-def bytes_per_file(c: Counters) -> tuple[np.ndarray, np.ndarray]:
+def bytes_per_file(ctx: Context, c: Counters) -> tuple[np.ndarray, np.ndarray]:
     """(sorted file ids, bytes read + written), negative counters treated as 0."""
-    ids, inv = np.unique(c.file_id, return_inverse=True)
     moved = np.maximum(c["POSIX_BYTES_READ"], 0) + np.maximum(c["POSIX_BYTES_WRITTEN"], 0)
-    out = np.zeros(len(ids), np.int64)
-    np.add.at(out, inv, moved)
-    return ids, out
+    ids, per = ctx.per_file(c, {"moved": moved})
+    return ids, per["moved"]
 
 
 class Layout:
@@ -125,7 +120,7 @@ def _striped_files(ctx: Context) -> tuple[Layout, Counters, np.ndarray, np.ndarr
     if lay is None or p is None:
         return None
     ids, ranks = ranks_per_file(ctx, p)
-    _, moved = bytes_per_file(p)
+    _, moved = bytes_per_file(ctx, p)
     return lay, p, ids, ranks, moved, lay.rows(ids)
 
 
@@ -248,11 +243,8 @@ class LustreStripeRequestMismatch(Check):
         # ROMIO's Lustre driver arranges).
         ops = np.maximum(p["POSIX_READS"], 0) + np.maximum(p["POSIX_WRITES"], 0)
         consec = np.maximum(p["POSIX_CONSEC_READS"], 0) + np.maximum(p["POSIX_CONSEC_WRITES"], 0)
-        _, inv = np.unique(p.file_id, return_inverse=True)
-        f_ops = np.zeros(len(ids), np.float64)
-        f_consec = np.zeros(len(ids), np.float64)
-        np.add.at(f_ops, inv, ops)
-        np.add.at(f_consec, inv, consec)
+        _, per = ctx.per_file(p, {"ops": ops, "consec": consec}, as_float=True)
+        f_ops, f_consec = per["ops"], per["consec"]
         back_to_back = np.where(f_ops > 0, np.minimum(f_consec / np.maximum(f_ops, 1), 1.0), 0.0)
         fids, sizes, counts = access_sizes(p)
         at = index_of(ids, fids)
@@ -268,7 +260,7 @@ class LustreStripeRequestMismatch(Check):
         # a stripe and span more than one.
         recs = ctx.trace.records
         if len(recs):
-            r = recs.of_layer("POSIX")
+            r = _layer_records(ctx, "POSIX")
             k = index_of(ids, r.file_id)
             use = (k >= 0) & (r.length > 0)
             use &= cand[np.maximum(k, 0)]
@@ -346,7 +338,7 @@ def _ost_load(ctx: Context, lay: Layout, p: Counters) -> tuple[np.ndarray, ...]:
     Returns (OST ids, bytes per OST, pairs of files that moved data, bytes per
     (file, OST) pair, layout rows measured with DXT, bytes per layout row).
     """
-    ids, moved = bytes_per_file(p)
+    ids, moved = bytes_per_file(ctx, p)
     frow = lay.rows(ids)  # layout row of each POSIX file
     # Bytes of each layout row; files without POSIX traffic move nothing.
     row_bytes = np.zeros(len(lay.ids), np.float64)
@@ -357,7 +349,7 @@ def _ost_load(ctx: Context, lay: Layout, p: Counters) -> tuple[np.ndarray, ...]:
     dxt = np.zeros(len(lay.ids), bool)
     recs = ctx.trace.records
     if len(recs):
-        r = recs.of_layer("POSIX")
+        r = _layer_records(ctx, "POSIX")
         k = lay.rows(r.file_id)
         use = (k >= 0) & (r.length > 0)
         use &= np.where(k >= 0, lay.n[np.maximum(k, 0)], 0) > 0
@@ -366,20 +358,17 @@ def _ost_load(ctx: Context, lay: Layout, p: Counters) -> tuple[np.ndarray, ...]:
             # A request is charged to the OST of its first byte; requests that
             # straddle a stripe boundary are rare enough not to matter here.
             within = (off // lay.stripe_size[k]) % lay.n[k]
-            rec_sum = np.zeros(len(lay.ids), np.float64)
-            np.add.at(rec_sum, k, ln.astype(np.float64))
+            rec_sum = group_sum(k, ln, len(lay.ids), as_float=True)
             dxt[k] = True
             # Scale to the counters' total, in case DXT kept only part of the run.
             scale = np.where(rec_sum > 0, np.maximum(row_bytes, rec_sum) / rec_sum, 0.0)
             before = np.cumsum(lay.n) - lay.n
             pair_idx = before[k] + within
-            from_dxt = np.zeros(len(lay.pair_row), np.float64)
-            np.add.at(from_dxt, pair_idx, ln * scale[k])
+            from_dxt = group_sum(pair_idx, ln * scale[k], len(lay.pair_row))
             pair_bytes = np.where(dxt[lay.pair_row], from_dxt, pair_bytes)
     active = row_bytes[lay.pair_row] > 0
     osts, inv = np.unique(lay.pair_ost[active], return_inverse=True)
-    load = np.zeros(len(osts), np.float64)
-    np.add.at(load, inv, pair_bytes[active])
+    load = group_sum(inv, pair_bytes[active], len(osts), as_float=True)
     return osts, load, active, pair_bytes, dxt, row_bytes
 
 
@@ -474,11 +463,10 @@ class LustreSlowOst(Check):
         if lay is None or p is None:
             return
         t = ctx.thresholds
-        ids, inv = np.unique(p.file_id, return_inverse=True)
-        secs = np.zeros(len(ids), np.float64)
-        np.add.at(secs, inv, np.maximum(p["POSIX_F_READ_TIME"], 0)
-                  + np.maximum(p["POSIX_F_WRITE_TIME"], 0))  # fmt: skip
-        _, moved = bytes_per_file(p)
+        spent = np.maximum(p["POSIX_F_READ_TIME"], 0) + np.maximum(p["POSIX_F_WRITE_TIME"], 0)
+        ids, per = ctx.per_file(p, {"secs": spent}, as_float=True)
+        secs = per["secs"]
+        _, moved = bytes_per_file(ctx, p)
         frow = lay.rows(ids)
         # Only files large enough for their time to reflect bandwidth, not latency.
         ok = (frow >= 0) & (secs > 0) & (moved >= t["small_request_size"])

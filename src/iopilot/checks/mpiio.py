@@ -74,7 +74,8 @@ class _Collective(Check):
         cost = io_time(ctx).rows_at_slowest(
             c, share_of(direction_time(c, self.direction), c[f"MPIIO_INDEP_{rw}"], ops))
         if coll == 0 and total > t["collective_ops"]:
-            ids, per = c.by_file(f"MPIIO_INDEP_{rw}")
+            ids, sums = ctx.per_file(c, {"indep": c[f"MPIIO_INDEP_{rw}"]})
+            per = sums["indep"]
             files, n = ctx.top_files(ids, per, {f"independent {word}s": per}, per > 0)
             yield price(ctx, self.finding(
                 ctx,

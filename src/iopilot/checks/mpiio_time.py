@@ -100,6 +100,7 @@ class MpiioTimeAbovePosix(Check):
                 "slowest_rank": who,
                 "slowest_rank_excess_seconds": round(cost, 6),
             },
+            ranks=[who],
             recommendation=rec + ".",
             snippet=snippet,
             snippet_lang="c",

@@ -10,11 +10,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import OP_READ, OP_WRITE
+from ..model.aggregate import group_sum, per_file
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import price, records_share_at_slowest
-from .phases import _layer_records
-from .recordtools import _INT63, _MPIIO, _cached, _dense, _prev_max, _sort2, small_type, steps
+from .recordtools import (
+    _INT63,
+    _MPIIO,
+    _cached,
+    _dense,
+    _layer_records,
+    _prev_max,
+    _sort2,
+    chunks,
+    small_type,
+)
 
 # ---------------------------------------------------------------------------
 # Overlapping byte ranges
@@ -55,9 +65,8 @@ def _by_kind_file(kf: np.ndarray, rank: np.ndarray, offset: np.ndarray) -> np.nd
     if blocks != np.count_nonzero(np.bincount(rank - rank.min())):
         return None
     order = np.argsort(kf, kind="stable")  # a radix sort for 8- and 16-bit keys
-    step = steps(len(order)).step
-    for a in steps(len(order)):  # one more element: the step's seam
-        o = order[a : a + step + 1]
+    for cut in chunks(len(order), seam=1):  # one more element: the step's seam
+        o = order[cut]
         k, r, s = kf[o], rank[o], offset[o]
         same = (r[1:] == r[:-1]) & (k[1:] == k[:-1])
         if not np.all((s[1:] >= s[:-1]) | ~same):
@@ -91,14 +100,13 @@ def _pass1(order: np.ndarray, kf: np.ndarray, rank: np.ndarray, offset: np.ndarr
     parts: list[tuple[np.ndarray, ...]] = []
     carry: tuple[int, int] | None = None
     carry_max = -1
-    step = steps(len(order)).step
-    for a in steps(len(order)):
-        o = order[a : a + step]
+    for cut in chunks(len(order)):
+        o = order[cut]
         s = offset[o]
         e = length[o]
         e += s
-        k = kf[a : a + step].astype(np.int64)
-        r = rank[a : a + step]
+        k = kf[cut].astype(np.int64)
+        r = rank[cut]
         first = np.empty(len(o), bool)
         first[1:] = (k[1:] != k[:-1]) | (r[1:] != r[:-1])
         first[0] = carry != (int(k[0]), int(r[0]))
@@ -109,11 +117,11 @@ def _pass1(order: np.ndarray, kf: np.ndarray, rank: np.ndarray, offset: np.ndarr
         covered = np.minimum(e, prev)
         covered -= s
         np.maximum(covered, 0, out=covered)
-        sums[0] += np.bincount(k, weights=covered, minlength=n_kf)
-        sums[1] += np.bincount(k[covered > 0], minlength=n_kf)
+        sums[0] += group_sum(k, covered, n_kf, as_float=True)
+        sums[1] += group_sum(k[covered > 0], None, n_kf)
         del covered
-        sums[2] += np.bincount(k, weights=e - s, minlength=n_kf)
-        sums[3] += np.bincount(k, minlength=n_kf)
+        sums[2] += group_sum(k, e - s, n_kf, as_float=True)
+        sums[3] += group_sum(k, None, n_kf)
         # Per-rank extents: runs of operations that overlap or touch their predecessor.
         heads = np.flatnonzero(prev < s)
         del prev
@@ -194,8 +202,8 @@ def _overlaps(op: np.ndarray, rank: np.ndarray, file_id: np.ndarray, offset: np.
     covered -= x_start
     np.maximum(covered, 0, out=covered)
     clash = covered > 0
-    cross_ops = np.bincount(x_kf[clash], minlength=n_kf)
-    cross_bytes = np.bincount(x_kf, weights=covered, minlength=n_kf)
+    cross_ops = group_sum(x_kf[clash], None, n_kf)
+    cross_bytes = group_sum(x_kf, covered, n_kf, as_float=True)
     pair_a, pair_b, pair_kind = x_rank[who[clash]], x_rank[clash], x_kf[clash] // nf
     out = {}
     for k in (OP_READ, OP_WRITE):
@@ -303,6 +311,7 @@ class OverlappingWrites(Check):
                     "files": n_files,
                     "top_pair": f"{a}-{b}",
                 },
+                ranks=[a, b],
                 files=files,
                 files_total=n_files,
                 recommendation=rec + ".",
@@ -345,13 +354,14 @@ def _mpiio_cause(ctx: Context, ov: Overlaps, mask: np.ndarray) -> str:
     distinct = (ov.total_bytes - ov.same_bytes - ov.cross_bytes)[mask]
     c = ctx.layer("MPIIO")
     if c is not None:
-        m_ids, asked = c.by_file("MPIIO_BYTES_WRITTEN")
-        _, indep = c.by_file("MPIIO_INDEP_WRITES")
+        m_ids, per = ctx.per_file(c, {"asked": c["MPIIO_BYTES_WRITTEN"],
+                                      "indep": c["MPIIO_INDEP_WRITES"]})  # fmt: skip
+        asked, indep = per["asked"], per["indep"]
     else:  # records only
         r = ctx.trace.records
         w = (r.layer == _MPIIO) & (r.op == OP_WRITE)
-        m_ids, inv = np.unique(r.file_id[w], return_inverse=True)
-        asked = np.bincount(inv, weights=r.length[w].clip(0), minlength=len(m_ids))
+        m_ids, per = per_file(r.file_id[w], {"asked": r.length[w].clip(0)}, as_float=True)
+        asked = per["asked"]
         indep = None
     hit = np.isin(m_ids, ids)
     if not hit.any():

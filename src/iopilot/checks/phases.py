@@ -11,11 +11,30 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import RECORD_LAYERS, Records, display
+from ..model.aggregate import group_sum
 from . import advice
-from .base import Check, Context, FileEvidence, Finding, Level, check, pct
+from .base import (
+    Check,
+    Context,
+    FileEvidence,
+    Finding,
+    Level,
+    PhaseLocation,
+    RankLocation,
+    check,
+    pct,
+)
 from .iotime import price
 from .ranks import counter_load
-from .recordtools import PHASES_LISTED, _busy, _cached, _rank_list, small_type, steps
+from .recordtools import (
+    PHASES_LISTED,
+    _busy,
+    _cached,
+    _layer_records,
+    _rank_list,
+    chunks,
+    small_type,
+)
 
 # ---------------------------------------------------------------------------
 # I/O phases
@@ -63,10 +82,9 @@ def _busy_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
     starts: list[np.ndarray] = []
     ends: list[np.ndarray] = []
     reach = -np.inf  # the latest end so far
-    step = steps(len(pairs)).step
-    for a in steps(len(pairs)):
-        s = pairs.real[a : a + step]
-        e = pairs.imag[a : a + step].copy()
+    for cut in chunks(len(pairs)):
+        s = pairs.real[cut]
+        e = pairs.imag[cut].copy()
         np.maximum(e, s, out=e)
         run = np.maximum.accumulate(e)
         np.maximum(run, reach, out=run)
@@ -112,10 +130,9 @@ def _phases(records: Records, gap: float | None,
     # Idle time separates phases, so an operation's start tells its phase.
     rec_phase = np.zeros(n, small_type(n_ph - 1))
     if n_ph > 1:
-        step = steps(n).step
-        for a in steps(n):
-            found = np.searchsorted(table["start"], records.start[a : a + step], side="right")
-            rec_phase[a : a + step] = found - 1
+        for cut in chunks(n):
+            found = np.searchsorted(table["start"], records.start[cut], side="right")
+            rec_phase[cut] = found - 1
     table.update(_phase_sums(records, rec_phase, n_ph))
     return table, rec_phase
 
@@ -130,29 +147,25 @@ def _phase_sums(records: Records, rec_phase: np.ndarray, n_ph: int) -> dict[str,
         key = rec_phase.astype(np.int64) * width + (rank - lo)
         keys, inv = np.unique(key, return_inverse=True)
         del key
-        sums = np.stack([np.bincount(inv, weights=w, minlength=len(keys))
-                         for w in (None, records.length.clip(0), _busy(records))])  # fmt: skip
+        sums = np.stack([group_sum(inv, w, len(keys), as_float=True)
+                         for w in (None, records.length.clip(0),
+                                   _busy(records.start, records.end))])  # fmt: skip
         del inv
     else:
         sums = np.zeros((3, n_ph * width))
-        step = steps(n).step
-        for a in steps(n):
-            cut = slice(a, a + step)
+        for cut in chunks(n):
             key = rec_phase[cut].astype(np.int64)
             key *= width
             key += rank[cut]
             key -= lo
-            sums[0] += np.bincount(key, minlength=n_ph * width)
-            sums[1] += np.bincount(key, weights=records.length[cut].clip(0),
-                                   minlength=n_ph * width)  # fmt: skip
-            busy = records.end[cut] - records.start[cut]
-            sums[2] += np.bincount(key, weights=np.maximum(busy, 0.0, out=busy),
-                                   minlength=n_ph * width)  # fmt: skip
+            sums[0] += group_sum(key, None, n_ph * width)
+            sums[1] += group_sum(key, records.length[cut].clip(0), n_ph * width, as_float=True)
+            sums[2] += group_sum(key, _busy(records.start[cut], records.end[cut]), n_ph * width)
         keys = np.flatnonzero(sums[0])
         sums = sums[:, keys]
     p_phase, p_rank = keys // width, keys % width + lo
-    out = {"ops": np.bincount(p_phase, weights=sums[0], minlength=n_ph).astype(np.int64),
-           "bytes": np.bincount(p_phase, weights=sums[1], minlength=n_ph).astype(np.int64)}
+    out = {"ops": group_sum(p_phase, sums[0], n_ph).astype(np.int64),
+           "bytes": group_sum(p_phase, sums[1], n_ph).astype(np.int64)}
     p_time = sums[2]
     order = np.lexsort((p_time, p_phase))
     p_phase, p_rank, p_time = p_phase[order], p_rank[order], p_time[order]
@@ -179,13 +192,6 @@ def _phase_layer(ctx: Context) -> str | None:
                     None)  # fmt: skip
 
     return _cached(ctx, "phase_layer", compute)
-
-
-def _layer_records(ctx: Context, layer: str) -> Records:
-    r = ctx.trace.records
-    code = RECORD_LAYERS.index(layer)
-    return _cached(ctx, f"records:{layer}",
-                   lambda: r if np.all(r.layer == code) else r.of_layer(layer))  # fmt: skip
 
 
 def _layer_phases(ctx: Context, layer: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -217,6 +223,7 @@ def _phase_rows(table: dict[str, np.ndarray], rows: np.ndarray) -> list[FileEvid
                 "slowest rank": int(table["slowest_rank"][i]),
                 "slowest rank s": round(float(table["slowest_time"][i]), 6),
             },
+            PhaseLocation(round(float(table["start"][i]), 6), round(float(table["end"][i]), 6)),
         )
         for i in rows
     ]
@@ -374,6 +381,7 @@ class PhaseStragglers(Check):
                 "frequent_stragglers": " ".join(str(int(x)) for x in top),
                 "source": "records",
             },
+            ranks=[slow_r, *top],
             files=files,
             files_total=len(idx),
             recommendation=_straggler_advice(slow_b, med_b, float(t["straggler_ratio"])),
@@ -439,9 +447,11 @@ class PhaseStragglers(Check):
                         "bytes": int(load.bytes[r]),
                         "operations": int(load.ops[r]),
                     },
+                    RankLocation(int(r)),
                 )
                 for r in order
             ],
+            ranks=[slow_r],
             files_total=n_slow,
             recommendation=_meta_advice(float(meta[slow_r]), slow)
             or _straggler_advice(slow_b, med_b, float(t["straggler_ratio"])),

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import Counters
+from ..model.aggregate import group_sum, per_file
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
@@ -28,10 +29,8 @@ def _col(v: Counters, *names: str) -> np.ndarray:
 
 
 def _by_id(ids: np.ndarray, col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    uniq, inv = np.unique(ids, return_inverse=True)
-    out = np.zeros(len(uniq), np.int64)
-    np.add.at(out, inv, col)
-    return uniq, out
+    uniq, sums = per_file(ids, {"col": col})
+    return uniq, sums["col"]
 
 
 @check
@@ -130,8 +129,7 @@ class PnetcdfBlockingManyVars(Check):
         parent = np.where(parent != 0, parent, v.file_id)
         fids, f_calls = _by_id(parent, writes)
         pairs = np.unique(np.stack([parent[writes > 0], v.file_id[writes > 0]]), axis=1)
-        f_vars = np.zeros(len(fids), np.int64)
-        np.add.at(f_vars, np.searchsorted(fids, pairs[0]), 1)
+        f_vars = group_sum(np.searchsorted(fids, pairs[0]), None, len(fids))
         files, n = ctx.top_files(
             fids, f_calls, {"variables written": f_vars, "blocking writes": f_calls},
             f_calls > 0,

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..model.aggregate import group_sum
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
@@ -13,17 +14,6 @@ from .iotime import direction_time, io_time, price, share_of, small_request_seco
 from .rankcost import in_language
 
 RW = {"READ": ("reads", "read"), "WRITE": ("writes", "written")}
-
-
-def _sum_by_file(c, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Sum several per-row arrays per file."""
-    ids, inv = np.unique(c.file_id, return_inverse=True)
-    out = {}
-    for k, v in cols.items():
-        acc = np.zeros(len(ids), v.dtype)
-        np.add.at(acc, inv, v)
-        out[k] = acc
-    return ids, out
 
 
 def _uses(ctx: Context) -> str:
@@ -146,7 +136,7 @@ class _SmallRequests(Check):
             return
         moved = c["POSIX_BYTES_READ" if self.direction == "READ" else "POSIX_BYTES_WRITTEN"]
         lost = small_request_seconds(ctx, c, "POSIX_SIZE", self.direction, small, ops, moved)
-        ids, per = _sum_by_file(c, {"small": small, "ops": ops})
+        ids, per = ctx.per_file(c, {"small": small, "ops": ops})
         files, n_files = ctx.top_files(
             ids,
             per["small"],
@@ -256,7 +246,7 @@ class _Misaligned(Check):
         total, n_bad = int(ops.sum()), int(bad.sum())
         if not total or n_bad / total <= ctx.thresholds["misaligned_ratio"]:
             return
-        ids, per = _sum_by_file(c, {"bad": bad, "ops": ops})
+        ids, per = ctx.per_file(c, {"bad": bad, "ops": ops})
         files, n_files = ctx.top_files(
             ids, per["bad"], {"misaligned": per["bad"], "requests": per["ops"]}, per["bad"] > 0
         )
@@ -343,9 +333,9 @@ class _Redundant(Check):
         _ops_name, past = RW[self.direction]
         moved_col = "POSIX_BYTES_READ" if self.direction == "READ" else "POSIX_BYTES_WRITTEN"
         max_col = "POSIX_MAX_BYTE_READ" if self.direction == "READ" else "POSIX_MAX_BYTE_WRITTEN"
-        ids, per = _sum_by_file(c, {"moved": c[moved_col]})
+        ids, per = ctx.per_file(c, {"moved": c[moved_col]})
         extent = np.zeros(len(ids), np.int64)
-        _, inv = np.unique(c.file_id, return_inverse=True)
+        _, inv = ctx.file_index(c)
         np.maximum.at(extent, inv, c[max_col] + 1)
         extra = np.where(per["moved"] > 0, per["moved"] - extent, 0)
         mask = extra > 0
@@ -425,7 +415,7 @@ class _Random(Check):
         if random / total > t["random_ratio"] and random > t["random_count"]:
             ops = c[f"POSIX_{ops_name.upper()}"]
             rnd = ops - c[f"POSIX_SEQ_{ops_name.upper()}"]
-            ids, per = _sum_by_file(c, {"random": rnd, "ops": ops})
+            ids, per = ctx.per_file(c, {"random": rnd, "ops": ops})
             files, n = ctx.top_files(
                 ids, per["random"], {f"random {ops_name}": per["random"], ops_name: per["ops"]},
                 per["random"] > 0,
@@ -521,6 +511,7 @@ class PosixMetadataTime(Check):
             f"{ctx.thresholds['metadata_time_rank']:g} s per rank in metadata operations "
             f"(open, stat, seek, sync), up to {float(per_rank.max()):.1f} s.",
             evidence={"records": int(slow.sum()), "max_seconds": round(float(per_rank.max()), 3)},
+            ranks=[int(f.numbers["rank"]) for f in files if int(f.numbers["rank"]) >= 0],
             files=files,
             files_total=n,
             recommendation="Open, stat and close files less often (keep files open, stat once "
@@ -569,6 +560,7 @@ class PosixMetadataShare(Check):
             drishti_note="Drishti only flags single records above 30 s",
             evidence={"metadata_seconds": round(meta, 3), "io_seconds": round(io, 3),
                       "rank": times_.slowest_rank, "opens": opens, "stats": stats},
+            ranks=[times_.slowest_rank],
             files=files,
             files_total=n,
             recommendation="Reduce the number of files opened and stat'ed (fewer, larger "
@@ -677,7 +669,7 @@ class _RankSizeImbalance(Check):
         spent = times(c, "F_READ_TIME", "F_WRITE_TIME", "F_META_TIME")
         most = np.zeros(len(ids))
         np.maximum.at(most, inv, spent)
-        mean = np.bincount(inv, weights=spent, minlength=len(ids)) / counts
+        mean = group_sum(inv, spent, len(ids)) / counts
         cost = float((most - mean)[bad].sum())
         files, n = ctx.top_files(
             ids, ratio,

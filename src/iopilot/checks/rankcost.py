@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.aggregate import group_sum
+from ..model.aggregate import per_rank as sum_per_rank
 from ..vocabulary import FS_LAYERS
 from .base import Context, Level
 from .recordtools import _dense
@@ -18,9 +20,8 @@ def per_rank(ctx: Context, rank: np.ndarray, values: np.ndarray) -> np.ndarray:
     estimate never blames one rank for everybody's time."""
     v = np.asarray(values, np.float64)
     n = max(int(ctx.trace.job.nprocs), int(rank.max()) + 1 if len(rank) else 1, 1)
-    own = rank >= 0
-    out = np.bincount(rank[own], weights=v[own], minlength=n).astype(np.float64)
-    out += float(v[~own].sum()) / n
+    out = sum_per_rank(rank, v, n)
+    out += float(v[rank < 0].sum()) / n
     return out
 
 
@@ -85,7 +86,7 @@ def fs_rows(ctx: Context) -> dict[str, np.ndarray] | None:
     rank = rows["rank"].astype(np.int64)
     width = int(rank.max()) + 2  # ranks from -1
     keys, inv = np.unique(fidx.astype(np.int64) * width + (rank + 1), return_inverse=True)
-    out = {k: np.bincount(inv, weights=rows[k], minlength=len(keys)) for k in _SUMS}
+    out = {k: group_sum(inv, rows[k], len(keys), as_float=True) for k in _SUMS}
     out["extent"] = np.zeros(len(keys))
     np.maximum.at(out["extent"], inv, rows["extent"])
     out["file"] = files[keys // width]

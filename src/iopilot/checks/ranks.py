@@ -9,11 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import OP_READ, OP_WRITE
+from ..model.aggregate import per_rank
 from ..vocabulary import MODULE
 from . import advice
-from .base import Check, Context, FileEvidence, Finding, Level, check, pct
+from .base import Check, Context, FileEvidence, Finding, Level, RankLocation, check, pct
 from .iotime import io_time, price
-from .recordtools import _app_mask, _cached, _rank_list, steps
+from .recordtools import _app_mask, _busy, _cached, _rank_list, chunks
 
 # ---------------------------------------------------------------------------
 # Per-rank loads
@@ -56,13 +57,10 @@ def _rank_load(ctx: Context) -> RankLoad | None:
             return None
         n = max(tr.job.nprocs, int(r.rank.max()) + 1)
         sums = np.zeros((4, n))
-        step = steps(len(r)).step
-        for a in steps(len(r)):
-            cut = slice(a, a + step)
+        for cut in chunks(len(r)):
             rank = r.rank[cut]
-            busy = r.end[cut] - r.start[cut]
             cols = (r.op[cut] == OP_READ, r.op[cut] == OP_WRITE, r.length[cut].clip(0),
-                    np.maximum(busy, 0.0, out=busy))  # fmt: skip
+                    _busy(r.start[cut], r.end[cut]))  # fmt: skip
             # Traces hold each rank's operations in one run: sum runs, then ranks.
             heads = np.flatnonzero(np.concatenate([[True], rank[1:] != rank[:-1]]))
             if len(heads) * 8 <= len(rank):
@@ -70,7 +68,7 @@ def _rank_load(ctx: Context) -> RankLoad | None:
                     np.add.at(row, rank[heads], np.add.reduceat(col, heads, dtype=np.float64))
             else:
                 for row, col in zip(sums, cols, strict=True):
-                    row += np.bincount(rank, weights=col, minlength=n)
+                    row += per_rank(rank, col, n)
         return RankLoad(
             reads=sums[0].astype(np.int64),
             writes=sums[1].astype(np.int64),
@@ -120,10 +118,7 @@ def _counter_load(ctx: Context) -> RankLoad | None:
         n = max(n, int(rank.max()) + 1)
     cols = {k: np.concatenate([p[1][k] for p in parts]) for k in parts[0][1]}
     own = rank >= 0
-    per = {
-        k: np.bincount(rank[own], weights=v[own].astype(np.float64), minlength=n)
-        for k, v in cols.items()
-    }
+    per = {k: per_rank(rank, v.astype(np.float64), n) for k, v in cols.items()}
     return RankLoad(
         reads=per["reads"].astype(np.int64),
         writes=per["writes"].astype(np.int64),
@@ -211,6 +206,7 @@ class RankZeroHeavy(Check):
                 "rank0_byte_share_pct": round(share_b, 2),
                 "source": load.source,
             },
+            ranks=[0],
             recommendation=rec + ".",
             snippet=advice.DISTRIBUTED_WRITE,
             snippet_lang="c",
@@ -284,6 +280,7 @@ class UnbalancedRanks(Check):
                         "bytes": int(b[x]),
                         "seconds": round(float(load.seconds[x]), 6),
                     },
+                    RankLocation(int(x)),
                 )
                 for x in worst[: ctx.max_files]
             ],

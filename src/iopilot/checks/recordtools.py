@@ -6,8 +6,7 @@ Nothing here loops over records: traces may hold tens of millions.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -30,20 +29,25 @@ STEP = 1 << 20  # records per step of a pass over sorted records: bounds its tem
 # Shared vectorised helpers
 # ---------------------------------------------------------------------------
 
-_CACHE: weakref.WeakKeyDictionary[Context, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
 def _cached(ctx: Context, key: str, compute: Callable[[], Any]) -> Any:
     """Compute a derived table once per diagnosis: several checks share it."""
-    store = _CACHE.setdefault(ctx, {})
-    if key not in store:
-        store[key] = compute()
-    return store[key]
+    return ctx.cache.get(key, compute)
 
 
-def steps(n: int) -> range:
-    """Start positions of the steps of a pass over ``n`` records."""
-    return range(0, n, STEP)
+def _layer_records(ctx: Context, layer: str) -> Records:
+    """One layer's records, selected once per diagnosis (a copy of every column)."""
+    r = ctx.trace.records
+    code = RECORD_LAYERS.index(layer)
+    return _cached(ctx, f"records:{layer}",
+                   lambda: r if np.all(r.layer == code) else r.of_layer(layer))  # fmt: skip
+
+
+def chunks(n: int, seam: int = 0) -> Iterator[slice]:
+    """The slices of a pass over ``n`` records in steps of ``STEP``, each
+    reaching ``seam`` records into the next step (to compare across it)."""
+    step = STEP
+    for a in range(0, n, step):
+        yield slice(a, a + step + seam)
 
 
 def small_type(top: int) -> type[np.integer]:
@@ -56,9 +60,8 @@ def _dense(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     in steps: np.unique's own inverse is slower and takes 8 bytes per value."""
     uniq = np.unique(ids)
     out = np.empty(len(ids), small_type(len(uniq) - 1))
-    step = steps(len(ids)).step
-    for a in steps(len(ids)):
-        out[a : a + step] = np.searchsorted(uniq, ids[a : a + step])
+    for cut in chunks(len(ids)):
+        out[cut] = np.searchsorted(uniq, ids[cut])
     return uniq, out
 
 
@@ -128,9 +131,9 @@ def _prev_max(group: np.ndarray, end: np.ndarray,
     return prev, who
 
 
-def _busy(records: Records) -> np.ndarray:
+def _busy(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Seconds each operation ran (0 when its end precedes its start)."""
-    dur = records.end - records.start
+    dur = end - start
     np.maximum(dur, 0.0, out=dur)
     return dur
 

@@ -100,6 +100,7 @@ class ReopenedFiles(Check):
                 "slowest_rank_metadata_seconds": round(cost, 6),
                 "slowest_rank_io_seconds": round(float(io), 6),
             },
+            ranks=[who],
             files=files,
             files_total=len(order),
             recommendation=rec + ".",

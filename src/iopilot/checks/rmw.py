@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import OP_READ, OP_WRITE, RECORD_LAYERS
+from ..model.aggregate import per_file
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import price
@@ -92,9 +93,9 @@ class MpiioReadModifyWrite(Check):
         if not back or back <= float(ctx.thresholds["rmw_share"]) * written:
             return
         who, cost = slowest(per_rank(ctx, rank, secs))
-        ids, inv = np.unique(fid, return_inverse=True)
-        per_b = np.bincount(inv, weights=nbytes, minlength=len(ids))
-        per_n = np.bincount(inv, minlength=len(ids))
+        ids, per = per_file(fid, {"bytes": nbytes, "reads": None}, as_float=True)
+        per_b = per["bytes"]
+        per_n = per["reads"]
         files, n = ctx.top_files(ids, per_b, {"bytes read back": per_b, "POSIX reads": per_n})
         when = ("during the same rank's MPI-IO writes" if source == "records"
                 else "of files the application only wrote through MPI-IO")  # fmt: skip
@@ -113,6 +114,7 @@ class MpiioReadModifyWrite(Check):
                 "slowest_rank_seconds": round(cost, 6),
                 "source": source,
             },
+            ranks=[who],
             files=files,
             files_total=n,
             recommendation="Switch data sieving off for writes with the MPI-IO hint "

@@ -40,9 +40,8 @@ class StdioShare(Check):
         if not total or stdio / total <= ctx.thresholds["stdio_share"]:
             return
         per_row = s["STDIO_BYTES_READ"] + s["STDIO_BYTES_WRITTEN"]
-        ids, inv = np.unique(s.file_id, return_inverse=True)
-        per = np.zeros(len(ids), np.int64)
-        np.add.at(per, inv, per_row)
+        ids, sums = ctx.per_file(s, {"bytes": per_row})
+        per = sums["bytes"]
         files, n = ctx.top_files(ids, per, {"bytes": per}, per > 0)
         console = sum(f.numbers["bytes"] for f in files if f.path in CONSOLE)
         note = (

@@ -77,6 +77,7 @@ class StdioTime(Check):
                 "runtime_seconds": round(runtime, 6),
                 "calls": calls,
             },
+            ranks=[who],
             files=files,
             files_total=n,
             recommendation=rec + ".",

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..model.aggregate import group_sum
 from . import advice
 from .base import Check, Context, Finding, check, pct
 from .iotime import price
@@ -35,8 +36,8 @@ class TinyFiles(Check):
         ids, inv = np.unique(rows["file"], return_inverse=True)
         extent = np.zeros(len(ids))
         np.maximum.at(extent, inv, rows["extent"])
-        writes = np.bincount(inv, weights=rows["writes"], minlength=len(ids))
-        reads = np.bincount(inv, weights=rows["reads"], minlength=len(ids))
+        writes = group_sum(inv, rows["writes"], len(ids), as_float=True)
+        reads = group_sum(inv, rows["reads"], len(ids), as_float=True)
         console = [fid for fid, name in ctx.trace.names.items() if name in CONSOLE]
         named = ~np.isin(ids, np.array(console, np.uint64))
         tiny = named & (extent < float(t["tiny_file_size"]))
@@ -48,10 +49,10 @@ class TinyFiles(Check):
             return
         flagged = (written if many_w else False) | (read if many_r else False)
         who, cost, io, level = metadata_cost(ctx, rows, flagged[inv])
-        moved = np.bincount(inv, weights=rows["bytes_read"] + rows["bytes_written"],
-                            minlength=len(ids))  # fmt: skip
-        opens = np.bincount(inv, weights=rows["opens"], minlength=len(ids))
-        meta = np.bincount(inv, weights=rows["meta"], minlength=len(ids))
+        moved = group_sum(inv, rows["bytes_read"] + rows["bytes_written"], len(ids),
+                          as_float=True)  # fmt: skip
+        opens = group_sum(inv, rows["opens"], len(ids), as_float=True)
+        meta = group_sum(inv, rows["meta"], len(ids), as_float=True)
         files, n = ctx.top_files(ids, meta, {"bytes": moved, "opens": opens,
                                              "metadata seconds": meta}, flagged)  # fmt: skip
         parts = []
@@ -85,6 +86,7 @@ class TinyFiles(Check):
                 "slowest_rank_metadata_seconds": round(cost, 6),
                 "slowest_rank_io_seconds": round(float(io), 6),
             },
+            ranks=[who],
             files=files,
             files_total=n,
             recommendation=rec + ".",

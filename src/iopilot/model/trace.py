@@ -89,11 +89,10 @@ class Counters:
 
     def by_file(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Per-file sum of a counter: (unique file ids, sums)."""
-        ids, inv = np.unique(self.file_id, return_inverse=True)
-        col = self[name]
-        out = np.zeros(ids.shape[0], dtype=np.float64 if col.dtype.kind == "f" else np.int64)
-        np.add.at(out, inv, col)
-        return ids, out
+        from .aggregate import per_file
+
+        ids, sums = per_file(self.file_id, {name: self[name]})
+        return ids, sums[name]
 
     @staticmethod
     def empty(

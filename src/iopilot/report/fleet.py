@@ -217,7 +217,7 @@ def _batch_rows(paths: list[str], row_of: Callable[[str], dict[str, Any]],
     if multiprocessing.current_process().daemon:
         rows = [row_of(p) for p in paths]
     else:
-        from ..sources.isolated import run_isolated
+        from ..api import run_isolated
 
         rows = run_isolated(row_of, [(p,) for p in paths], 1,
                             lambda i, why: error_row(paths[i], why))  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import __version__
 from ..checks import Diagnosis, Level
+from ..checks.base import location_dict
 
 SCHEMA = "iopilot-report"
 SCHEMA_VERSION = 1
@@ -67,6 +68,7 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
                 "snippet": f.snippet or None,
                 "snippet_lang": f.snippet_lang or None,
                 "thresholds": f.thresholds,
+                "locations": [location_dict(loc) for loc in f.locations],
             }
             for f in d.findings
         ],

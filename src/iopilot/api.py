@@ -1,0 +1,156 @@
+"""iopilot's one pipeline: load -> derive -> check -> render.
+
+Every front end (the command line, ``iopilot run``, the fleet summary, the
+benches, future ones) goes through these functions, so a log is read, scoped
+and checked the same way wherever it comes from::
+
+    from iopilot import api
+
+    print(api.report("run.darshan", fmt="terminal"))
+    d = api.diagnose("trace-dir/", thresholds=api.thresholds(overrides=["x=1"]))
+    doc = api.render(d, "dict")
+
+Front ends import this module, not ``iopilot.sources`` or ``iopilot.checks``
+(``tests/test_structure.py`` holds them to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .checks import Check, Diagnosis
+    from .model import Trace
+    from .model.scope import FileScope
+
+FORMATS = ("dict", "json", "csv", "terminal", "html")
+
+
+def load(path: str) -> Trace:
+    """Read an iopilot trace directory or a Darshan log (``.darshan``, ``.gz``);
+    raise :class:`~iopilot.errors.InputError` with a one-line reason otherwise."""
+    from .sources import load as load_source
+
+    return load_source(str(path))
+
+
+def derive(trace: Trace, scope: FileScope | None = None) -> Trace:
+    """The trace the checks see: runtime and library files set aside by
+    ``scope`` (the default scope when None); ``trace.set_aside`` says what went."""
+    from .model.scope import FileScope
+
+    return (scope or FileScope.build()).apply(trace)
+
+
+def diagnose(source: Trace | str | Path, *, thresholds: dict[str, Any] | None = None,
+             only: set[str] | None = None,
+             scope: FileScope | None = None) -> Diagnosis:  # fmt: skip
+    """Load ``source`` (a path, or a trace already loaded), set the noise
+    aside and run the checks (all, or the ids in ``only``) with
+    ``thresholds`` (the defaults when None).  A trace that went through
+    :func:`derive` already keeps its scope unless ``scope`` is given."""
+    from .checks import diagnose as run_checks
+
+    trace = load(str(source)) if isinstance(source, (str, Path)) else source
+    if scope is not None or trace.set_aside is None:  # (twice would lose what went)
+        trace = derive(trace, scope)
+    return run_checks(trace, thresholds, only)
+
+
+def render(diagnosis: Diagnosis, fmt: str = "terminal", *, color: bool = False,
+           min_level: str = "OK", verbose: bool = False,
+           phase_gap: float | None = None) -> Any:  # fmt: skip
+    """One diagnosis in ``fmt``: ``dict`` (plain data, the JSON report's
+    entry for one log), ``json`` (the whole versioned document), ``csv``,
+    ``terminal`` (the text ``iopilot report`` prints) or ``html`` (the page)."""
+    if fmt == "html":
+        from .report.html import render_html
+
+        return render_html(diagnosis, phase_gap=phase_gap)
+    from .report.json_report import diagnosis_dict
+
+    doc = diagnosis_dict(diagnosis)
+    return render_dict(doc, fmt, color=color, min_level=min_level, verbose=verbose)
+
+
+def render_dict(doc: dict[str, Any], fmt: str, *, color: bool = False, min_level: str = "OK",
+                verbose: bool = False) -> Any:  # fmt: skip
+    """``render`` for a diagnosis already turned into plain data (what worker
+    processes send back); every format but ``html``."""
+    if fmt == "dict":
+        return doc
+    if fmt == "json":
+        from .report import json_report
+
+        return json_report.dumps(json_report.document([doc], []))
+    if fmt == "csv":
+        from .report import csv_report
+
+        return csv_report.render([doc])
+    if fmt == "terminal":
+        from .report import terminal
+
+        return terminal.render(doc, terminal.Style(color), min_level=min_level, verbose=verbose)
+    raise ValueError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+
+
+def write_page(diagnosis: Diagnosis, path: str | Path, *,
+               phase_gap: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """Write the HTML page to ``path``; return where, its size and whether the
+    timeline was sampled."""
+    from .report.html import write_html
+
+    return write_html(diagnosis, path, phase_gap=phase_gap)
+
+
+def report(path: str | Path, fmt: str = "terminal", *,
+           thresholds: dict[str, Any] | None = None, only: set[str] | None = None,
+           scope: FileScope | None = None, **options: Any) -> Any:  # fmt: skip
+    """The whole pipeline in one call: ``render(diagnose(path, ...), fmt, ...)``."""
+    d = diagnose(path, thresholds=thresholds, only=only, scope=scope)
+    return render(d, fmt, **options)
+
+
+# ---------------------------------------------------------------------------
+# What front ends need besides the pipeline
+# ---------------------------------------------------------------------------
+
+
+def thresholds(config: str | None = None, overrides: Sequence[str] | None = None) -> dict[str, Any]:
+    """The defaults, then a TOML file, then ``NAME=VALUE`` overrides."""
+    from .checks import thresholds as th
+
+    return th.load(config, list(overrides or ()))
+
+
+def threshold_defaults() -> dict[str, tuple[Any, str]]:
+    """Every threshold: name -> (default value, what it means)."""
+    from .checks.thresholds import DEFAULTS
+
+    return dict(DEFAULTS)
+
+
+def checks() -> dict[str, type[Check]]:
+    """The registered checks by id."""
+    from .checks import REGISTRY
+
+    return dict(REGISTRY)
+
+
+def inputs(items: Sequence[str]) -> list[str]:
+    """What ``iopilot report`` is pointed at -> the logs and traces to read."""
+    from .sources.inputs import expand_inputs
+
+    return expand_inputs(items)
+
+
+def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int,
+                 failed: Callable[[int, str], Any], timeout: float | None = None,
+                 each: Callable[[], None] | None = None) -> list[Any]:  # fmt: skip
+    """``[fn(*item) for item in items]`` in forked workers where a log that
+    crashes its reader costs one result (``failed(index, why)``), not the run."""
+    from .sources.isolated import run_isolated as isolated
+
+    return isolated(fn, items, jobs, failed, timeout=timeout, each=each)

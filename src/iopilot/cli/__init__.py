@@ -1,0 +1,89 @@
+"""The ``iopilot`` command line: one module per subcommand, assembled here.
+
+Each subcommand module has ``add_parser(sub)`` (its options and function)
+and ``ABOUT`` (its description and examples for ``--help``); adding a
+subcommand is adding a module and listing it in ``COMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ..errors import InputError
+from . import bench, checks, demo, export, report, run
+from .common import EXIT_BAD_INPUT, EXIT_OK
+
+# In the order ``iopilot --help`` lists them.
+COMMANDS = (report, checks, run, export, demo, bench)
+
+# What each command does and how it is called, shown by its --help.
+_ABOUT: dict[str, tuple[str, str]] = {k: v for m in COMMANDS for k, v in m.ABOUT.items()}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="iopilot",
+        description="Capture, diagnose, show and tune the I/O of HPC applications.",
+    )
+    p.add_argument("--version", action="version", version=f"iopilot {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    p.set_defaults(cli_main=main)  # for commands that run others (demo)
+    _describe(p)
+    return p
+
+
+def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _describe(p: argparse.ArgumentParser, path: str = "") -> None:
+    """Give every command a description and examples (kernels get theirs from the catalog)."""
+    for name, sp in _subparsers(p).items():
+        key = f"{path} {name}".strip()
+        what, example = _ABOUT.get(key, (sp.description or "", f"iopilot {key} --ranks 2"))
+        sp.description = what
+        sp.epilog = f"example:\n  {example}"
+        sp.formatter_class = argparse.RawDescriptionHelpFormatter
+        _describe(sp, key)
+
+
+def _chosen(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser the command line chose, for its usage line."""
+    for dest in ("command", "export", "bench"):
+        sp = _subparsers(p).get(getattr(args, dest, None) or "")
+        if sp is not None:
+            p = sp
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .._alloc import keep_freed_memory, single_threaded_blas
+
+    single_threaded_blas()
+    keep_freed_memory()
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # Options `iopilot bench KERNEL` does not know belong to the kernel.
+    from ..bench.catalog import KERNELS
+
+    if getattr(args, "bench", None) in KERNELS:
+        args.kernel_args = extra
+    elif extra:
+        _chosen(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        return args.func(args)
+    except InputError as e:
+        print(f"iopilot: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK

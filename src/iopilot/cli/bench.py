@@ -1,0 +1,77 @@
+"""``iopilot bench``: benchmarks of iopilot itself and I/O kernels."""
+
+from __future__ import annotations
+
+import argparse
+
+# What the command does and how it is called, shown by its --help.
+ABOUT: dict[str, tuple[str, str]] = {
+    "bench": ("Benchmarks of iopilot itself and I/O kernels to measure a system.",
+              "iopilot bench ior --ranks 4 --api mpiio --transfer 64k"),
+    "bench diagnose": ("Wall time and peak memory of 'iopilot report', one fresh process "
+                       "per log.",
+                       "iopilot bench diagnose logs/\n"
+                       "  iopilot bench diagnose --synthetic 5000000"),
+    "bench sweep": ("Run a kernel over a grid of parameters; write a table and a plot.",
+                    "iopilot bench sweep ior --grid ranks=1,2,4 --grid transfer=64k,1m"),
+    "bench html": ("Time, memory and size of the HTML report.",
+                   "iopilot bench html --synthetic 1000000"),
+    "bench runtime": ("Cost of tracing: nanoseconds per call, and the slowdown of an I/O "
+                      "kernel.",
+                      "iopilot bench runtime --repeat 7"),
+}  # fmt: skip
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``bench`` subcommand, its benchmarks and one subcommand per kernel."""
+    b = sub.add_parser("bench", help="benchmarks of iopilot itself")
+    bsub = b.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    d = bsub.add_parser("diagnose", help="wall time and peak memory of 'iopilot report' per log")
+    d.add_argument("logs", nargs="*", metavar="LOG", help="log files or directories")
+    d.add_argument("--repeat", type=int, default=3, help="runs per log; the best is kept")
+    d.add_argument("--synthetic", type=lambda v: [int(x) for x in v.split(",") if x],
+                   default=[], metavar="N[,N...]",
+                   help="also synthetic traces of these record counts, e.g. 5000000")
+    d.add_argument("--compare", metavar="CMD",
+                   help="also time another command per log, e.g. 'drishti'")
+    from ..bench.catalog import KERNELS
+
+    for name, what in KERNELS.items():
+        k = bsub.add_parser(name, help=what,
+                            description=f"{what}. Options not listed here go to the kernel.")
+        k.add_argument("--ranks", "-n", type=int, default=1, help="MPI ranks (default 1)")
+        k.add_argument("--json", action="store_true", help="print the result as JSON")
+        k.add_argument("--trace", metavar="DIR", help="run under the iopilot runtime")
+        k.add_argument("--dir", help="working directory of the kernel (default: temporary)")
+        k.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    w = bsub.add_parser("sweep", help="run a kernel over a grid of parameters")
+    w.add_argument("kernel", choices=sorted(KERNELS))
+    w.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="one axis of the grid (repeatable); NAME 'ranks' or a kernel option")
+    w.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a fixed kernel option for every run")
+    w.add_argument("--out", default="sweep-output", help="where the table and plot go")
+    w.add_argument("--dir", help="working directory of the kernel (default: temporary)")
+    h = bsub.add_parser("html", help="time, memory and size of the HTML report")
+    h.add_argument("logs", nargs="*", metavar="LOG", help="logs or traces (default: large "
+                   "shared logs when present)")
+    h.add_argument("--synthetic", type=lambda v: [int(x) for x in v.split(",") if x],
+                   default=[1_000_000, 10_000_000], metavar="N[,N...]",
+                   help="also synthetic traces of these record counts (default 1M,10M)")
+    o = bsub.add_parser("runtime", help="cost of tracing: per call and on an I/O kernel")
+    o.add_argument("--calls", type=int, default=2_000_000, help="tiny writes in case (a)")
+    o.add_argument("--mib", type=int, default=1024, help="file size of the kernel in case (b)")
+    o.add_argument("--block-kib", type=int, default=1024, help="block size of the kernel")
+    o.add_argument("--repeat", type=int, default=5, help="runs of each variant; best is kept")
+    o.add_argument("--dir", help="where the kernel writes (default: a temporary directory)")
+    b.set_defaults(func=cmd_bench)  # fmt: skip
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ..bench import diagnose_speed, html_speed, kernels, runtime_overhead, sweep
+
+    if args.bench in kernels.KERNELS:
+        return kernels.main(args, args.kernel_args)
+    tools = {"diagnose": diagnose_speed, "runtime": runtime_overhead, "sweep": sweep,
+             "html": html_speed}  # fmt: skip
+    return tools[args.bench].main(args)

@@ -1,0 +1,36 @@
+"""``iopilot run``: trace a program, then diagnose it."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_scope_options
+
+# What the command does and how it is called, shown by its --help.
+ABOUT: dict[str, tuple[str, str]] = {
+    "run": ("Run a program (serial or under mpirun) with the iopilot runtime preloaded, "
+            "then diagnose the trace it leaves.",
+            "iopilot run -- ./my_app input.cfg\n"
+            "  iopilot run --trace-dir /scratch/t1 -- mpirun -n 4 ./my_app"),
+}  # fmt: skip
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``run`` subcommand and its options."""
+    u = sub.add_parser("run", help="trace a program (serial or MPI), then diagnose it")
+    u.add_argument("--trace-dir", metavar="DIR", help="where to write the trace")
+    u.add_argument("--trace-only", action="store_true", help="keep the trace, skip the report")
+    u.add_argument("--max-records", type=int, metavar="N",
+                   help="operation records kept per process (counters stay exact)")
+    u.add_argument("--layers", metavar="L[,L...]",
+                   help="trace only these layers: POSIX, STDIO, MPIIO, HDF5")
+    u.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    add_scope_options(u)
+    u.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    u.set_defaults(func=cmd_run)  # fmt: skip
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..capture import run
+
+    return run.main(args)
