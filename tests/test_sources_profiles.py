@@ -291,3 +291,84 @@ def test_an_apmpi_record_format_of_another_version_is_not_guessed(tmp_path):
     at = dc.MOD_VER_AT + 4 * MODULE_IDS.index("APMPI")
     t = _edited(tmp_path, lambda d: struct.pack_into("<I", d, at, 2))
     _check_left_out(t, load(str(SMALL)), "APMPI", "record format version 2, this reader knows 1")
+
+
+# ---------------------------------------------------------------------------
+# What the JSON and terminal reports say of them
+
+
+def _report(path) -> dict:
+    from iopilot.checks import diagnose
+    from iopilot.report.json_report import diagnosis_dict
+
+    return diagnosis_dict(diagnose(load(str(path))))
+
+
+@needs_shared
+def test_json_summaries_of_the_e3sm_log():
+    r = _report(E3SM)
+    ref = _pydarshan_heatmaps(E3SM)
+    h = r["heatmap"]
+    assert h["source"] == "Darshan HEATMAP module"
+    assert [x["layer"] for x in h["layers"]] == ["POSIX", "MPI-IO", "STDIO"]
+    posix = h["layers"][0]
+    width, nbins, read, write = ref["POSIX"]
+    per_bin = (read + write).sum(axis=0).to_numpy()
+    b = int(np.argmax(per_bin))
+    assert (posix["ranks"], posix["bins"], posix["bin_seconds"]) == (512, nbins, width)
+    assert posix["bytes_written"] == int(write.to_numpy().sum())
+    assert posix["busiest_bin"] == {"start": round(b * width, 6), "end": round((b + 1) * width, 6),
+                                    "bytes": int(per_bin[b])}  # fmt: skip
+    m = r["mpi"]
+    ref = _pydarshan_apmpi(E3SM)
+    total = ref["MPI_TOTAL_COMM_TIME"]
+    assert m["ranks"] == 512 and m["seconds"] == round(sum(total), 6)
+    assert m["slowest_rank"] == ref["ranks"][int(np.argmax(total))]
+    assert m["slowest_rank_seconds"] == round(max(total), 6)
+    assert m["sync_measured"] is False and m["sync_seconds"] is None
+    ops = m["operations"]
+    assert len(ops) == 9 and ops[0]["operation"] == "MPI_BARRIER"  # it called 9 of them
+    assert [o["seconds"] for o in ops] == sorted((o["seconds"] for o in ops), reverse=True)
+    assert ops[0]["calls"] == sum(ref["MPI_BARRIER_CALL_COUNT"])
+    assert all(o["calls"] > 0 for o in ops)
+    mods = {x["name"]: x for x in r["modules"]}
+    assert mods["HEATMAP"]["used"] and mods["APMPI"]["used"] and mods["APMPI"]["rows"] == 512
+
+
+@needs_shared
+def test_terminal_names_both_modules_and_a_log_without_them_says_nothing():
+    from iopilot.report.terminal import Style, render
+
+    text = render(_report(SMALL), Style(False))
+    assert "  heatmap   POSIX, MPI-IO, STDIO: 4 rank(s) x 1 bins of 0.1 s (Darshan HEATMAP);" \
+        " busiest POSIX bin 0-0.1 s: 128.0 MiB" in text  # fmt: skip
+    assert "  MPI time  0.03452 s over 4 rank(s) (APMPI), slowest rank 2: 0.01155 s;" \
+        " sync time not measured; top: MPI_BARRIER 97 %, MPI_ALLREDUCE 3 %" in text  # fmt: skip
+    from iopilot.demo import example_dir
+
+    plain = _report(example_dir() / "ior_hdf5_example.darshan")
+    assert plain["heatmap"] is None and plain["mpi"] is None
+    text = render(plain, Style(False))
+    assert "heatmap" not in text and "MPI time" not in text
+
+
+def test_measured_sync_time_is_reported_and_large_times_have_no_exponent():
+    from iopilot.report.profiles import mpi_summary
+    from iopilot.report.terminal import mpi_line
+    from kit import trace
+
+    t = trace(nprocs=2)
+    t.mpi = MpiProfile(rank=np.array([0, 1]), host=("a", "a"), ops=("MPI_SEND", "MPI_BCAST"),
+                       calls=np.array([[0, 1], [0, 2]]), seconds=np.array([[0.0, 1500.0],
+                                                                           [0.0, 10.0]]),
+                       max_seconds=np.ones((2, 2)), bytes=np.array([[0, 8], [0, 8]]),
+                       sync_ops=("MPI_BCAST",), sync_seconds=np.array([[2.0], [0.5]]),
+                       comm_seconds=np.array([1502.0, 10.5]), sync_measured=True)  # fmt: skip
+    m = mpi_summary(t)
+    assert m["sync_seconds"] == 2.5 and m["slowest_rank"] == 0
+    # MPI_SEND was never called: not listed although its seconds tie at 0
+    assert [o["operation"] for o in m["operations"]] == ["MPI_BCAST"]
+    assert m["operations"][0] == {"operation": "MPI_BCAST", "calls": 3, "seconds": 1510.0,
+                                  "slowest_rank_seconds": 1500.0, "bytes": 16}  # fmt: skip
+    assert mpi_line(m).startswith("1,512 s over 2 rank(s) (APMPI), slowest rank 0: 1,502 s; "
+                                  "sync time 2.5 s; top: MPI_BCAST 100 %")  # fmt: skip
