@@ -15,6 +15,7 @@ import darshan_craft as dc
 from iopilot.model import MpiProfile
 from iopilot.sources import load
 from iopilot.sources.darshan_log import MODULE_IDS
+from iopilot.sources.darshan_profiles import HEATMAP_IDS
 from iopilot.vocabulary import DIRECTIONS, MODULE
 from kit import CORPUS_ABSENT, SHARED, shared_logs
 
@@ -372,3 +373,43 @@ def test_measured_sync_time_is_reported_and_large_times_have_no_exponent():
                                   "slowest_rank_seconds": 1500.0, "bytes": 16}  # fmt: skip
     assert mpi_line(m).startswith("1,512 s over 2 rank(s) (APMPI), slowest rank 0: 1,502 s; "
                                   "sync time 2.5 s; top: MPI_BCAST 100 %")  # fmt: skip
+
+
+def _heatmap_record(rid: int, rank: int, width: float, write: list[int], read: list[int]) -> bytes:
+    return struct.pack("<Qqdq16x", rid, rank, width, len(write)) + np.array(
+        write + read, "<i8").tobytes()
+
+
+@needs_shared
+def test_records_with_uneven_bin_counts_are_padded_and_unknown_layers_left_out(tmp_path):
+    # Darshan 3.4.0-3.4.3 wrote some records a bin short or long: each layer
+    # gets its longest count, shorter rows end with empty bins.
+    posix = next(i for i, n in HEATMAP_IDS.items() if n == "POSIX")
+    recs = b"".join(_heatmap_record(posix, r, 0.5, [r + 1, 2, 3], [0, 0, 7]) for r in range(3))
+    recs += _heatmap_record(posix, 3, 0.5, [9, 9], [1, 1])
+    recs += _heatmap_record(12345, 0, 0.5, [1], [1])
+    data = dc.uncompressed(SMALL.read_bytes())
+    slot = MODULE_IDS.index("HEATMAP")
+    p = tmp_path / "uneven.darshan"
+    p.write_bytes(dc.with_module(data, slot, 1, recs))
+    t = load(str(p))
+    h = t.heatmaps["POSIX"]
+    assert list(t.heatmaps) == ["POSIX"] and h.bin_width == 0.5
+    assert h.write.tolist() == [[1, 2, 3], [2, 2, 3], [3, 2, 3], [9, 9, 0]]
+    assert h.read.tolist() == [[0, 0, 7]] * 3 + [[1, 1, 0]]
+    assert "HEATMAP has 1 record(s) of an unknown layer (id 0x3039): left out" in t.warnings
+    # a bin count past what Darshan writes, and a record cut short, are damage
+    huge = _heatmap_record(posix, 0, 0.5, [1] * 4097, [1] * 4097)
+    for bad, why in ((recs[:-8], "a record of 1 bins is cut short at byte"),
+                     (recs[:40], "a record is cut short at byte 0 of 40"),
+                     (huge, "a record has 4097 bins")):  # fmt: skip
+        p.write_bytes(dc.with_module(data, slot, 1, bad))
+        _check_left_out(load(str(p)), load(str(SMALL)), "HEATMAP", why)
+    # 4096 bins is still a heatmap: the bound's other side, alone (records of
+    # one size) and before a shorter record (found one by one)
+    big = _heatmap_record(posix, 0, 0.5, [1] * 4096, [2] * 4096)
+    for region in (big, big + _heatmap_record(posix, 1, 0.5, [5], [0])):
+        p.write_bytes(dc.with_module(data, slot, 1, region))
+        h = load(str(p)).heatmaps["POSIX"]
+        assert h.bins == 4096 and h.total("read") == 8192
+        assert h.total("write") == 4096 + 5 * (len(region) > len(big))

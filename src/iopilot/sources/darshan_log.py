@@ -32,7 +32,6 @@ from ..model import (
     OP_WRITE,
     RECORD_LAYERS,
     Counters,
-    Heatmap,
     Job,
     ModuleInfo,
     Records,
@@ -43,8 +42,10 @@ from ..model import (
 from ..vocabulary import DIRECTIONS, MODULE, MODULES
 from .darshan_profiles import (
     APMPI_VERSION,
+    HEATMAP_VERSION,
     RegionError,
     apmpi_dtypes,
+    heatmap_limit,
     inflate,
     read_apmpi,
     read_heatmaps,
@@ -276,7 +277,7 @@ def _check_header(path: str) -> LogHeader:
             regions.append((name, off, length))
             mod_ver[name] = struct.unpack_from(end + "I", head, versions_at + 4 * i)[0]
     skip = _check_regions(path, regions, need, size)
-    kept: dict[str, bytes] = {"APMPI module": b""}  # inflated below when compressed
+    kept = {f"{n} module": b"" for n in ("HEATMAP", "APMPI")}  # inflated below, if compressed
     if comp == 2:
         # An uncompressed region has no checksum: only a zlib stream where
         # raw data should be is told here; the rest is read in a child (_read_in_child).
@@ -422,7 +423,7 @@ def read_darshan(path: str, *, with_records: bool = True) -> Trace:
         trace = _read_in_child(path, version, with_records, skip)
     else:
         trace = _read_checked(path, version, with_records, skip)
-    _add_apmpi(trace, path, head)
+    _add_profiles(trace, path, head)
     if head.partial and not any(m.partial for m in trace.modules):
         trace.warnings.append("the log header marks some data as partial")
     return trace
@@ -531,7 +532,6 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
     records: list[Records] = []
     warnings: list[str] = []
     lustre: Striping | None = None
-    heatmaps: dict[str, Heatmap] = {}
 
     mods = ffi.new("struct darshan_mod_info **")
     cnt = ffi.new("int *")
@@ -562,22 +562,14 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
                 records.append(recs)
                 job.hosts.update(hosts)
                 info.rows = len(recs)
-            elif name == "HEATMAP":
-                heatmaps, more = read_heatmaps(ffi, _records(ffi, lib, handle, idx), names,
-                                               job.nprocs)  # fmt: skip
-                warnings.extend(more)
-                info.rows = sum(len(h) for h in heatmaps.values())
             elif name == "LUSTRE":
                 lustre = _read_lustre(ffi, lib, handle, idx)
                 info.rows = len(lustre)
             else:
-                info.read = False  # present, not used by any analysis yet
+                # not used by any analysis yet, or read from the bytes (_add_profiles)
+                info.read = False
         except RegionError as e:
             info.partial = True
-            if name == "HEATMAP":  # all or nothing: a timeline with holes would mislead
-                info.read, heatmaps = False, {}
-                warnings.append(_left_out(name, str(e)))
-                continue
             warnings.append(f"{name} data is damaged and was read only in part ({e})")
             continue
         if info.partial and name not in ("HEATMAP",):
@@ -594,7 +586,6 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
         lustre=lustre,
         modules=modules,
         warnings=warnings,
-        heatmaps=heatmaps or None,
     )
     _cross_check_dxt(trace)
     return trace
@@ -607,36 +598,58 @@ def _left_out(module: str, why: str) -> str:
         "the counters are complete"  # fmt: skip
 
 
-def _add_apmpi(trace: Trace, path: str, head: LogHeader) -> None:
-    """Read the APMPI region from the file's bytes (see :mod:`.darshan_profiles`)."""
-    info = next((m for m in trace.modules if m.name == "APMPI"), None)
-    if info is None or "APMPI" in head.skip or "APMPI" not in head.regions:
-        return
-    try:
-        ver = head.module_versions.get("APMPI", 0)
-        if ver != APMPI_VERSION:
-            raise RegionError(f"record format version {ver}, this reader knows "
-                              f"{APMPI_VERSION}")  # fmt: skip
-        names = {k: _counter_names(f"apmpi{t}") for k, t in APMPI_TABLES.items()}
-        raw = head.inflated.get("APMPI", b"")
-        if not raw:
-            off, length = head.regions["APMPI"]
-            with open(path, "rb") as f:
-                f.seek(off)
-                raw = f.read(length)
-            if head.compression == 0:
+# Modules read from the log's bytes (see :mod:`.darshan_profiles`), with the
+# record format version this reader knows.
+RAW_MODULES = {"HEATMAP": HEATMAP_VERSION, "APMPI": APMPI_VERSION}
+
+
+def _add_profiles(trace: Trace, path: str, head: LogHeader) -> None:
+    """Read HEATMAP and APMPI; a damaged one is a warning and is left out."""
+    for name, version in RAW_MODULES.items():
+        info = next((m for m in trace.modules if m.name == name), None)
+        if info is None or name in head.skip or name not in head.regions:
+            continue
+        try:
+            ver = head.module_versions.get(name, 0)
+            if ver != version:
+                raise RegionError(f"record format version {ver}, this reader knows {version}")
+            nprocs = trace.job.nprocs
+            if name == "HEATMAP":
+                raw = _region_bytes(path, head, name, heatmap_limit(nprocs))
+                heatmaps, more = read_heatmaps(raw, trace.names, nprocs, head.big_endian)
+                trace.heatmaps = heatmaps or None
+                trace.warnings.extend(more)
+                info.rows = sum(len(h) for h in heatmaps.values())
+            else:
+                names = {k: _counter_names(f"apmpi{t}") for k, t in APMPI_TABLES.items()}
                 header_t, perf_t = apmpi_dtypes(names, head.big_endian)
-                raw = inflate(raw, header_t.itemsize + max(trace.job.nprocs, 1) * perf_t.itemsize)
-        trace.mpi = read_apmpi(raw, names, head.big_endian, trace.job.nprocs)
-    except (RegionError, zlib.error) as e:
-        info.read, info.partial = False, True
-        trace.warnings.append(_left_out("APMPI", str(e)))
-        return
-    except (AttributeError, OSError) as e:  # no name tables in this library; file gone
-        info.read = False
-        trace.warnings.append(f"APMPI was not read: {e}")
-        return
-    info.read, info.rows = True, len(trace.mpi)
+                limit = header_t.itemsize + max(nprocs, 1) * perf_t.itemsize
+                trace.mpi = read_apmpi(_region_bytes(path, head, name, limit), names,
+                                       head.big_endian, nprocs)  # fmt: skip
+                info.rows = len(trace.mpi)
+        except (RegionError, zlib.error) as e:
+            info.read, info.partial = False, True
+            trace.warnings.append(_left_out(name, str(e)))
+            continue
+        except (AttributeError, OSError) as e:  # no APMPI names in this library; file gone
+            info.read = False
+            trace.warnings.append(f"{name} was not read: {e}")
+            continue
+        info.read = True
+
+
+def _region_bytes(path: str, head: LogHeader, name: str, limit: int) -> bytes:
+    """A module region's records: inflated by the header checks, or read now."""
+    if name in head.inflated:
+        raw = head.inflated[name]
+        if len(raw) > limit:
+            raise RegionError(f"it inflates to more than the {limit:,} bytes it can hold")
+        return raw
+    off, length = head.regions[name]
+    with open(path, "rb") as f:
+        f.seek(off)
+        raw = f.read(length)
+    return inflate(raw, limit) if head.compression == 0 else raw
 
 
 def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:

@@ -1,11 +1,15 @@
 """Darshan's HEATMAP module and AutoPerf's APMPI module -> the model.
 
-HEATMAP (Darshan 3.3+): one record per (layer, rank) with a bin width and
-two arrays of bytes per time bin, read through the library like the other
-modules.  Its record ids are hashes of ``heatmap:POSIX`` ...; logs do not
-always put those names in their name table, so the ids are known here too.
+Both are read from the log's bytes, not through the library.
 
-APMPI is read from the log's bytes, not through the library: the bundled
+HEATMAP (Darshan 3.3+): one record per (layer, rank) with a bin width and
+two arrays of bytes per time bin.  Its record ids are hashes of
+``heatmap:POSIX`` ...; logs do not always put those names in their name
+table, so the ids are known here too.  Through the library each record would
+cost a call and a copy, and a damaged bin count in an uncompressed log
+would reach its unchecked allocation.
+
+APMPI: the bundled
 libdarshan-util reads the module's first record as its header through a
 ``static`` flag that is set once per process, so from the second log a
 process opens on, every APMPI record is read at the wrong offset (ranks all
@@ -17,8 +21,6 @@ library's counter name tables, and each record is checked before use.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 
@@ -50,44 +52,49 @@ def heatmap_layer(record_id: int, names: dict[int, str]) -> str | None:
     return HEATMAP_IDS.get(record_id)
 
 
-# The fixed part of a heatmap record as the library hands it over (in this
-# machine's byte order): id, rank, bin width, bin count; bin pointers follow.
-_HEATMAP_HEAD = np.dtype([("id", "=u8"), ("rank", "=i8"), ("width", "=f8"), ("nbins", "=i8")])
-MAX_BINS = 1 << 20  # Darshan keeps at most 200 bins; more is a damaged count
+HEATMAP_VERSION = 1  # the one record format Darshan has written
+# A heatmap record in the log: id, rank, bin width, bin count, two pointer
+# slots the runtime writes as they were in its memory (meaningless here),
+# then the write bins and the read bins (int64 each).
+HEATMAP_HEAD_BYTES = 48
+MAX_BINS = 1 << 12  # Darshan keeps at most 200 bins (one more after a clock skew)
 
 
-def read_heatmaps(ffi: Any, records: Iterable[Any], names: dict[int, str],
-                  nprocs: int) -> tuple[dict[str, Heatmap], list[str]]:  # fmt: skip
-    """Heatmaps per layer from the library's raw HEATMAP records, and warnings.
+def _heatmap_head(big_endian: bool) -> np.dtype:
+    e = ">" if big_endian else "<"
+    return np.dtype([("id", e + "u8"), ("rank", e + "i8"), ("width", e + "f8"),
+                     ("nbins", e + "i8"), ("ptrs", e + "u8", (2,))])  # fmt: skip
 
-    Each record's fixed part and bins are copied as bytes; the arrays are
-    made with NumPy afterwards, never one Python object per bin.
+
+def heatmap_limit(nprocs: int) -> int:
+    """The most bytes a sound HEATMAP region of ``nprocs`` ranks can hold."""
+    return max(nprocs, 1) * len(HEATMAP_IDS) * (HEATMAP_HEAD_BYTES + 16 * MAX_BINS)
+
+
+def read_heatmaps(raw: bytes, names: dict[int, str], nprocs: int,
+                  big_endian: bool) -> tuple[dict[str, Heatmap], list[str]]:  # fmt: skip
+    """Heatmaps per layer from the HEATMAP region's bytes (inflated), and warnings.
+
+    Records have a variable size (their bin count), so they are found one
+    after the other; everything else is done with NumPy on the whole region,
+    never one Python object per bin.
     """
-    heads = bytearray()
-    bins = bytearray()
-    for rec in records:
-        h = ffi.cast("struct darshan_heatmap_record *", rec)
-        n = int(h.nbins)
-        if not 0 <= n <= MAX_BINS:
-            raise RegionError(f"a record has {n} bins")
-        heads += ffi.buffer(rec, _HEATMAP_HEAD.itemsize)
-        # Through the struct's pointers: the library drops or adds a bin to
-        # records one bin off the first one's count, leaving a gap.
-        bins += ffi.buffer(h.write_bins, 8 * n)
-        bins += ffi.buffer(h.read_bins, 8 * n)
-    head = np.frombuffer(bytes(heads), _HEATMAP_HEAD)
-    flat = np.frombuffer(bytes(bins), np.int64)
-    if not len(head):
+    head_t = _heatmap_head(big_endian)
+    starts, nbins = _heatmap_records(raw, head_t)
+    if not len(starts):
         return {}, []
+    u1 = np.frombuffer(raw, np.uint8)
+    head = u1[starts[:, None] + np.arange(head_t.itemsize)].copy().view(head_t)[:, 0]
     bad = (head["rank"] < 0) | (head["rank"] >= max(nprocs, 1)) | ~(head["width"] > 0) | ~(
         np.isfinite(head["width"]))  # fmt: skip
     if bad.any():
         r = head[np.flatnonzero(bad)[0]]
         raise RegionError(f"a record has rank {int(r['rank'])}, {int(r['nbins'])} bins of "
                           f"{float(r['width']):g} s")  # fmt: skip
-    if (flat < 0).any():
-        raise RegionError("negative byte counts in its bins")
-    starts = np.concatenate([[0], np.cumsum(2 * head["nbins"])[:-1]])
+    # Every record starts at a multiple of 8 bytes: the bins, as int64 in the
+    # log's byte order, are one array and each record's are a slice of it.
+    flat = np.frombuffer(raw, (">" if big_endian else "<") + "i8")
+    first_bin = starts // 8 + HEATMAP_HEAD_BYTES // 8
     ids = np.unique(head["id"])
     layer_of = {int(i): heatmap_layer(int(i), names) for i in ids}
     out: dict[str, Heatmap] = {}
@@ -105,15 +112,48 @@ def read_heatmaps(ffi: Any, records: Iterable[Any], names: dict[int, str],
         ranks = head["rank"][rows]
         if len(np.unique(ranks)) < len(ranks):
             raise RegionError(f"rank(s) with more than one {layer} record")
-        out[layer] = _layer_bins(layer, float(widths[0]), ranks, head["nbins"][rows],
-                                 starts[rows], flat)  # fmt: skip
+        out[layer] = _layer_bins(layer, float(widths[0]), ranks, nbins[rows], first_bin[rows],
+                                 flat)  # fmt: skip
+        if (out[layer].read < 0).any() or (out[layer].write < 0).any():
+            raise RegionError(f"negative byte counts in the {layer} bins")
     return {k: out[k] for k in MODULE if k in out}, warnings
+
+
+def _heatmap_records(raw: bytes, head_t: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(byte offset, bin count) of each record of the region."""
+    count_at = head_t.fields["nbins"][1]
+    count_t = head_t.fields["nbins"][0]
+    if len(raw) >= HEATMAP_HEAD_BYTES:
+        # The usual case: every record has the first one's bin count.
+        n = int(np.frombuffer(raw, count_t, count=1, offset=count_at)[0])
+        size = HEATMAP_HEAD_BYTES + 16 * n
+        if 0 <= n <= MAX_BINS and len(raw) % size == 0:
+            starts = np.arange(0, len(raw), size, dtype=np.int64)
+            counts = np.frombuffer(raw, np.uint8)[starts[:, None] + count_at + np.arange(8)]
+            if (counts.copy().view(count_t)[:, 0] == n).all():
+                return starts, np.full(len(starts), n, np.int64)
+    starts_l: list[int] = []
+    counts_l: list[int] = []
+    off = 0
+    while off < len(raw):
+        if len(raw) - off < HEATMAP_HEAD_BYTES:
+            raise RegionError(f"a record is cut short at byte {off} of {len(raw)}")
+        n = int(np.frombuffer(raw, count_t, count=1, offset=off + count_at)[0])
+        if not 0 <= n <= MAX_BINS:
+            raise RegionError(f"a record has {n} bins")
+        if off + HEATMAP_HEAD_BYTES + 16 * n > len(raw):
+            raise RegionError(f"a record of {n} bins is cut short at byte {off} of {len(raw)}")
+        starts_l.append(off)
+        counts_l.append(n)
+        off += HEATMAP_HEAD_BYTES + 16 * n
+    return np.array(starts_l, np.int64), np.array(counts_l, np.int64)
 
 
 def _layer_bins(layer: str, width: float, ranks: np.ndarray, nbins: np.ndarray,
                 starts: np.ndarray, flat: np.ndarray) -> Heatmap:  # fmt: skip
     """One layer's rows, ascending by rank: each record is its write bins, then
-    its read bins; shorter records are padded with empty bins."""
+    its read bins, from ``starts`` (in int64 units); shorter records are padded
+    with empty bins (Darshan 3.4.0-3.4.3 wrote some one bin short or long)."""
     n = int(nbins.max())
     both = np.zeros((len(ranks), 2, n), np.int64)
     if (nbins == n).all():  # the usual case: one gather
