@@ -413,3 +413,36 @@ def test_records_with_uneven_bin_counts_are_padded_and_unknown_layers_left_out(t
         h = load(str(p)).heatmaps["POSIX"]
         assert h.bins == 4096 and h.total("read") == 8192
         assert h.total("write") == 4096 + 5 * (len(region) > len(big))
+
+
+def test_big_endian_regions_read_as_little_endian_ones():
+    from iopilot.sources.darshan_log import APMPI_TABLES, _counter_names
+    from iopilot.sources.darshan_profiles import (
+        APMPI_MAGIC,
+        apmpi_dtypes,
+        read_apmpi,
+        read_heatmaps,
+    )
+
+    posix = next(i for i, n in HEATMAP_IDS.items() if n == "POSIX")
+    for e in "<>":
+        raw = b"".join(struct.pack(e + "Qqdq16x", posix, r, 0.25, 2)
+                       + np.array([r, 2, 3, 4], e + "i8").tobytes() for r in (1, 0))  # fmt: skip
+        maps, warn = read_heatmaps(raw, {}, 2, e == ">")
+        h = maps["POSIX"]
+        assert not warn and list(h.rank) == [0, 1] and h.bin_width == 0.25
+        assert h.write.tolist() == [[0, 2], [1, 2]] and h.read.tolist() == [[3, 4], [3, 4]]
+    names = {k: _counter_names(f"apmpi{t}") for k, t in APMPI_TABLES.items()}
+    for big in (False, True):
+        head_t, perf_t = apmpi_dtypes(names, big)
+        head = np.zeros(1, head_t)
+        head["magic"], head["sync_flag"], head["comm_variance"] = APMPI_MAGIC, 1, 0.5
+        perf = np.zeros(2, perf_t)
+        perf["rank"] = [1, 0]
+        perf["total"][:, 0] = [2.0, 3.0]  # MPI_TOTAL_COMM_TIME
+        perf["counters"][:, names["counters"].index("MPI_BARRIER_CALL_COUNT")] = [7, 9]
+        perf["host"] = [b"n1", b"n0"]
+        m = read_apmpi(head.tobytes() + perf.tobytes(), names, big, 2)
+        assert list(m.rank) == [0, 1] and m.host == ("n0", "n1")
+        assert list(m.comm_seconds) == [3.0, 2.0] and m.sync_measured and m.comm_variance == 0.5
+        assert list(m.calls[:, m.ops.index("MPI_BARRIER")]) == [9, 7]
