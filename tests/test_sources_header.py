@@ -37,26 +37,51 @@ def _fails(tmp_path, data: bytes) -> InputError:
     return e.value
 
 
+def _summary(p) -> tuple:
+    h = _check_header(str(p))
+    return h.version, h.partial, h.compression, h.skip
+
+
 def test_good_headers_give_version_partial_flag_and_compression(tmp_path):
     p = tmp_path / "ok.darshan"
     p.write_bytes(_header(b"3.41"))
-    assert _check_header(str(p)) == ("3.41", False, 2, {})
+    assert _summary(p) == ("3.41", False, 2, {})
+    assert not _check_header(str(p)).big_endian
     # 3.41 keeps the flag in 8 bytes at 24: its lowest and a high byte count
     p.write_bytes(_header(b"3.41", partial=1))
-    assert _check_header(str(p))[1] is True
+    assert _check_header(str(p)).partial is True
     p.write_bytes(_header(b"3.41", partial=1 << 32))
-    assert _check_header(str(p))[1] is True
+    assert _check_header(str(p)).partial is True
     # older formats keep it in 4 bytes at 20
     p.write_bytes(_header(b"3.21", partial=1))
-    assert _check_header(str(p)) == ("3.21", True, 2, {})
+    assert _summary(p) == ("3.21", True, 2, {})
     p.write_bytes(_header(b"3.21"))
-    assert _check_header(str(p)) == ("3.21", False, 2, {})
+    assert _summary(p) == ("3.21", False, 2, {})
     # a big-endian log is read too, its region map in the same order: a name
     # table of 16 bytes right after the header
     head = bytearray(_header(b"3.41", end=">", partial=1))
     struct.pack_into(">QQ", head, 32, 1328, 16)
     p.write_bytes(bytes(head) + bytes(16))
-    assert _check_header(str(p)) == ("3.41", True, 2, {})
+    assert _summary(p) == ("3.41", True, 2, {})
+    assert _check_header(str(p)).big_endian
+
+
+def test_module_regions_and_versions_come_from_the_map(tmp_path):
+    # 3.41: slot 15 (HEATMAP) at 32 + 16 * 16, its version at 1072 + 4 * 15
+    head = bytearray(_header(b"3.41"))
+    struct.pack_into("<QQ", head, 32 + 16 * 16, 1328, 8)
+    struct.pack_into("<I", head, 1072 + 4 * 15, 7)
+    p = tmp_path / "m.darshan"
+    p.write_bytes(bytes(head) + bytes(8))
+    h = _check_header(str(p))
+    assert h.regions == {"HEATMAP": (1328, 8)} and h.module_versions == {"HEATMAP": 7}
+    # 3.21: 16 slots, APMPI is slot 13 there, versions after the map at 296
+    head = bytearray(_header(b"3.21"))
+    struct.pack_into("<QQ", head, 24 + 16 * 14, 360, 8)
+    struct.pack_into("<I", head, 296 + 4 * 13, 1)
+    p.write_bytes(bytes(head) + bytes(8))
+    h = _check_header(str(p))
+    assert h.regions == {"APMPI": (360, 8)} and h.module_versions == {"APMPI": 1}
 
 
 def test_missing_directory_and_empty(tmp_path):

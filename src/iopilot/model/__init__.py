@@ -12,8 +12,10 @@ from ..vocabulary import (
 )
 from .trace import (
     Counters,
+    Heatmap,
     Job,
     ModuleInfo,
+    MpiProfile,
     Records,
     Striping,
     Trace,
@@ -29,8 +31,10 @@ __all__ = [
     "SIZE_BINS",
     "SIZE_BIN_UPPER",
     "Counters",
+    "Heatmap",
     "Job",
     "ModuleInfo",
+    "MpiProfile",
     "Records",
     "Striping",
     "Trace",

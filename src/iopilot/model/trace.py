@@ -9,6 +9,10 @@ A :class:`Trace` holds what is known about one run of one application:
 * ``records``   -- optional per-operation records (:class:`Records`), one
   NumPy column per field, never one Python object per operation;
 * ``lustre``    -- striping of files on Lustre, when known;
+* ``heatmaps``  -- bytes per rank and time bin, per layer (:class:`Heatmap`,
+  Darshan's HEATMAP module), when the source has them;
+* ``mpi``       -- time in MPI per rank and operation (:class:`MpiProfile`,
+  AutoPerf's APMPI module in Darshan logs), when the source has it;
 * ``modules``   -- what the source contained, with partial-data flags;
 * ``warnings``  -- everything the user must know about missing data.
 
@@ -178,6 +182,86 @@ class Striping:
 
 
 @dataclass
+class Heatmap:
+    """Bytes one layer moved per rank and time bin (Darshan's HEATMAP module).
+
+    Bin ``b`` covers ``[b * bin_width, (b + 1) * bin_width)`` seconds after the
+    job start.  Darshan spreads each operation's bytes over the bins its
+    duration covers, rounding per bin, so a row's sum can differ from the
+    layer's byte counters by under one byte per bin an operation touched.
+    """
+
+    layer: str  # model layer: POSIX, MPIIO, STDIO, DFS, DAOS
+    bin_width: float  # seconds
+    rank: np.ndarray  # int64 [rows], ascending; ranks without a record are absent
+    read: np.ndarray  # int64 [rows, bins]
+    write: np.ndarray  # int64 [rows, bins]
+
+    def __len__(self) -> int:
+        return int(self.rank.shape[0])
+
+    @property
+    def bins(self) -> int:
+        return int(self.read.shape[1]) if self.read.ndim == 2 else 0
+
+    @property
+    def seconds(self) -> float:
+        """The time the bins span."""
+        return self.bins * self.bin_width
+
+    def total(self, direction: str) -> int:
+        """Bytes over all ranks and bins, ``"read"`` or ``"write"``."""
+        return int(getattr(self, direction).sum())
+
+
+@dataclass
+class MpiProfile:
+    """Time spent in MPI per rank (AutoPerf's APMPI module in Darshan logs).
+
+    ``ops`` are Darshan's MPI operation names (``MPI_SEND``, ``MPI_BARRIER``
+    ...); the columns of ``calls``, ``seconds``, ``max_seconds`` and
+    ``bytes`` follow them.  Collectives can also be timed in a barrier just
+    before the call (``sync_ops``, ``sync_seconds``): the time a rank waited
+    for the others, measured only when the runtime was built for it
+    (``sync_measured``).
+    """
+
+    rank: np.ndarray  # int64 [rows], ascending
+    host: tuple[str, ...]  # per row: the node the rank ran on
+    ops: tuple[str, ...]
+    calls: np.ndarray  # int64 [rows, ops]
+    seconds: np.ndarray  # float64 [rows, ops]: total time in the calls
+    max_seconds: np.ndarray  # float64 [rows, ops]: the slowest single call
+    bytes: np.ndarray  # int64 [rows, ops]: message bytes (0 where not counted)
+    sync_ops: tuple[str, ...]
+    sync_seconds: np.ndarray  # float64 [rows, sync_ops]
+    comm_seconds: np.ndarray  # float64 [rows]: all MPI time, sync time included
+    sync_measured: bool
+    # Variance over ranks of comm_seconds and of the sync time, from the
+    # module's header (computed by the runtime over all ranks).
+    comm_variance: float = 0.0
+    sync_variance: float = 0.0
+
+    def __len__(self) -> int:
+        return int(self.rank.shape[0])
+
+    @property
+    def rank_sync_seconds(self) -> np.ndarray:
+        """Per rank: seconds waiting for other ranks before collectives."""
+        return self.sync_seconds.sum(axis=1)
+
+    @property
+    def job_sync_seconds(self) -> float:
+        """The job's sync time: summed over ranks (rank-seconds)."""
+        return float(self.sync_seconds.sum())
+
+    @property
+    def job_comm_seconds(self) -> float:
+        """All MPI time summed over ranks (rank-seconds)."""
+        return float(self.comm_seconds.sum())
+
+
+@dataclass
 class ModuleInfo:
     """One module (layer) the source contained."""
 
@@ -231,6 +315,11 @@ class Trace:
     # Runtime and library files left out of the analysis (plain data, see
     # docs/json-report.md and :mod:`.scope`); None when no scope was applied.
     set_aside: dict[str, Any] | None = None
+    # Per layer (POSIX, MPIIO, STDIO ...): bytes per rank and time bin;
+    # None when the source has no heatmap.
+    heatmaps: dict[str, Heatmap] | None = None
+    # Time in MPI per rank and operation; None when the source has none.
+    mpi: MpiProfile | None = None
 
     def layer(self, name: str) -> Counters | None:
         """The counters of a layer, or None if the source had none."""

@@ -13,6 +13,7 @@ from typing import Any
 from .. import __version__
 from ..checks import Diagnosis, Level
 from ..checks.base import location_dict
+from .profiles import heatmap_summary, mpi_summary
 
 SCHEMA = "iopilot-report"
 SCHEMA_VERSION = 1
@@ -51,6 +52,8 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
         "layers": [vars(s) for s in d.layers],
         "set_aside": t.set_aside,
         "records": len(t.records),
+        "heatmap": heatmap_summary(t),
+        "mpi": mpi_summary(t),
         "counts": {lvl.name: d.count(lvl) for lvl in sorted(Level, reverse=True)},
         "findings": [
             {

@@ -25,6 +25,34 @@ class Style:
         return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
 
 
+def heatmap_line(h: dict[str, Any]) -> str:
+    """One line on Darshan's HEATMAP module: layers, bins, the busiest bin."""
+    first = h["layers"][0]
+    layers = ", ".join(x["layer"] for x in h["layers"])
+    ranks = max(x["ranks"] for x in h["layers"])
+    line = (f"{layers}: {ranks:,} rank(s) x {first['bins']} bins of "
+            f"{_fmt(first['bin_seconds'])} s (Darshan HEATMAP)")  # fmt: skip
+    busy = max((x for x in h["layers"] if x["busiest_bin"]),
+               key=lambda x: x["busiest_bin"]["bytes"], default=None)  # fmt: skip
+    if busy:
+        b = busy["busiest_bin"]
+        line += (f"; busiest {busy['layer']} bin {_fmt(b['start'])}-{_fmt(b['end'])} s: "
+                 f"{human_size(b['bytes'])}")  # fmt: skip
+    return line
+
+
+def mpi_line(m: dict[str, Any]) -> str:
+    """One line on AutoPerf's APMPI module: MPI time, sync time, top operations."""
+    line = (f"{_secs(m['seconds'])} s over {m['ranks']:,} rank(s) (APMPI), slowest rank "
+            f"{m['slowest_rank']}: {_secs(m['slowest_rank_seconds'])} s; sync time "
+            + (f"{_secs(m['sync_seconds'])} s" if m["sync_measured"] else "not measured"))
+    ops = m["operations"][:3]
+    if ops and m["seconds"] > 0:
+        line += "; top: " + ", ".join(
+            f"{o['operation']} {100 * o['seconds'] / m['seconds']:.0f} %" for o in ops)
+    return line
+
+
 def want_color(mode: str, stream: TextIO) -> bool:
     if mode == "always":
         return True
@@ -55,6 +83,10 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
     add(f"  modules   {mods}")
     if report["records"]:
         add(f"  records   {report['records']:,} per-operation records")
+    if report.get("heatmap"):
+        add(f"  heatmap   {heatmap_line(report['heatmap'])}")
+    if report.get("mpi"):
+        add(f"  MPI time  {mpi_line(report['mpi'])}")
     procs = report.get("processes")
     if procs:
         line = f"  processes {procs['summary']}"
@@ -158,6 +190,11 @@ def printable(o: Any, key: str = "") -> Any:
     if isinstance(o, list):
         return [printable(v) for v in o]
     return o
+
+
+def _secs(v: float) -> str:
+    """Seconds without an exponent: 340,776 and 0.0345."""
+    return f"{v:,.0f}" if v >= 1000 else _fmt(float(v))
 
 
 def _fmt(v: Any) -> str:

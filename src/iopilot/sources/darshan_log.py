@@ -16,6 +16,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import struct
+import zlib
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
@@ -37,6 +39,16 @@ from ..model import (
     display,
 )
 from ..vocabulary import DIRECTIONS, MODULE, MODULES
+from .darshan_profiles import (
+    APMPI_VERSION,
+    HEATMAP_VERSION,
+    RegionError,
+    apmpi_dtypes,
+    heatmap_limit,
+    inflate,
+    read_apmpi,
+    read_heatmaps,
+)
 
 MAGIC = 6567223
 # Module ids of the log format 3.41, in the library's order.
@@ -71,6 +83,9 @@ OPTIONAL_MODULES = frozenset({*DXT_MODULES, "HEATMAP", "APMPI", "APXC", "MDHIM",
 HEADER_BYTES = {"3.00": 360, "3.01": 360, "3.02": 360, "3.10": 360, "3.20": 360, "3.21": 360,
                 "3.41": 1328}  # fmt: skip
 COMPRESSION = {0: "zlib", 1: "bzip2", 2: "none"}
+# libdarshan-util's APMPI counter name tables: apmpi<suffix>_counter_names.
+APMPI_TABLES = {"counters": "", "times": "_f_mpiop_totaltime", "sync": "_f_mpiop_synctime",
+                "total": "_f_mpi_global"}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------
@@ -103,7 +118,6 @@ def _ffi_for(api_file: Path) -> Any:
     module in a cache directory and later runs just import it.
     """
     import sys
-    import zlib
 
     header = _api_header(api_file)
     # Only a cache key: crc32 avoids loading OpenSSL for hashlib (3 ms).
@@ -141,7 +155,10 @@ def _api_header(api_file: Path) -> str:
     assert api_spec is not None and api_spec.loader is not None
     api = importlib.util.module_from_spec(api_spec)
     api_spec.loader.exec_module(api)
-    return api.load_darshan_header("")
+    # PyDarshan declares the APMPI name tables only in a module that loads
+    # the library on import; the tables are in the library all the same.
+    return api.load_darshan_header("".join(f"extern char *apmpi{t}_counter_names[];\n"
+                                           for t in APMPI_TABLES.values()))  # fmt: skip
 
 
 def library_version() -> str:
@@ -165,12 +182,22 @@ def _counter_names(prefix: str) -> tuple[str, ...]:
 # Header checks
 
 
-def _check_header(path: str) -> tuple[str, bool, int, dict[str, str]]:
-    """Raise InputError with the real reason if ``path`` is not a readable log.
+@dataclass
+class LogHeader:
+    """What the fixed header of a log says, once checked."""
 
-    Returns (format version, any-module-partial flag from the header,
-    compression type, optional modules to leave out -> why).
-    """
+    version: str  # log format, e.g. "3.41"
+    partial: bool  # the header's any-module-partial flag
+    compression: int  # COMPRESSION's key
+    skip: dict[str, str]  # optional modules to leave out -> why
+    big_endian: bool
+    regions: dict[str, tuple[int, int]]  # module name -> (offset, length) in the file
+    module_versions: dict[str, int]  # module name -> its record format version
+    inflated: dict[str, bytes]  # module name -> region inflated by the checks (APMPI)
+
+
+def _check_header(path: str) -> LogHeader:
+    """Raise InputError with the real reason if ``path`` is not a readable log."""
     p = Path(path)
     if not p.exists():
         raise InputError(path, "no such file")
@@ -185,8 +212,6 @@ def _check_header(path: str) -> tuple[str, bool, int, dict[str, str]]:
     if size == 0:
         raise InputError(path, "empty file (0 bytes), not a Darshan log")
     if head[:2] == b"\x1f\x8b":
-        import zlib
-
         inner = zlib.decompressobj(31).decompress(head[:512])
         if inner[:2] == b"2.":
             version = inner[:8].split(b"\0")[0].decode("ascii", "replace")
@@ -241,13 +266,17 @@ def _check_header(path: str) -> tuple[str, bool, int, dict[str, str]]:
     n_mods = 64 if v341 else 16
     regions = [("name table", *struct.unpack_from(end + "QQ", head, first_map))]
     regions = [r for r in regions if r[2]]
+    ids = module_ids(version)
+    versions_at = first_map + 16 * (n_mods + 1)  # one uint32 per module after the map
+    mod_ver: dict[str, int] = {}
     for i in range(n_mods):
         off, length = struct.unpack_from(end + "QQ", head, first_map + 16 * (i + 1))
         if length:
-            ids = module_ids(version)
             name = f"{ids[i]} module" if i < len(ids) else f"module {i}"
             regions.append((name, off, length))
+            mod_ver[name] = struct.unpack_from(end + "I", head, versions_at + 4 * i)[0]
     skip = _check_regions(path, regions, need, size)
+    kept = {f"{n} module": b"" for n in ("HEATMAP", "APMPI")}  # inflated below, if compressed
     if comp == 2:
         # An uncompressed region has no checksum: only a zlib stream where
         # raw data should be is told here; the rest is read in a child (_read_in_child).
@@ -264,9 +293,16 @@ def _check_header(path: str) -> tuple[str, bool, int, dict[str, str]]:
         # others as silently shorter data: inflate every region here first
         # (zlib's checksum catches any damaged byte).
         first = min((off for _, off, _ in regions), default=size)
-        skip.update(_verify_zlib(path, [("job record", need, first - need),
-                                        *(r for r in regions if r[0] not in skip)]))  # fmt: skip
-    return version, bool(partial), comp, {k.removesuffix(" module"): v for k, v in skip.items()}
+        checked = [("job record", need, first - need), *(r for r in regions if r[0] not in skip)]
+        skip.update(_verify_zlib(path, checked, kept))
+
+    def bare(name: str) -> str:
+        return name.removesuffix(" module")
+
+    return LogHeader(version, bool(partial), comp, {bare(k): v for k, v in skip.items()},
+                     end == ">", {bare(n): (o, ln) for n, o, ln in regions},
+                     {bare(k): v for k, v in mod_ver.items()},
+                     {bare(k): v for k, v in kept.items() if v})  # fmt: skip
 
 
 def _is_zlib(two: bytes) -> bool:
@@ -303,10 +339,15 @@ def _check_regions(path: str, regions: list[tuple[str, int, int]], header: int,
     raise InputError(path, why, "copy the log again from where the job wrote it")
 
 
-def _verify_zlib(path: str, regions: list[tuple[str, int, int]]) -> dict[str, str]:
-    """Inflate every region; a damaged optional module is returned (-> why)."""
-    import zlib
+# Inflated regions read from the bytes (APMPI) are kept from the check below,
+# up to this size, so they are not inflated twice.
+KEEP_INFLATED = 64 << 20
 
+
+def _verify_zlib(path: str, regions: list[tuple[str, int, int]],
+                 keep: dict[str, bytes]) -> dict[str, str]:  # fmt: skip
+    """Inflate every region; a damaged optional module is returned (-> why).
+    Regions named in ``keep`` get their inflated bytes there, when small."""
     damaged: dict[str, str] = {}
 
     with open(path, "rb") as f:
@@ -315,17 +356,25 @@ def _verify_zlib(path: str, regions: list[tuple[str, int, int]]) -> dict[str, st
                 continue
             f.seek(off)
             data = f.read(length)
+            out: bytearray | None = bytearray() if name in keep else None
             try:
                 # A region may hold several streams back to back; output is
                 # dropped in 4 MiB pieces so memory stays bounded.
                 while data:
                     d = zlib.decompressobj()
-                    d.decompress(data, 1 << 22)
-                    while d.unconsumed_tail and not d.eof:
-                        d.decompress(d.unconsumed_tail, 1 << 22)
+                    piece = d.decompress(data, 1 << 22)
+                    while True:
+                        if out is not None:
+                            out += piece
+                            out = out if len(out) <= KEEP_INFLATED else None
+                        if not d.unconsumed_tail or d.eof:
+                            break
+                        piece = d.decompress(d.unconsumed_tail, 1 << 22)
                     if not d.eof:
                         raise zlib.error("the stream ends early")
                     data = d.unused_data
+                if out is not None:
+                    keep[name] = bytes(out)
             except zlib.error as e:
                 if name.removesuffix(" module") in OPTIONAL_MODULES:
                     damaged[name] = f"it does not decompress: {e}"
@@ -369,12 +418,14 @@ class _CapturedStderr:
 
 def read_darshan(path: str, *, with_records: bool = True) -> Trace:
     """Read a Darshan log into the model; raise InputError if it is damaged."""
-    version, header_partial, comp, skip = _check_header(path)
-    if comp == 2:
+    head = _check_header(path)
+    version, skip = head.version, head.skip
+    if head.compression == 2:
         trace = _read_in_child(path, version, with_records, skip)
     else:
         trace = _read_checked(path, version, with_records, skip)
-    if header_partial and not any(m.partial for m in trace.modules):
+    _add_profiles(trace, path, head)
+    if head.partial and not any(m.partial for m in trace.modules):
         trace.warnings.append("the log header marks some data as partial")
     return trace
 
@@ -498,9 +549,7 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
         modules.append(info)
         if name in skip:
             info.read, info.partial = False, True
-            what = "per-operation records" if name in DXT_MODULES else "data"
-            warnings.append(f"the {name} region is damaged ({skip[name]}): its {what} are "
-                            "left out; the counters are complete")  # fmt: skip
+            warnings.append(_left_out(name, skip[name]))
             continue
         try:
             if name in COUNTER_MODULES:
@@ -518,8 +567,9 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
                 lustre = _read_lustre(ffi, lib, handle, idx)
                 info.rows = len(lustre)
             else:
-                info.read = False  # present, not used by any analysis yet
-        except _RegionError as e:
+                # not used by any analysis yet, or read from the bytes (_add_profiles)
+                info.read = False
+        except RegionError as e:
             info.partial = True
             warnings.append(f"{name} data is damaged and was read only in part ({e})")
             continue
@@ -542,8 +592,65 @@ def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,
     return trace
 
 
-class _RegionError(Exception):
-    pass
+def _left_out(module: str, why: str) -> str:
+    """The warning for an optional module whose region is damaged."""
+    what = "per-operation records" if module in DXT_MODULES else "data"
+    return f"the {module} region is damaged ({why}): its {what} are left out; " \
+        "the counters are complete"  # fmt: skip
+
+
+# Modules read from the log's bytes (see :mod:`.darshan_profiles`), with the
+# record format version this reader knows.
+RAW_MODULES = {"HEATMAP": HEATMAP_VERSION, "APMPI": APMPI_VERSION}
+
+
+def _add_profiles(trace: Trace, path: str, head: LogHeader) -> None:
+    """Read HEATMAP and APMPI; a damaged one is a warning and is left out."""
+    for name, version in RAW_MODULES.items():
+        info = next((m for m in trace.modules if m.name == name), None)
+        if info is None or name in head.skip or name not in head.regions:
+            continue
+        try:
+            ver = head.module_versions.get(name, 0)
+            if ver != version:
+                raise RegionError(f"record format version {ver}, this reader knows {version}")
+            nprocs = trace.job.nprocs
+            if name == "HEATMAP":
+                raw = _region_bytes(path, head, name, heatmap_limit(nprocs))
+                heatmaps, more = read_heatmaps(raw, trace.names, nprocs, head.big_endian)
+                trace.heatmaps = heatmaps or None
+                trace.warnings.extend(more)
+                info.rows = sum(len(h) for h in heatmaps.values())
+            else:
+                names = {k: _counter_names(f"apmpi{t}") for k, t in APMPI_TABLES.items()}
+                header_t, perf_t = apmpi_dtypes(names, head.big_endian)
+                limit = header_t.itemsize + max(nprocs, 1) * perf_t.itemsize
+                trace.mpi = read_apmpi(_region_bytes(path, head, name, limit), names,
+                                       head.big_endian, nprocs)  # fmt: skip
+                info.rows = len(trace.mpi)
+        except (RegionError, zlib.error) as e:
+            info.read, info.partial = False, True
+            trace.warnings.append(_left_out(name, str(e)))
+            continue
+        except (AttributeError, OSError) as e:  # no APMPI names in this library; file gone
+            info.read = False
+            trace.warnings.append(f"{name} was not read: {e}")
+            continue
+        info.read = True
+
+
+def _region_bytes(path: str, head: LogHeader, name: str, limit: int) -> bytes:
+    """A module region's records: inflated by the header checks, or read now."""
+    if name in head.inflated:
+        raw = head.inflated[name]
+        if len(raw) > limit:
+            raise RegionError(f"it inflates to more than the {limit:,} bytes it can hold")
+        return raw
+    off, length = head.regions[name]
+    with open(path, "rb") as f:
+        f.seek(off)
+        raw = f.read(length)
+    return inflate(raw, limit) if head.compression == 0 else raw
 
 
 def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
@@ -628,7 +735,7 @@ def _records(ffi: Any, lib: Any, handle: Any, idx: int):
         if r == 0:
             return
         if r < 0:
-            raise _RegionError("the library could not decode a record")
+            raise RegionError("the library could not decode a record")
         try:
             yield buf[0]
         finally:
@@ -739,7 +846,7 @@ def _read_dxt(ffi: Any, lib: Any, handle: Any, idx: int,
         rank = int(head.base_rec.rank)
         if w < 0 or r < 0 or not -1 <= rank < 2**31:
             # the rest of the region is no better: keep the counters, drop DXT
-            raise _RegionError(f"a record has rank {rank}, {w} writes and {r} reads")
+            raise RegionError(f"a record has rank {rank}, {w} writes and {r} reads")
         ids.append(int(head.base_rec.id))
         ranks.append(rank)
         writes.append(w)
