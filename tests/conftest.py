@@ -14,14 +14,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from kit import SHARED as CORPUS
 
 
-@pytest.fixture(autouse=True)
-def _children_skip_mutation_bookkeeping(monkeypatch):
+@pytest.fixture(autouse=True, scope="session")
+def _children_skip_mutation_bookkeeping():
     """`make mutation` first runs the tests once to record which test reaches
     which function ("stats"); a program a test starts (``python -m iopilot``
     in a temporary directory) cannot do that bookkeeping and would fail, so it
     runs unmutated then.  While a mutant is under test, children run it too."""
-    if os.environ.get("MUTANT_UNDER_TEST") == "stats":
-        monkeypatch.delenv("MUTANT_UNDER_TEST")
+    with pytest.MonkeyPatch.context() as mp:
+        if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+            mp.delenv("MUTANT_UNDER_TEST")
+        yield
 
 
 def pytest_sessionstart(session):
