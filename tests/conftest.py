@@ -1,5 +1,8 @@
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 # tests/kit.py is imported as a plain module by the test files.
 sys.path.insert(0, str(Path(__file__).parent))
@@ -8,14 +11,22 @@ sys.path.insert(0, str(Path(__file__).parent))
 # machines that have it.  Without it the corpus tests show as skipped (one
 # per test, never silently uncollected), the summary says so in one line,
 # and IOPILOT_REQUIRE_CORPUS=1 turns its absence into a failure.
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
+from kit import SHARED as CORPUS
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _children_skip_mutation_bookkeeping():
+    """`make mutation` first runs the tests once to record which test reaches
+    which function ("stats"); a program a test starts (``python -m iopilot``
+    in a temporary directory) cannot do that bookkeeping and would fail, so it
+    runs unmutated then.  While a mutant is under test, children run it too."""
+    with pytest.MonkeyPatch.context() as mp:
+        if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+            mp.delenv("MUTANT_UNDER_TEST")
+        yield
 
 
 def pytest_sessionstart(session):
-    import os
-
-    import pytest
-
     if os.environ.get("IOPILOT_REQUIRE_CORPUS") == "1" and not CORPUS.is_dir():
         raise pytest.UsageError(f"IOPILOT_REQUIRE_CORPUS=1 but {CORPUS} is absent")
 

@@ -8,7 +8,6 @@ import io
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ from iopilot.checks.iotime import SPREAD_MEAN, SPREAD_RANK_TIMES, compute
 from iopilot.checks.thresholds import defaults
 from iopilot.cli import main
 from iopilot.model import Records
-from kit import counters, findings, records, striping, trace
+from kit import SHARED, counters, findings, records, striping, trace
 from test_checks_layers import (
     GiB,
     chunked,
@@ -33,7 +32,6 @@ from test_checks_layers import (
 )
 
 MiB = 1 << 20
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="shared log corpus not present")
 
 

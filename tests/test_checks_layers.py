@@ -13,10 +13,9 @@ import pytest
 from iopilot.checks import REGISTRY, Level, diagnose
 from iopilot.demo import example_dir
 from iopilot.sources import load
-from kit import counters, findings, records, shared_logs, striping, trace
+from kit import SHARED, counters, findings, records, shared_logs, striping, trace
 
 KiB, MiB, GiB = 1024, 1024 * 1024, 1024**3
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="shared Darshan logs not present")
 MINE = {k for k in REGISTRY if k.startswith(("hdf5-", "pnetcdf-", "lustre-"))}
 

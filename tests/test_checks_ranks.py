@@ -12,9 +12,8 @@ from iopilot.checks.phases import _busy_intervals, phases
 from iopilot.demo import example_dir
 from iopilot.model import Records
 from iopilot.sources import load
-from kit import counters, findings, records, shared_logs, trace
+from kit import SHARED, counters, findings, records, shared_logs, trace
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="shared Darshan logs not present")
 EXAMPLES = example_dir()
 OURS = {

@@ -7,17 +7,16 @@ import io
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from iopilot.cli import main
 from iopilot.demo import example_dir
+from kit import SHARED
 
 EXAMPLES = example_dir()
 IOR = str(EXAMPLES / "ior_hdf5_example.darshan")
 DXT = str(EXAMPLES / "dxt.darshan")
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="shared log corpus not present")
 
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from iopilot.checks import Level, diagnose
 from iopilot.cli import main
 from iopilot.sources import load
+from kit import SHARED
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
 pytestmark = pytest.mark.skipif(not SHARED.exists(), reason="shared log corpus not present")
 
 

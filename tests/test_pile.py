@@ -25,8 +25,8 @@ from iopilot.report import csv_report
 from iopilot.sources import darshan_log, load
 from iopilot.sources.inputs import expand_inputs
 from iopilot.sources.isolated import run_isolated
+from kit import SHARED
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
 pytestmark = pytest.mark.skipif(not SHARED.exists(), reason="shared log corpus not present")
 ROOT = Path(__file__).resolve().parents[1]
 LOG_341 = SHARED / "mpi-io-test-x86_64-3.4.7.darshan"

@@ -20,9 +20,8 @@ from iopilot.model import RECORD_LAYERS, SIZE_BIN_UPPER, Job, ModuleInfo, Record
 from iopilot.report import html as html_report
 from iopilot.report.html import SAMPLE_CAP, render_html, write_html
 from iopilot.sources import load
-from kit import records, shared_logs, striping
+from kit import SHARED, records, shared_logs, striping
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
 EXAMPLES = ["dxt.darshan", "ior_hdf5_example.darshan", "example.darshan", "sample-badost.darshan"]
 SHARED_LOGS = [
     "jlbez_8a_benchmark_write_parallel*.darshan",

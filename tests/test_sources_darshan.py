@@ -16,10 +16,9 @@ from iopilot.errors import InputError
 from iopilot.model import OP_READ, OP_WRITE, RECORD_LAYERS
 from iopilot.sources import load
 from iopilot.sources.darshan_log import parse_hints
-from kit import shared_logs
+from kit import SHARED, shared_logs
 
 EXAMPLES = example_dir()
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="shared log corpus not present")
 
 

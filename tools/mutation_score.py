@@ -3,18 +3,63 @@ result files (mutants/**/*.py.meta).
 
 Killed (or timed out) mutants count as caught; survived ones as missed.
 Mutants no test reaches count as missed too: a line no test runs is a bug no
-test would catch.  Usage: python tools/mutation_score.py [MUTANTS_DIR]
+test would catch.  Next to the score, ``prose`` counts the missed mutants
+whose only change is the text of a string literal (a message, a label): most
+of those no test should pin down, so the reader sees both numbers.
+Usage: python tools/mutation_score.py [MUTANTS_DIR]
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
 
 CAUGHT = {1, 3, 36, 24, -24, 152, 255, 37, -11, -9}  # killed, timeout, type check, crash
 MISSED = {0, 5, 33}  # survived, no tests
+_MUTANT = re.compile(r"__mutmut_\d+$")
+
+
+def _same_but_strings(a: ast.AST, b: ast.AST) -> bool:
+    """True if the two trees differ at most in the values of string constants."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, ast.Constant):
+        both_str = isinstance(a.value, str) and isinstance(b.value, str)
+        return both_str or (type(a.value) is type(b.value) and a.value == b.value)
+    for field in a._fields:
+        x, y = getattr(a, field, None), getattr(b, field, None)
+        if isinstance(x, list):
+            if not isinstance(y, list) or len(x) != len(y):
+                return False
+            pairs = zip(x, y, strict=True)
+        else:
+            pairs = [(x, y)]
+        for u, v in pairs:
+            if isinstance(u, ast.AST):
+                if not isinstance(v, ast.AST) or not _same_but_strings(u, v):
+                    return False
+            elif u != v and field != "name":  # the mutant's own name differs
+                return False
+    return True
+
+
+def prose_only(source: str, keys: list[str]) -> set[str]:
+    """The mutant keys (``module.function__mutmut_N``) of ``source``, mutmut's
+    rewritten module, whose function differs from the original only in the
+    text of string literals."""
+    funcs = {n.name: n for n in ast.walk(ast.parse(source))
+             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}  # fmt: skip
+    out = set()
+    for key in keys:
+        name = key.rsplit(".", 1)[-1]
+        mutant, orig = funcs.get(name), funcs.get(_MUTANT.sub("__mutmut_orig", name))
+        if mutant is not None and orig is not None and _same_but_strings(orig, mutant):
+            out.add(key)
+    return out
 
 
 def main(root: str = "mutants") -> int:
@@ -25,16 +70,26 @@ def main(root: str = "mutants") -> int:
     per: dict[str, Counter[str]] = {}
     for meta in sorted(base.rglob("*.py.meta")):
         folder = meta.relative_to(base).parts[0]
-        codes = json.loads(meta.read_text())["exit_code_by_key"].values()
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
         c = per.setdefault(folder, Counter())
-        for code in codes:
-            c["caught" if code in CAUGHT else "missed" if code in MISSED else "not run"] += 1
-    print(f"{'folder':<10} {'mutants':>8} {'caught':>8} {'missed':>8} {'not run':>8} {'score':>7}")
+        missed = []
+        for key, code in codes.items():
+            kind = "caught" if code in CAUGHT else "missed" if code in MISSED else "not run"
+            c[kind] += 1
+            if kind == "missed":
+                missed.append(key)
+        source = meta.with_suffix("")  # posix.py.meta -> posix.py
+        if missed and source.is_file():
+            c["prose"] += len(prose_only(source.read_text(), missed))
+    print(f"{'folder':<10} {'mutants':>8} {'caught':>8} {'missed':>8} {'(prose)':>8} "
+          f"{'not run':>8} {'score':>7}")  # fmt: skip
     for folder, c in sorted(per.items()):
         tried = c["caught"] + c["missed"]
         score = f"{100 * c['caught'] / tried:.1f} %" if tried else "-"
-        print(f"{folder:<10} {sum(c.values()):>8} {c['caught']:>8} {c['missed']:>8} "
+        total = c["caught"] + c["missed"] + c["not run"]
+        print(f"{folder:<10} {total:>8} {c['caught']:>8} {c['missed']:>8} {c['prose']:>8} "
               f"{c['not run']:>8} {score:>7}")  # fmt: skip
+    print("(prose): missed mutants that only change the text of a string literal")
     return 0
 
 

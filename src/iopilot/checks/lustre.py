@@ -361,7 +361,8 @@ def _ost_load(ctx: Context, lay: Layout, p: Counters) -> tuple[np.ndarray, ...]:
             rec_sum = group_sum(k, ln, len(lay.ids), as_float=True)
             dxt[k] = True
             # Scale to the counters' total, in case DXT kept only part of the run.
-            scale = np.where(rec_sum > 0, np.maximum(row_bytes, rec_sum) / rec_sum, 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):  # rows DXT did not see
+                scale = np.where(rec_sum > 0, np.maximum(row_bytes, rec_sum) / rec_sum, 0.0)
             before = np.cumsum(lay.n) - lay.n
             pair_idx = before[k] + within
             from_dxt = group_sum(pair_idx, ln * scale[k], len(lay.pair_row))

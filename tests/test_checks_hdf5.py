@@ -1,0 +1,242 @@
+"""HDF5 checks: both sides of each threshold and the evidence worked out by
+hand (small/tiny dataset accesses, independent transfers, metadata reads,
+alignment)."""
+
+from __future__ import annotations
+
+import pytest
+
+from iopilot.checks import Level, advice
+from iopilot.checks.base import Context
+from iopilot.checks.hdf5 import _file_of, dataset_files, hdf5_file_ids
+from iopilot.checks.thresholds import defaults
+from kit import counters, findings, trace
+
+KiB, MiB = 1024, 1024**2
+
+
+def _one(fs, level=None):
+    assert len(fs) == 1, fs
+    if level is not None:
+        assert fs[0].level == level
+    return fs[0]
+
+
+def _h5f(file=1, rank=-1, mpiio=1):
+    return counters("H5F", [{"file": file, "rank": rank, "H5F_OPENS": 4, "H5F_USE_MPIIO": mpiio}])
+
+
+def _ds(writes: int, small: int, nbytes: int, tsize: int = 8, rank: int = -1):
+    """A dataset of file 1: ``small`` writes of 50 bytes, the rest of 2 MiB."""
+    return counters("H5D", [{"file": 11, "parent": 1, "rank": rank, "H5D_WRITES": writes,
+                             "H5D_SIZE_WRITE_AGG_0_100": small,
+                             "H5D_SIZE_WRITE_AGG_1M_4M": writes - small,
+                             "H5D_BYTES_WRITTEN": nbytes, "H5D_DATATYPE_SIZE": tsize}])
+
+
+# ----------------------------------------------------- small dataset accesses
+
+
+@pytest.mark.parametrize(("writes", "small", "flagged"), [
+    (1000, 100, False),  # 10 %: not above the share
+    (1000, 101, True),   # 10.1 % and 101 > 100
+    (500, 100, False),   # 20 %, but not more than 100 of them
+    (500, 101, True),
+])  # fmt: skip
+def test_many_small_accesses_both_sides(writes, small, flagged):
+    d = _ds(writes, small, small * 50 + (writes - small) * 2 * MiB)
+    fs = findings(trace(_h5f(), d, nprocs=4), "hdf5-small-dataset-access")
+    assert len(fs) == int(flagged)
+    if flagged:
+        assert fs[0].level == Level.HIGH and fs[0].evidence["small_accesses"] == small
+
+
+def test_many_small_accesses_evidence_by_hand():
+    d = _ds(500, 400, 400 * 50 + 100 * 2 * MiB)
+    f = _one(findings(trace(_h5f(), d, nprocs=4), "hdf5-small-dataset-access"), Level.HIGH)
+    nbytes = 400 * 50 + 100 * 2 * MiB
+    assert f.evidence == {"small_accesses": 400, "accesses": 500, "bytes": nbytes,
+                          "mean_bytes": round(nbytes / 500, 1)}  # fmt: skip
+    assert f.message.startswith("400 of 500 HDF5 dataset reads/writes (80.0 %) move less "
+                                "than 1.0 MiB each; the mean is 409.6 KiB. At stake:")
+    assert [(e.path, e.numbers) for e in f.files] == [("/data/file11", {
+        "small accesses": 400, "accesses": 500, "mean bytes": round(nbytes / 500, 1)})]
+    # 1 MiB of 8-byte elements per call; the file is shared (rank -1) by 4 ranks.
+    assert f.snippet == advice.hdf5_large_selection(131072)
+    assert f.recommendation.endswith("; on shared files, make the transfers collective as well.")
+
+
+def test_tiny_accesses_below_the_mean_only():
+    tiny = _ds(10, 0, 10 * 1023, tsize=4)
+    f = _one(findings(trace(_h5f(), tiny, nprocs=1), "hdf5-small-dataset-access"), Level.WARN)
+    assert f.evidence == {"small_accesses": 0, "accesses": 10, "bytes": 10230,
+                          "mean_bytes": 1023.0}  # fmt: skip
+    assert f.message.startswith("HDF5 dataset accesses are tiny: 10 H5Dread/H5Dwrite calls "
+                                "move 10.0 KiB in all, 1023 B per call on average. At stake:")
+    assert [e.numbers for e in f.files] == [
+        {"small accesses": 0, "accesses": 10, "mean bytes": 1023.0}]
+    assert f.snippet == advice.hdf5_large_selection(262144)  # 1 MiB of 4-byte elements
+    # One process: nothing to make collective.
+    assert "collective" not in f.recommendation
+    assert findings(trace(_h5f(), _ds(10, 0, 10 * 1024), nprocs=1),
+                    "hdf5-small-dataset-access") == []  # fmt: skip
+
+
+def test_small_accesses_of_reads_count_too():
+    d = counters("H5D", [{"file": 11, "parent": 1, "H5D_READS": 200,
+                          "H5D_SIZE_READ_AGG_0_100": 200, "H5D_BYTES_READ": 200 * 2048}])
+    f = _one(findings(trace(_h5f(), d), "hdf5-small-dataset-access"), Level.HIGH)
+    assert f.evidence["small_accesses"] == 200 and f.evidence["accesses"] == 200
+
+
+# ------------------------------------------------------ independent transfers
+
+
+def _indep(ops: int):
+    return counters("H5D", [{"file": 11, "parent": 1, "rank": -1, "H5D_READS": ops // 2,
+                             "H5D_WRITES": ops - ops // 2, "H5D_F_WRITE_TIME": 2.0}])
+
+
+def test_independent_transfers_level_at_the_collective_count():
+    tr = trace(_h5f(), _indep(1000), nprocs=4)
+    f = _one(findings(tr, "hdf5-independent-transfers"), Level.WARN)
+    assert f.evidence == {"datasets": 1, "files": 1, "reads": 500, "writes": 500}
+    assert f.message == ("1 dataset(s) in 1 file(s) opened with the MPI-IO driver by 4 ranks "
+                         "are accessed with independent transfers only (500 reads, 500 "
+                         "writes). At stake: 0.5 s, 5.0 % of the run (slowest rank).")
+    assert [(e.path, e.numbers) for e in f.files] == [
+        ("/data/file11", {"independent reads/writes": 1000})]
+    # The shared row's 2 s spread evenly over the 4 ranks.
+    assert f.cost_seconds == pytest.approx(0.5)
+    _one(findings(trace(_h5f(), _indep(1001), nprocs=4), "hdf5-independent-transfers"),
+         Level.HIGH)  # fmt: skip
+
+
+def test_independent_transfers_mpiio_rows_stand_in_for_h5f():
+    # No H5F record: an MPI-IO record of the file says it uses the MPI-IO driver.
+    m = counters("MPIIO", [{"file": 1, "rank": -1, "MPIIO_INDEP_WRITES": 7}])
+    f = _one(findings(trace(m, _indep(20), nprocs=4), "hdf5-independent-transfers"))
+    assert f.evidence["mpiio_independent"] == 7 and f.evidence["mpiio_collective"] == 0
+    assert f.message.endswith("MPI-IO agrees: 7 independent and no collective operations."
+                              " At stake: 0.5 s, 5.0 % of the run (slowest rank).")
+    # MPI-IO rows of other files only: nothing to agree with.
+    other = counters("MPIIO", [{"file": 3, "rank": -1, "MPIIO_INDEP_WRITES": 7}])
+    f = _one(findings(trace(_h5f(), other, _indep(20), nprocs=4),
+                      "hdf5-independent-transfers"))  # fmt: skip
+    assert "MPI-IO" not in f.message.split(").")[-1]
+    assert f.evidence["mpiio_independent"] == 0
+
+
+def test_independent_transfers_need_a_shared_file():
+    own = counters("H5D", [{"file": 11, "parent": 1, "rank": 0, "H5D_WRITES": 20}])
+    assert findings(trace(_h5f(rank=0), own, nprocs=4), "hdf5-independent-transfers") == []
+
+
+# ------------------------------------------------------------ metadata reads
+
+
+def _meta(small_per_rank):
+    rows = [{"file": 1, "rank": r, "POSIX_READS": s + 4, "POSIX_SIZE_READ_0_100": s,
+             "POSIX_SIZE_READ_1M_4M": 4, "POSIX_F_READ_TIME": 1.0}
+            for r, s in enumerate(small_per_rank)]  # fmt: skip
+    return counters("POSIX", rows)
+
+
+def test_metadata_reads_share_of_ranks_both_sides():
+    # 2 of 4 ranks: exactly the share (0.5), which counts.
+    f = _one(findings(trace(_h5f(), _meta([6, 6, 0, 0]), nprocs=4), "hdf5-metadata-reads"),
+             Level.WARN)  # fmt: skip
+    assert f.evidence == {"files": 1, "small_reads": 12, "ranks_reading": 2,
+                          "ranks_opening": 4}  # fmt: skip
+    assert f.message.startswith(
+        "2 of 4 ranks read small pieces (< 1 KiB) of the shared HDF5 file(s) themselves, "
+        "12 small reads in all: each rank reads the file's metadata independently.")
+    assert [e.numbers for e in f.files] == [
+        {"small reads": 12, "ranks reading small pieces": 2, "ranks opening": 4}]
+    # Known as HDF5 by its name only (no H5F time on top of POSIX): each
+    # reading rank spent 1 s on 10 reads, 6 of them small: 0.6 s at stake.
+    named = trace(_meta([6, 6, 0, 0]), nprocs=4, names={1: "/r/f.h5"})
+    assert _one(findings(named, "hdf5-metadata-reads")).cost_seconds == pytest.approx(0.6)
+    assert findings(trace(_h5f(), _meta([6, 0, 0, 0, 0]), nprocs=5),
+                    "hdf5-metadata-reads") == []  # fmt: skip
+    assert findings(trace(_h5f(), _meta([6, 6, 0, 0, 0]), nprocs=5),
+                    "hdf5-metadata-reads") == []  # 2 of 5  # fmt: skip
+    assert _one(findings(trace(_h5f(), _meta([6, 6, 6, 0, 0]), nprocs=5),
+                         "hdf5-metadata-reads"))  # fmt: skip
+
+
+def test_metadata_reads_likely_needs_a_read_per_rank():
+    row = {"file": 1, "rank": -1, "POSIX_READS": 8, "POSIX_SIZE_READ_100_1K": 4}
+    f = _one(findings(trace(_h5f(), counters("POSIX", [row]), nprocs=4), "hdf5-metadata-reads"),
+             Level.INFO)  # fmt: skip
+    assert f.evidence == {"files": 1, "small_reads": 4}
+    assert f.message.startswith("HDF5 file(s) opened by all 4 ranks saw 4 small reads (< 1 KiB)")
+    assert [e.numbers for e in f.files] == [
+        {"small reads": 4, "ranks reading small pieces": -1, "ranks opening": 4}]
+    row["POSIX_SIZE_READ_100_1K"] = 3
+    assert findings(trace(_h5f(), counters("POSIX", [row]), nprocs=4),
+                    "hdf5-metadata-reads") == []  # fmt: skip
+
+
+# ----------------------------------------------------------------- alignment
+
+
+def _mis(bad: int, size: int = MiB):
+    return counters("POSIX", [{"file": 1, "rank": -1, "POSIX_WRITES": 100,
+                               "POSIX_FILE_NOT_ALIGNED": bad, "POSIX_FILE_ALIGNMENT": 4096,
+                               "POSIX_ACCESS1_ACCESS": size, "POSIX_ACCESS1_COUNT": 100,
+                               "POSIX_F_WRITE_TIME": 4.0}])  # fmt: skip
+
+
+def test_alignment_share_and_request_size_both_sides():
+    assert findings(trace(_h5f(), _mis(10)), "hdf5-alignment") == []  # 10 %: not above
+    f = _one(findings(trace(_h5f(), _mis(11)), "hdf5-alignment"), Level.WARN)
+    assert f.evidence == {"misaligned": 11, "requests": 100, "common_request": MiB,
+                          "alignment": 4096, "threshold": 512 * KiB}  # fmt: skip
+    assert f.message.startswith(
+        "11.0 % of the POSIX requests to HDF5 file /data/file1 (11 of 100) start off the "
+        "4.0 KiB boundary Darshan checks, while its common request is 1.0 MiB: HDF5 packs "
+        "datasets right after its metadata, so large transfers straddle file-system blocks.")
+    assert [e.numbers for e in f.files] == [
+        {"misaligned": 11, "requests": 100, "common request bytes": MiB, "alignment": 4096}]
+    named = trace(_mis(11), names={1: "/r/f.h5"})  # POSIX time counts without H5F
+    assert _one(findings(named, "hdf5-alignment")).cost_seconds == pytest.approx(0.44)
+    assert _one(findings(trace(_h5f(), _mis(50, size=64 * KiB)), "hdf5-alignment"))
+    assert findings(trace(_h5f(), _mis(50, size=64 * KiB - 1)), "hdf5-alignment") == []
+
+
+def test_alignment_counts_the_files_affected():
+    p = counters("POSIX", [{"file": k, "rank": -1, "POSIX_WRITES": 100,
+                            "POSIX_FILE_NOT_ALIGNED": 20 * k, "POSIX_FILE_ALIGNMENT": 4096,
+                            "POSIX_ACCESS1_ACCESS": MiB, "POSIX_ACCESS1_COUNT": 100}
+                           for k in (1, 2)])  # fmt: skip
+    h5 = counters("H5F", [{"file": k, "rank": -1} for k in (1, 2)])
+    f = _one(findings(trace(h5, p), "hdf5-alignment"))
+    assert "straddle file-system blocks (2 HDF5 files affected)." in f.message
+    assert f.evidence["misaligned"] == 40 and [e.path for e in f.files] == [
+        "/data/file2", "/data/file1"]
+
+
+# ------------------------------------------------------------- file lookups
+
+
+def test_file_of_a_dataset_name_tries_every_colon():
+    by_path = {"/a:b.h5": 7, "/x.h5": 3}
+    assert _file_of("/x.h5:/grp/data", by_path) == 3
+    assert _file_of("/a:b.h5:/grp", by_path) == 7
+    assert _file_of("/none.h5:/grp", by_path) == 0
+    assert _file_of("nocolon", by_path) == 0
+    assert _file_of(":/x.h5", by_path) == 0
+
+
+def test_hdf5_file_ids_from_every_source():
+    names = {1: "/r/a.h5", 2: "/r/b.HDF5", 3: "/r/c.bin", 4: "/r/d.dat", 11: "/r/d.dat:/x"}
+    p = counters("POSIX", [{"file": k} for k in (1, 2, 3, 4)])
+    d = counters("H5D", [{"file": 11, "parent": 0}])
+    tr = trace(p, d, names=names)
+    ctx = Context(tr, defaults())
+    assert hdf5_file_ids(ctx).tolist() == [1, 2, 4]
+    assert hdf5_file_ids(ctx, by_name=False).tolist() == [4]
+    assert dataset_files(ctx, d).tolist() == [4]
+    assert hdf5_file_ids(Context(trace(counters("STDIO", [{"file": 1}])), defaults())
+                         ).tolist() == []  # fmt: skip
