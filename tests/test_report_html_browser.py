@@ -285,3 +285,108 @@ def test_interfaces_table_gives_each_interface_its_cost(driver, tmp_path):
             assert row["% of run"] == "–"
         else:
             assert row["% of run"] == f"{100 * secs / it['run_seconds']:.1f} %"
+
+
+# Reads every plot of a view and returns what lies outside the filter: segments
+# (start, end pairs) and heat bins outside the window or rank range, phase bars
+# outside the window, per-rank bars outside the rank range.
+_OUTSIDE_JS = """
+const [view, t0, t1, r0, r1, slack] = arguments;
+const bad = []; let n = 0;
+const out = (what) => { if (bad.length < 5) bad.push(what); };
+const plots = document.querySelectorAll('#view-' + view + ' .js-plotly-plot');
+plots.forEach((p) => p.data.forEach((t) => {
+  if (t.type === 'heatmap') {
+    const w = t.x.length > 1 ? t.x[1] - t.x[0] : 0;
+    t.x.forEach((x) => { n++; if (x < t0 - w || x > t1 + w) out(['bin', x]); });
+    t.y.forEach((y) => { if (y < r0 - slack || y > r1 + slack) out(['row', y]); });
+  } else if (t.mode === 'lines') {
+    for (let j = 0; j + 1 < t.x.length; j += 3) {
+      n++;
+      const s = Math.min(t.x[j], t.x[j + 1]); const e = Math.max(t.x[j], t.x[j + 1]);
+      if (s > t1 || e < t0 - slack) out(['op', s, e]);
+      const m = /rank (\\d+)/.exec(t.text[j] || '');
+      if (m && (Number(m[1]) < r0 || Number(m[1]) > r1)) out(['rank', m[1]]);
+    }
+  } else if (t.type === 'bar' && t.orientation === 'h') {
+    t.base.forEach((b, j) => { n++; if (b > t1 || b + t.x[j] < t0) out(['phase', b]); });
+  } else if (t.type === 'bar' && view === 'fs' && typeof t.x[0] === 'number') {
+    t.x.forEach((x) => { n++; if (x < r0 - slack || x > r1) out(['rank bar', x]); });
+  }
+}));
+return [n, bad];
+"""
+
+
+def test_one_filter_for_every_view(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    path = _page("synthetic", tmp_path)  # 16 ranks, bursts every 25 s, sampled and binned
+    doc = page_doc(path.read_text(encoding="utf-8"))
+    driver.get_log("browser")
+    driver.get(path.as_uri() + "#view=timeline")
+    t0, t1, r0, r1 = 100.0, 130.0, 3, 6
+    for key, value in (("t0", t0), ("t1", t1), ("r0", r0), ("r1", r1)):
+        box = driver.find_element(By.ID, "filter-" + key)
+        box.clear()
+        box.send_keys(str(value), Keys.TAB)  # a change event, as a user makes it
+    assert driver.execute_script("return location.hash") == (
+        "#view=timeline&t0=100&t1=130&r0=3&r1=6")
+    assert "active" in driver.find_element(By.ID, "filter-status").text
+    slack = float(doc["records"]["sample"]["dur"].max())  # an operation may start before t0
+    checked = {}
+    for view in ("timeline", "sizes", "spatiality", "phases", "fs"):
+        driver.find_element(By.ID, "tab-" + view).click()
+        n, bad = driver.execute_script(_OUTSIDE_JS, view, t0, t1, r0, r1, slack)
+        assert not bad, (view, bad)
+        checked[view] = n
+    assert min(checked.values()) > 0, checked  # each view drew something inside
+    # The same views without the filter draw more: the filter did remove data.
+    driver.find_element(By.ID, "filter-reset").click()
+    for view in ("timeline", "sizes", "phases", "fs"):
+        driver.find_element(By.ID, "tab-" + view).click()
+        n, bad = driver.execute_script(_OUTSIDE_JS, view, t0, t1, r0, r1, slack)
+        assert bad, view
+    assert driver.execute_script("return location.hash") == "#view=fs"
+    # The sampled operations too.
+    driver.find_element(By.ID, "tab-timeline").click()
+    _select(driver, "#timeline-mode").select_by_value("sample")
+    driver.get(path.as_uri() + "#view=timeline&t0=100&t1=130&r0=3&r1=6")
+    driver.refresh()
+    _select(driver, "#timeline-mode").select_by_value("sample")
+    n, bad = driver.execute_script(_OUTSIDE_JS, "timeline", t0, t1, r0, r1, slack)
+    assert n > 0 and not bad, bad
+    # The summary says that its tables are not filtered.
+    driver.find_element(By.ID, "tab-summary").click()
+    notes = driver.find_elements(By.CSS_SELECTOR, "#view-summary .filter-note")
+    assert notes and "whole run" in notes[0].text
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+
+
+def test_zooming_the_timeline_sets_the_window(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    path = _page("synthetic", tmp_path)
+    driver.get(path.as_uri() + "#view=timeline")
+    driver.execute_script(
+        "Plotly.relayout(document.querySelector('#view-timeline .js-plotly-plot'),"
+        " {'xaxis.range[0]': 50, 'xaxis.range[1]': 80});")
+    assert driver.find_element(By.ID, "filter-t0").get_attribute("value") == "50"
+    assert driver.find_element(By.ID, "filter-t1").get_attribute("value") == "80"
+    assert "&t0=50&t1=80" in driver.execute_script("return location.hash")
+    # Other views follow the window; the timeline keeps it as its axis range.
+    driver.find_element(By.ID, "tab-phases").click()
+    n, bad = driver.execute_script(_OUTSIDE_JS, "phases", 50, 80, 0, 15, 0)
+    assert n > 0 and not bad, bad
+    rng = driver.execute_script(
+        "return document.querySelector('#view-timeline .js-plotly-plot').layout.xaxis.range;")
+    assert rng == [50, 80]
+    # A reset of the zoom (autorange) clears the window.
+    driver.execute_script(
+        "Plotly.relayout(document.querySelector('#view-timeline .js-plotly-plot'),"
+        " {'xaxis.autorange': true});")
+    assert driver.find_element(By.ID, "filter-t0").get_attribute("value") == ""
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe

@@ -9,7 +9,7 @@
  * <section> gets data-drawn="1" and data-plots="N" when done (the browser
  * tests read them).
  */
-const IOP = { views: {} };
+const IOP = { views: {}, writeHash: () => {} };
 (function () {
   'use strict';
 
@@ -287,6 +287,91 @@ const IOP = { views: {} };
     return Array.from(per.values()).sort((a, b) => b.n - a.n || a.file - b.file);
   }
 
+
+  // --------------------------------------------------------------- filter --
+  // One time window [t0, t1] (s) and rank range [r0, r1] for every view; null
+  // is "no bound".  The URL hash keeps it (#view=timeline&t0=1&t1=2&r0=0&r1=3).
+  const FILTER = { t0: null, t1: null, r0: null, r1: null };
+  const FILTER_KEYS = ['t0', 't1', 'r0', 'r1'];
+  const filterListeners = [];
+  function filterActive() { return FILTER_KEYS.some((k) => FILTER[k] !== null); }
+  function timeActive() { return FILTER.t0 !== null || FILTER.t1 !== null; }
+  function ranksActive() { return FILTER.r0 !== null || FILTER.r1 !== null; }
+  // Does [s, e] overlap the window?  Does [a, b] overlap the rank range?
+  function inTime(s, e) { return (FILTER.t0 === null || e >= FILTER.t0) && (FILTER.t1 === null || s <= FILTER.t1); }
+  function inRanks(a, b) {
+    if (b === undefined) b = a;
+    return (FILTER.r0 === null || b >= FILTER.r0) && (FILTER.r1 === null || a <= FILTER.r1);
+  }
+  // A sampled operation inside the filter.
+  function inFilter(i) {
+    const S = REC.sample;
+    return inTime(S.start[i], S.start[i] + S.dur[i]) && inRanks(S.rank[i]);
+  }
+  function filterText() {
+    const parts = [];
+    if (timeActive()) parts.push('time ' + (FILTER.t0 === null ? 'start' : FILTER.t0 + ' s') + ' – ' + (FILTER.t1 === null ? 'end' : FILTER.t1 + ' s'));
+    if (ranksActive()) parts.push('ranks ' + (FILTER.r0 === null ? 0 : FILTER.r0) + ' – ' + (FILTER.r1 === null ? D.nranks - 1 : FILTER.r1));
+    return parts.join(', ');
+  }
+  // An x-axis range for plots over time: the window when one is set.
+  function timeRange() {
+    if (!timeActive()) return null;
+    const lo = FILTER.t0 === null ? (REC ? REC.span[0] : 0) : FILTER.t0;
+    const hi = FILTER.t1 === null ? (REC ? REC.span[1] : D.runtime) : FILTER.t1;
+    return [lo, hi];
+  }
+  // fn(origin) runs after every change of the filter (origin: who changed it).
+  function onFilter(fn) { filterListeners.push(fn); }
+  function setFilter(next, origin) {
+    FILTER_KEYS.forEach((k) => {
+      if (!(k in next)) return;
+      const v = next[k] === '' || next[k] === null || next[k] === undefined ? null : Number(next[k]);
+      FILTER[k] = v === null || Number.isNaN(v) ? null : (k[0] === 'r' ? Math.round(v) : v);
+    });
+    IOP.writeHash();
+    filterListeners.forEach((fn) => fn(origin));
+  }
+  // A note that says whether the filter applies to what is next to it.
+  // applies: which parts of the filter the element honours ('time', 'ranks').
+  function filterNote(what, applies) {
+    const e = h('p', { class: 'note filter-note' });
+    const upd = () => {
+      e.hidden = !filterActive();
+      if (e.hidden) return;
+      const off = [];
+      if (timeActive() && applies.indexOf('time') < 0) off.push('the time window');
+      if (ranksActive() && applies.indexOf('ranks') < 0) off.push('the rank range');
+      e.textContent = 'Filter active (' + filterText() + '): ' + (off.length
+        ? what + ' cover' + (what.endsWith('s') ? '' : 's') + ' the whole run, not ' + off.join(' or ') + '.'
+        : what + ' show' + (what.endsWith('s') ? '' : 's') + ' only what lies inside it.');
+    };
+    upd();
+    onFilter(upd);
+    return e;
+  }
+  function filterBar() {
+    const inputs = {};
+    const field = (k, label, step) => {
+      inputs[k] = h('input', { type: 'number', id: 'filter-' + k, step: step, size: 8,
+        onchange: () => setFilter({ [k]: inputs[k].value }, 'bar') });
+      return h('label', null, label, inputs[k]);
+    };
+    const status = h('span', { class: 'note', id: 'filter-status' });
+    const bar = h('div', { class: 'filterbar', id: 'filter-bar' },
+      h('strong', { text: 'Filter' }), field('t0', 'start (s)', 'any'), field('t1', 'end (s)', 'any'),
+      field('r0', 'first rank', 1), field('r1', 'last rank', 1),
+      h('button', { type: 'button', id: 'filter-reset', text: 'reset', onclick: () => setFilter({ t0: null, t1: null, r0: null, r1: null }, 'bar') }),
+      status);
+    const sync = () => {
+      FILTER_KEYS.forEach((k) => { const v = FILTER[k] === null ? '' : String(FILTER[k]); if (inputs[k].value !== v) inputs[k].value = v; });
+      status.textContent = filterActive() ? 'active: ' + filterText() : 'whole run, all ranks';
+    };
+    sync();
+    onFilter(sync);
+    return bar;
+  }
+
   // ---------------------------------------------------------------- shell --
 
   function build() {
@@ -299,7 +384,7 @@ const IOP = { views: {} };
     const nav = h('nav', { class: 'tabs' });
     top.append(nav);
     const main = h('main');
-    app.append(top, main);
+    app.append(top, filterBar(), main);
     if (R.warnings.length) {
       main.append(h('div', { class: 'banner warn', id: 'data-warnings' }, h('strong', { text: 'Data warnings — some figures are incomplete' }),
         h('ul', null, R.warnings.map((w) => h('li', { text: w })))));
@@ -316,10 +401,16 @@ const IOP = { views: {} };
       nav.append(h('button', { type: 'button', id: 'tab-' + v.key, 'data-view': v.key, text: v.title, onclick: () => show(v.key) }));
     });
 
+    let current = { view: 'summary' };
+    IOP.writeHash = () => {
+      const want = '#view=' + current.view + (current.finding !== undefined ? '&finding=' + current.finding : '') +
+        FILTER_KEYS.filter((k) => FILTER[k] !== null).map((k) => '&' + k + '=' + FILTER[k]).join('');
+      if (location.hash !== want) history.replaceState(null, '', want);
+    };
     function show(id, finding) {
       if (!sections[id]) id = 'summary';
-      const want = '#view=' + id + (finding !== undefined ? '&finding=' + finding : '');
-      if (location.hash !== want) history.replaceState(null, '', want);
+      current = { view: id, finding: finding };
+      IOP.writeHash();
       nav.querySelectorAll('button').forEach((b) => b.classList.toggle('active', b.dataset.view === id));
       Object.entries(sections).forEach(([k, s]) => s.classList.toggle('active', k === id));
       const s = sections[id];
@@ -339,6 +430,12 @@ const IOP = { views: {} };
     }
     function follow() {
       const st = hashState();
+      // Links inside the page name no filter: the current one stays.
+      if (FILTER_KEYS.some((k) => k in st)) {
+        const next = {};
+        FILTER_KEYS.forEach((k) => { next[k] = st[k] === undefined ? null : st[k]; });
+        setFilter(next, 'hash');
+      }
       show(st.view || 'summary', st.finding);
       const f = st.finding !== undefined ? document.getElementById('finding-' + st.finding) : null;
       document.querySelectorAll('.finding.linked').forEach((e) => e.classList.remove('linked'));
@@ -353,6 +450,7 @@ const IOP = { views: {} };
     CONFIG, h, fmtBytes, fmtInt, fmtNum, fmtSec, fmtPct, fileName, shortName, bytesExact, select,
     layout, newPlot, byteUnit, maxOf, scaled, redraw, card, note, table, ostsOf, recordText,
     escapeHtml, segments, sampleIndex, layersPresent, rankAxis, laneWidth, hashState,
-    filesWithRecords };
+    filesWithRecords, FILTER, filterActive, timeActive, ranksActive, inTime, inRanks, inFilter,
+    filterText, timeRange, onFilter, setFilter, filterNote };
   IOP.start = build;
 })();

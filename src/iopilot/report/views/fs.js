@@ -5,7 +5,8 @@
   'use strict';
 
   const { R, LAB, COL, h, fmtBytes, fmtInt, fmtNum, fmtSec, fmtPct, fileName, shortName,
-    bytesExact, select, newPlot, byteUnit, maxOf, scaled, redraw, card, note, table } = IOP.ui;
+    bytesExact, select, newPlot, byteUnit, maxOf, scaled, redraw, card, note, table ,
+    inRanks, onFilter, filterNote } = IOP.ui;
   let V = null; // this view's data, set by draw
 
   function drawFs(sec) {
@@ -18,6 +19,7 @@
     const O = V.ost;
     const c = card('Lustre: bytes and requests per OST');
     sec.append(c);
+    c.append(filterNote('The per-OST totals', []));
     const controls = h('div', { class: 'controls' });
     const msg = note('');
     const g = h('div', { class: 'grid2' });
@@ -76,6 +78,7 @@
     const T = V.file_table;
     const c = card('Files');
     sec.append(c);
+    c.append(filterNote('The per-file totals', []));
     if (!T.rows.length) { c.append(note('No per-file data.')); return; }
     const cols = [
       { key: 'name', label: 'file', text: true, fmt: (v) => shortName(v, 100) }, { key: 'layer', label: 'interface', text: true, fmt: (v) => LAB[v] || v },
@@ -132,10 +135,14 @@
     const draw = (v) => {
       const src = v.slice(0, 1);
       const L = v.slice(2);
-      const A = src === 'c' ? K.counters[L] : K.records[L];
-      const n = A.rb.length;
-      const x = new Array(n);
-      for (let i = 0; i < n; i++) x[i] = i * K.per_bar;
+      const A0 = src === 'c' ? K.counters[L] : K.records[L];
+      // Only the bars in the rank range.
+      const keep = [];
+      for (let i = 0; i < A0.rb.length; i++) if (inRanks(i * K.per_bar, i * K.per_bar + K.per_bar - 1)) keep.push(i);
+      const A = Object.assign({}, A0);
+      ['rb', 'wb', 'rt', 'wt', 'mt', 'ops', 'rn', 'wn'].forEach((k) => { if (A0[k]) A[k] = keep.map((i) => A0[k][i]); });
+      const n = keep.length;
+      const x = keep.map((i) => i * K.per_bar);
       const xl = K.per_bar > 1 ? 'rank (bars of ' + K.per_bar + ' ranks)' : 'rank';
       const bu = byteUnit(maxOf(A.rb, A.wb));
       const who = (i) => K.per_bar > 1 ? 'ranks ' + x[i] + '–' + Math.min(x[i] + K.per_bar - 1, K.n - 1) : 'rank ' + x[i];
@@ -161,8 +168,11 @@
         msg.textContent = LAB[L] + ': every traced operation; time is the sum of operation durations.';
       }
     };
-    controls.append(select('data', choices, draw).el);
-    draw(choices[0].value);
+    let cur = choices[0].value;
+    controls.append(select('data', choices, (v) => { cur = v; draw(v); }).el);
+    c.append(filterNote('The per-rank bars', ['ranks']));
+    draw(cur);
+    onFilter(() => draw(cur));
   }
 
   IOP.views.fs = {

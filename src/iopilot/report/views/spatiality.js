@@ -5,7 +5,8 @@
   'use strict';
 
   const { D, REC, LAB, LAYER_CODE, COL, h, fmtInt, fileName, shortName, select, newPlot,
-    byteUnit, redraw, card, note, recordText, segments, sampleIndex, filesWithRecords } = IOP.ui;
+    byteUnit, redraw, card, note, recordText, segments, sampleIndex, filesWithRecords,
+    filterActive, filterText, inFilter, timeRange, onFilter } = IOP.ui;
   let V = null; // this view's data, set by draw
 
   function drawSpatiality(sec) {
@@ -46,7 +47,7 @@
       const S = REC.sample;
       const f = files.find((e) => e.file === state.file);
       const [n, drawn] = f.layers[state.layer];
-      const idx = state.rank === 'all' ? all : all.filter((i) => S.rank[i] === Number(state.rank));
+      const idx = (state.rank === 'all' ? all : all.filter((i) => S.rank[i] === Number(state.rank))).filter(inFilter);
       let top = 0;
       idx.forEach((i) => { top = Math.max(top, S.offset[i] + S.length[i]); });
       const bu = byteUnit(top);
@@ -55,11 +56,15 @@
         op ? COL.write : COL.read, op ? 'writes' : 'reads', 'y', 3, recordText));
       msg.textContent = (drawn < n ? 'A sample of ' + fmtInt(drawn) + ' of ' + fmtInt(n) : 'All ' + fmtInt(n)) + ' ' + LAB[state.layer] +
         ' operations on this file' + (state.rank === 'all' ? '' : ', rank ' + state.rank + ' only') +
-        '. Each operation is a vertical stroke at its start time covering the bytes it accessed; hover for rank, size and duration.';
+        '. Each operation is a vertical stroke at its start time covering the bytes it accessed; hover for rank, size and duration.' +
+        (filterActive() ? ' Only the ' + fmtInt(idx.length) + ' drawn operations in the filter (' + filterText() + ') are shown.' : '');
       const lay = { height: 480, xaxis: { title: { text: 'time since job start (s)' } }, yaxis: { title: { text: 'file offset (' + bu.unit + ')' }, zeroline: false } };
+      const tr = timeRange();
+      if (tr) lay.xaxis.range = tr;
       if (!div) div = newPlot(holder, traces, lay, { ops: true }); else redraw(div, traces, lay);
     }
     refresh();
+    onFilter(refresh);
   }
 
   IOP.views.spatiality = {

@@ -5,7 +5,7 @@
   'use strict';
 
   const { D, R, REC, COL, FS_TEXT, h, fmtBytes, fmtInt, fmtNum, fmtSec, fmtPct, bytesExact,
-    newPlot, byteUnit, maxOf, card, note, table } = IOP.ui;
+    newPlot, byteUnit, maxOf, card, note, table, filterNote } = IOP.ui;
   let V = null; // this view's data, set by draw
 
   function drawSummary(sec) {
@@ -44,6 +44,7 @@
     const c = R.counts;
     fig(c.HIGH + ' / ' + c.WARN, 'critical issues / warnings');
 
+    sec.append(filterNote('The summary\'s tables and figures', []));
     sec.append(card('Job', kv, figs));
 
     const fsRows = ov.filesystems.map((f) => ({ mount: f.mount || '(no mount entry)', type: f.type || '–', files: f.files, bytes: f.bytes }));
