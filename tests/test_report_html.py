@@ -156,7 +156,8 @@ def test_records_sample_and_bins_add_up(pages, path):
     counts = np.bincount(r.layer, minlength=len(RECORD_LAYERS))
     assert rec["per_layer"] == counts.tolist()
     assert sum(rec["drawn_per_layer"]) == rec["drawn"]
-    for name, b in rec["bins"].items():
+    levels = [(n, b) for n, base in rec["bins"].items() for b in (base, base["finer"])]
+    for name, b in levels:
         sel = r.layer == RECORD_LAYERS.index(name)
         length = r.length[sel].clip(0)
         # Bytes and operations are exact sums; busy time is float32 per cell.
@@ -329,16 +330,46 @@ def test_binned_timeline_sums_long_operations_exactly(monkeypatch):
     assert b["rb"].sum() + b["wb"].sum() == recs.length.sum()
     busy = (recs.end - recs.start).sum()
     assert b["rt"].astype(float).sum() + b["wt"].sum() == pytest.approx(busy, rel=1e-5)
-    # Cell by cell: each operation's overlap with each bin, summed by a plain loop.
-    cells = b["rows"] * b["cols"]
-    want = np.zeros((2, cells))
-    for rank, op, s, e in zip(recs.rank, recs.op, recs.start, recs.end, strict=True):
-        for col in range(b["cols"]):
-            lo = b["t0"] + col * b["width"]
-            want[op, rank * b["cols"] + col] += max(0.0, min(e, lo + b["width"]) - max(s, lo))
-    got = np.zeros((2, cells))
-    got[0, b["idx"]], got[1, b["idx"]] = b["rt"], b["wt"]
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # Cell by cell, at both levels: each operation's overlap with each bin.
+    assert b["finer"]["rows"] == 1 and b["finer"]["per_row"] == 8  # two ranks in one row
+    assert b["finer"]["cols"] > b["cols"]
+    for g in (b, b["finer"]):
+        cells = g["rows"] * g["cols"]
+        want = np.zeros((2, cells))
+        lo = g["t0"] + np.arange(g["cols"]) * g["width"]
+        for rank, op, s, e in zip(recs.rank, recs.op, recs.start, recs.end, strict=True):
+            row = rank // g["per_row"]
+            want[op, row * g["cols"] : (row + 1) * g["cols"]] += np.clip(
+                np.minimum(e, lo + g["width"]) - np.maximum(s, lo), 0, None)
+        got = np.zeros((2, cells))
+        got[0, g["idx"]], got[1, g["idx"]] = g["rt"], g["wt"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _burst_trace() -> Trace:
+    """1000 s of sparse writes on 4 ranks, and a burst of 40 writes in 0.2 s at 500 s."""
+    rows = [(r, "w", 1, 0, 4096, float(t), t + 0.01) for t in range(0, 1000, 5) for r in range(4)]
+    rows += [(k % 4, "w", 1, 0, 4096, 500.0 + 0.005 * k, 500.001 + 0.005 * k) for k in range(40)]
+    return _trace(records(sorted(rows, key=lambda x: (x[0], x[5]))), nprocs=4)
+
+
+def test_zoom_level_shows_a_short_burst_in_distinct_bins(monkeypatch):
+    monkeypatch.setattr(html_context, "SAMPLE_CAP", 100)  # sampled: the timeline is binned
+    doc = page_doc(render_html(_diag(_burst_trace())))
+    b = doc["records"]["bins"]["POSIX"]
+    f = b["finer"]
+    # Both levels fit the layer's share of the cell budget.
+    assert b["rows"] * b["cols"] + f["rows"] * f["cols"] <= html_context.BIN_CELLS
+
+    def burst_columns(g: dict) -> set[int]:
+        col = g["idx"] % g["cols"]
+        mid = g["t0"] + (col + 0.5) * g["width"]
+        return {int(c) for c in col[(mid > 499.9) & (mid < 500.3)]}
+
+    # At full range the burst is one bin per row; the finer level splits it.
+    assert b["width"] > 0.2 and len(burst_columns(b)) <= 2
+    assert f["width"] < 0.05 and len(burst_columns(f)) >= 4
+    assert f["wn"].sum() == b["wn"].sum() == 4 * 200 + 40
 
 
 def test_hostile_file_names_stay_data():

@@ -390,3 +390,37 @@ def test_zooming_the_timeline_sets_the_window(driver, tmp_path):
     assert driver.find_element(By.ID, "filter-t0").get_attribute("value") == ""
     severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert not severe, severe
+
+
+# Time bins of the timeline's heat map, inside [lo, hi], that hold some operation.
+_BURST_JS = """
+const [lo, hi] = arguments;
+const p = document.querySelector('#view-timeline .js-plotly-plot');
+const cols = new Set();
+const heat = p.data.filter((t) => t.type === 'heatmap');
+heat.forEach((t) => t.z.forEach((row) => row.forEach((v, c) => {
+  if (v !== null && t.x[c] > lo && t.x[c] < hi) cols.add(t.x[c]);
+})));
+return cols.size;
+"""
+
+
+def test_zooming_into_a_burst_draws_finer_bins(driver, tmp_path, monkeypatch):
+    from selenium.webdriver.common.by import By
+
+    from iopilot.report.views import context
+    from test_report_html import _burst_trace, _diag
+
+    monkeypatch.setattr(context, "SAMPLE_CAP", 100)  # sampled: the timeline is binned
+    path = tmp_path / "burst.html"
+    write_html(_diag(_burst_trace()), path)
+    driver.get_log("browser")
+    driver.get(path.as_uri() + "#view=timeline")
+    assert driver.execute_script(_BURST_JS, 499.9, 500.3) <= 2  # one bin at full range
+    driver.execute_script(
+        "Plotly.relayout(document.querySelector('#view-timeline .js-plotly-plot'),"
+        " {'xaxis.range[0]': 499.9, 'xaxis.range[1]': 500.3});")
+    assert driver.execute_script(_BURST_JS, 499.9, 500.3) >= 4
+    assert "finer level" in driver.find_element(By.ID, "view-timeline").text
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe

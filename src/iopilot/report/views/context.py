@@ -41,6 +41,10 @@ SAMPLE_EXTREMES = 1_000
 BIN_CELLS = 120_000  # (rank row, time bin) cells over all binned layers
 MAX_ROWS = 512  # rank rows of a binned timeline; more ranks share a row
 MAX_COLS = 2000
+# The finer level of a binned timeline (drawn when zoomed in): FINE_ROWS times
+# fewer rank rows, so that the same cells hold up to FINE_COLS times more time bins.
+FINE_ROWS = 8
+FINE_COLS = 16
 FILES_LISTED = 5000  # files named in the page (selectors, hover); the rest are "other"
 TABLE_FILES = 200  # rows of the per-file table
 PHASE_ROWS = 1000  # phases listed per (layer, gap)
@@ -261,10 +265,11 @@ class PageContext:
             self.rank_rec["ops"] += np.bincount(key, minlength=rk_size)
             self.rank_rec["bytes"] += np.bincount(key, weights=ln, minlength=rk_size)
             self.rank_rec["busy"] += np.bincount(key, weights=e - s, minlength=rk_size)
-            for g in grids.values():
-                m = lay == g.layer
+            for lay_grids in grids.values():
+                m = lay == lay_grids[0].layer
                 if m.any():
-                    self._bin(g, rank[m], op[m], s[m], e[m], ln[m])
+                    for g in lay_grids:
+                        self._bin(g, rank[m], op[m], s[m], e[m], ln[m])
             if stripes is not None and ost_acc is not None:
                 self._ost_records(stripes, ost_acc, sl, lay, op, ln)
             if prob is None:
@@ -325,11 +330,19 @@ class PageContext:
             "span": [self.t_lo, self.t_hi],
             "sample": sample,
             "file_counts": file_counts,
-            "bins": {RECORD_LAYERS[g.layer]: self._bins_out(g) for g in grids.values()},
+            "bins": {RECORD_LAYERS[lay]: {**self._bins_out(base), "finer": self._bins_out(fine)}
+                     for lay, (base, fine) in grids.items()},
         }
 
-    def _bin_grids(self, prob: np.ndarray | None) -> dict[int, _BinGrid]:
-        """Bin the layers that are not drawn whole."""
+    def _bin_grids(self, prob: np.ndarray | None) -> dict[int, tuple[_BinGrid, _BinGrid]]:
+        """Bin the layers that are not drawn whole, at two levels.
+
+        Each layer's share of BIN_CELLS holds a base level (one rank row per
+        rank up to MAX_ROWS, at most MAX_COLS time bins, half the share) and a
+        finer one (FINE_ROWS times fewer rank rows, the rest of the share in
+        time bins, at most FINE_COLS times the base's) that the page draws
+        when zoomed into a window.  Both are exact sums over every record.
+        """
         if prob is None:
             return {}
         layers = [lay for lay in range(NL) if self.layer_n[lay] and (prob[:, lay] < 1).any()]
@@ -338,9 +351,14 @@ class PageContext:
         cells = BIN_CELLS // len(layers)
         per_row = -(-self.nranks // MAX_ROWS)
         rows = -(-self.nranks // per_row)
-        cols = int(np.clip(cells // rows, 50, MAX_COLS))
+        cols = int(np.clip(cells // 2 // rows, 50, MAX_COLS))
+        f_per_row = per_row * FINE_ROWS
+        f_rows = -(-self.nranks // f_per_row)
+        f_cols = int(np.clip((cells - rows * cols) // f_rows, cols, cols * FINE_COLS))
         span = max(self.t_hi - self.t_lo, 1e-9)
-        return {lay: _BinGrid(lay, rows, cols, per_row, self.t_lo, span / cols) for lay in layers}
+        return {lay: (_BinGrid(lay, rows, cols, per_row, self.t_lo, span / cols),
+                      _BinGrid(lay, f_rows, f_cols, f_per_row, self.t_lo, span / f_cols))
+                for lay in layers}  # fmt: skip
 
     @staticmethod
     def _bin(g: _BinGrid, rank: np.ndarray, op: np.ndarray, s: np.ndarray, e: np.ndarray,
