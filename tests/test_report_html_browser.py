@@ -101,6 +101,20 @@ def _expected_plots(doc: dict) -> dict[str, int]:
     return out
 
 
+def _wait_drawn(drv, view: str) -> None:
+    """Wait until a view has drawn (big pages draw after showing "drawing…")."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(drv, 60).until(lambda d: d.execute_script(
+        "const s = document.getElementById('view-' + arguments[0]);"
+        "return s && s.dataset.drawn === '1';", view))  # fmt: skip
+
+
+def _open(drv, view: str) -> None:
+    drv.find_element("id", "tab-" + view).click()
+    _wait_drawn(drv, view)
+
+
 def _select(drv, css: str):
     from selenium.webdriver.support.ui import Select
 
@@ -126,6 +140,7 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
     for tab in tabs:
         view = tab.get_attribute("data-view")
         tab.click()
+        _wait_drawn(driver, view)
         sec = driver.find_element(By.ID, "view-" + view)
         assert sec.get_attribute("data-drawn") == "1", view
         drawn = sec.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")
@@ -153,12 +168,12 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
 
     if doc["records"]:
         # The spatiality file selector lists every named file with traced operations.
-        driver.find_element(By.ID, "tab-spatiality").click()
+        _open(driver, "spatiality")
         files = {int(f) for f in doc["records"]["file_counts"]["file"] if f >= 0}
         options = _select(driver, "#file-select").options
         assert len(options) == len(files) >= 1
         # Phases: a table with rows; switching the gap redraws it.
-        driver.find_element(By.ID, "tab-phases").click()
+        _open(driver, "phases")
         rows = driver.find_elements(By.CSS_SELECTOR, "#phase-table tbody tr")
         assert len(rows) >= 1
         gap = _select(driver, "#gap-select")
@@ -166,7 +181,7 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
             gap.select_by_index(len(gap.options) - 1)
             assert driver.find_elements(By.CSS_SELECTOR, "#phase-table tbody tr")
         if doc["records"]["sampled"]:  # exact bins, then the sample, then one file
-            driver.find_element(By.ID, "tab-timeline").click()
+            _open(driver, "timeline")
             _select(driver, "#timeline-mode").select_by_value("sample")
             _select(driver, "#timeline-file").select_by_index(1)
             _select(driver, "#timeline-mode").select_by_value("bins")
@@ -177,7 +192,7 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
         assert not driver.find_elements(By.ID, "tab-timeline")
     _vocabulary_texts(driver, doc)
     # The per-file table sorts on a header click (twice: both directions).
-    driver.find_element(By.ID, "tab-fs").click()
+    _open(driver, "fs")
     header = driver.find_elements(By.CSS_SELECTOR, "#view-fs table.data th")[6]
     header.click()
     header.click()
@@ -210,14 +225,14 @@ def _vocabulary_texts(driver, doc: dict) -> None:
     layers, the layers drawn above them, the operation names."""
     from selenium.webdriver.common.by import By
 
-    driver.find_element(By.ID, "tab-summary").click()
+    _open(driver, "summary")
     summary = driver.find_element(By.ID, "view-summary").text
     fs_bytes = sum(lay["bytes_read"] + lay["bytes_written"] for lay in doc["report"]["layers"]
                    if lay["layer"] in ("POSIX", "STDIO"))  # fmt: skip
     assert ("read (POSIX + STDIO)" in summary) == (fs_bytes > 0)
     if not doc["records"]:
         return
-    driver.find_element(By.ID, "tab-timeline").click()
+    _open(driver, "timeline")
     labels = [o.text for o in _select(driver, "#timeline-layer").options]
     present = [n for n, k in zip(doc["record_layers"], doc["records"]["per_layer"], strict=True)
                if k]  # fmt: skip
@@ -243,7 +258,7 @@ def test_deep_links_open_the_view_of_a_finding(driver, tmp_path):
     text = driver.find_element(By.ID, "view-phases").text
     assert "idle gaps of at most" in text or ("s: no shorter gap splits a phase" in text)
     assert "active" in driver.find_element(By.ID, "view-phases").get_attribute("class")
-    driver.find_element(By.ID, "tab-summary").click()
+    _open(driver, "summary")
     assert driver.execute_script("return location.hash") == "#view=summary"
     links = driver.find_elements(By.CSS_SELECTOR, ".finding a.show-in")
     linked = [i for i, v in enumerate(doc["finding_views"]) if v != "summary"]
@@ -326,6 +341,7 @@ def test_one_filter_for_every_view(driver, tmp_path):
     doc = page_doc(path.read_text(encoding="utf-8"))
     driver.get_log("browser")
     driver.get(path.as_uri() + "#view=timeline")
+    _wait_drawn(driver, "timeline")
     t0, t1, r0, r1 = 100.0, 130.0, 3, 6
     for key, value in (("t0", t0), ("t1", t1), ("r0", r0), ("r1", r1)):
         box = driver.find_element(By.ID, "filter-" + key)
@@ -337,7 +353,7 @@ def test_one_filter_for_every_view(driver, tmp_path):
     slack = float(doc["records"]["sample"]["dur"].max())  # an operation may start before t0
     checked = {}
     for view in ("timeline", "sizes", "spatiality", "phases", "fs"):
-        driver.find_element(By.ID, "tab-" + view).click()
+        _open(driver, view)
         n, bad = driver.execute_script(_OUTSIDE_JS, view, t0, t1, r0, r1, slack)
         assert not bad, (view, bad)
         checked[view] = n
@@ -345,20 +361,22 @@ def test_one_filter_for_every_view(driver, tmp_path):
     # The same views without the filter draw more: the filter did remove data.
     driver.find_element(By.ID, "filter-reset").click()
     for view in ("timeline", "sizes", "phases", "fs"):
-        driver.find_element(By.ID, "tab-" + view).click()
+        _open(driver, view)
         n, bad = driver.execute_script(_OUTSIDE_JS, view, t0, t1, r0, r1, slack)
         assert bad, view
     assert driver.execute_script("return location.hash") == "#view=fs"
     # The sampled operations too.
-    driver.find_element(By.ID, "tab-timeline").click()
+    _open(driver, "timeline")
     _select(driver, "#timeline-mode").select_by_value("sample")
     driver.get(path.as_uri() + "#view=timeline&t0=100&t1=130&r0=3&r1=6")
+    _wait_drawn(driver, "timeline")
     driver.refresh()
+    _wait_drawn(driver, "timeline")
     _select(driver, "#timeline-mode").select_by_value("sample")
     n, bad = driver.execute_script(_OUTSIDE_JS, "timeline", t0, t1, r0, r1, slack)
     assert n > 0 and not bad, bad
     # The summary says that its tables are not filtered.
-    driver.find_element(By.ID, "tab-summary").click()
+    _open(driver, "summary")
     notes = driver.find_elements(By.CSS_SELECTOR, "#view-summary .filter-note")
     assert notes and "whole run" in notes[0].text
     severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
@@ -370,6 +388,7 @@ def test_zooming_the_timeline_sets_the_window(driver, tmp_path):
 
     path = _page("synthetic", tmp_path)
     driver.get(path.as_uri() + "#view=timeline")
+    _wait_drawn(driver, "timeline")
     driver.execute_script(
         "Plotly.relayout(document.querySelector('#view-timeline .js-plotly-plot'),"
         " {'xaxis.range[0]': 50, 'xaxis.range[1]': 80});")
@@ -377,7 +396,7 @@ def test_zooming_the_timeline_sets_the_window(driver, tmp_path):
     assert driver.find_element(By.ID, "filter-t1").get_attribute("value") == "80"
     assert "&t0=50&t1=80" in driver.execute_script("return location.hash")
     # Other views follow the window; the timeline keeps it as its axis range.
-    driver.find_element(By.ID, "tab-phases").click()
+    _open(driver, "phases")
     n, bad = driver.execute_script(_OUTSIDE_JS, "phases", 50, 80, 0, 15, 0)
     assert n > 0 and not bad, bad
     rng = driver.execute_script(
@@ -416,11 +435,43 @@ def test_zooming_into_a_burst_draws_finer_bins(driver, tmp_path, monkeypatch):
     write_html(_diag(_burst_trace()), path)
     driver.get_log("browser")
     driver.get(path.as_uri() + "#view=timeline")
+    _wait_drawn(driver, "timeline")
     assert driver.execute_script(_BURST_JS, 499.9, 500.3) <= 2  # one bin at full range
     driver.execute_script(
         "Plotly.relayout(document.querySelector('#view-timeline .js-plotly-plot'),"
         " {'xaxis.range[0]': 499.9, 'xaxis.range[1]': 500.3});")
     assert driver.execute_script(_BURST_JS, 499.9, 500.3) >= 4
     assert "finer level" in driver.find_element(By.ID, "view-timeline").text
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+
+
+def test_big_pages_say_drawing_before_a_slow_first_draw(driver, tmp_path):
+    path = _page("synthetic", tmp_path)  # 50,000 drawn operations: a big page
+    driver.get(path.as_uri())
+    _wait_drawn(driver, "summary")
+    # In the same task as the click: the indicator is there and visible, the
+    # view not drawn yet (the draw waits for the browser to paint it).
+    pending = driver.execute_script(
+        "document.getElementById('tab-timeline').click();"
+        "const s = document.getElementById('view-timeline');"
+        "const e = s.querySelector('.drawing');"
+        "return [!!e && e.offsetHeight > 0, e ? e.textContent : '', s.dataset.drawn || '',"
+        " s.querySelectorAll('.js-plotly-plot').length];")
+    assert pending[0] and "drawing" in pending[1] and pending[2:] == ["", 0], pending
+    _wait_drawn(driver, "timeline")
+    done = driver.execute_script(
+        "const s = document.getElementById('view-timeline');"
+        "return [s.querySelectorAll('.drawing').length,"
+        " s.querySelectorAll('.js-plotly-plot').length];")
+    assert done[0] == 0 and done[1] == 1, done
+    # A small page draws at once, with no indicator.
+    small = _page("dxt.darshan", tmp_path)
+    driver.get(small.as_uri())
+    now = driver.execute_script(
+        "document.getElementById('tab-timeline').click();"
+        "const s = document.getElementById('view-timeline');"
+        "return [s.querySelectorAll('.drawing').length, s.dataset.drawn];")
+    assert now == [0, "1"], now
     severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert not severe, severe

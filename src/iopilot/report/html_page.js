@@ -374,6 +374,11 @@ const IOP = { views: {}, writeHash: () => {} };
 
   // ---------------------------------------------------------------- shell --
 
+  // Pages with this many drawn operations show a "drawing…" indicator in a
+  // view before its first draw (which then takes a noticeable moment).
+  const SLOW_DRAW = 10000;
+  const SLOW_PAGE = !!REC && REC.drawn >= SLOW_DRAW;
+
   function build() {
     const app = document.getElementById('app');
     app.replaceChildren();
@@ -414,16 +419,27 @@ const IOP = { views: {}, writeHash: () => {} };
       nav.querySelectorAll('button').forEach((b) => b.classList.toggle('active', b.dataset.view === id));
       Object.entries(sections).forEach(([k, s]) => s.classList.toggle('active', k === id));
       const s = sections[id];
+      if (s.dataset.pending) return;
       if (!s.dataset.drawn) {
-        try {
-          IOP.views[id].draw(s, D.views[id], IOP.ui);
-        } catch (e) {
-          s.append(h('div', { class: 'banner error', text: 'This view failed to draw: ' + e }));
-          throw e;
-        } finally {
-          s.dataset.drawn = '1';
-          s.dataset.plots = String(s.querySelectorAll('.plot').length);
-        }
+        const drawNow = () => {
+          try {
+            IOP.views[id].draw(s, D.views[id], IOP.ui);
+          } catch (e) {
+            s.append(h('div', { class: 'banner error', text: 'This view failed to draw: ' + e }));
+            throw e;
+          } finally {
+            s.querySelectorAll(':scope > .drawing').forEach((e) => e.remove());
+            delete s.dataset.pending;
+            s.dataset.drawn = '1';
+            s.dataset.plots = String(s.querySelectorAll('.plot').length);
+          }
+        };
+        if (!SLOW_PAGE) { drawNow(); return; }
+        // A big page: say so first, and draw once the browser has painted that.
+        s.dataset.pending = '1';
+        s.append(h('div', { class: 'drawing', id: 'drawing-' + id, role: 'status' },
+          h('span', { class: 'spinner' }), 'drawing ' + fmtInt(REC.drawn) + ' operations…'));
+        requestAnimationFrame(() => setTimeout(drawNow, 0));
       } else {
         s.querySelectorAll('.js-plotly-plot').forEach((p) => Plotly.Plots.resize(p));
       }
