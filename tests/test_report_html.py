@@ -553,3 +553,60 @@ def test_files_by_category():
     assert got == (100, 80, 16)
     assert (row["shared"], row["unique"]) == (2, 2)
     assert (row["shared_bytes"], row["unique_bytes"]) == (180, 16)
+
+
+def _pydarshan_common_sizes(path: Path, module: str) -> list[list[int]]:
+    """The four most common access sizes of a module, read with PyDarshan and
+    summed in plain Python (counts of a size add up over records and slots)."""
+    darshan = pytest.importorskip("darshan")
+    report = darshan.DarshanReport(str(path), read_all=False)
+    if module not in report.modules:
+        return []
+    report.mod_read_all_records(module)
+    df = report.records[module].to_df()["counters"]
+    pre = module.replace("-", "")
+    totals: dict[int, int] = {}
+    for _, row in df.iterrows():
+        for k in range(1, 5):
+            size, count = int(row[f"{pre}_ACCESS{k}_ACCESS"]), int(row[f"{pre}_ACCESS{k}_COUNT"])
+            if size > 0 and count > 0:
+                totals[size] = totals.get(size, 0) + count
+    return [[s, n] for s, n in sorted(totals.items(), key=lambda sn: (-sn[1], -sn[0]))[:4]]
+
+
+@pytest.mark.parametrize("name", ["LOCAL_mpi-io-test_coll_4p_dxt_v3.5.0.darshan",
+                                  "mpi-io-test-x86_64-3.4.0.darshan",
+                                  "hdf5_diagonal_write_bytes_range_dxt.darshan"])
+def test_common_access_sizes_match_the_darshan_counters(name):
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip("the shared Darshan logs are not here")
+    doc = page_doc(render_html(diagnose(load(str(path)))))
+    got = {a["layer"]: a for a in doc["views"]["summary"]["access_sizes"]}
+    checked = 0
+    for module, shown in (("POSIX", "POSIX"), ("MPI-IO", "MPI-IO")):
+        want = _pydarshan_common_sizes(path, module)
+        if not want:
+            assert shown not in got
+            continue
+        assert got[shown]["source"] == "counters"
+        assert got[shown]["sizes"] == want, (module, got[shown]["sizes"], want)
+        checked += 1
+    assert checked >= 1
+
+
+def test_common_access_sizes_of_a_trace(monkeypatch):
+    monkeypatch.setattr(html_context, "CHUNK", 64)  # sizes counted over many chunks
+    sizes = [4096] * 100 + [65536] * 50 + [1000] * 50 + [7] * 10 + [3] * 9 + [0] * 30
+    rows = [(i % 3, "wr"[i % 2], 1, 0, n, 0.01 * i, 0.01 * i + 0.001)
+            for i, n in enumerate(sizes)]  # fmt: skip
+    recs = records(rows)
+    mpiio = records([(0, "w", 1, 0, 1 << 20, 5.0 + i, 5.5 + i) for i in range(3)], "MPIIO")
+    both = Records(*(np.concatenate([getattr(recs, f), getattr(mpiio, f)]) for f in
+                     ("rank", "layer", "op", "file_id", "offset", "length", "start", "end")))
+    doc = page_doc(render_html(_diag(_trace(both, nprocs=3))))
+    got = {a["layer"]: a for a in doc["views"]["summary"]["access_sizes"]}
+    # A tie (50 each) lists the larger size first; size 3 is fifth; size 0 is no access.
+    assert got["POSIX"] == {"layer": "POSIX", "source": "records",
+                            "sizes": [[4096, 100], [65536, 50], [1000, 50], [7, 10]]}
+    assert got["MPI-IO"]["sizes"] == [[1 << 20, 3]]

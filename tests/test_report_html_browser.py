@@ -292,6 +292,13 @@ def test_interfaces_table_gives_each_interface_its_cost(driver, tmp_path):
     cats = driver.find_elements(By.CSS_SELECTOR, "#category-table tbody tr")
     doc = page_doc(path.read_text(encoding="utf-8"))
     assert len(cats) == len(doc["views"]["summary"]["overview"]["categories"]) > 0
+    # Common access sizes: one row per (interface, size), the counts as in the data.
+    acc = doc["views"]["summary"]["access_sizes"]
+    sizes = driver.find_elements(By.CSS_SELECTOR, "#access-size-table tbody tr")
+    assert len(sizes) == sum(len(a["sizes"]) for a in acc) > 0
+    first = [c.text for c in sizes[0].find_elements(By.TAG_NAME, "td")]
+    size, count = acc[0]["sizes"][0]
+    assert first[:3] == [acc[0]["layer"], f"{size:,}", f"{count:,}"]
     for lay in report["layers"]:
         row = dict(zip(head, rows[lay["layer"]], strict=True))
         assert row["opens"] == f"{lay['opens']:,}" and row["seeks"] == f"{lay['seeks']:,}"

@@ -53,7 +53,7 @@ GAP_CHOICES = (0.001, 0.01, 0.1, 1.0, 10.0, 60.0)  # extra phase gaps offered (s
 CHUNK = 1 << 20  # records per step of the chunked passes
 
 
-def _chunks(n: int) -> list[slice]:
+def chunks(n: int) -> list[slice]:
     """Slices of at most CHUNK records covering n."""
     return [slice(i, min(i + CHUNK, n)) for i in range(0, n, CHUNK)]
 
@@ -127,7 +127,7 @@ class PageContext:
             return
         parts = []
         lo, hi = math.inf, -math.inf
-        for sl in _chunks(n):
+        for sl in chunks(n):
             f = r.file_id[sl]
             # Records come in runs of one file: unique over the run heads is cheap.
             heads = np.flatnonzero(f[1:] != f[:-1]) + 1
@@ -142,7 +142,7 @@ class PageContext:
         ops = np.zeros(size, np.int64)
         byt = np.zeros(size, np.float64)
         busy = np.zeros(size, np.float64)
-        for sl in _chunks(n):
+        for sl in chunks(n):
             fd = np.searchsorted(self.rec_files, r.file_id[sl])
             key = (fd * NL + r.layer[sl]) * 2 + r.op[sl]
             ops += np.bincount(key, minlength=size)
@@ -250,7 +250,7 @@ class PageContext:
         self.ost_rec_rows = np.zeros(0 if stripes is None else len(stripes.count), bool)
         keep_parts: list[np.ndarray] = []
         top = {"length": Top(_extremes()), "dur": Top(_extremes())}
-        for sl in _chunks(n):
+        for sl in chunks(n):
             lay = r.layer[sl].astype(np.int64)
             op = r.op[sl].astype(np.int64)
             rank = np.clip(r.rank[sl].astype(np.int64), 0, None)

@@ -103,6 +103,18 @@
       { barmode: 'stack', yaxis: { title: { text: 'seconds' } }, height: 320 }, { title: 'Time per interface (seconds, summed over ranks)' });
     }
 
+    const acc = V.access_sizes || [];
+    if (acc.length) {
+      const rows = [];
+      acc.forEach((a) => a.sizes.forEach(([size, count], k) => rows.push({
+        layer: k ? '' : a.layer, size: size, count: count,
+        source: k ? '' : (a.source === 'counters' ? 'counters (ACCESS1–4)' : 'traced operations') })));
+      sec.append(card('Common access sizes',
+        table([{ key: 'layer', label: 'interface', text: true }, { key: 'size', label: 'access size (bytes)', fmt: fmtInt },
+          { key: 'count', label: 'count', fmt: fmtInt }, { key: 'source', label: 'from', text: true }], rows, { id: 'access-size-table' }),
+        note('The four most common access sizes of each interface, over all files and ranks: from Darshan\'s ACCESS1–4 counters (summed over records, as PyDarshan\'s summary does), or counted from every traced read and write.')));
+    }
+
     const fc = card('Findings (' + c.HIGH + ' critical, ' + c.WARN + ' warnings, ' + c.INFO + ' notes)');
     if (!R.findings.length) fc.append(note('No check fired.'));
     R.findings.forEach((f, i) => fc.append(findingEl(f, i)));

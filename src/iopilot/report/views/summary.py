@@ -6,15 +6,73 @@ from typing import Any
 
 import numpy as np
 
-from ...model import Trace, display
+from ...model import RECORD_LAYERS, Trace, display
 from ...vocabulary import FS_LAYERS
 from .common import FS_CODES, TABLE_LAYERS, col, mount_of
-from .context import PageContext
+from .context import PageContext, chunks
 
 
 def data(ctx: PageContext) -> dict[str, Any]:
     """Always shown: what the summary adds to the report's own numbers."""
-    return {"overview": _overview(ctx)}
+    return {"overview": _overview(ctx), "access_sizes": access_sizes(ctx)}
+
+
+COMMON = 4  # Darshan keeps the four most common access sizes
+
+
+def _top_sizes(sizes: np.ndarray, counts: np.ndarray) -> list[list[int]]:
+    """The COMMON sizes with the highest summed counts (the larger size first on
+    a tie, as Darshan orders them); sizes and counts of 0 are not accesses."""
+    ok = (sizes > 0) & (counts > 0)
+    if not ok.any():
+        return []
+    u, inv = np.unique(sizes[ok], return_inverse=True)
+    total = np.bincount(inv, weights=counts[ok], minlength=len(u))
+    top = np.lexsort((-u, -total))[:COMMON]
+    return [[int(u[i]), int(total[i])] for i in top]
+
+
+def access_sizes(ctx: PageContext) -> list[dict[str, Any]]:
+    """Per interface, its most common access sizes with their counts.
+
+    From Darshan's ACCESS1..4_ACCESS / _COUNT counters when the source has
+    them (summed over records, as PyDarshan's summary does), else from the
+    traced operations' request sizes (reads and writes), chunk by chunk.
+    """
+    out = []
+    done = set()
+    for layer in TABLE_LAYERS:
+        c = ctx.t.layer(layer)
+        if c is None or not len(c) or not c.has(f"{layer}_ACCESS1_ACCESS"):
+            continue
+        sizes = np.concatenate([c[f"{layer}_ACCESS{k}_ACCESS"] for k in range(1, COMMON + 1)])
+        counts = np.concatenate([c[f"{layer}_ACCESS{k}_COUNT"] for k in range(1, COMMON + 1)])
+        top = _top_sizes(sizes.astype(np.int64), counts.astype(np.int64))
+        if top:
+            out.append({"layer": display(layer), "source": "counters", "sizes": top})
+            done.add(layer)
+    r = ctx.t.records
+    if len(r):
+        # Per chunk: its distinct (layer, size) pairs and their counts, merged after.
+        keys, cnts = [], []
+        for sl in chunks(len(r)):
+            ln = r.length[sl].astype(np.int64)
+            k = r.layer[sl].astype(np.int64) << 56 | np.clip(ln, 0, (1 << 56) - 1)
+            u, n = np.unique(k[ln > 0], return_counts=True)
+            keys.append(u)
+            cnts.append(n)
+        k = np.concatenate(keys)
+        n = np.concatenate(cnts)
+        lay = k >> 56
+        for code in np.unique(lay):
+            name = RECORD_LAYERS[int(code)]
+            if name in done:
+                continue
+            m = lay == code
+            top = _top_sizes(k[m] & ((1 << 56) - 1), n[m])
+            if top:
+                out.append({"layer": display(name), "source": "records", "sizes": top})
+    return out
 
 
 def file_categories(t: Trace) -> list[dict[str, Any]]:
