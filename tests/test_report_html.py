@@ -17,8 +17,8 @@ from iopilot.checks import thresholds as th
 from iopilot.checks.engine import Diagnosis, summarize
 from iopilot.demo import example_dir
 from iopilot.model import RECORD_LAYERS, SIZE_BIN_UPPER, Job, ModuleInfo, Records, Striping, Trace
-from iopilot.report import html as html_report
 from iopilot.report.html import SAMPLE_CAP, render_html, write_html
+from iopilot.report.views import context as html_context
 from iopilot.sources import load
 from kit import SHARED, records, shared_logs, striping
 
@@ -143,7 +143,7 @@ def test_records_sample_and_bins_add_up(pages, path):
     rec = doc["records"]
     assert info["records"] == len(r)
     if not len(r):
-        assert rec is None and doc["phases"] is None
+        assert rec is None and doc["views"].get("phases") is None
         return
     assert rec["total"] == len(r)
     assert info["sampled"] == rec["sampled"] == (len(r) > SAMPLE_CAP)
@@ -155,7 +155,8 @@ def test_records_sample_and_bins_add_up(pages, path):
     counts = np.bincount(r.layer, minlength=len(RECORD_LAYERS))
     assert rec["per_layer"] == counts.tolist()
     assert sum(rec["drawn_per_layer"]) == rec["drawn"]
-    for name, b in rec["bins"].items():
+    levels = [(n, b) for n, base in rec["bins"].items() for b in (base, base["finer"])]
+    for name, b in levels:
         sel = r.layer == RECORD_LAYERS.index(name)
         length = r.length[sel].clip(0)
         # Bytes and operations are exact sums; busy time is float32 per cell.
@@ -176,20 +177,20 @@ def test_totals_match_the_counters(pages, path):
     d, _, _, doc = pages(path)
     t = d.trace
     by_layer = {s.layer: s for s in d.layers}
-    totals = {row["layer"]: row for row in doc["file_table"]["totals"]}
+    totals = {row["layer"]: row for row in doc["views"]["fs"]["file_table"]["totals"]}
     for layer, c in t.counters.items():
         if layer not in totals:
             continue
         s = by_layer[{"MPIIO": "MPI-IO"}.get(layer, layer)]
         assert totals[layer]["bytes_read"] == s.bytes_read
         assert totals[layer]["bytes_written"] == s.bytes_written
-        ranks = doc["ranks"]["counters"][layer]
+        ranks = doc["views"]["fs"]["ranks"]["counters"][layer]
         per_rank = ranks["rb"].sum() + ranks["wb"].sum()
         assert per_rank + ranks["shared_bytes"] == pytest.approx(s.bytes_read + s.bytes_written)
         if (c.rank < 0).any():
             assert ranks["shared_files"] > 0
     # Size histograms: exact counts from counters, else from every record.
-    for layer, h in doc["sizes"].items():
+    for layer, h in doc["views"]["sizes"].items():
         if h["source"] == "counters":
             c = t.counters[layer]
             pref = "POSIX_SIZE_READ_" if layer == "POSIX" else f"{layer}_SIZE_READ_AGG_"
@@ -203,29 +204,30 @@ def test_totals_match_the_counters(pages, path):
 @pytest.mark.parametrize("path", _logs())
 def test_phases_reuse_the_checks_helper(pages, path):
     d, _, _, doc = pages(path)
-    if doc["phases"] is None:
+    if doc["views"].get("phases") is None:
         return
     r = d.trace.records
-    for name, entry in doc["phases"]["layers"].items():
+    for name, entry in doc["views"]["phases"]["layers"].items():
         n = int((r.layer == RECORD_LAYERS.index(name)).sum())
         for opt in entry["options"]:
             assert opt["total"] >= 1 and opt["shown"] == len(opt["cols"]["start"])
             if opt["shown"] == opt["total"]:
                 assert opt["cols"]["ops"].sum() == n
             assert (opt["cols"]["slowest_time"] >= opt["cols"]["fastest_time"]).all()
-    primary = doc["phases"]["layers"][doc["phases"]["primary"]]
+    primary = doc["views"]["phases"]["layers"][doc["views"]["phases"]["primary"]]
     assert primary["options"][0]["label"].endswith("(default)")
 
 
 def test_counter_only_page_has_its_views(pages):
     d, _, _, doc = pages(example_dir() / "example.darshan")
     assert doc["records"] is None
-    assert set(doc["sizes"]) >= {"POSIX", "MPIIO"}
-    assert all(h["source"] == "counters" for h in doc["sizes"].values())
-    assert doc["ranks"]["counters"]["POSIX"]["shared_files"] == 1
-    assert doc["ost"] is not None and doc["ost"]["files_estimated"] == 1
+    assert set(doc["views"].get("sizes")) >= {"POSIX", "MPIIO"}
+    assert all(h["source"] == "counters" for h in doc["views"]["sizes"].values())
+    assert doc["views"]["fs"]["ranks"]["counters"]["POSIX"]["shared_files"] == 1
+    ost = doc["views"]["fs"]["ost"]
+    assert ost is not None and ost["files_estimated"] == 1
     # The 2 TiB written are spread over the file's 24 OSTs, all of it.
-    ost = doc["ost"]
+    ost = doc["views"]["fs"]["ost"]
     written = d.trace.counters["POSIX"].total("POSIX_BYTES_WRITTEN")
     assert ost["wb"].sum() == pytest.approx(written)
     assert len(np.unique(ost["ost"])) == 24
@@ -234,7 +236,7 @@ def test_counter_only_page_has_its_views(pages):
 
 def test_lustre_dxt_maps_records_to_osts(pages):
     d, _, _, doc = pages(example_dir() / "ior_hdf5_example.darshan")
-    ost = doc["ost"]
+    ost = doc["views"]["fs"]["ost"]
     assert ost["files_exact"] == 1 and ost["files_estimated"] == 0
     r = d.trace.records
     fs = r.layer == RECORD_LAYERS.index("POSIX")
@@ -301,7 +303,7 @@ def test_ost_mapping_is_exact_across_stripes():
     t = _trace(recs, striping([(5, stripe, osts)]))
     doc = page_doc(render_html(_diag(t)))
     got = {}
-    ost = doc["ost"]
+    ost = doc["views"]["fs"]["ost"]
     for j, o in enumerate(ost["ost"]):
         got[int(o)] = [ost["rb"][j], ost["wb"][j], ost["rr"][j], ost["wr"][j]]
     want = _brute_osts(recs, stripe, osts)
@@ -313,7 +315,7 @@ def test_ost_mapping_is_exact_across_stripes():
 
 
 def test_binned_timeline_sums_long_operations_exactly(monkeypatch):
-    monkeypatch.setattr(html_report, "SAMPLE_CAP", 20)
+    monkeypatch.setattr(html_context, "SAMPLE_CAP", 20)
     rows = [(r, "wr"[i % 2], 1, i * 10, 100 + i, 0.5 * i, 0.5 * i + (3.0 if i % 7 == 0 else 0.01))
             for i in range(60) for r in (0, 1)]  # fmt: skip
     recs = records(rows)
@@ -327,16 +329,46 @@ def test_binned_timeline_sums_long_operations_exactly(monkeypatch):
     assert b["rb"].sum() + b["wb"].sum() == recs.length.sum()
     busy = (recs.end - recs.start).sum()
     assert b["rt"].astype(float).sum() + b["wt"].sum() == pytest.approx(busy, rel=1e-5)
-    # Cell by cell: each operation's overlap with each bin, summed by a plain loop.
-    cells = b["rows"] * b["cols"]
-    want = np.zeros((2, cells))
-    for rank, op, s, e in zip(recs.rank, recs.op, recs.start, recs.end, strict=True):
-        for col in range(b["cols"]):
-            lo = b["t0"] + col * b["width"]
-            want[op, rank * b["cols"] + col] += max(0.0, min(e, lo + b["width"]) - max(s, lo))
-    got = np.zeros((2, cells))
-    got[0, b["idx"]], got[1, b["idx"]] = b["rt"], b["wt"]
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # Cell by cell, at both levels: each operation's overlap with each bin.
+    assert b["finer"]["rows"] == 1 and b["finer"]["per_row"] == 8  # two ranks in one row
+    assert b["finer"]["cols"] > b["cols"]
+    for g in (b, b["finer"]):
+        cells = g["rows"] * g["cols"]
+        want = np.zeros((2, cells))
+        lo = g["t0"] + np.arange(g["cols"]) * g["width"]
+        for rank, op, s, e in zip(recs.rank, recs.op, recs.start, recs.end, strict=True):
+            row = rank // g["per_row"]
+            want[op, row * g["cols"] : (row + 1) * g["cols"]] += np.clip(
+                np.minimum(e, lo + g["width"]) - np.maximum(s, lo), 0, None)
+        got = np.zeros((2, cells))
+        got[0, g["idx"]], got[1, g["idx"]] = g["rt"], g["wt"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _burst_trace() -> Trace:
+    """1000 s of sparse writes on 4 ranks, and a burst of 40 writes in 0.2 s at 500 s."""
+    rows = [(r, "w", 1, 0, 4096, float(t), t + 0.01) for t in range(0, 1000, 5) for r in range(4)]
+    rows += [(k % 4, "w", 1, 0, 4096, 500.0 + 0.005 * k, 500.001 + 0.005 * k) for k in range(40)]
+    return _trace(records(sorted(rows, key=lambda x: (x[0], x[5]))), nprocs=4)
+
+
+def test_zoom_level_shows_a_short_burst_in_distinct_bins(monkeypatch):
+    monkeypatch.setattr(html_context, "SAMPLE_CAP", 100)  # sampled: the timeline is binned
+    doc = page_doc(render_html(_diag(_burst_trace())))
+    b = doc["records"]["bins"]["POSIX"]
+    f = b["finer"]
+    # Both levels fit the layer's share of the cell budget.
+    assert b["rows"] * b["cols"] + f["rows"] * f["cols"] <= html_context.BIN_CELLS
+
+    def burst_columns(g: dict) -> set[int]:
+        col = g["idx"] % g["cols"]
+        mid = g["t0"] + (col + 0.5) * g["width"]
+        return {int(c) for c in col[(mid > 499.9) & (mid < 500.3)]}
+
+    # At full range the burst is one bin per row; the finer level splits it.
+    assert b["width"] > 0.2 and len(burst_columns(b)) <= 2
+    assert f["width"] < 0.05 and len(burst_columns(f)) >= 4
+    assert f["wn"].sum() == b["wn"].sum() == 4 * 200 + 40
 
 
 def test_hostile_file_names_stay_data():
@@ -356,7 +388,7 @@ def test_phase_gap_choice_and_write_html(tmp_path):
     assert info["bytes"] == (tmp_path / "p.html").stat().st_size
     assert (info["records"], info["records_drawn"], info["sampled"]) == (160, 160, False)
     doc = page_doc((tmp_path / "p.html").read_text(encoding="utf-8"))
-    opts = doc["phases"]["layers"]["POSIX"]["options"]
+    opts = doc["views"]["phases"]["layers"]["POSIX"]["options"]
     assert opts[0]["gap"] == 2.5 and opts[0]["label"] == "2.5 s (default)"
     assert opts[0]["total"] == 4
     gaps = {o["gap"] for o in opts}
@@ -412,8 +444,9 @@ def test_one_million_records_page(tmp_path):
     assert (fc["drawn"] > 0).all()
     # OST bytes: every POSIX byte lands on exactly one OST.
     fs = r.layer == RECORD_LAYERS.index("POSIX")
-    assert doc["ost"]["rb"].sum() + doc["ost"]["wb"].sum() == r.length[fs].sum()
-    sizes = doc["sizes"]["POSIX"]
+    ost = doc["views"]["fs"]["ost"]
+    assert ost["rb"].sum() + ost["wb"].sum() == r.length[fs].sum()
+    sizes = doc["views"]["sizes"]["POSIX"]
     assert sizes["source"] == "records"
     assert sum(sizes["read"]) + sum(sizes["write"]) == fs.sum()
     # Darshan's bins: a 1 MiB request is in 100K_1M (the upper bound is inclusive).
@@ -429,7 +462,7 @@ def test_ost_view_counts_files_not_per_rank_layout_records(pages, name):
     # Darshan wrote 113 LUSTRE records (one per rank and file) for 3 files.
     assert len(lustre) == len(np.unique(lustre.file_id)) == 3
     assert set(lustre.file_id.tolist()) <= set(files.tolist())
-    assert doc["ost"]["lustre_files"] == 3
+    assert doc["views"]["fs"]["ost"]["lustre_files"] == 3
 
 
 def test_ost_view_takes_mpiio_bytes_of_files_without_a_posix_record():
@@ -445,7 +478,7 @@ def test_ost_view_takes_mpiio_bytes_of_files_without_a_posix_record():
     names = {5: "/scratch/a", 6: "/scratch/b"}
     t = Trace("hand-made", job, names, {"POSIX": posix, "MPIIO": mpiio}, Records.empty(),
               striping([(5, 1000, [1, 2]), (6, 1000, [3])]), [ModuleInfo("POSIX")])
-    ost = page_doc(render_html(_diag(t)))["ost"]
+    ost = page_doc(render_html(_diag(t)))["views"]["fs"]["ost"]
     per = {int(o): ost["wb"][j] for j, o in enumerate(ost["ost"])}
     # File 5 counts once (its POSIX bytes), file 6 from MPI-IO: it has no POSIX record.
     assert per[1] + per[2] == pytest.approx(3000) and per[3] == pytest.approx(4000)
@@ -453,8 +486,8 @@ def test_ost_view_takes_mpiio_bytes_of_files_without_a_posix_record():
 
 
 def test_the_sample_keeps_the_largest_and_slowest_operations(monkeypatch):
-    monkeypatch.setattr(html_report, "SAMPLE_CAP", 3000)  # keeps the 300 largest and slowest
-    monkeypatch.setattr(html_report, "CHUNK", 4096)  # the extremes come from many chunks
+    monkeypatch.setattr(html_context, "SAMPLE_CAP", 3000)  # keeps the 300 largest and slowest
+    monkeypatch.setattr(html_context, "CHUNK", 4096)  # the extremes come from many chunks
     t = _synthetic(60_000)
     r = t.records
     rng = np.random.default_rng(5)
@@ -472,10 +505,10 @@ def test_the_sample_keeps_the_largest_and_slowest_operations(monkeypatch):
 
 @pytest.mark.parametrize("chunk", [1, 7, 1000])
 def test_top_k_over_chunks(chunk):
-    from iopilot.report.html import _Top
+    from iopilot.report.views.common import Top
 
     values = np.random.default_rng(chunk).random(997)
-    top = _Top(25)
+    top = Top(25)
     for a in range(0, len(values), chunk):
         top.add(values[a : a + chunk], a)
     assert sorted(top.index.tolist()) == sorted(np.argsort(values)[-25:].tolist())
@@ -490,7 +523,7 @@ def test_each_finding_names_the_view_that_shows_it(pages):
     views = doc["finding_views"]
     assert len(views) == len(d.findings) > 0
     for f, v in zip(d.findings, views, strict=True):
-        assert v == _finding_view(f.check, f.layer, True, doc["phases"] is not None)
+        assert v == _finding_view(f.check, f.layer, True, doc["views"].get("phases") is not None)
     assert _finding_view("io-phases", "PHASES", True, True) == "phases"
     assert _finding_view("io-phases", "PHASES", True, False) == "fs"  # no phases view
     assert _finding_view("overlapping-writes", "POSIX", True, True) == "spatiality"
@@ -500,7 +533,7 @@ def test_each_finding_names_the_view_that_shows_it(pages):
 
 
 def test_files_by_category():
-    from iopilot.report.html import _file_categories
+    from iopilot.report.views.summary import file_categories
     from kit import counters
 
     p = counters("POSIX", [
@@ -512,10 +545,67 @@ def test_files_by_category():
     ])  # fmt: skip
     job = Job(nprocs=2, runtime=1.0)
     t = Trace("hand-made", job, {}, {"POSIX": p}, Records.empty())
-    (row,) = _file_categories(t)
+    (row,) = file_categories(t)
     assert row["layer"] == "POSIX" and row["files"] == 4
     assert (row["read_only"], row["write_only"], row["read_write"], row["no_data"]) == (1, 1, 1, 1)
     got = (row["read_only_bytes"], row["write_only_bytes"], row["read_write_bytes"])
     assert got == (100, 80, 16)
     assert (row["shared"], row["unique"]) == (2, 2)
     assert (row["shared_bytes"], row["unique_bytes"]) == (180, 16)
+
+
+def _pydarshan_common_sizes(path: Path, module: str) -> list[list[int]]:
+    """The four most common access sizes of a module, read with PyDarshan and
+    summed in plain Python (counts of a size add up over records and slots)."""
+    darshan = pytest.importorskip("darshan")
+    report = darshan.DarshanReport(str(path), read_all=False)
+    if module not in report.modules:
+        return []
+    report.mod_read_all_records(module)
+    df = report.records[module].to_df()["counters"]
+    pre = module.replace("-", "")
+    totals: dict[int, int] = {}
+    for _, row in df.iterrows():
+        for k in range(1, 5):
+            size, count = int(row[f"{pre}_ACCESS{k}_ACCESS"]), int(row[f"{pre}_ACCESS{k}_COUNT"])
+            if size > 0 and count > 0:
+                totals[size] = totals.get(size, 0) + count
+    return [[s, n] for s, n in sorted(totals.items(), key=lambda sn: (-sn[1], -sn[0]))[:4]]
+
+
+@pytest.mark.parametrize("name", ["LOCAL_mpi-io-test_coll_4p_dxt_v3.5.0.darshan",
+                                  "mpi-io-test-x86_64-3.4.0.darshan",
+                                  "hdf5_diagonal_write_bytes_range_dxt.darshan"])
+def test_common_access_sizes_match_the_darshan_counters(name):
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip("the shared Darshan logs are not here")
+    doc = page_doc(render_html(diagnose(load(str(path)))))
+    got = {a["layer"]: a for a in doc["views"]["summary"]["access_sizes"]}
+    checked = 0
+    for module, shown in (("POSIX", "POSIX"), ("MPI-IO", "MPI-IO")):
+        want = _pydarshan_common_sizes(path, module)
+        if not want:
+            assert shown not in got
+            continue
+        assert got[shown]["source"] == "counters"
+        assert got[shown]["sizes"] == want, (module, got[shown]["sizes"], want)
+        checked += 1
+    assert checked >= 1
+
+
+def test_common_access_sizes_of_a_trace(monkeypatch):
+    monkeypatch.setattr(html_context, "CHUNK", 64)  # sizes counted over many chunks
+    sizes = [4096] * 100 + [65536] * 50 + [1000] * 50 + [7] * 10 + [3] * 9 + [0] * 30
+    rows = [(i % 3, "wr"[i % 2], 1, 0, n, 0.01 * i, 0.01 * i + 0.001)
+            for i, n in enumerate(sizes)]  # fmt: skip
+    recs = records(rows)
+    mpiio = records([(0, "w", 1, 0, 1 << 20, 5.0 + i, 5.5 + i) for i in range(3)], "MPIIO")
+    both = Records(*(np.concatenate([getattr(recs, f), getattr(mpiio, f)]) for f in
+                     ("rank", "layer", "op", "file_id", "offset", "length", "start", "end")))
+    doc = page_doc(render_html(_diag(_trace(both, nprocs=3))))
+    got = {a["layer"]: a for a in doc["views"]["summary"]["access_sizes"]}
+    # A tie (50 each) lists the larger size first; size 3 is fifth; size 0 is no access.
+    assert got["POSIX"] == {"layer": "POSIX", "source": "records",
+                            "sizes": [[4096, 100], [65536, 50], [1000, 50], [7, 10]]}
+    assert got["MPI-IO"]["sizes"] == [[1 << 20, 3]]

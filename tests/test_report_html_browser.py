@@ -89,15 +89,30 @@ def _page(kind: str, tmp: Path) -> Path:
 
 def _expected_plots(doc: dict) -> dict[str, int]:
     rec = doc["records"]
-    has_ranks = bool(doc["ranks"]["counters"] or doc["ranks"]["records"])
+    ranks = doc["views"]["fs"]["ranks"]
+    has_ranks = bool(ranks["counters"] or ranks["records"])
     out = {
         "summary": 2 if doc["report"]["layers"] else 0,
-        "sizes": (1 if doc["sizes"] else 0) + (1 if rec else 0),
-        "fs": (3 if doc["ost"] else 0) + (2 if has_ranks else 0),
+        "sizes": (1 if doc["views"].get("sizes") else 0) + (1 if rec else 0),
+        "fs": (3 if doc["views"]["fs"]["ost"] else 0) + (2 if has_ranks else 0),
     }
     if rec:
         out.update(timeline=1, spatiality=1, phases=2)
     return out
+
+
+def _wait_drawn(drv, view: str) -> None:
+    """Wait until a view has drawn (big pages draw after showing "drawing…")."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(drv, 60).until(lambda d: d.execute_script(
+        "const s = document.getElementById('view-' + arguments[0]);"
+        "return s && s.dataset.drawn === '1';", view))  # fmt: skip
+
+
+def _open(drv, view: str) -> None:
+    drv.find_element("id", "tab-" + view).click()
+    _wait_drawn(drv, view)
 
 
 def _select(drv, css: str):
@@ -125,6 +140,7 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
     for tab in tabs:
         view = tab.get_attribute("data-view")
         tab.click()
+        _wait_drawn(driver, view)
         sec = driver.find_element(By.ID, "view-" + view)
         assert sec.get_attribute("data-drawn") == "1", view
         drawn = sec.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")
@@ -152,12 +168,12 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
 
     if doc["records"]:
         # The spatiality file selector lists every named file with traced operations.
-        driver.find_element(By.ID, "tab-spatiality").click()
+        _open(driver, "spatiality")
         files = {int(f) for f in doc["records"]["file_counts"]["file"] if f >= 0}
         options = _select(driver, "#file-select").options
         assert len(options) == len(files) >= 1
         # Phases: a table with rows; switching the gap redraws it.
-        driver.find_element(By.ID, "tab-phases").click()
+        _open(driver, "phases")
         rows = driver.find_elements(By.CSS_SELECTOR, "#phase-table tbody tr")
         assert len(rows) >= 1
         gap = _select(driver, "#gap-select")
@@ -165,7 +181,7 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
             gap.select_by_index(len(gap.options) - 1)
             assert driver.find_elements(By.CSS_SELECTOR, "#phase-table tbody tr")
         if doc["records"]["sampled"]:  # exact bins, then the sample, then one file
-            driver.find_element(By.ID, "tab-timeline").click()
+            _open(driver, "timeline")
             _select(driver, "#timeline-mode").select_by_value("sample")
             _select(driver, "#timeline-file").select_by_index(1)
             _select(driver, "#timeline-mode").select_by_value("bins")
@@ -176,7 +192,7 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
         assert not driver.find_elements(By.ID, "tab-timeline")
     _vocabulary_texts(driver, doc)
     # The per-file table sorts on a header click (twice: both directions).
-    driver.find_element(By.ID, "tab-fs").click()
+    _open(driver, "fs")
     header = driver.find_elements(By.CSS_SELECTOR, "#view-fs table.data th")[6]
     header.click()
     header.click()
@@ -209,14 +225,14 @@ def _vocabulary_texts(driver, doc: dict) -> None:
     layers, the layers drawn above them, the operation names."""
     from selenium.webdriver.common.by import By
 
-    driver.find_element(By.ID, "tab-summary").click()
+    _open(driver, "summary")
     summary = driver.find_element(By.ID, "view-summary").text
     fs_bytes = sum(lay["bytes_read"] + lay["bytes_written"] for lay in doc["report"]["layers"]
                    if lay["layer"] in ("POSIX", "STDIO"))  # fmt: skip
     assert ("read (POSIX + STDIO)" in summary) == (fs_bytes > 0)
     if not doc["records"]:
         return
-    driver.find_element(By.ID, "tab-timeline").click()
+    _open(driver, "timeline")
     labels = [o.text for o in _select(driver, "#timeline-layer").options]
     present = [n for n, k in zip(doc["record_layers"], doc["records"]["per_layer"], strict=True)
                if k]  # fmt: skip
@@ -242,7 +258,7 @@ def test_deep_links_open_the_view_of_a_finding(driver, tmp_path):
     text = driver.find_element(By.ID, "view-phases").text
     assert "idle gaps of at most" in text or ("s: no shorter gap splits a phase" in text)
     assert "active" in driver.find_element(By.ID, "view-phases").get_attribute("class")
-    driver.find_element(By.ID, "tab-summary").click()
+    _open(driver, "summary")
     assert driver.execute_script("return location.hash") == "#view=summary"
     links = driver.find_elements(By.CSS_SELECTOR, ".finding a.show-in")
     linked = [i for i, v in enumerate(doc["finding_views"]) if v != "summary"]
@@ -275,7 +291,14 @@ def test_interfaces_table_gives_each_interface_its_cost(driver, tmp_path):
     assert set(rows) == {lay["layer"] for lay in report["layers"]}
     cats = driver.find_elements(By.CSS_SELECTOR, "#category-table tbody tr")
     doc = page_doc(path.read_text(encoding="utf-8"))
-    assert len(cats) == len(doc["overview"]["categories"]) > 0
+    assert len(cats) == len(doc["views"]["summary"]["overview"]["categories"]) > 0
+    # Common access sizes: one row per (interface, size), the counts as in the data.
+    acc = doc["views"]["summary"]["access_sizes"]
+    sizes = driver.find_elements(By.CSS_SELECTOR, "#access-size-table tbody tr")
+    assert len(sizes) == sum(len(a["sizes"]) for a in acc) > 0
+    first = [c.text for c in sizes[0].find_elements(By.TAG_NAME, "td")]
+    size, count = acc[0]["sizes"][0]
+    assert first[:3] == [acc[0]["layer"], f"{size:,}", f"{count:,}"]
     for lay in report["layers"]:
         row = dict(zip(head, rows[lay["layer"]], strict=True))
         assert row["opens"] == f"{lay['opens']:,}" and row["seeks"] == f"{lay['seeks']:,}"
@@ -284,3 +307,178 @@ def test_interfaces_table_gives_each_interface_its_cost(driver, tmp_path):
             assert row["% of run"] == "–"
         else:
             assert row["% of run"] == f"{100 * secs / it['run_seconds']:.1f} %"
+
+
+# Reads every plot of a view and returns what lies outside the filter: segments
+# (start, end pairs) and heat bins outside the window or rank range, phase bars
+# outside the window, per-rank bars outside the rank range.
+_OUTSIDE_JS = """
+const [view, t0, t1, r0, r1, slack] = arguments;
+const bad = []; let n = 0;
+const out = (what) => { if (bad.length < 5) bad.push(what); };
+const plots = document.querySelectorAll('#view-' + view + ' .js-plotly-plot');
+plots.forEach((p) => p.data.forEach((t) => {
+  if (t.type === 'heatmap') {
+    const w = t.x.length > 1 ? t.x[1] - t.x[0] : 0;
+    t.x.forEach((x) => { n++; if (x < t0 - w || x > t1 + w) out(['bin', x]); });
+    t.y.forEach((y) => { if (y < r0 - slack || y > r1 + slack) out(['row', y]); });
+  } else if (t.mode === 'lines') {
+    for (let j = 0; j + 1 < t.x.length; j += 3) {
+      n++;
+      const s = Math.min(t.x[j], t.x[j + 1]); const e = Math.max(t.x[j], t.x[j + 1]);
+      if (s > t1 || e < t0 - slack) out(['op', s, e]);
+      const m = /rank (\\d+)/.exec(t.text[j] || '');
+      if (m && (Number(m[1]) < r0 || Number(m[1]) > r1)) out(['rank', m[1]]);
+    }
+  } else if (t.type === 'bar' && t.orientation === 'h') {
+    t.base.forEach((b, j) => { n++; if (b > t1 || b + t.x[j] < t0) out(['phase', b]); });
+  } else if (t.type === 'bar' && view === 'fs' && typeof t.x[0] === 'number') {
+    t.x.forEach((x) => { n++; if (x < r0 - slack || x > r1) out(['rank bar', x]); });
+  }
+}));
+return [n, bad];
+"""
+
+
+def test_one_filter_for_every_view(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    path = _page("synthetic", tmp_path)  # 16 ranks, bursts every 25 s, sampled and binned
+    doc = page_doc(path.read_text(encoding="utf-8"))
+    driver.get_log("browser")
+    driver.get(path.as_uri() + "#view=timeline")
+    _wait_drawn(driver, "timeline")
+    t0, t1, r0, r1 = 100.0, 130.0, 3, 6
+    for key, value in (("t0", t0), ("t1", t1), ("r0", r0), ("r1", r1)):
+        box = driver.find_element(By.ID, "filter-" + key)
+        box.clear()
+        box.send_keys(str(value), Keys.TAB)  # a change event, as a user makes it
+    assert driver.execute_script("return location.hash") == (
+        "#view=timeline&t0=100&t1=130&r0=3&r1=6")
+    assert "active" in driver.find_element(By.ID, "filter-status").text
+    slack = float(doc["records"]["sample"]["dur"].max())  # an operation may start before t0
+    checked = {}
+    for view in ("timeline", "sizes", "spatiality", "phases", "fs"):
+        _open(driver, view)
+        n, bad = driver.execute_script(_OUTSIDE_JS, view, t0, t1, r0, r1, slack)
+        assert not bad, (view, bad)
+        checked[view] = n
+    assert min(checked.values()) > 0, checked  # each view drew something inside
+    # The same views without the filter draw more: the filter did remove data.
+    driver.find_element(By.ID, "filter-reset").click()
+    for view in ("timeline", "sizes", "phases", "fs"):
+        _open(driver, view)
+        n, bad = driver.execute_script(_OUTSIDE_JS, view, t0, t1, r0, r1, slack)
+        assert bad, view
+    assert driver.execute_script("return location.hash") == "#view=fs"
+    # The sampled operations too.
+    _open(driver, "timeline")
+    _select(driver, "#timeline-mode").select_by_value("sample")
+    driver.get(path.as_uri() + "#view=timeline&t0=100&t1=130&r0=3&r1=6")
+    _wait_drawn(driver, "timeline")
+    driver.refresh()
+    _wait_drawn(driver, "timeline")
+    _select(driver, "#timeline-mode").select_by_value("sample")
+    n, bad = driver.execute_script(_OUTSIDE_JS, "timeline", t0, t1, r0, r1, slack)
+    assert n > 0 and not bad, bad
+    # The summary says that its tables are not filtered.
+    _open(driver, "summary")
+    notes = driver.find_elements(By.CSS_SELECTOR, "#view-summary .filter-note")
+    assert notes and "whole run" in notes[0].text
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+
+
+def test_zooming_the_timeline_sets_the_window(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    path = _page("synthetic", tmp_path)
+    driver.get(path.as_uri() + "#view=timeline")
+    _wait_drawn(driver, "timeline")
+    driver.execute_script(
+        "Plotly.relayout(document.querySelector('#view-timeline .js-plotly-plot'),"
+        " {'xaxis.range[0]': 50, 'xaxis.range[1]': 80});")
+    assert driver.find_element(By.ID, "filter-t0").get_attribute("value") == "50"
+    assert driver.find_element(By.ID, "filter-t1").get_attribute("value") == "80"
+    assert "&t0=50&t1=80" in driver.execute_script("return location.hash")
+    # Other views follow the window; the timeline keeps it as its axis range.
+    _open(driver, "phases")
+    n, bad = driver.execute_script(_OUTSIDE_JS, "phases", 50, 80, 0, 15, 0)
+    assert n > 0 and not bad, bad
+    rng = driver.execute_script(
+        "return document.querySelector('#view-timeline .js-plotly-plot').layout.xaxis.range;")
+    assert rng == [50, 80]
+    # A reset of the zoom (autorange) clears the window.
+    driver.execute_script(
+        "Plotly.relayout(document.querySelector('#view-timeline .js-plotly-plot'),"
+        " {'xaxis.autorange': true});")
+    assert driver.find_element(By.ID, "filter-t0").get_attribute("value") == ""
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+
+
+# Time bins of the timeline's heat map, inside [lo, hi], that hold some operation.
+_BURST_JS = """
+const [lo, hi] = arguments;
+const p = document.querySelector('#view-timeline .js-plotly-plot');
+const cols = new Set();
+const heat = p.data.filter((t) => t.type === 'heatmap');
+heat.forEach((t) => t.z.forEach((row) => row.forEach((v, c) => {
+  if (v !== null && t.x[c] > lo && t.x[c] < hi) cols.add(t.x[c]);
+})));
+return cols.size;
+"""
+
+
+def test_zooming_into_a_burst_draws_finer_bins(driver, tmp_path, monkeypatch):
+    from selenium.webdriver.common.by import By
+
+    from iopilot.report.views import context
+    from test_report_html import _burst_trace, _diag
+
+    monkeypatch.setattr(context, "SAMPLE_CAP", 100)  # sampled: the timeline is binned
+    path = tmp_path / "burst.html"
+    write_html(_diag(_burst_trace()), path)
+    driver.get_log("browser")
+    driver.get(path.as_uri() + "#view=timeline")
+    _wait_drawn(driver, "timeline")
+    assert driver.execute_script(_BURST_JS, 499.9, 500.3) <= 2  # one bin at full range
+    driver.execute_script(
+        "Plotly.relayout(document.querySelector('#view-timeline .js-plotly-plot'),"
+        " {'xaxis.range[0]': 499.9, 'xaxis.range[1]': 500.3});")
+    assert driver.execute_script(_BURST_JS, 499.9, 500.3) >= 4
+    assert "finer level" in driver.find_element(By.ID, "view-timeline").text
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+
+
+def test_big_pages_say_drawing_before_a_slow_first_draw(driver, tmp_path):
+    path = _page("synthetic", tmp_path)  # 50,000 drawn operations: a big page
+    driver.get(path.as_uri())
+    _wait_drawn(driver, "summary")
+    # In the same task as the click: the indicator is there and visible, the
+    # view not drawn yet (the draw waits for the browser to paint it).
+    pending = driver.execute_script(
+        "document.getElementById('tab-timeline').click();"
+        "const s = document.getElementById('view-timeline');"
+        "const e = s.querySelector('.drawing');"
+        "return [!!e && e.offsetHeight > 0, e ? e.textContent : '', s.dataset.drawn || '',"
+        " s.querySelectorAll('.js-plotly-plot').length];")
+    assert pending[0] and "drawing" in pending[1] and pending[2:] == ["", 0], pending
+    _wait_drawn(driver, "timeline")
+    done = driver.execute_script(
+        "const s = document.getElementById('view-timeline');"
+        "return [s.querySelectorAll('.drawing').length,"
+        " s.querySelectorAll('.js-plotly-plot').length];")
+    assert done[0] == 0 and done[1] == 1, done
+    # A small page draws at once, with no indicator.
+    small = _page("dxt.darshan", tmp_path)
+    driver.get(small.as_uri())
+    now = driver.execute_script(
+        "document.getElementById('tab-timeline').click();"
+        "const s = document.getElementById('view-timeline');"
+        "return [s.querySelectorAll('.drawing').length, s.dataset.drawn];")
+    assert now == [0, "1"], now
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
