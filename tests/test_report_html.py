@@ -17,8 +17,8 @@ from iopilot.checks import thresholds as th
 from iopilot.checks.engine import Diagnosis, summarize
 from iopilot.demo import example_dir
 from iopilot.model import RECORD_LAYERS, SIZE_BIN_UPPER, Job, ModuleInfo, Records, Striping, Trace
-from iopilot.report import html as html_report
 from iopilot.report.html import SAMPLE_CAP, render_html, write_html
+from iopilot.report.views import context as html_context
 from iopilot.sources import load
 from kit import records, shared_logs, striping
 
@@ -144,7 +144,7 @@ def test_records_sample_and_bins_add_up(pages, path):
     rec = doc["records"]
     assert info["records"] == len(r)
     if not len(r):
-        assert rec is None and doc["phases"] is None
+        assert rec is None and doc["views"].get("phases") is None
         return
     assert rec["total"] == len(r)
     assert info["sampled"] == rec["sampled"] == (len(r) > SAMPLE_CAP)
@@ -177,20 +177,20 @@ def test_totals_match_the_counters(pages, path):
     d, _, _, doc = pages(path)
     t = d.trace
     by_layer = {s.layer: s for s in d.layers}
-    totals = {row["layer"]: row for row in doc["file_table"]["totals"]}
+    totals = {row["layer"]: row for row in doc["views"]["fs"]["file_table"]["totals"]}
     for layer, c in t.counters.items():
         if layer not in totals:
             continue
         s = by_layer[{"MPIIO": "MPI-IO"}.get(layer, layer)]
         assert totals[layer]["bytes_read"] == s.bytes_read
         assert totals[layer]["bytes_written"] == s.bytes_written
-        ranks = doc["ranks"]["counters"][layer]
+        ranks = doc["views"]["fs"]["ranks"]["counters"][layer]
         per_rank = ranks["rb"].sum() + ranks["wb"].sum()
         assert per_rank + ranks["shared_bytes"] == pytest.approx(s.bytes_read + s.bytes_written)
         if (c.rank < 0).any():
             assert ranks["shared_files"] > 0
     # Size histograms: exact counts from counters, else from every record.
-    for layer, h in doc["sizes"].items():
+    for layer, h in doc["views"]["sizes"].items():
         if h["source"] == "counters":
             c = t.counters[layer]
             pref = "POSIX_SIZE_READ_" if layer == "POSIX" else f"{layer}_SIZE_READ_AGG_"
@@ -204,29 +204,30 @@ def test_totals_match_the_counters(pages, path):
 @pytest.mark.parametrize("path", _logs())
 def test_phases_reuse_the_checks_helper(pages, path):
     d, _, _, doc = pages(path)
-    if doc["phases"] is None:
+    if doc["views"].get("phases") is None:
         return
     r = d.trace.records
-    for name, entry in doc["phases"]["layers"].items():
+    for name, entry in doc["views"]["phases"]["layers"].items():
         n = int((r.layer == RECORD_LAYERS.index(name)).sum())
         for opt in entry["options"]:
             assert opt["total"] >= 1 and opt["shown"] == len(opt["cols"]["start"])
             if opt["shown"] == opt["total"]:
                 assert opt["cols"]["ops"].sum() == n
             assert (opt["cols"]["slowest_time"] >= opt["cols"]["fastest_time"]).all()
-    primary = doc["phases"]["layers"][doc["phases"]["primary"]]
+    primary = doc["views"]["phases"]["layers"][doc["views"]["phases"]["primary"]]
     assert primary["options"][0]["label"].endswith("(default)")
 
 
 def test_counter_only_page_has_its_views(pages):
     d, _, _, doc = pages(example_dir() / "example.darshan")
     assert doc["records"] is None
-    assert set(doc["sizes"]) >= {"POSIX", "MPIIO"}
-    assert all(h["source"] == "counters" for h in doc["sizes"].values())
-    assert doc["ranks"]["counters"]["POSIX"]["shared_files"] == 1
-    assert doc["ost"] is not None and doc["ost"]["files_estimated"] == 1
+    assert set(doc["views"].get("sizes")) >= {"POSIX", "MPIIO"}
+    assert all(h["source"] == "counters" for h in doc["views"]["sizes"].values())
+    assert doc["views"]["fs"]["ranks"]["counters"]["POSIX"]["shared_files"] == 1
+    ost = doc["views"]["fs"]["ost"]
+    assert ost is not None and ost["files_estimated"] == 1
     # The 2 TiB written are spread over the file's 24 OSTs, all of it.
-    ost = doc["ost"]
+    ost = doc["views"]["fs"]["ost"]
     written = d.trace.counters["POSIX"].total("POSIX_BYTES_WRITTEN")
     assert ost["wb"].sum() == pytest.approx(written)
     assert len(np.unique(ost["ost"])) == 24
@@ -235,7 +236,7 @@ def test_counter_only_page_has_its_views(pages):
 
 def test_lustre_dxt_maps_records_to_osts(pages):
     d, _, _, doc = pages(example_dir() / "ior_hdf5_example.darshan")
-    ost = doc["ost"]
+    ost = doc["views"]["fs"]["ost"]
     assert ost["files_exact"] == 1 and ost["files_estimated"] == 0
     r = d.trace.records
     fs = r.layer == RECORD_LAYERS.index("POSIX")
@@ -302,7 +303,7 @@ def test_ost_mapping_is_exact_across_stripes():
     t = _trace(recs, striping([(5, stripe, osts)]))
     doc = page_doc(render_html(_diag(t)))
     got = {}
-    ost = doc["ost"]
+    ost = doc["views"]["fs"]["ost"]
     for j, o in enumerate(ost["ost"]):
         got[int(o)] = [ost["rb"][j], ost["wb"][j], ost["rr"][j], ost["wr"][j]]
     want = _brute_osts(recs, stripe, osts)
@@ -314,7 +315,7 @@ def test_ost_mapping_is_exact_across_stripes():
 
 
 def test_binned_timeline_sums_long_operations_exactly(monkeypatch):
-    monkeypatch.setattr(html_report, "SAMPLE_CAP", 20)
+    monkeypatch.setattr(html_context, "SAMPLE_CAP", 20)
     rows = [(r, "wr"[i % 2], 1, i * 10, 100 + i, 0.5 * i, 0.5 * i + (3.0 if i % 7 == 0 else 0.01))
             for i in range(60) for r in (0, 1)]  # fmt: skip
     recs = records(rows)
@@ -357,7 +358,7 @@ def test_phase_gap_choice_and_write_html(tmp_path):
     assert info["bytes"] == (tmp_path / "p.html").stat().st_size
     assert (info["records"], info["records_drawn"], info["sampled"]) == (160, 160, False)
     doc = page_doc((tmp_path / "p.html").read_text(encoding="utf-8"))
-    opts = doc["phases"]["layers"]["POSIX"]["options"]
+    opts = doc["views"]["phases"]["layers"]["POSIX"]["options"]
     assert opts[0]["gap"] == 2.5 and opts[0]["label"] == "2.5 s (default)"
     assert opts[0]["total"] == 4
     gaps = {o["gap"] for o in opts}
@@ -413,8 +414,9 @@ def test_one_million_records_page(tmp_path):
     assert (fc["drawn"] > 0).all()
     # OST bytes: every POSIX byte lands on exactly one OST.
     fs = r.layer == RECORD_LAYERS.index("POSIX")
-    assert doc["ost"]["rb"].sum() + doc["ost"]["wb"].sum() == r.length[fs].sum()
-    sizes = doc["sizes"]["POSIX"]
+    ost = doc["views"]["fs"]["ost"]
+    assert ost["rb"].sum() + ost["wb"].sum() == r.length[fs].sum()
+    sizes = doc["views"]["sizes"]["POSIX"]
     assert sizes["source"] == "records"
     assert sum(sizes["read"]) + sum(sizes["write"]) == fs.sum()
     # Darshan's bins: a 1 MiB request is in 100K_1M (the upper bound is inclusive).
@@ -430,7 +432,7 @@ def test_ost_view_counts_files_not_per_rank_layout_records(pages, name):
     # Darshan wrote 113 LUSTRE records (one per rank and file) for 3 files.
     assert len(lustre) == len(np.unique(lustre.file_id)) == 3
     assert set(lustre.file_id.tolist()) <= set(files.tolist())
-    assert doc["ost"]["lustre_files"] == 3
+    assert doc["views"]["fs"]["ost"]["lustre_files"] == 3
 
 
 def test_ost_view_takes_mpiio_bytes_of_files_without_a_posix_record():
@@ -446,7 +448,7 @@ def test_ost_view_takes_mpiio_bytes_of_files_without_a_posix_record():
     names = {5: "/scratch/a", 6: "/scratch/b"}
     t = Trace("hand-made", job, names, {"POSIX": posix, "MPIIO": mpiio}, Records.empty(),
               striping([(5, 1000, [1, 2]), (6, 1000, [3])]), [ModuleInfo("POSIX")])
-    ost = page_doc(render_html(_diag(t)))["ost"]
+    ost = page_doc(render_html(_diag(t)))["views"]["fs"]["ost"]
     per = {int(o): ost["wb"][j] for j, o in enumerate(ost["ost"])}
     # File 5 counts once (its POSIX bytes), file 6 from MPI-IO: it has no POSIX record.
     assert per[1] + per[2] == pytest.approx(3000) and per[3] == pytest.approx(4000)
@@ -454,8 +456,8 @@ def test_ost_view_takes_mpiio_bytes_of_files_without_a_posix_record():
 
 
 def test_the_sample_keeps_the_largest_and_slowest_operations(monkeypatch):
-    monkeypatch.setattr(html_report, "SAMPLE_CAP", 3000)  # keeps the 300 largest and slowest
-    monkeypatch.setattr(html_report, "CHUNK", 4096)  # the extremes come from many chunks
+    monkeypatch.setattr(html_context, "SAMPLE_CAP", 3000)  # keeps the 300 largest and slowest
+    monkeypatch.setattr(html_context, "CHUNK", 4096)  # the extremes come from many chunks
     t = _synthetic(60_000)
     r = t.records
     rng = np.random.default_rng(5)
@@ -473,10 +475,10 @@ def test_the_sample_keeps_the_largest_and_slowest_operations(monkeypatch):
 
 @pytest.mark.parametrize("chunk", [1, 7, 1000])
 def test_top_k_over_chunks(chunk):
-    from iopilot.report.html import _Top
+    from iopilot.report.views.common import Top
 
     values = np.random.default_rng(chunk).random(997)
-    top = _Top(25)
+    top = Top(25)
     for a in range(0, len(values), chunk):
         top.add(values[a : a + chunk], a)
     assert sorted(top.index.tolist()) == sorted(np.argsort(values)[-25:].tolist())
@@ -491,7 +493,7 @@ def test_each_finding_names_the_view_that_shows_it(pages):
     views = doc["finding_views"]
     assert len(views) == len(d.findings) > 0
     for f, v in zip(d.findings, views, strict=True):
-        assert v == _finding_view(f.check, f.layer, True, doc["phases"] is not None)
+        assert v == _finding_view(f.check, f.layer, True, doc["views"].get("phases") is not None)
     assert _finding_view("io-phases", "PHASES", True, True) == "phases"
     assert _finding_view("io-phases", "PHASES", True, False) == "fs"  # no phases view
     assert _finding_view("overlapping-writes", "POSIX", True, True) == "spatiality"
@@ -501,7 +503,7 @@ def test_each_finding_names_the_view_that_shows_it(pages):
 
 
 def test_files_by_category():
-    from iopilot.report.html import _file_categories
+    from iopilot.report.views.summary import file_categories
     from kit import counters
 
     p = counters("POSIX", [
@@ -513,7 +515,7 @@ def test_files_by_category():
     ])  # fmt: skip
     job = Job(nprocs=2, runtime=1.0)
     t = Trace("hand-made", job, {}, {"POSIX": p}, Records.empty())
-    (row,) = _file_categories(t)
+    (row,) = file_categories(t)
     assert row["layer"] == "POSIX" and row["files"] == 4
     assert (row["read_only"], row["write_only"], row["read_write"], row["no_data"]) == (1, 1, 1, 1)
     got = (row["read_only_bytes"], row["write_only_bytes"], row["read_write_bytes"])

@@ -89,11 +89,12 @@ def _page(kind: str, tmp: Path) -> Path:
 
 def _expected_plots(doc: dict) -> dict[str, int]:
     rec = doc["records"]
-    has_ranks = bool(doc["ranks"]["counters"] or doc["ranks"]["records"])
+    ranks = doc["views"]["fs"]["ranks"]
+    has_ranks = bool(ranks["counters"] or ranks["records"])
     out = {
         "summary": 2 if doc["report"]["layers"] else 0,
-        "sizes": (1 if doc["sizes"] else 0) + (1 if rec else 0),
-        "fs": (3 if doc["ost"] else 0) + (2 if has_ranks else 0),
+        "sizes": (1 if doc["views"].get("sizes") else 0) + (1 if rec else 0),
+        "fs": (3 if doc["views"]["fs"]["ost"] else 0) + (2 if has_ranks else 0),
     }
     if rec:
         out.update(timeline=1, spatiality=1, phases=2)
@@ -275,7 +276,7 @@ def test_interfaces_table_gives_each_interface_its_cost(driver, tmp_path):
     assert set(rows) == {lay["layer"] for lay in report["layers"]}
     cats = driver.find_elements(By.CSS_SELECTOR, "#category-table tbody tr")
     doc = page_doc(path.read_text(encoding="utf-8"))
-    assert len(cats) == len(doc["overview"]["categories"]) > 0
+    assert len(cats) == len(doc["views"]["summary"]["overview"]["categories"]) > 0
     for lay in report["layers"]:
         row = dict(zip(head, rows[lay["layer"]], strict=True))
         assert row["opens"] == f"{lay['opens']:,}" and row["seeks"] == f"{lay['seeks']:,}"

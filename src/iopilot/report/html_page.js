@@ -1,10 +1,15 @@
-/* iopilot HTML report: decodes the embedded data and draws the views.
+/* iopilot HTML report, core: decodes the embedded data, defines the shared
+ * helpers (IOP.ui) and the page shell.
  *
- * Every number comes from Python (iopilot/report/html.py); this script only
- * lays it out.  Views are drawn the first time their tab is opened, so that
- * plotly measures visible containers.  Each view's <section> gets
- * data-drawn="1" and data-plots="N" when done (the browser tests read them).
+ * Every number comes from Python (iopilot/report/html.py and views/*.py);
+ * the scripts only lay it out.  Each view script (views/*.js, inlined after
+ * this one in registry order) registers IOP.views[KEY] = { draw(sec, data, ui) };
+ * IOP.start() then builds the page.  Views are drawn the first time their
+ * tab is opened, so that plotly measures visible containers.  Each view's
+ * <section> gets data-drawn="1" and data-plots="N" when done (the browser
+ * tests read them).
  */
+const IOP = { views: {} };
 (function () {
   'use strict';
 
@@ -255,142 +260,6 @@
 
   function laneWidth(lanes) { return Math.max(2, Math.min(8, 360 / Math.max(lanes, 1))); }
 
-  // --------------------------------------------------------------- views --
-
-  const VIEWS = [
-    { id: 'summary', title: 'Summary', ok: true, draw: drawSummary },
-    { id: 'timeline', title: 'Timeline', ok: !!REC, draw: drawTimeline },
-    { id: 'sizes', title: 'Request sizes', ok: !!REC || Object.keys(D.sizes).length > 0, draw: drawSizes },
-    { id: 'spatiality', title: 'Spatiality', ok: !!REC, draw: drawSpatiality },
-    { id: 'phases', title: 'Phases & stragglers', ok: !!D.phases, draw: drawPhases },
-    { id: 'fs', title: 'File system, files & ranks', ok: true, draw: drawFs },
-  ];
-
-  // ------------------------------------------------------------- summary --
-
-  function drawSummary(sec) {
-    const job = R.job;
-    const ov = D.overview;
-    const start = job.start ? new Date(job.start * 1000).toISOString().replace('T', ' ').slice(0, 19) + ' UTC' : '–';
-    const mods = R.modules.map((m) => h('span', null, m.name,
-      m.partial ? h('span', { class: 'badge partial', text: 'partial' }) : null,
-      m.used ? null : h('span', { class: 'note', text: ' (not used)' }), ' '));
-    const kv = h('dl', { class: 'kv' },
-      h('dt', { text: 'executable' }), h('dd', { text: job.executable || '(unknown)' }),
-      h('dt', { text: 'ranks' }), h('dd', { text: fmtInt(job.nprocs) + (job.hosts ? ' on ' + job.hosts + ' host(s)' : '') }),
-      h('dt', { text: 'runtime' }), h('dd', { text: fmtSec(job.runtime) + ' (started ' + start + ')' }),
-      h('dt', { text: 'job id' }), h('dd', { text: String(job.jobid) }),
-      h('dt', { text: 'source' }), h('dd', { text: job.format + (job.writer ? ' · ' + job.writer : '') }),
-      h('dt', { text: 'modules' }), h('dd', null, mods.length ? mods : '–'),
-      h('dt', { text: 'operations traced' }), h('dd', { text: REC ? fmtInt(REC.total) + (REC.sampled ? ' (drawn: a sample of ' + fmtInt(REC.drawn) + ')' : '') : 'none (counters only: no timeline, spatiality or phases)' }));
-
-    const figs = h('div', { class: 'figures' });
-    const fig = (v, l) => figs.append(h('div', { class: 'figure' }, h('div', { class: 'v', text: v }), h('div', { class: 'l', text: l })));
-    const it = R.io_time;
-    if (it) {
-      const layers = Object.entries(it.by_layer.slowest_rank).filter((kv) => kv[1] > 0)
-        .sort((a, b) => b[1] - a[1]).map((kv) => kv[0] + ' ' + fmtSec(kv[1])).join(', ');
-      const what = 'in I/O on the slowest rank (rank ' + it.slowest_rank + ': ' + fmtSec(it.slowest_rank_seconds) +
-        (layers ? '; ' + layers : '') + ')';
-      if (it.share !== null && it.share !== undefined) fig(fmtPct(it.share), 'of the run ' + what);
-      else fig(fmtSec(it.slowest_rank_seconds), what + ', run time unknown');
-    }
-    if (ov.busy_share !== undefined && ov.busy_share !== null) {
-      fig(fmtPct(ov.busy_share), 'of the run with some ' + ov.busy_layer + ' operation in flight (' + fmtSec(ov.busy_seconds) + ', traced)');
-    }
-    let rb = 0; let wb = 0;
-    R.layers.forEach((l) => { if (D.fs_display.indexOf(l.layer) >= 0) { rb += l.bytes_read; wb += l.bytes_written; } });
-    if (rb + wb > 0) { fig(fmtBytes(rb), 'read (' + FS_TEXT + ')'); fig(fmtBytes(wb), 'written (' + FS_TEXT + ')'); }
-    const c = R.counts;
-    fig(c.HIGH + ' / ' + c.WARN, 'critical issues / warnings');
-
-    sec.append(card('Job', kv, figs));
-
-    const fsRows = ov.filesystems.map((f) => ({ mount: f.mount || '(no mount entry)', type: f.type || '–', files: f.files, bytes: f.bytes }));
-    if (fsRows.length) {
-      sec.append(card('File systems used',
-        table([{ key: 'mount', label: 'mount point', text: true }, { key: 'type', label: 'type', text: true },
-          { key: 'files', label: 'files', fmt: fmtInt }, { key: 'bytes', label: 'bytes (' + FS_TEXT + ')', fmt: fmtBytes }], fsRows, { scroll: fsRows.length > 12 })));
-    }
-
-    const cats = ov.categories || [];
-    if (cats.length) {
-      const both = (k) => ({ key: k, label: k.replace('_', ' ').replace('_', '-'), fmt: (v, r) => fmtInt(v) + ' (' + fmtBytes(r[k + '_bytes']) + ')' });
-      sec.append(card('Files by category',
-        table([{ key: 'layer', label: 'interface', text: true }, { key: 'files', label: 'files', fmt: fmtInt },
-          both('read_only'), both('write_only'), both('read_write'), both('no_data'), both('shared'), both('unique')],
-        cats, { id: 'category-table' }),
-        note('Per interface: files only read, only written, both, or opened without data; shared files are those more than one rank used (or that the log keeps as one record reduced over all ranks). Bytes in brackets.')));
-    }
-
-    if (R.layers.length) {
-      const L = R.layers;
-      // The cost of each interface: the slowest rank's seconds in it (each
-      // operation counted once, at its file's highest layer) and their share of the run.
-      const slow = it ? it.by_layer.slowest_rank : {};
-      const rows = L.map((l) => Object.assign({}, l, {
-        slow_s: slow[l.layer] === undefined ? null : slow[l.layer],
-        slow_share: it && it.run_seconds > 0 && slow[l.layer] !== undefined ? slow[l.layer] / it.run_seconds : null,
-      }));
-      const tc = card('Interfaces',
-        table([{ key: 'layer', label: 'interface', text: true },
-          { key: 'slow_s', label: 'I/O s (slowest rank)', fmt: (v) => v === null ? '–' : fmtSec(v) },
-          { key: 'slow_share', label: '% of run', fmt: fmtPct },
-          { key: 'files', label: 'files', fmt: fmtInt },
-          { key: 'reads', label: 'reads', fmt: fmtInt }, { key: 'writes', label: 'writes', fmt: fmtInt },
-          { key: 'opens', label: 'opens', fmt: fmtInt }, { key: 'stats', label: 'stats', fmt: fmtInt },
-          { key: 'seeks', label: 'seeks', fmt: fmtInt }, { key: 'syncs', label: 'syncs', fmt: fmtInt },
-          { key: 'bytes_read', label: 'read', fmt: fmtBytes }, { key: 'bytes_written', label: 'written', fmt: fmtBytes },
-          { key: 'read_time', label: 'read time', fmt: fmtSec }, { key: 'write_time', label: 'write time', fmt: fmtSec },
-          { key: 'meta_time', label: 'metadata time', fmt: fmtSec }], rows, { id: 'interface-table' }),
-        note('"I/O s (slowest rank)" counts each operation once, at the highest interface of its file, on the rank with the most I/O seconds; "% of run" is that time\'s share of the run. ' +
-          'The other times are summed over all ranks, and MPI-IO and HDF5 calls are carried out by POSIX calls underneath, so there their bytes and times are counted again at the POSIX level.'));
-      sec.append(tc);
-      const g = h('div', { class: 'grid2' });
-      tc.append(g);
-      const names = L.map((l) => l.layer);
-      const bu = byteUnit(maxOf(L.map((l) => l.bytes_read), L.map((l) => l.bytes_written)));
-      newPlot(g, [
-        { type: 'bar', name: 'read', x: names, y: L.map((l) => l.bytes_read / bu.div), marker: { color: COL.read },
-          text: L.map((l) => l.layer + ': ' + bytesExact(l.bytes_read) + ' read in ' + fmtInt(l.reads) + ' reads'), hoverinfo: 'text', textposition: 'none' },
-        { type: 'bar', name: 'written', x: names, y: L.map((l) => l.bytes_written / bu.div), marker: { color: COL.write },
-          text: L.map((l) => l.layer + ': ' + bytesExact(l.bytes_written) + ' written in ' + fmtInt(l.writes) + ' writes'), hoverinfo: 'text', textposition: 'none' },
-      ], { barmode: 'group', yaxis: { title: { text: bu.unit } }, height: 320 }, { title: 'Bytes per interface' });
-      newPlot(g, ['read_time', 'write_time', 'meta_time'].map((k, j) => ({
-        type: 'bar', name: ['read', 'write', 'metadata'][j], x: names, y: L.map((l) => l[k]),
-        marker: { color: [COL.read, COL.write, COL.meta][j] }, hovertemplate: '%{x}: %{y:.4g} s<extra>%{fullData.name}</extra>' })),
-      { barmode: 'stack', yaxis: { title: { text: 'seconds' } }, height: 320 }, { title: 'Time per interface (seconds, summed over ranks)' });
-    }
-
-    const fc = card('Findings (' + c.HIGH + ' critical, ' + c.WARN + ' warnings, ' + c.INFO + ' notes)');
-    if (!R.findings.length) fc.append(note('No check fired.'));
-    R.findings.forEach((f, i) => fc.append(findingEl(f, i)));
-    const fired = Object.entries(R.thresholds_fired || {});
-    if (fired.length) fc.append(note('Thresholds behind these findings: ' + fired.map(([k, v]) => k + '=' + v).join(', ')));
-    sec.append(fc);
-  }
-
-  function findingEl(f, i) {
-    const code = f.check + (f.drishti ? ' · Drishti ' + f.drishti : ' · new');
-    const box = h('div', { class: 'finding ' + f.level, id: 'finding-' + i },
-      h('div', null, h('span', { class: 'badge ' + f.level, text: f.level }), f.message),
-      h('div', { class: 'meta', text: f.layer + ' · ' + code + (f.drishti_note ? ' — ' + f.drishti_note : '') }));
-    if (f.files && f.files.length) {
-      const keys = [];
-      f.files.forEach((e) => Object.keys(e).forEach((k) => { if (k !== 'path' && keys.indexOf(k) < 0) keys.push(k); }));
-      const cols = [{ key: 'path', label: 'file / item', text: true }].concat(keys.map((k) => ({ key: k, label: k, fmt: (v) => typeof v === 'number' ? fmtNum(v) : (v === undefined ? '–' : String(v)) })));
-      const more = f.files_total > f.files.length ? ' (' + f.files.length + ' of ' + f.files_total + ')' : '';
-      box.append(h('details', null, h('summary', { text: 'evidence' + more }), table(cols, f.files, { scroll: f.files.length > 10 })));
-    }
-    if (f.recommendation) box.append(h('div', { class: 'rec', text: f.recommendation }));
-    if (f.snippet) box.append(h('pre', { class: 'snippet' }, h('code', { text: f.snippet })));
-    // A deep link to the view that shows it; the URL keeps it (#view=...&finding=...).
-    const view = VIEWS.find((v) => v.id === D.finding_views[i] && v.ok);
-    if (view && view.id !== 'summary') {
-      box.append(h('a', { class: 'show-in', href: '#view=' + view.id + '&finding=' + i, text: 'show in ' + view.title + ' →' }));
-    }
-    return box;
-  }
 
   // The URL hash names the open view and a finding: #view=phases&finding=3.
   function hashState() {
@@ -402,143 +271,6 @@
     return out;
   }
 
-  // ------------------------------------------------------------ timeline --
-
-  function panelChoices() {
-    const present = layersPresent();
-    const out = [];
-    D.stacks.forEach(([upper, base]) => {
-      if (present.indexOf(upper) >= 0 && present.indexOf(base) >= 0) {
-        out.push({ value: upper + '+' + base, label: LAB[upper] + ' above its ' + LAB[base] + ' calls' });
-      }
-    });
-    present.forEach((n) => out.push({ value: n, label: LAB[n] }));
-    return out;
-  }
-
-  function panelAxes(panels, title) {
-    // Panels share the time axis; the first listed layer is drawn on top.
-    const lay = { xaxis: { title: { text: title || 'time since job start (s)' }, anchor: 'y' + (panels.length > 1 ? panels.length : '') } };
-    const gap = 0.06;
-    const hgt = (1 - gap * (panels.length - 1)) / panels.length;
-    panels.forEach((p, k) => {
-      const bottom = (panels.length - 1 - k) * (hgt + gap);
-      const name = k === 0 ? 'yaxis' : 'yaxis' + (k + 1);
-      lay[name] = { title: { text: LAB[p] + ' rank' }, domain: [bottom, bottom + hgt], anchor: 'x', zeroline: false };
-    });
-    // The bottom panel carries the x axis.
-    lay.xaxis.anchor = panels.length > 1 ? 'y' + panels.length : 'y';
-    return lay;
-  }
-  function axisName(k) { return k === 0 ? 'y' : 'y' + (k + 1); }
-
-  function heatTrace(L, metric, yaxis, showscale, cbY) {
-    const B = REC.bins[L];
-    const rows = B.rows;
-    const cols = B.cols;
-    const z = [];
-    const text = [];
-    for (let r = 0; r < rows; r++) { z.push(new Array(cols).fill(null)); text.push(new Array(cols).fill('')); }
-    for (let j = 0; j < B.idx.length; j++) {
-      const c = B.idx[j];
-      const r = Math.floor(c / cols);
-      const col = c - r * cols;
-      const v = { busy: B.rt[j] + B.wt[j], read: B.rt[j], write: B.wt[j], bytes: B.rb[j] + B.wb[j], ops: B.rn[j] + B.wn[j] }[metric];
-      if (metric === 'read' && B.rn[j] === 0 && B.rt[j] === 0) continue;
-      if (metric === 'write' && B.wn[j] === 0 && B.wt[j] === 0) continue;
-      z[r][col] = v;
-      const r0 = r * B.per_row;
-      const who = B.per_row > 1 ? 'ranks ' + r0 + '–' + (Math.min(r0 + B.per_row, D.nranks) - 1) : 'rank ' + r0;
-      const t0 = B.t0 + col * B.width;
-      text[r][col] = who + ' · ' + LAB[L] +
-        '<br>' + t0.toFixed(4) + '–' + (t0 + B.width).toFixed(4) + ' s' +
-        '<br>reads started: ' + fmtInt(B.rn[j]) + ' · ' + bytesExact(B.rb[j]) +
-        '<br>writes started: ' + fmtInt(B.wn[j]) + ' · ' + bytesExact(B.wb[j]) +
-        '<br>busy (operation-seconds in bin): read ' + fmtSec(B.rt[j]) + ', write ' + fmtSec(B.wt[j]);
-    }
-    const x = new Array(cols);
-    for (let c = 0; c < cols; c++) x[c] = B.t0 + (c + 0.5) * B.width;
-    const y = new Array(rows);
-    for (let r = 0; r < rows; r++) y[r] = r * B.per_row + (B.per_row - 1) / 2;
-    const scales = {
-      read: [[0, '#deebf7'], [1, '#08306b']], write: [[0, '#fee0d2'], [1, '#67000d']],
-      busy: 'Viridis', bytes: 'Viridis', ops: 'Viridis',
-    };
-    const unit = { busy: 's', read: 's', write: 's', bytes: 'B', ops: 'ops' }[metric];
-    return { type: 'heatmap', x: x, y: y, z: z, text: text, hoverinfo: 'text', hoverongaps: false,
-      colorscale: scales[metric], zmin: 0, yaxis: yaxis, showscale: showscale, name: LAB[L],
-      colorbar: { title: { text: unit }, len: 0.4, y: cbY, thickness: 12 } };
-  }
-
-  function drawTimeline(sec) {
-    const choices = panelChoices();
-    const c = card('Operation timeline');
-    sec.append(c);
-    const controls = h('div', { class: 'controls' });
-    c.append(controls);
-    const msg = note('');
-    c.append(msg);
-    const holder = h('div');
-    c.append(holder);
-    const binned = Object.keys(REC.bins);
-    const state = { panels: choices[0].value, mode: binned.length ? 'bins' : 'sample', metric: 'busy', file: '-2' };
-    controls.append(select('interface', choices, (v) => { state.panels = v; draw(); }, undefined, 'timeline-layer').el);
-    if (binned.length) {
-      controls.append(select('show', [{ value: 'bins', label: 'bins (exact sums)' }, { value: 'sample', label: 'sampled operations' }],
-        (v) => { state.mode = v; draw(); }, undefined, 'timeline-mode').el);
-      controls.append(select('bin colour', [
-        { value: 'busy', label: 'busy time, reads + writes' }, { value: 'read', label: 'busy time, reads' },
-        { value: 'write', label: 'busy time, writes' }, { value: 'bytes', label: 'bytes' }, { value: 'ops', label: 'operations' }],
-      (v) => { state.metric = v; draw(); }, undefined, 'timeline-metric').el);
-    }
-    const fileOpts = [{ value: '-2', label: 'all files' }].concat(filesWithRecords().map((f) => ({ value: String(f.file), label: shortName(fileName(f.file), 80) + ' (' + fmtInt(f.n) + ' ops)' })));
-    controls.append(select('file', fileOpts, (v) => { state.file = v; draw(); }, undefined, 'timeline-file').el);
-    let div = null;
-
-    function draw() {
-      const panels = state.panels.split('+');
-      const S = REC.sample;
-      const lanes = D.nranks;
-      const width = laneWidth(lanes);
-      const file = Number(state.file);
-      const traces = [];
-      const parts = [];
-      let binsShown = false;
-      let opsShown = false;
-      panels.forEach((L, k) => {
-        const code = LAYER_CODE[L];
-        const total = REC.per_layer[code];
-        const yaxis = axisName(k);
-        const useBins = state.mode === 'bins' && REC.bins[L] && file === -2;
-        if (useBins) {
-          const B = REC.bins[L];
-          traces.push(heatTrace(L, state.metric, yaxis, true, 1 - (k + 0.5) / panels.length));
-          parts.push(LAB[L] + ': all ' + fmtInt(B.records) + ' operations in ' + B.rows + ' rank row(s)' +
-            (B.per_row > 1 ? ' of ' + B.per_row + ' ranks' : '') + ' × ' + B.cols + ' time bins of ' + fmtSec(B.width));
-          binsShown = true;
-          return;
-        }
-        for (const op of [0, 1]) {
-          const idx = sampleIndex((i) => S.layer[i] === code && S.op[i] === op && (file === -2 || S.file[i] === file));
-          traces.push(segments(idx, (i) => [S.start[i], S.rank[i], S.start[i] + S.dur[i], S.rank[i]],
-            op ? COL.write : COL.read, LAB[L] + (op ? ' writes' : ' reads'), yaxis, width, recordText));
-        }
-        const drawn = REC.drawn_per_layer[code];
-        opsShown = true;
-        parts.push(LAB[L] + ': ' + (drawn < total ? 'a sample of ' + fmtInt(drawn) + ' of ' + fmtInt(total) + ' operations' : 'all ' + fmtInt(total) + ' operations') +
-          (file === -2 ? '' : ', those on the chosen file'));
-      });
-      if (state.mode === 'bins' && binned.length && file !== -2) parts.push('bins cover all files: choosing a file shows sampled operations');
-      if (binsShown) parts.push('In a bin, operations and bytes count where an operation starts; busy time is the exact overlap of operations with the bin (hover for the sums)');
-      if (opsShown) parts.push('Each operation is a stroke from its start to its end: reads blue, writes red');
-      msg.textContent = parts.join('. ') + '. Drag to zoom, double-click to reset.';
-      const per = Math.min(720, Math.max(240, 90 + 5 * Math.min(lanes, 140)));
-      const lay = Object.assign(panelAxes(panels), { height: per * panels.length + 60, showlegend: true });
-      panels.forEach((p, k) => Object.assign(lay[k === 0 ? 'yaxis' : 'yaxis' + (k + 1)], rankAxis()));
-      if (!div) div = newPlot(holder, traces, lay, { ops: true }); else redraw(div, traces, lay);
-    }
-    draw();
-  }
 
   function filesWithRecords() {
     // Listed files with operations, most operations first.
@@ -553,364 +285,6 @@
       per.set(f, e);
     }
     return Array.from(per.values()).sort((a, b) => b.n - a.n || a.file - b.file);
-  }
-
-  // --------------------------------------------------------------- sizes --
-
-  function drawSizes(sec) {
-    const layers = Object.keys(D.sizes);
-    const c = card('Request sizes (Darshan\'s size bins)');
-    sec.append(c);
-    if (layers.length) {
-      const controls = h('div', { class: 'controls' });
-      const msg = note('');
-      const holder = h('div');
-      c.append(controls, msg, holder);
-      let div = null;
-      const draw = (L) => {
-        const s = D.sizes[L];
-        msg.textContent = LAB[L] + ': every request counted, ' + (s.source === 'counters'
-          ? 'from the size histograms in the counters' + (s.aggregate ? ' (aggregate sizes of the calls)' : '')
-          : 'from the traced operations (no histogram counters for this interface)') + '.';
-        const traces = [
-          { type: 'bar', name: 'reads', x: SIZE_LABEL, y: s.read, marker: { color: COL.read }, hovertemplate: '%{x}: %{y:,} reads<extra></extra>' },
-          { type: 'bar', name: 'writes', x: SIZE_LABEL, y: s.write, marker: { color: COL.write }, hovertemplate: '%{x}: %{y:,} writes<extra></extra>' },
-        ];
-        const lay = { barmode: 'group', height: 340, xaxis: { title: { text: 'request size' } }, yaxis: { title: { text: 'requests' } } };
-        if (!div) div = newPlot(holder, traces, lay); else redraw(div, traces, lay);
-      };
-      controls.append(select('interface', layers.map((l) => ({ value: l, label: LAB[l] })), draw).el);
-      draw(layers[0]);
-    } else {
-      c.append(note('No size histograms: the source has no histogram counters.'));
-    }
-    if (!REC) return;
-    const c2 = card('Request sizes per rank over time');
-    sec.append(c2);
-    const controls = h('div', { class: 'controls' });
-    const msg = note('');
-    const holder = h('div');
-    c2.append(controls, msg, holder);
-    let div = null;
-    const present = layersPresent();
-    const draw = (L) => {
-      const S = REC.sample;
-      const code = LAYER_CODE[L];
-      const traces = [];
-      const width = laneWidth(D.nranks);
-      for (let b = 0; b < SIZE_UPPER.length; b++) {
-        const lo = b ? SIZE_UPPER[b - 1] : -1;
-        const idx = sampleIndex((i) => S.layer[i] === code && S.length[i] > lo && S.length[i] <= SIZE_UPPER[b]);
-        if (!idx.length) continue;
-        const t = segments(idx, (i) => [S.start[i], S.rank[i], S.start[i] + S.dur[i], S.rank[i]], SIZE_COL[b % SIZE_COL.length], SIZE_LABEL[b], 'y', width, recordText);
-        traces.push(t);
-      }
-      const total = REC.per_layer[code];
-      const drawn = REC.drawn_per_layer[code];
-      msg.textContent = LAB[L] + ': ' + (drawn < total ? 'a sample of ' + fmtInt(drawn) + ' of ' + fmtInt(total) : 'all ' + fmtInt(total)) +
-        ' operations, each drawn from its start to its end on its rank\'s lane, coloured by size bin (click a legend entry to hide a bin).';
-      const lay = { height: Math.min(720, Math.max(300, 120 + 5 * Math.min(D.nranks, 140))), xaxis: { title: { text: 'time since job start (s)' } },
-        yaxis: Object.assign({ title: { text: LAB[L] + ' rank' }, zeroline: false }, rankAxis()) };
-      if (!div) div = newPlot(holder, traces, lay, { ops: true }); else redraw(div, traces, lay);
-    };
-    controls.append(select('interface', present.map((l) => ({ value: l, label: LAB[l] })), draw).el);
-    draw(present[0]);
-  }
-
-  // ----------------------------------------------------------- spatiality --
-
-  function drawSpatiality(sec) {
-    const files = filesWithRecords();
-    const c = card('Spatiality: file offset over time');
-    sec.append(c);
-    if (!files.length) { c.append(note('No traced operation falls on a named file.')); return; }
-    const controls = h('div', { class: 'controls' });
-    const msg = note('');
-    const holder = h('div');
-    c.append(controls, msg, holder);
-    const state = { file: files[0].file, layer: null, rank: 'all' };
-    let div = null;
-    const layerBox = h('span');
-    const rankBox = h('span');
-    const fileSel = select('file', files.map((f) => ({ value: String(f.file), label: shortName(fileName(f.file), 90) + ' (' + fmtInt(f.n) + ' ops)' })),
-      (v) => { state.file = Number(v); state.layer = null; state.rank = 'all'; refresh(); }, undefined, 'file-select');
-    controls.append(fileSel.el, layerBox, rankBox);
-
-    function refresh() {
-      const f = files.find((e) => e.file === state.file);
-      const layers = Object.keys(f.layers);
-      if (!state.layer || layers.indexOf(state.layer) < 0) state.layer = layers.indexOf(D.fs_layers[0]) >= 0 ? D.fs_layers[0] : layers[0];
-      layerBox.replaceChildren(select('interface', layers.map((l) => ({ value: l, label: LAB[l] + ' (' + fmtInt(f.layers[l][0]) + ')' })),
-        (v) => { state.layer = v; state.rank = 'all'; refresh(); }, state.layer).el);
-      const S = REC.sample;
-      const code = LAYER_CODE[state.layer];
-      const idx = sampleIndex((i) => S.file[i] === state.file && S.layer[i] === code);
-      const ranks = Array.from(new Set(idx.map((i) => S.rank[i]))).sort((a, b) => a - b);
-      if (ranks.length > 1 && ranks.length <= 4096) {
-        rankBox.replaceChildren(select('rank', [{ value: 'all', label: 'all ranks (' + ranks.length + ')' }].concat(ranks.map((r) => ({ value: String(r), label: 'rank ' + r }))),
-          (v) => { state.rank = v; draw(idx); }, state.rank).el);
-      } else rankBox.replaceChildren();
-      draw(idx);
-    }
-
-    function draw(all) {
-      const S = REC.sample;
-      const f = files.find((e) => e.file === state.file);
-      const [n, drawn] = f.layers[state.layer];
-      const idx = state.rank === 'all' ? all : all.filter((i) => S.rank[i] === Number(state.rank));
-      let top = 0;
-      idx.forEach((i) => { top = Math.max(top, S.offset[i] + S.length[i]); });
-      const bu = byteUnit(top);
-      const traces = [0, 1].map((op) => segments(idx.filter((i) => S.op[i] === op),
-        (i) => [S.start[i], S.offset[i] / bu.div, S.start[i], (S.offset[i] + Math.max(S.length[i], 0)) / bu.div],
-        op ? COL.write : COL.read, op ? 'writes' : 'reads', 'y', 3, recordText));
-      msg.textContent = (drawn < n ? 'A sample of ' + fmtInt(drawn) + ' of ' + fmtInt(n) : 'All ' + fmtInt(n)) + ' ' + LAB[state.layer] +
-        ' operations on this file' + (state.rank === 'all' ? '' : ', rank ' + state.rank + ' only') +
-        '. Each operation is a vertical stroke at its start time covering the bytes it accessed; hover for rank, size and duration.';
-      const lay = { height: 480, xaxis: { title: { text: 'time since job start (s)' } }, yaxis: { title: { text: 'file offset (' + bu.unit + ')' }, zeroline: false } };
-      if (!div) div = newPlot(holder, traces, lay, { ops: true }); else redraw(div, traces, lay);
-    }
-    refresh();
-  }
-
-  // --------------------------------------------------------------- phases --
-
-  function drawPhases(sec) {
-    const P = D.phases;
-    const layers = Object.keys(P.layers);
-    const c = card('I/O phases and stragglers');
-    sec.append(c);
-    const controls = h('div', { class: 'controls' });
-    const msg = note('');
-    const plots = h('div', { class: 'grid2' });
-    const tableBox = h('div');
-    c.append(controls, msg, plots, tableBox);
-    const state = { layer: P.primary, option: 0 };
-    const gapBox = h('span');
-    let d1 = null;
-    let d2 = null;
-    const lim = D.thresholds.straggler_ratio;
-    controls.append(select('interface', layers.map((l) => ({ value: l, label: LAB[l] })), (v) => { state.layer = v; state.option = 0; refresh(); }, state.layer).el, gapBox);
-
-    function refresh() {
-      const opts = P.layers[state.layer].options;
-      gapBox.replaceChildren(select('phase gap', opts.map((o, k) => ({ value: String(k), label: o.label })),
-        (v) => { state.option = Number(v); draw(); }, String(state.option), 'gap-select').el);
-      draw();
-    }
-
-    function draw() {
-      const o = P.layers[state.layer].options[state.option];
-      const C = o.cols;
-      const n = o.shown;
-      const idx = Array.from(o.index);
-      msg.textContent = fmtInt(o.total) + ' phase(s) of ' + LAB[state.layer] + ' operations' +
-        (o.gap ? ' (busy intervals joined across idle gaps of at most ' + o.gap + ' s)' : ' (busy intervals joined across gaps shorter than the mean gap and ' + (100 * P.min_gap_share) + ' % of the traced span' +
-          (REC ? ', ' + fmtSec(P.min_gap_share * (REC.span[1] - REC.span[0])) : '') + ': no shorter gap splits a phase)') +
-        '; ' + o.stragglers + ' with a straggler (slowest rank over ' + lim + '× the median rank)' +
-        (n < o.total ? '; the ' + fmtInt(n) + ' longest are listed' : '') + '. Rank times are the sum of each rank\'s operation durations in the phase.' +
-        (P.layers[state.layer].options.length === 1 ? ' Other gaps are offered for ' + LAB[P.primary] + ', the layer the checks use.' : '');
-      const label = idx.map((i) => 'phase ' + (i + 1));
-      const strag = Array.from(o.straggler);
-      const hover = idx.map((i, j) => 'phase ' + (i + 1) + ': ' + C.start[j].toFixed(4) + '–' + C.end[j].toFixed(4) + ' s (' + fmtSec(C.duration[j]) + ')' +
-        '<br>' + fmtInt(C.ops[j]) + ' ops, ' + fmtBytes(C.bytes[j]) + ', ' + fmtInt(C.ranks[j]) + ' rank(s)' +
-        '<br>fastest rank ' + C.fastest_rank[j] + ': ' + fmtSec(C.fastest_time[j]) + ' · median ' + fmtSec(C.median_time[j]) +
-        '<br>slowest rank ' + C.slowest_rank[j] + ': ' + fmtSec(C.slowest_time[j]) + ' (' + o.ratio[j].toPrecision(3) + '× median)');
-      // Phase spans on the time axis, stragglers in orange.
-      const tr1 = [0, 1].map((s) => {
-        const js = [];
-        for (let j = 0; j < n; j++) if (strag[j] === s) js.push(j);
-        return { type: 'bar', orientation: 'h', name: (s ? 'phases with a straggler' : 'phases') + ' (' + js.length + ')',
-          base: js.map((j) => C.start[j]), x: js.map((j) => C.duration[j]), y: js.map(() => 'phases'),
-          text: js.map((j) => hover[j]), hoverinfo: 'text', textposition: 'none', marker: { color: s ? '#e8710a' : '#2456a6' }, width: 0.6 };
-      });
-      const lay1 = { height: 260, barmode: 'overlay', xaxis: { title: { text: 'time since job start (s)' } },
-        yaxis: { visible: false } };
-      const tr2 = [
-        { type: 'bar', name: 'fastest rank', x: label, y: Array.from(C.fastest_time), marker: { color: '#7fb3d5' }, text: hover, hoverinfo: 'text', textposition: 'none' },
-        { type: 'bar', name: 'median rank', x: label, y: Array.from(C.median_time), marker: { color: '#2456a6' }, text: hover, hoverinfo: 'text', textposition: 'none' },
-        { type: 'bar', name: 'slowest rank', x: label, y: Array.from(C.slowest_time), marker: { color: strag.map((s) => s ? '#e8710a' : '#9aa5b1') }, text: hover, hoverinfo: 'text', textposition: 'none' },
-      ];
-      const lay2 = { height: 260, barmode: 'group', yaxis: { title: { text: 'seconds' } } };
-      if (!d1) {
-        d1 = newPlot(plots, tr1, lay1, { title: 'Phases on the time axis' });
-        d2 = newPlot(plots, tr2, lay2, { title: 'I/O time of the fastest, median and slowest rank per phase' });
-      } else { redraw(d1, tr1, lay1); redraw(d2, tr2, lay2); }
-      const rows = idx.map((i, j) => ({
-        n: i + 1, start: C.start[j], end: C.end[j], duration: C.duration[j], ops: C.ops[j], bytes: C.bytes[j], ranks: C.ranks[j],
-        fastest: 'rank ' + C.fastest_rank[j] + ' · ' + fmtSec(C.fastest_time[j]), median: C.median_time[j],
-        slowest: 'rank ' + C.slowest_rank[j] + ' · ' + fmtSec(C.slowest_time[j]), ratio: o.ratio[j],
-        _class: strag[j] ? 'straggler' : null, _cell: strag[j] ? { slowest: 'slow' } : null,
-      }));
-      const t = table([
-        { key: 'n', label: 'phase' }, { key: 'start', label: 'start (s)', fmt: (v) => v.toFixed(4) }, { key: 'end', label: 'end (s)', fmt: (v) => v.toFixed(4) },
-        { key: 'duration', label: 'duration', fmt: fmtSec }, { key: 'ops', label: 'ops', fmt: fmtInt }, { key: 'bytes', label: 'bytes', fmt: fmtBytes },
-        { key: 'ranks', label: 'ranks', fmt: fmtInt }, { key: 'fastest', label: 'fastest rank' }, { key: 'median', label: 'median rank', fmt: fmtSec },
-        { key: 'slowest', label: 'slowest rank' }, { key: 'ratio', label: 'slowest / median', fmt: (v) => v > 1e299 ? '∞' : v.toPrecision(3) },
-      ], rows, { scroll: true, sortable: true });
-      t.querySelector('table').id = 'phase-table';
-      tableBox.replaceChildren(h('h3', { text: 'Phases (straggler phases highlighted)' }), t);
-    }
-    refresh();
-  }
-
-  // ------------------------------------------------------ file system etc --
-
-  function drawFs(sec) {
-    if (D.ost) drawOst(sec);
-    drawFileTable(sec);
-    drawRanks(sec);
-  }
-
-  function drawOst(sec) {
-    const O = D.ost;
-    const c = card('Lustre: bytes and requests per OST');
-    sec.append(c);
-    const controls = h('div', { class: 'controls' });
-    const msg = note('');
-    const g = h('div', { class: 'grid2' });
-    c.append(controls, msg, g);
-    const fset = Array.from(new Set(Array.from(O.file))).sort((a, b) => a - b);
-    let d1 = null;
-    let d2 = null;
-    let d3 = null;
-    const draw = (v) => {
-      const want = Number(v);
-      const per = new Map();
-      for (let j = 0; j < O.ost.length; j++) {
-        if (want !== -2 && O.file[j] !== want) continue;
-        const k = O.ost[j];
-        const e = per.get(k) || { rb: 0, wb: 0, rr: 0, wr: 0, rt: 0, wt: 0, est: 0 };
-        e.rb += O.rb[j]; e.wb += O.wb[j]; e.rr += O.rr[j]; e.wr += O.wr[j]; e.rt += O.rt[j]; e.wt += O.wt[j];
-        if (!O.exact[j]) e.est += O.rb[j] + O.wb[j];
-        per.set(k, e);
-      }
-      const keys = Array.from(per.keys()).sort((a, b) => a - b);
-      const x = keys.map((k) => 'OST ' + k);
-      const E = keys.map((k) => per.get(k));
-      const hov = E.map((e, j) => x[j] + '<br>read ' + bytesExact(e.rb) + ' · written ' + bytesExact(e.wb) +
-        '<br>read requests ' + fmtNum(Math.round(e.rr * 100) / 100) + ' · write requests ' + fmtNum(Math.round(e.wr * 100) / 100) +
-        '<br>read time ' + fmtSec(e.rt) + ' · write time ' + fmtSec(e.wt) +
-        (e.est > 0 ? '<br>' + fmtPct(e.est / Math.max(e.rb + e.wb, 1)) + ' of the bytes estimated from counters' : ''));
-      const bu = byteUnit(maxOf(E.map((e) => e.rb + e.wb)));
-      const t1 = [
-        { type: 'bar', name: 'read', x: x, y: E.map((e) => e.rb / bu.div), marker: { color: COL.read }, text: hov, hoverinfo: 'text', textposition: 'none' },
-        { type: 'bar', name: 'written', x: x, y: E.map((e) => e.wb / bu.div), marker: { color: COL.write }, text: hov, hoverinfo: 'text', textposition: 'none' },
-      ];
-      const t2 = [
-        { type: 'bar', name: 'read requests', x: x, y: E.map((e) => e.rr), marker: { color: COL.read }, text: hov, hoverinfo: 'text', textposition: 'none' },
-        { type: 'bar', name: 'write requests', x: x, y: E.map((e) => e.wr), marker: { color: COL.write }, text: hov, hoverinfo: 'text', textposition: 'none' },
-      ];
-      const t3 = [
-        { type: 'bar', name: 'read time', x: x, y: E.map((e) => e.rt), marker: { color: COL.read }, text: hov, hoverinfo: 'text', textposition: 'none' },
-        { type: 'bar', name: 'write time', x: x, y: E.map((e) => e.wt), marker: { color: COL.write }, text: hov, hoverinfo: 'text', textposition: 'none' },
-      ];
-      const l1 = { barmode: 'stack', height: 340, yaxis: { title: { text: bu.unit } }, xaxis: { type: 'category' } };
-      const l2 = { barmode: 'stack', height: 340, yaxis: { title: { text: 'requests' } }, xaxis: { type: 'category' } };
-      const l3 = { barmode: 'stack', height: 340, yaxis: { title: { text: 'seconds (summed over requests)' } }, xaxis: { type: 'category' } };
-      if (!d1) {
-        d1 = newPlot(g, t1, l1, { title: 'Bytes per OST' });
-        d2 = newPlot(g, t2, l2, { title: 'Requests per OST' });
-        d3 = newPlot(g, t3, l3, { title: 'Time per OST' });
-      } else { redraw(d1, t1, l1); redraw(d2, t2, l2); redraw(d3, t3, l3); }
-    };
-    msg.textContent = O.lustre_files + ' file(s) on Lustre; ' + O.how + '.';
-    const opts = [{ value: '-2', label: 'all Lustre files (' + fset.length + ')' }].concat(fset.map((f) => ({ value: String(f), label: shortName(fileName(f), 90) })));
-    controls.append(select('file', opts, draw).el);
-    draw('-2');
-  }
-
-  function drawFileTable(sec) {
-    const T = D.file_table;
-    const c = card('Files');
-    sec.append(c);
-    if (!T.rows.length) { c.append(note('No per-file data.')); return; }
-    const cols = [
-      { key: 'name', label: 'file', text: true, fmt: (v) => shortName(v, 100) }, { key: 'layer', label: 'interface', text: true, fmt: (v) => LAB[v] || v },
-      { key: 'ranks', label: 'ranks', fmt: (v, r) => r.shared ? 'shared' + (v ? ' + ' + v : '') : fmtInt(v) },
-      { key: 'reads', label: 'reads', fmt: fmtInt }, { key: 'writes', label: 'writes', fmt: fmtInt },
-      { key: 'bytes_read', label: 'read', fmt: fmtBytes }, { key: 'bytes_written', label: 'written', fmt: fmtBytes },
-      { key: 'read_time', label: 'read time', fmt: fmtSec }, { key: 'write_time', label: 'write time', fmt: fmtSec },
-      { key: 'meta_time', label: 'meta time', fmt: fmtSec },
-    ];
-    const rows = T.rows.slice();
-    if (T.others) rows.push(Object.assign({ name: 'other rows (' + fmtInt(T.others.rows) + ')', layer: '', ranks: null, shared: false, _class: 'total' }, T.others));
-    T.totals.forEach((t) => rows.push(Object.assign({ name: 'total, ' + fmtInt(t.files) + ' file(s)', ranks: null, shared: false, _class: 'total' }, t)));
-    c.append(note('One row per file and interface, the ' + fmtInt(T.rows.length) + ' that moved the most bytes' + (T.others ? ' (the rest summed below)' : '') +
-      '. "shared" marks files Darshan reduced over all ranks (rank -1). Times are summed over ranks. Click a column to sort.'),
-    table(cols, rows, { scroll: true, sortable: true }));
-    drawSetAside(c);
-  }
-
-  // Runtime and library files the checks did not see (report.set_aside).
-  function drawSetAside(c) {
-    const A = R.set_aside;
-    if (!A || !A.files) return;
-    const why = A.reasons.map((r) => r.reason + ' ' + fmtInt(r.files)).join(', ');
-    const cols = [
-      { key: 'path', label: 'file', text: true, fmt: (v) => shortName(v, 100) }, { key: 'reason', label: 'why', text: true },
-      { key: 'bytes_read', label: 'read', fmt: fmtBytes }, { key: 'bytes_written', label: 'written', fmt: fmtBytes },
-      { key: 'operations', label: 'operations', fmt: fmtInt }, { key: 'seconds', label: 'time', fmt: fmtSec },
-    ];
-    c.append(h('details', { id: 'set-aside' }, h('summary', { text: 'Runtime and library files set aside: ' + fmtInt(A.files) + ' file(s), ' +
-      fmtBytes(A.bytes_read) + ' read, ' + fmtBytes(A.bytes_written) + ' written, ' + fmtInt(A.operations) + ' operations, ' + fmtSec(A.seconds) + ' (' + why + ')' }),
-    note('The checks and the table above leave these out' + (A.scope.defaults ? ' (iopilot report --no-default-excludes keeps them)' : '') +
-      '; the ' + fmtInt(A.listed.length) + ' that moved the most bytes are listed.'),
-    table(cols, A.listed, { scroll: A.listed.length > 10, sortable: true })));
-  }
-
-  function drawRanks(sec) {
-    const K = D.ranks;
-    const cl = Object.keys(K.counters);
-    const rl = Object.keys(K.records);
-    const c = card('Per rank');
-    sec.append(c);
-    if (!cl.length && !rl.length) { c.append(note('No per-rank data.')); return; }
-    const controls = h('div', { class: 'controls' });
-    const msg = note('');
-    const g = h('div', { class: 'grid2' });
-    c.append(controls, msg, g);
-    // Counters first, the interface with the most per-rank bytes first: layers whose
-    // files were all reduced to rank -1 have nothing to show per rank.
-    const owned = (l) => K.counters[l].owned_bytes + maxOf(K.counters[l].ops);
-    const choices = cl.slice().sort((a, b) => owned(b) - owned(a)).map((l) => ({ value: 'c:' + l, label: LAB[l] + ' (counters)' }))
-      .concat(rl.map((l) => ({ value: 'r:' + l, label: LAB[l] + ' (traced operations)' })));
-    let d1 = null;
-    let d2 = null;
-    const draw = (v) => {
-      const src = v.slice(0, 1);
-      const L = v.slice(2);
-      const A = src === 'c' ? K.counters[L] : K.records[L];
-      const n = A.rb.length;
-      const x = new Array(n);
-      for (let i = 0; i < n; i++) x[i] = i * K.per_bar;
-      const xl = K.per_bar > 1 ? 'rank (bars of ' + K.per_bar + ' ranks)' : 'rank';
-      const bu = byteUnit(maxOf(A.rb, A.wb));
-      const who = (i) => K.per_bar > 1 ? 'ranks ' + x[i] + '–' + Math.min(x[i] + K.per_bar - 1, K.n - 1) : 'rank ' + x[i];
-      const t1 = [['rb', 'read', COL.read], ['wb', 'written', COL.write]].map(([k, name, color]) => ({
-        type: 'bar', name: name, x: x, y: scaled(A[k], bu.div), marker: { color: color }, hoverinfo: 'text', textposition: 'none',
-        text: Array.from(A[k], (v, i) => who(i) + ': ' + bytesExact(v) + ' ' + name) }));
-      const t2 = [
-        { type: 'bar', name: src === 'c' ? 'read' : 'read (busy)', x: x, y: A.rt, marker: { color: COL.read }, hovertemplate: 'rank %{x}: %{y:.4g} s<extra>read</extra>' },
-        { type: 'bar', name: src === 'c' ? 'write' : 'write (busy)', x: x, y: A.wt, marker: { color: COL.write }, hovertemplate: 'rank %{x}: %{y:.4g} s<extra>write</extra>' },
-      ];
-      if (src === 'c') t2.push({ type: 'bar', name: 'metadata', x: x, y: A.mt, marker: { color: COL.meta }, hovertemplate: 'rank %{x}: %{y:.4g} s<extra>metadata</extra>' });
-      const base = { barmode: 'stack', height: 330, bargap: n > 200 ? 0 : 0.15, xaxis: { title: { text: xl } } };
-      const l1 = Object.assign({ yaxis: { title: { text: bu.unit } } }, base);
-      const l2 = Object.assign({ yaxis: { title: { text: 'seconds' } } }, base);
-      if (!d1) { d1 = newPlot(g, t1, l1, { title: 'Bytes per rank' }); d2 = newPlot(g, t2, l2, { title: 'Time per rank' }); } else { redraw(d1, t1, l1); redraw(d2, t2, l2); }
-      if (src === 'c') {
-        msg.textContent = LAB[L] + ' counters, rows of single ranks.' + (A.shared_files
-          ? ' ' + fmtInt(A.shared_files) + ' shared file(s) were reduced by Darshan to one record over all ranks (rank -1): their ' +
-            fmtBytes(A.shared_bytes) + ', ' + fmtInt(A.shared_ops) + ' operations and ' + fmtSec(A.shared_time) +
-            ' cannot be split per rank and are not in these bars (' + fmtPct(A.shared_bytes / Math.max(A.shared_bytes + A.owned_bytes, 1)) + ' of the bytes).'
-          : ' Every row belongs to one rank: the bars hold all of this interface\'s I/O.');
-      } else {
-        msg.textContent = LAB[L] + ': every traced operation; time is the sum of operation durations.';
-      }
-    };
-    controls.append(select('data', choices, draw).el);
-    draw(choices[0].value);
   }
 
   // ---------------------------------------------------------------- shell --
@@ -931,14 +305,15 @@
         h('ul', null, R.warnings.map((w) => h('li', { text: w })))));
     }
     if (D.notes.length) main.append(h('div', { class: 'banner note' }, h('ul', null, D.notes.map((w) => h('li', { text: w })))));
-    const missing = VIEWS.filter((v) => !v.ok).map((v) => v.title);
+    const VIEWS = D.view_list.filter((v) => v.offered && IOP.views[v.key]);
+    const missing = D.view_list.filter((v) => !v.offered).map((v) => v.title);
     if (missing.length) main.append(h('p', { class: 'note', text: 'Not available for this source (no per-operation trace): ' + missing.join(', ') + '.' }));
     const sections = {};
-    VIEWS.filter((v) => v.ok).forEach((v) => {
-      const s = h('section', { class: 'view', id: 'view-' + v.id, 'data-view': v.id });
-      sections[v.id] = s;
+    VIEWS.forEach((v) => {
+      const s = h('section', { class: 'view', id: 'view-' + v.key, 'data-view': v.key });
+      sections[v.key] = s;
       main.append(s);
-      nav.append(h('button', { type: 'button', id: 'tab-' + v.id, 'data-view': v.id, text: v.title, onclick: () => show(v.id) }));
+      nav.append(h('button', { type: 'button', id: 'tab-' + v.key, 'data-view': v.key, text: v.title, onclick: () => show(v.key) }));
     });
 
     function show(id, finding) {
@@ -948,10 +323,9 @@
       nav.querySelectorAll('button').forEach((b) => b.classList.toggle('active', b.dataset.view === id));
       Object.entries(sections).forEach(([k, s]) => s.classList.toggle('active', k === id));
       const s = sections[id];
-      const v = VIEWS.find((x) => x.id === id);
       if (!s.dataset.drawn) {
         try {
-          v.draw(s);
+          IOP.views[id].draw(s, D.views[id], IOP.ui);
         } catch (e) {
           s.append(h('div', { class: 'banner error', text: 'This view failed to draw: ' + e }));
           throw e;
@@ -974,5 +348,11 @@
     follow();
   }
 
-  build();
+  // What every view script may use (add to it; never rename or remove).
+  IOP.ui = { D, R, REC, LAB, FILES, LAYER_CODE, COL, SIZE_COL, SIZE_LABEL, SIZE_UPPER, FS_TEXT,
+    CONFIG, h, fmtBytes, fmtInt, fmtNum, fmtSec, fmtPct, fileName, shortName, bytesExact, select,
+    layout, newPlot, byteUnit, maxOf, scaled, redraw, card, note, table, ostsOf, recordText,
+    escapeHtml, segments, sampleIndex, layersPresent, rankAxis, laneWidth, hashState,
+    filesWithRecords };
+  IOP.start = build;
 })();

@@ -1,0 +1,14 @@
+"""Spatiality view: offsets over time per file, from the sampled operations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .context import PageContext
+
+
+def data(ctx: PageContext) -> dict[str, Any] | None:
+    """Drawn from the shared sample; None without records."""
+    if ctx.records is None:
+        return None
+    return {"span": [ctx.t_lo, ctx.t_hi]}
