@@ -192,7 +192,8 @@ def _build(ctx: PageContext) -> dict[str, Any]:
         "files": ctx.files_doc,
         "records": ctx.records,
         # every registered view in page order; those with data are offered
-        "view_list": [{"key": v.key, "title": v.title, "offered": v.key in views} for v in VIEWS],
+        "view_list": [{"key": v.key, "title": v.title, "offered": v.key in views,
+                       "needs": v.needs} for v in VIEWS],
         "views": views,
         "caps": {"sample": SAMPLE_CAP, "bin_cells": BIN_CELLS, "files": FILES_LISTED,
                  "table_files": TABLE_FILES, "phase_rows": PHASE_ROWS},
