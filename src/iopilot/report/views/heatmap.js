@@ -60,13 +60,21 @@
         z.push(zr);
         text.push(tr);
       }
-      // Colour-bar ticks at powers of 4 bytes (1 B, 4 B ... 1 KiB, 4 KiB ...).
-      const ticks = [];
-      for (let p = 0; p <= 60; p += 2) ticks.push(p);
+      // Colour-bar ticks at powers of 4 bytes (1 B, 4 B ... 1 KiB, 4 KiB ...);
+      // a narrow range with none inside is labelled at its two ends.
+      let lo = Infinity;
+      let hi = -Infinity;
+      z.forEach((row) => row.forEach((v) => { if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } }));
+      let tickvals = [];
+      for (let p = 0; p <= 60; p += 2) {
+        const v = p * Math.log10(2);
+        if (v >= lo - 1e-9 && v <= hi + 1e-9) tickvals.push(v);
+      }
+      if (tickvals.length < 2 && hi >= lo) tickvals = hi > lo ? [lo, hi] : [lo];
       const trace = { type: 'heatmap', z: z, text: text, hoverinfo: 'text', x0: x.bin_seconds / 2, dx: x.bin_seconds,
         y0: (HM.per_row - 1) / 2, dy: HM.per_row, colorscale: 'Viridis', hoverongaps: false,
-        colorbar: { title: { text: 'bytes per bin' }, tickvals: ticks.map((p) => p * Math.log10(2)),
-          ticktext: ticks.map((p) => fmtBytes(Math.pow(2, p)).replace('.00 ', ' ')) } };
+        colorbar: { title: { text: 'bytes per bin' }, tickvals: tickvals,
+          ticktext: tickvals.map((v) => fmtBytes(Math.round(Math.pow(10, v))).replace('.00 ', ' ')) } };
       const lay = { height: Math.max(320, Math.min(720, 200 + 2 * HM.rows)),
         xaxis: { title: { text: 'seconds since the job start (bins of ' + width + ')' }, range: [0, x.bins * x.bin_seconds] },
         yaxis: { title: { text: HM.per_row > 1 ? 'rank (' + HM.per_row + ' per row)' : 'rank' }, range: [-0.5, HM.nranks - 0.5] } };
