@@ -35,8 +35,8 @@ from ..model.trace import safe_name
 from ..vocabulary import FS_LAYERS, MODULE, OP_NAMES, SIZE_BIN_LABELS
 from .json_report import diagnosis_dict
 from .views import VIEWS, PageContext
-from .views.common import LABELS
-from .views.context import BIN_CELLS, FILES_LISTED, PHASE_ROWS, SAMPLE_CAP, TABLE_FILES
+from .views.common import LABELS, PHASE_ROWS
+from .views.context import BIN_CELLS, FILES_LISTED, SAMPLE_CAP, TABLE_FILES
 
 __all__ = ["LABELS", "SAMPLE_CAP", "page_data", "render_html", "write_html"]
 
