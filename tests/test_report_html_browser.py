@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from iopilot import api
@@ -98,6 +99,7 @@ def _expected_plots(doc: dict) -> dict[str, int]:
     }
     if rec:
         out.update(timeline=1, spatiality=1, phases=2)
+    out.update({k: 1 for k in ("heatmap", "apmpi") if k in doc["views"]})
     return out
 
 
@@ -482,3 +484,108 @@ def test_big_pages_say_drawing_before_a_slow_first_draw(driver, tmp_path):
     assert now == [0, "1"], now
     severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert not severe, severe
+
+
+# ---------------------------------------------------------------------------
+# Views of Darshan's HEATMAP and AutoPerf's APMPI modules (logs of the corpus)
+
+_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "darshan-logs"
+_PROFILE_LOGS = ["mpi-io-test-x86_64-3.4.6.darshan", "e3sm_io_heatmap_only.darshan"]
+
+
+def _open_view(driver, name: str, tmp: Path, view: str):
+    """The page of corpus log ``name`` opened at ``view``: (page data, the
+    view's section, its plot), checked to have drawn one plot."""
+    from selenium.webdriver.common.by import By
+
+    if not (_CORPUS / name).exists():
+        pytest.skip(f"shared log corpus not present: {_CORPUS}")
+    path = tmp / "profiles.html"
+    write_html(diagnose(load(str(_CORPUS / name))), path)
+    doc = page_doc(path.read_text(encoding="utf-8"))
+    driver.get_log("browser")
+    driver.get(path.as_uri() + "#view=" + view)
+    sec = driver.find_element(By.ID, "view-" + view)
+    assert "active" in sec.get_attribute("class")
+    assert sec.get_attribute("data-drawn") == "1" and sec.get_attribute("data-plots") == "1"
+    plot = sec.find_element(By.CSS_SELECTOR, ".js-plotly-plot")
+    assert plot.find_elements(By.CSS_SELECTOR, "svg.main-svg")
+    assert plot.size["width"] > 200 and plot.size["height"] > 150
+    # No upload: plotly's config says so, and no mode-bar button offers one.
+    assert driver.execute_script("return arguments[0]._context.showSendToCloud", plot) is False
+    buttons = [b.get_attribute("data-title") or ""
+               for b in plot.find_elements(By.CSS_SELECTOR, ".modebar-btn")]  # fmt: skip
+    assert buttons and not [b for b in buttons if "share" in b.lower() or "cloud" in b.lower()]
+    return doc, sec, plot
+
+
+def _no_console_errors(driver) -> None:
+    bad = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("name", _PROFILE_LOGS)
+def test_heatmap_view_draws_each_layer_and_direction(driver, tmp_path, name):
+    doc, sec, plot = _open_view(driver, name, tmp_path, "heatmap")
+    hm = doc["views"]["heatmap"]
+    assert "Darshan's HEATMAP module" in sec.text
+    first = hm["layers"][0]
+    assert f"Darshan's HEATMAP module, in bins of {first['bin_seconds']:g} s:" in sec.text
+    cells = ("return arguments[0].data[0].z.flat().filter((v) => v !== null).length")
+    for i, lay in enumerate(hm["layers"]):
+        _select(driver, "#heatmap-layer").select_by_value(str(i))
+        for what in ("read", "write", "both"):
+            _select(driver, "#heatmap-metric").select_by_value(what)
+            grids = [lay[k] for k in ("read", "write")
+                     if what in (k, "both") and lay[k] is not None]  # fmt: skip
+            want = int(np.count_nonzero(sum(grids))) if grids else 0
+            assert driver.execute_script(cells, plot) == want, (lay["label"], what)
+        # the grid has one row per rank group and one column per bin
+        z = driver.execute_script("return [arguments[0].data[0].z.length,"
+                                  " arguments[0].data[0].z[0].length]", plot)  # fmt: skip
+        assert z == [hm["rows"], lay["bins"]]
+    # something is drawn: at least one layer moved bytes
+    assert any(lay["read"] is not None or lay["write"] is not None for lay in hm["layers"])
+    driver.save_screenshot(str(tmp_path / "heatmap.png"))
+    _no_console_errors(driver)
+
+
+@pytest.mark.parametrize("name", _PROFILE_LOGS)
+def test_apmpi_view_draws_per_rank_bars_and_the_operations_table(driver, tmp_path, name):
+    from selenium.webdriver.common.by import By
+
+    doc, sec, plot = _open_view(driver, name, tmp_path, "apmpi")
+    mpi = doc["views"]["apmpi"]
+    assert "AutoPerf's APMPI module" in sec.text
+    names = driver.execute_script("return arguments[0].data.map((t) => t.name)", plot)
+    want = [o["operation"] for o in mpi["stacked"]] + ["other MPI calls"]
+    assert names == want + (["waiting before collectives (sync)"] if mpi["sync"] is not None
+                            else [])  # fmt: skip
+    # the bars add up to each rank's MPI time
+    sums = driver.execute_script(
+        "const d = arguments[0].data;"
+        "return d[0].y.map((_, i) => d.reduce((s, t) => s + t.y[i], 0))",
+        plot)  # fmt: skip
+    assert np.allclose(sums, mpi["total"], rtol=1e-9, atol=1e-9)
+    assert len(sums) == mpi["bars"] and max(sums) > 0
+    rows = sec.find_elements(By.CSS_SELECTOR, "#mpi-table tbody tr")
+    assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == \
+        [o["operation"] for o in mpi["summary"]["operations"]]  # fmt: skip
+    driver.save_screenshot(str(tmp_path / "mpi.png"))
+    _no_console_errors(driver)
+
+
+def test_pages_without_the_modules_have_neither_view(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    path = _page("ior_hdf5_example.darshan", tmp_path)
+    doc = page_doc(path.read_text(encoding="utf-8"))
+    assert "heatmap" not in doc["views"] and "apmpi" not in doc["views"]
+    driver.get(path.as_uri() + "#view=heatmap")  # an absent view opens the summary
+    assert not driver.find_elements(By.ID, "tab-heatmap")
+    assert not driver.find_elements(By.ID, "tab-apmpi")
+    # the page says why each absent view is absent
+    text = driver.find_element(By.TAG_NAME, "main").text
+    assert "Not available for this source (no Darshan's HEATMAP module): Heatmap." in text
+    assert "Not available for this source (no AutoPerf's APMPI module): MPI time." in text
+    assert "active" in driver.find_element(By.ID, "view-summary").get_attribute("class")

@@ -446,3 +446,15 @@ def test_big_endian_regions_read_as_little_endian_ones():
         assert list(m.rank) == [0, 1] and m.host == ("n0", "n1")
         assert list(m.comm_seconds) == [3.0, 2.0] and m.sync_measured and m.comm_variance == 0.5
         assert list(m.calls[:, m.ops.index("MPI_BARRIER")]) == [9, 7]
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["e3sm_io_heatmap_only.darshan", SMALL.name])
+def test_known_heatmap_ids_are_those_the_name_tables_give(name):
+    from iopilot.sources.darshan_profiles import heatmap_layer
+
+    t = load(str(SHARED / name))
+    named = {i: n for i, n in t.names.items() if n.startswith("heatmap:")}
+    assert named  # these logs name their heatmaps
+    for rid, n in named.items():
+        assert heatmap_layer(rid, {}) == n.removeprefix("heatmap:") == heatmap_layer(rid, named)

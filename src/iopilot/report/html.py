@@ -35,8 +35,8 @@ from ..model.trace import safe_name
 from ..vocabulary import FS_LAYERS, MODULE, OP_NAMES, SIZE_BIN_LABELS
 from .json_report import diagnosis_dict
 from .views import VIEWS, PageContext
-from .views.common import LABELS
-from .views.context import BIN_CELLS, FILES_LISTED, PHASE_ROWS, SAMPLE_CAP, TABLE_FILES
+from .views.common import LABELS, PHASE_ROWS
+from .views.context import BIN_CELLS, FILES_LISTED, SAMPLE_CAP, TABLE_FILES
 
 __all__ = ["LABELS", "SAMPLE_CAP", "page_data", "render_html", "write_html"]
 
@@ -192,7 +192,8 @@ def _build(ctx: PageContext) -> dict[str, Any]:
         "files": ctx.files_doc,
         "records": ctx.records,
         # every registered view in page order; those with data are offered
-        "view_list": [{"key": v.key, "title": v.title, "offered": v.key in views} for v in VIEWS],
+        "view_list": [{"key": v.key, "title": v.title, "offered": v.key in views,
+                       "needs": v.needs} for v in VIEWS],
         "views": views,
         "caps": {"sample": SAMPLE_CAP, "bin_cells": BIN_CELLS, "files": FILES_LISTED,
                  "table_files": TABLE_FILES, "phase_rows": PHASE_ROWS},

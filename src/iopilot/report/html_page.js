@@ -396,8 +396,11 @@ const IOP = { views: {}, writeHash: () => {} };
     }
     if (D.notes.length) main.append(h('div', { class: 'banner note' }, h('ul', null, D.notes.map((w) => h('li', { text: w })))));
     const VIEWS = D.view_list.filter((v) => v.offered && IOP.views[v.key]);
-    const missing = D.view_list.filter((v) => !v.offered).map((v) => v.title);
-    if (missing.length) main.append(h('p', { class: 'note', text: 'Not available for this source (no per-operation trace): ' + missing.join(', ') + '.' }));
+    // Views not offered, grouped by what the source lacks for them.
+    const missing = {};
+    D.view_list.filter((v) => !v.offered).forEach((v) => { (missing[v.needs] = missing[v.needs] || []).push(v.title); });
+    Object.entries(missing).forEach(([needs, titles]) => main.append(h('p', { class: 'note',
+      text: 'Not available for this source (no ' + needs + '): ' + titles.join(', ') + '.' })));
     const sections = {};
     VIEWS.forEach((v) => {
       const s = h('section', { class: 'view', id: 'view-' + v.key, 'data-view': v.key });

@@ -9,11 +9,10 @@ table, so the ids are known here too.  Through the library each record would
 cost a call and a copy, and a damaged bin count in an uncompressed log
 would reach its unchecked allocation.
 
-APMPI: the bundled
-libdarshan-util reads the module's first record as its header through a
-``static`` flag that is set once per process, so from the second log a
-process opens on, every APMPI record is read at the wrong offset (ranks all
-0, one record short).  The region is one fixed-size header record (rank 0)
+APMPI: the bundled libdarshan-util reads the module's first record as its
+header through a ``static`` flag that is set once per process, so from the
+second log a process opens on, every APMPI record is read at the wrong
+offset (ranks all 0, one record short).  The region is one fixed-size header record (rank 0)
 followed by one fixed-size record per rank; the sizes follow from the
 library's counter name tables, and each record is checked before use.
 """

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import fs, phases, sizes, spatiality, summary, timeline
+from . import apmpi, fs, heatmap, phases, sizes, spatiality, summary, timeline
 from .context import PageContext
 
 
@@ -26,6 +26,7 @@ class View:
     title: str  # its tab
     data: Callable[[PageContext], dict[str, Any] | None]
     script: str  # the .js file in this package that draws it
+    needs: str = "a per-operation trace"  # what the source lacks when data() gives None
 
 
 VIEWS: list[View] = [
@@ -35,6 +36,8 @@ VIEWS: list[View] = [
     View("spatiality", "Spatiality", spatiality.data, "spatiality.js"),
     View("phases", "Phases & stragglers", phases.data, "phases.js"),
     View("fs", "File system, files & ranks", fs.data, "fs.js"),
+    View("heatmap", "Heatmap", heatmap.data, "heatmap.js", needs="Darshan's HEATMAP module"),
+    View("apmpi", "MPI time", apmpi.data, "apmpi.js", needs="AutoPerf's APMPI module"),
 ]
 
 __all__ = ["VIEWS", "PageContext", "View"]

@@ -47,9 +47,7 @@ FINE_ROWS = 8
 FINE_COLS = 16
 FILES_LISTED = 5000  # files named in the page (selectors, hover); the rest are "other"
 TABLE_FILES = 200  # rows of the per-file table
-PHASE_ROWS = 1000  # phases listed per (layer, gap)
 RANK_BARS = 4096  # bars of the per-rank charts; more ranks are grouped
-GAP_CHOICES = (0.001, 0.01, 0.1, 1.0, 10.0, 60.0)  # extra phase gaps offered (s)
 CHUNK = 1 << 20  # records per step of the chunked passes
 
 

@@ -8,11 +8,13 @@ import numpy as np
 
 from ...checks.phases import phases
 from ...model import RECORD_LAYERS, Records
-from .common import FS_CODES, LABELS, NL, pack
-from .context import GAP_CHOICES, PHASE_ROWS, PageContext
+from .common import FS_CODES, GAP_CHOICES, LABELS, NL, PHASE_ROWS, pack
+
+# ``ctx`` below is the page's PageContext, not imported: context.py imports
+# this module (its ``phases``), and a module imported back is a cycle.
 
 
-def data(ctx: PageContext) -> dict[str, Any] | None:
+def data(ctx: Any) -> dict[str, Any] | None:
     """The phases (computed once by the context), None without records."""
     return ctx.phases
 
@@ -33,7 +35,7 @@ def timing_view(r: Records, layer: int) -> Records:
 
 
 
-def compute(ctx: PageContext) -> dict[str, Any]:
+def compute(ctx: Any) -> dict[str, Any]:
     """Phases of every traced layer; also sets the context's busy time."""
     r = ctx.t.records
     th = ctx.d.thresholds
