@@ -65,3 +65,25 @@ def test_dxt_segments_match_pydarshan(name):
     hosts = {rec["rank"]: rec["hostname"] for rec in dxt}
     assert all(t.job.hosts[k] == v for k, v in hosts.items())
     assert np.all(r.end >= r.start)
+
+
+@pytest.mark.parametrize("name", ["example.darshan", "sample-badost.darshan",
+                                  "ior_hdf5_example.darshan"])
+def test_lustre_layouts_match_pydarshan(name):
+    from iopilot.demo import example_dir
+
+    path = str(example_dir() / name)
+    lay = load(path).lustre
+    comps = darshan.DarshanReport(path, read_all=True).records["LUSTRE"].to_df()["components"]
+    want = {}
+    for row in comps.to_dict("records"):  # the first component of each file
+        want.setdefault(row["id"], (row["LUSTRE_COMP_STRIPE_SIZE"],
+                                    row["LUSTRE_COMP_STRIPE_COUNT"],
+                                    [int(x) for x in row["LUSTRE_OST_IDS"]]))  # fmt: skip
+    got = {}
+    ends = [*lay.ost_start[1:].tolist(), len(lay.ost_ids)]
+    for i, fid in enumerate(lay.file_id.tolist()):
+        osts = lay.ost_ids[lay.ost_start[i] : ends[i]].tolist()
+        got[fid] = (int(lay.stripe_size[i]), int(lay.stripe_count[i]), osts)
+    assert len(got) == len(lay) and len(want) > 0
+    assert got == {k: (s, c, o[:c]) for k, (s, c, o) in want.items()}
