@@ -6,22 +6,16 @@ from __future__ import annotations
 import pytest
 
 from iopilot.checks import Level, advice
-from kit import counters, findings, trace
+from kit import counters, findings, only, trace
 
 MiB = 1024**2
 
-
-def _one(fs, level=None):
-    assert len(fs) == 1, fs
-    if level is not None:
-        assert fs[0].level == level
-    return fs[0]
 
 
 def test_not_used_evidence_and_its_conditions():
     p = counters("POSIX", [{"file": 1, "rank": -1, "POSIX_BYTES_READ": MiB,
                             "POSIX_BYTES_WRITTEN": 2 * MiB}])  # fmt: skip
-    f = _one(findings(trace(p, nprocs=2), "mpiio-not-used"), Level.WARN)
+    f = only(findings(trace(p, nprocs=2), "mpiio-not-used"), Level.WARN)
     assert f.evidence == {
         "ranks": 2, "posix_bytes": 3 * MiB,
         "cost_unknown": "what collective MPI-IO would save depends on how requests would merge",
@@ -31,7 +25,7 @@ def test_not_used_evidence_and_its_conditions():
     assert f.snippet == advice.MPIIO_COLLECTIVE_WRITE
     # Reads alone are enough; nothing moved, nothing to say.
     reads = counters("POSIX", [{"file": 1, "rank": -1, "POSIX_BYTES_READ": 1}])
-    assert _one(findings(trace(reads, nprocs=2), "mpiio-not-used"))
+    assert only(findings(trace(reads, nprocs=2), "mpiio-not-used"))
     none = counters("POSIX", [{"file": 1, "rank": -1, "POSIX_OPENS": 3}])
     assert findings(trace(none, nprocs=2), "mpiio-not-used") == []
     m = counters("MPIIO", [{"file": 1, "rank": -1, "MPIIO_INDEP_WRITES": 1}])
@@ -53,7 +47,7 @@ def _rw(d: str, **c):
 def test_blocking_by_direction(d, cid, word, code):
     time = "MPIIO_F_READ_TIME" if d == "READS" else "MPIIO_F_WRITE_TIME"
     row = _rw(d, INDEP=4, COLL=5, SPLIT=1) | {time: 3.0}
-    f = _one(findings(trace(counters("MPIIO", [row])), cid), Level.WARN)
+    f = only(findings(trace(counters("MPIIO", [row])), cid), Level.WARN)
     assert f.evidence == {f"{word}s": 10, "nonblocking": 0}
     assert f.message.startswith(f"All 10 MPI-IO {word}s are blocking: the application waits")
     assert f.drishti == code
@@ -65,7 +59,7 @@ def test_blocking_by_direction(d, cid, word, code):
     assert findings(trace(counters("MPIIO", [_rw(d)])), cid) == []
     # Under HDF5 the advice is its async VOL.
     h5 = counters("H5F", [{"file": 1, "rank": 0}])
-    f = _one(findings(trace(counters("MPIIO", [row]), h5), cid))
+    f = only(findings(trace(counters("MPIIO", [row]), h5), cid))
     assert f.snippet == advice.HDF5_ASYNC and "(HDF5 async VOL)" in f.recommendation
 
 
@@ -76,16 +70,16 @@ def _agg(cb: str, hosts: dict[int, str]):
 
 def test_aggregators_against_nodes():
     two_nodes = {0: "a", 1: "a", 2: "b", 3: "b"}
-    f = _one(findings(_agg("3", two_nodes), "mpiio-aggregators"), Level.WARN)
+    f = only(findings(_agg("3", two_nodes), "mpiio-aggregators"), Level.WARN)
     assert f.evidence == {"cb_nodes": 3, "nodes": 2, "cost_unknown":
                           "one run with one aggregator count cannot say how long another "
                           "would take"}  # fmt: skip
     assert f.message.startswith("3 collective-buffering aggregators on 2 node(s)")
     assert f.snippet == 'MPI_Info_set(info, "cb_nodes", "2");'
-    f = _one(findings(_agg("1", two_nodes), "mpiio-aggregators"), Level.INFO)
+    f = only(findings(_agg("1", two_nodes), "mpiio-aggregators"), Level.INFO)
     assert f.drishti == "M08" and f.evidence["cb_nodes"] == 1 and f.evidence["nodes"] == 2
     assert f.message.startswith("1 aggregator(s) for 2 nodes: only 1 node(s) write")
-    f = _one(findings(_agg("2", two_nodes), "mpiio-aggregators"), Level.OK)
+    f = only(findings(_agg("2", two_nodes), "mpiio-aggregators"), Level.OK)
     assert f.drishti == "M10" and f.cost_seconds == 0.0
     assert f.message == "One collective-buffering aggregator per node (2 on 2 nodes)."
     # Without hosts, without the hint, or with a hint that is not a number: nothing.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from iopilot.checks import Level, advice
-from kit import findings, records, trace
+from kit import findings, only, records, trace
 
 MiB = 1024**2
 # File 1: ranks 0 and 1 read the same 2 MiB; file 2: rank 0 reads 1 MiB twice.
@@ -14,15 +14,9 @@ ROWS = [(0, "r", 1, 0, 2 * MiB, 0.0, 1.0), (0, "r", 2, 0, MiB, 2.0, 2.5),
         (0, "r", 2, 0, MiB, 2.5, 3.0), (1, "r", 1, 0, 2 * MiB, 1.0, 2.0)]  # fmt: skip
 
 
-def _one(fs, level=None):
-    assert len(fs) == 1, fs
-    if level is not None:
-        assert fs[0].level == level
-    return fs[0]
-
 
 def test_rereads_by_hand():
-    f = _one(findings(trace(recs=records(ROWS), nprocs=2), "overlapping-reads"), Level.INFO)
+    f = only(findings(trace(recs=records(ROWS), nprocs=2), "overlapping-reads"), Level.INFO)
     assert f.evidence == {"bytes_read": 6 * MiB, "distinct_bytes": 3 * MiB,
                           "reread_bytes": 3 * MiB, "reread_by_other_ranks": 2 * MiB,
                           "reread_by_same_rank": MiB, "reread_by_mpiio_itself": 0,
@@ -45,11 +39,11 @@ def test_rereads_by_hand():
 def test_share_and_bytes_both_sides():
     tr = trace(recs=records(ROWS), nprocs=2)
     # A share of exactly 0.5 is not above it; 3 MiB again is enough bytes.
-    _one(findings(tr, "overlapping-reads", reread_share=0.5), Level.INFO)
-    _one(findings(tr, "overlapping-reads", reread_share=0.49), Level.WARN)
-    _one(findings(tr, "overlapping-reads", reread_share=0.49, reread_min_bytes=3 * MiB),
+    only(findings(tr, "overlapping-reads", reread_share=0.5), Level.INFO)
+    only(findings(tr, "overlapping-reads", reread_share=0.49), Level.WARN)
+    only(findings(tr, "overlapping-reads", reread_share=0.49, reread_min_bytes=3 * MiB),
          Level.WARN)  # fmt: skip
-    _one(findings(tr, "overlapping-reads", reread_share=0.49, reread_min_bytes=3 * MiB + 1),
+    only(findings(tr, "overlapping-reads", reread_share=0.49, reread_min_bytes=3 * MiB + 1),
          Level.INFO)  # fmt: skip
 
 
@@ -57,7 +51,7 @@ def test_same_rank_rereads_are_kept_in_memory():
     rows = [(0, "r", 2, 0, MiB, 0.0, 0.5), (0, "r", 2, 0, MiB, 0.5, 1.0),
             (0, "r", 2, 0, MiB, 1.0, 1.5), (1, "r", 1, 0, 10, 0.0, 0.1),
             (2, "r", 1, 5, 10, 0.0, 0.1)]  # fmt: skip
-    f = _one(findings(trace(recs=records(rows), nprocs=3), "overlapping-reads"))
+    f = only(findings(trace(recs=records(rows), nprocs=3), "overlapping-reads"))
     assert f.evidence["reread_by_same_rank"] == 2 * MiB
     assert f.evidence["reread_by_other_ranks"] == 5
     assert f.recommendation == "Ranks re-read bytes they already read: keep them in memory instead."

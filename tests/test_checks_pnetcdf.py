@@ -6,14 +6,7 @@ from __future__ import annotations
 import pytest
 
 from iopilot.checks import Level
-from kit import counters, findings, trace
-
-
-def _one(fs, level=None):
-    assert len(fs) == 1, fs
-    if level is not None:
-        assert fs[0].level == level
-    return fs[0]
+from kit import counters, findings, only, trace
 
 
 def _file(rank=-1):
@@ -30,7 +23,7 @@ def test_independent_share_at_the_threshold_passes():
     half = counters("PNETCDF_VAR", [_var(11, INDEP_WRITES=25, INDEP_READS=25, COLL_WRITES=50)])
     assert findings(trace(_file(), half, nprocs=4), "pnetcdf-independent") == []
     less = counters("PNETCDF_VAR", [_var(11, INDEP_WRITES=26, INDEP_READS=25, COLL_WRITES=49)])
-    f = _one(findings(trace(_file(), less, nprocs=4), "pnetcdf-independent"), Level.WARN)
+    f = only(findings(trace(_file(), less, nprocs=4), "pnetcdf-independent"), Level.WARN)
     assert f.evidence == {"independent_reads": 25, "independent_writes": 26, "collective": 49,
                           "variables": 1}  # fmt: skip
     assert f.message.startswith(
@@ -48,7 +41,7 @@ def test_independent_collective_reads_count_as_collective():
 def test_independent_cost_is_the_independent_share_of_the_time():
     # Per rank (rows of ranks 0 and 1): 3 independent and 1 collective call, 2 s.
     rows = [_var(11, rank=r, INDEP_WRITES=3, COLL_WRITES=1, F_WRITE_TIME=2.0) for r in (0, 1)]
-    f = _one(findings(trace(_file(), counters("PNETCDF_VAR", rows), nprocs=2),
+    f = only(findings(trace(_file(), counters("PNETCDF_VAR", rows), nprocs=2),
                       "pnetcdf-independent"))  # fmt: skip
     assert f.cost_seconds == pytest.approx(1.5)
     assert f.evidence["independent_writes"] == 6 and f.evidence["collective"] == 2
@@ -60,15 +53,15 @@ def test_independent_only_on_shared_files():
     assert findings(trace(_file(rank=0), own, nprocs=4), "pnetcdf-independent") == []
     # The variable's own record is shared although its file's is not.
     shared_var = counters("PNETCDF_VAR", [_var(11, rank=-1, INDEP_WRITES=16)])
-    assert _one(findings(trace(_file(rank=0), shared_var, nprocs=4), "pnetcdf-independent"))
+    assert only(findings(trace(_file(rank=0), shared_var, nprocs=4), "pnetcdf-independent"))
     # Two processes at least.
     assert findings(trace(_file(), shared_var, nprocs=1), "pnetcdf-independent") == []
-    assert _one(findings(trace(_file(), shared_var, nprocs=2), "pnetcdf-independent"))
+    assert only(findings(trace(_file(), shared_var, nprocs=2), "pnetcdf-independent"))
 
 
 def test_independent_counts_negative_counters_as_zero():
     v = counters("PNETCDF_VAR", [_var(11, INDEP_WRITES=-1, INDEP_READS=4)])
-    f = _one(findings(trace(_file(), v, nprocs=4), "pnetcdf-independent"))
+    f = only(findings(trace(_file(), v, nprocs=4), "pnetcdf-independent"))
     assert f.evidence["independent_writes"] == 0 and f.evidence["independent_reads"] == 4
 
 
@@ -76,7 +69,7 @@ def test_blocking_needs_two_variables_and_no_nonblocking_call():
     one = counters("PNETCDF_VAR", [_var(11, COLL_WRITES=5), _var(12, COLL_READS=5)])
     assert findings(trace(_file(), one, nprocs=4), "pnetcdf-blocking-many-vars") == []
     two = counters("PNETCDF_VAR", [_var(11, COLL_WRITES=5), _var(12, INDEP_WRITES=2)])
-    f = _one(findings(trace(_file(), two, nprocs=4), "pnetcdf-blocking-many-vars"), Level.INFO)
+    f = only(findings(trace(_file(), two, nprocs=4), "pnetcdf-blocking-many-vars"), Level.INFO)
     assert f.evidence == {"variables": 2, "blocking_writes": 7, "files": 1}
     assert f.message.startswith(
         "2 variables are written with 7 blocking calls and no non-blocking ones")
@@ -93,7 +86,7 @@ def test_blocking_groups_variables_by_file_and_costs_the_write_time():
             _var(22, parent=0, rank=0, COLL_WRITES=2, F_READ_TIME=9.0)]  # fmt: skip
     tr = trace(counters("PNETCDF_VAR", rows), nprocs=1, names={1: "/data/file1",
                                                                 2: "/data/file2"})
-    f = _one(findings(tr, "pnetcdf-blocking-many-vars"))
+    f = only(findings(tr, "pnetcdf-blocking-many-vars"))
     assert f.evidence == {"variables": 4, "blocking_writes": 13, "files": 3}
     # A variable without a parent stands for its own file.
     assert [(e.path, e.numbers) for e in f.files] == [
@@ -123,7 +116,7 @@ def test_small_requests_reads_and_writes_apart():
     v = counters("PNETCDF_VAR", [_sizes(file=11, READ_AGG_100_1K=150, WRITE_AGG_1M_4M=50),
                                  _sizes(file=12, WRITE_AGG_10K_100K=60,
                                         READ_AGG_4M_10M=40)])  # fmt: skip
-    f = _one(findings(trace(_file(), v, nprocs=4), "pnetcdf-small-requests"), Level.WARN)
+    f = only(findings(trace(_file(), v, nprocs=4), "pnetcdf-small-requests"), Level.WARN)
     assert f.evidence == {"small_reads": 150, "small_writes": 60, "accesses": 300}
     assert f.message.startswith(
         "210 of 300 PnetCDF variable accesses (70.0 %) move less than 1.0 MiB (150 reads, "
