@@ -115,3 +115,43 @@ def test_advice_when_collective_io_is_already_used(coll, indep, already):
         assert f.snippet == advice.MPIIO_HINTS_CB
     else:
         assert "with MPI-IO, collective calls let aggregators merge" in f.recommendation
+
+
+# ----------------------------------------------------------- metadata share
+
+
+def _share(meta: float, write: float, **extra):
+    row = {"file": 1, "rank": 0, "POSIX_F_META_TIME": meta, "POSIX_F_WRITE_TIME": write,
+           "POSIX_OPENS": 5, "POSIX_STATS": 2} | extra  # fmt: skip
+    return findings(trace(counters("POSIX", [row]), nprocs=1), "posix-metadata-share")
+
+
+def test_metadata_share_by_hand():
+    f = only(_share(3.12345, 1.0), Level.WARN)
+    assert f.evidence == {"metadata_seconds": 3.123, "io_seconds": 4.123, "rank": 0,
+                          "opens": 5, "stats": 2}  # fmt: skip
+    assert f.message.startswith(
+        "Metadata operations take 75.7 % of the slowest rank's I/O time (rank 0: 3.12 of "
+        "4.12 s; 5 opens, 2 stats in all).")
+    assert f.drishti_note == "Drishti only flags single records above 30 s"
+    assert [(e.path, e.numbers) for e in f.files] == [
+        ("/data/file1", {"metadata seconds": 3.12345, "opens": 5, "stats": 2})]
+    assert f.files_total == 1
+    assert f.recommendation == (
+        "Reduce the number of files opened and stat'ed (fewer, larger files; open once per "
+        "run, not per step); avoid per-rank stat of shared files.")
+    assert f.cost_seconds == pytest.approx(3.12345)
+
+
+def test_metadata_share_both_sides():
+    assert _share(2.0, 2.0) == []  # exactly half
+    assert only(_share(2.01, 1.99))
+    assert only(_share(1.0, 0.5))  # exactly the minimum time counts
+    assert _share(0.99, 0.1) == []
+
+
+def test_redundant_writes_note_drishti():
+    row = {"file": 1, "rank": 0, "POSIX_BYTES_WRITTEN": 300, "POSIX_MAX_BYTE_WRITTEN": 99}
+    f = only(findings(trace(counters("POSIX", [row])), "posix-redundant-writes"), Level.WARN)
+    assert f.evidence == {"repeated_bytes": 200}
+    assert f.drishti_note == "Drishti's test for this compares the other way round and misses it"
