@@ -155,3 +155,19 @@ def test_redundant_writes_note_drishti():
     f = only(findings(trace(counters("POSIX", [row])), "posix-redundant-writes"), Level.WARN)
     assert f.evidence == {"repeated_bytes": 200}
     assert f.drishti_note == "Drishti's test for this compares the other way round and misses it"
+
+
+def test_diagnosis_counts_findings_per_level_and_the_thresholds_that_fired():
+    from iopilot.checks import diagnose
+
+    rows = [{"file": 1, "rank": 0, "POSIX_F_META_TIME": 45.0, "POSIX_F_WRITE_TIME": 1.0,
+             "POSIX_WRITES": 10, "POSIX_BYTES_WRITTEN": 100}]  # fmt: skip
+    d = diagnose(trace(counters("POSIX", rows)),
+                 only={"posix-metadata-time", "posix-metadata-share",
+                       "posix-write-count-intensive"})  # fmt: skip
+    levels = sorted(f.level for f in d.findings)
+    assert levels == [Level.INFO, Level.WARN, Level.HIGH]
+    assert [d.count(x) for x in (Level.INFO, Level.WARN, Level.HIGH, Level.OK)] == [1, 1, 1, 0]
+    # Only WARN and above name their thresholds; the INFO's "intensity" does not.
+    assert d.fired_thresholds == {"metadata_min_time": 1.0, "metadata_time_rank": 30.0,
+                                  "metadata_time_share": 0.5}  # fmt: skip
