@@ -103,3 +103,30 @@ def test_hdf5_access_tuples_fold_equal_tuples_and_keep_the_shape():
             int(out[names.index(f"H5D_ACCESS{k}_LENGTH_D1")]),
             int(out[names.index(f"H5D_ACCESS{k}_COUNT")])) for k in range(1, 5)]  # fmt: skip
     assert got == [(100, 10, 5), (200, 5, 4), (100, 20, 1), (0, 0, 0)]
+
+
+def test_tuple_update_same_size_new_shape_goes_above_and_a_moved_entry_leaves_its_place():
+    a, b = (100, 1, *([0] * 9)), (100, 2, *([0] * 9))
+    top = _tuple_update(EMPTY, a, 5)
+    top = _tuple_update(top, b, 5)  # same count, same size: above
+    assert [t for t, _ in top[:2]] == [b, a]
+    top = [(_t(50), 9), (_t(200), 5), (_t(100), 5), (_t(10), 1)]
+    moved = _tuple_update(top, _t(200), 30)
+    assert [(t[0], n) for t, n in moved] == [(200, 30), (50, 9), (100, 5), (10, 1)]
+
+
+def test_hdf5_access_tuples_of_three_ranks_fold_from_the_last():
+    names = _counter_names("h5d")
+
+    def row(size):
+        r = np.zeros(len(names), np.int64)
+        r[names.index("H5D_ACCESS1_ACCESS")] = size
+        r[names.index("H5D_ACCESS1_COUNT")] = 1
+        return r
+
+    rows = np.stack([row(100), row(200), row(300)])
+    out = rows.sum(axis=0)
+    _common_values(names, rows, out)
+    got = [(int(out[names.index(f"H5D_ACCESS{k}_ACCESS")]),
+            int(out[names.index(f"H5D_ACCESS{k}_COUNT")])) for k in range(1, 5)]  # fmt: skip
+    assert got == [(300, 1), (200, 1), (100, 1), (0, 0)]
