@@ -130,3 +130,21 @@ def test_hdf5_access_tuples_of_three_ranks_fold_from_the_last():
     got = [(int(out[names.index(f"H5D_ACCESS{k}_ACCESS")]),
             int(out[names.index(f"H5D_ACCESS{k}_COUNT")])) for k in range(1, 5)]  # fmt: skip
     assert got == [(300, 1), (200, 1), (100, 1), (0, 0)]
+
+
+def test_reduced_row_keeps_the_layer_the_earliest_open_and_a_parent_column():
+    from iopilot.sources.iopilot_trace import _reduce_shared
+    from kit import counters
+
+    rows = [{"file": 1, "rank": 0, "POSIX_F_OPEN_START_TIMESTAMP": 2.0},
+            {"file": 1, "rank": 1, "POSIX_F_OPEN_START_TIMESTAMP": 0.5},
+            {"file": 2, "rank": 0}, {"file": 2, "rank": 1}]  # fmt: skip
+    out = _reduce_shared(counters("POSIX", rows), 2)
+    assert out.layer == "POSIX" and out.rank.tolist() == [-1, -1]
+    opened = out["POSIX_F_OPEN_START_TIMESTAMP"]
+    assert opened[out.file_id.tolist().index(1)] == 0.5  # below one second still counts
+    assert opened[out.file_id.tolist().index(2)] == 0.0  # never opened
+    h5d = counters("H5D", [{"file": 5, "rank": r, "parent": 1} for r in (0, 1)]
+                   + [{"file": 6, "rank": 0, "parent": 1}])  # fmt: skip
+    red = _reduce_shared(h5d, 2)
+    assert red.parent_id is not None and len(red.parent_id) == len(red) == 2
