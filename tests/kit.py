@@ -120,6 +120,14 @@ def findings(tr: Trace, check_id: str, **overrides: float):
     return d.findings
 
 
+def only(fs, level=None):
+    """The one finding of ``fs`` (at ``level``, if given)."""
+    assert len(fs) == 1, fs
+    if level is not None:
+        assert fs[0].level == level, fs[0]
+    return fs[0]
+
+
 # The shared corpus of real Darshan logs sits beside the project; the first
 # ancestor that has it wins, so a copy of the tests one level deeper (the
 # mutants/ tree of `make mutation`) finds the same logs.

@@ -10,16 +10,10 @@ from iopilot.checks import Level, advice
 from iopilot.checks.base import Context
 from iopilot.checks.hdf5 import _file_of, dataset_files, hdf5_file_ids
 from iopilot.checks.thresholds import defaults
-from kit import counters, findings, trace
+from kit import counters, findings, only, trace
 
 KiB, MiB = 1024, 1024**2
 
-
-def _one(fs, level=None):
-    assert len(fs) == 1, fs
-    if level is not None:
-        assert fs[0].level == level
-    return fs[0]
 
 
 def _h5f(file=1, rank=-1, mpiio=1):
@@ -53,7 +47,7 @@ def test_many_small_accesses_both_sides(writes, small, flagged):
 
 def test_many_small_accesses_evidence_by_hand():
     d = _ds(500, 400, 400 * 50 + 100 * 2 * MiB)
-    f = _one(findings(trace(_h5f(), d, nprocs=4), "hdf5-small-dataset-access"), Level.HIGH)
+    f = only(findings(trace(_h5f(), d, nprocs=4), "hdf5-small-dataset-access"), Level.HIGH)
     nbytes = 400 * 50 + 100 * 2 * MiB
     assert f.evidence == {"small_accesses": 400, "accesses": 500, "bytes": nbytes,
                           "mean_bytes": round(nbytes / 500, 1)}  # fmt: skip
@@ -68,7 +62,7 @@ def test_many_small_accesses_evidence_by_hand():
 
 def test_tiny_accesses_below_the_mean_only():
     tiny = _ds(10, 0, 10 * 1023, tsize=4)
-    f = _one(findings(trace(_h5f(), tiny, nprocs=1), "hdf5-small-dataset-access"), Level.WARN)
+    f = only(findings(trace(_h5f(), tiny, nprocs=1), "hdf5-small-dataset-access"), Level.WARN)
     assert f.evidence == {"small_accesses": 0, "accesses": 10, "bytes": 10230,
                           "mean_bytes": 1023.0}  # fmt: skip
     assert f.message.startswith("HDF5 dataset accesses are tiny: 10 H5Dread/H5Dwrite calls "
@@ -85,7 +79,7 @@ def test_tiny_accesses_below_the_mean_only():
 def test_small_accesses_of_reads_count_too():
     d = counters("H5D", [{"file": 11, "parent": 1, "H5D_READS": 200,
                           "H5D_SIZE_READ_AGG_0_100": 200, "H5D_BYTES_READ": 200 * 2048}])
-    f = _one(findings(trace(_h5f(), d), "hdf5-small-dataset-access"), Level.HIGH)
+    f = only(findings(trace(_h5f(), d), "hdf5-small-dataset-access"), Level.HIGH)
     assert f.evidence["small_accesses"] == 200 and f.evidence["accesses"] == 200
 
 
@@ -99,7 +93,7 @@ def _indep(ops: int):
 
 def test_independent_transfers_level_at_the_collective_count():
     tr = trace(_h5f(), _indep(1000), nprocs=4)
-    f = _one(findings(tr, "hdf5-independent-transfers"), Level.WARN)
+    f = only(findings(tr, "hdf5-independent-transfers"), Level.WARN)
     assert f.evidence == {"datasets": 1, "files": 1, "reads": 500, "writes": 500}
     assert f.message == ("1 dataset(s) in 1 file(s) opened with the MPI-IO driver by 4 ranks "
                          "are accessed with independent transfers only (500 reads, 500 "
@@ -108,20 +102,20 @@ def test_independent_transfers_level_at_the_collective_count():
         ("/data/file11", {"independent reads/writes": 1000})]
     # The shared row's 2 s spread evenly over the 4 ranks.
     assert f.cost_seconds == pytest.approx(0.5)
-    _one(findings(trace(_h5f(), _indep(1001), nprocs=4), "hdf5-independent-transfers"),
+    only(findings(trace(_h5f(), _indep(1001), nprocs=4), "hdf5-independent-transfers"),
          Level.HIGH)  # fmt: skip
 
 
 def test_independent_transfers_mpiio_rows_stand_in_for_h5f():
     # No H5F record: an MPI-IO record of the file says it uses the MPI-IO driver.
     m = counters("MPIIO", [{"file": 1, "rank": -1, "MPIIO_INDEP_WRITES": 7}])
-    f = _one(findings(trace(m, _indep(20), nprocs=4), "hdf5-independent-transfers"))
+    f = only(findings(trace(m, _indep(20), nprocs=4), "hdf5-independent-transfers"))
     assert f.evidence["mpiio_independent"] == 7 and f.evidence["mpiio_collective"] == 0
     assert f.message.endswith("MPI-IO agrees: 7 independent and no collective operations."
                               " At stake: 0.5 s, 5.0 % of the run (slowest rank).")
     # MPI-IO rows of other files only: nothing to agree with.
     other = counters("MPIIO", [{"file": 3, "rank": -1, "MPIIO_INDEP_WRITES": 7}])
-    f = _one(findings(trace(_h5f(), other, _indep(20), nprocs=4),
+    f = only(findings(trace(_h5f(), other, _indep(20), nprocs=4),
                       "hdf5-independent-transfers"))  # fmt: skip
     assert "MPI-IO" not in f.message.split(").")[-1]
     assert f.evidence["mpiio_independent"] == 0
@@ -144,7 +138,7 @@ def _meta(small_per_rank):
 
 def test_metadata_reads_share_of_ranks_both_sides():
     # 2 of 4 ranks: exactly the share (0.5), which counts.
-    f = _one(findings(trace(_h5f(), _meta([6, 6, 0, 0]), nprocs=4), "hdf5-metadata-reads"),
+    f = only(findings(trace(_h5f(), _meta([6, 6, 0, 0]), nprocs=4), "hdf5-metadata-reads"),
              Level.WARN)  # fmt: skip
     assert f.evidence == {"files": 1, "small_reads": 12, "ranks_reading": 2,
                           "ranks_opening": 4}  # fmt: skip
@@ -156,18 +150,18 @@ def test_metadata_reads_share_of_ranks_both_sides():
     # Known as HDF5 by its name only (no H5F time on top of POSIX): each
     # reading rank spent 1 s on 10 reads, 6 of them small: 0.6 s at stake.
     named = trace(_meta([6, 6, 0, 0]), nprocs=4, names={1: "/r/f.h5"})
-    assert _one(findings(named, "hdf5-metadata-reads")).cost_seconds == pytest.approx(0.6)
+    assert only(findings(named, "hdf5-metadata-reads")).cost_seconds == pytest.approx(0.6)
     assert findings(trace(_h5f(), _meta([6, 0, 0, 0, 0]), nprocs=5),
                     "hdf5-metadata-reads") == []  # fmt: skip
     assert findings(trace(_h5f(), _meta([6, 6, 0, 0, 0]), nprocs=5),
                     "hdf5-metadata-reads") == []  # 2 of 5  # fmt: skip
-    assert _one(findings(trace(_h5f(), _meta([6, 6, 6, 0, 0]), nprocs=5),
+    assert only(findings(trace(_h5f(), _meta([6, 6, 6, 0, 0]), nprocs=5),
                          "hdf5-metadata-reads"))  # fmt: skip
 
 
 def test_metadata_reads_likely_needs_a_read_per_rank():
     row = {"file": 1, "rank": -1, "POSIX_READS": 8, "POSIX_SIZE_READ_100_1K": 4}
-    f = _one(findings(trace(_h5f(), counters("POSIX", [row]), nprocs=4), "hdf5-metadata-reads"),
+    f = only(findings(trace(_h5f(), counters("POSIX", [row]), nprocs=4), "hdf5-metadata-reads"),
              Level.INFO)  # fmt: skip
     assert f.evidence == {"files": 1, "small_reads": 4}
     assert f.message.startswith("HDF5 file(s) opened by all 4 ranks saw 4 small reads (< 1 KiB)")
@@ -190,7 +184,7 @@ def _mis(bad: int, size: int = MiB):
 
 def test_alignment_share_and_request_size_both_sides():
     assert findings(trace(_h5f(), _mis(10)), "hdf5-alignment") == []  # 10 %: not above
-    f = _one(findings(trace(_h5f(), _mis(11)), "hdf5-alignment"), Level.WARN)
+    f = only(findings(trace(_h5f(), _mis(11)), "hdf5-alignment"), Level.WARN)
     assert f.evidence == {"misaligned": 11, "requests": 100, "common_request": MiB,
                           "alignment": 4096, "threshold": 512 * KiB}  # fmt: skip
     assert f.message.startswith(
@@ -200,8 +194,8 @@ def test_alignment_share_and_request_size_both_sides():
     assert [e.numbers for e in f.files] == [
         {"misaligned": 11, "requests": 100, "common request bytes": MiB, "alignment": 4096}]
     named = trace(_mis(11), names={1: "/r/f.h5"})  # POSIX time counts without H5F
-    assert _one(findings(named, "hdf5-alignment")).cost_seconds == pytest.approx(0.44)
-    assert _one(findings(trace(_h5f(), _mis(50, size=64 * KiB)), "hdf5-alignment"))
+    assert only(findings(named, "hdf5-alignment")).cost_seconds == pytest.approx(0.44)
+    assert only(findings(trace(_h5f(), _mis(50, size=64 * KiB)), "hdf5-alignment"))
     assert findings(trace(_h5f(), _mis(50, size=64 * KiB - 1)), "hdf5-alignment") == []
 
 
@@ -211,7 +205,7 @@ def test_alignment_counts_the_files_affected():
                             "POSIX_ACCESS1_ACCESS": MiB, "POSIX_ACCESS1_COUNT": 100}
                            for k in (1, 2)])  # fmt: skip
     h5 = counters("H5F", [{"file": k, "rank": -1} for k in (1, 2)])
-    f = _one(findings(trace(h5, p), "hdf5-alignment"))
+    f = only(findings(trace(h5, p), "hdf5-alignment"))
     assert "straddle file-system blocks (2 HDF5 files affected)." in f.message
     assert f.evidence["misaligned"] == 40 and [e.path for e in f.files] == [
         "/data/file2", "/data/file1"]

@@ -8,16 +8,10 @@ import pytest
 
 from iopilot.checks import Level
 from iopilot.checks.lustre import _dir, stripe_for
-from kit import counters, findings, records, striping, trace
+from kit import counters, findings, only, records, striping, trace
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 
-
-def _one(fs, level=None):
-    assert len(fs) == 1, fs
-    if level is not None:
-        assert fs[0].level == level
-    return fs[0]
 
 
 def _shared(file=1, nbytes=GiB, size=4 * MiB, count=256, rank=-1, **extra):
@@ -47,7 +41,7 @@ def test_dir_of_a_path():
 def test_single_stripe_evidence_by_hand():
     tr = trace(counters("POSIX", [_shared()]), nprocs=5, lustre=striping([(1, MiB, [7])]),
                names={1: "/lus/run/out.dat"})  # fmt: skip
-    f = _one(findings(tr, "lustre-single-stripe-shared"), Level.HIGH)
+    f = only(findings(tr, "lustre-single-stripe-shared"), Level.HIGH)
     assert f.evidence == {
         "files": 1, "bytes": GiB, "max_ranks": 5, "suggested_stripe_count": 5,
         "suggested_stripe_size": 4 * MiB,
@@ -71,9 +65,9 @@ def test_single_stripe_ranks_above_the_threshold_only():
     four = counters("POSIX", [_shared(rank=r, nbytes=GiB // 4) for r in range(4)])
     assert findings(trace(four, nprocs=100, lustre=lay), "lustre-single-stripe-shared") == []
     five = counters("POSIX", [_shared(rank=r, nbytes=GiB // 5) for r in range(5)])
-    f = _one(findings(trace(five, nprocs=100, lustre=lay), "lustre-single-stripe-shared"))
+    f = only(findings(trace(five, nprocs=100, lustre=lay), "lustre-single-stripe-shared"))
     assert f.evidence["max_ranks"] == 5
-    assert _one(findings(trace(four, nprocs=100, lustre=lay), "lustre-single-stripe-shared",
+    assert only(findings(trace(four, nprocs=100, lustre=lay), "lustre-single-stripe-shared",
                          lustre_shared_ranks=3))  # fmt: skip
 
 
@@ -82,7 +76,7 @@ def test_single_stripe_bytes_above_the_threshold_only():
     at = counters("POSIX", [_shared(nbytes=64 * MiB)])
     assert findings(trace(at, nprocs=8, lustre=lay), "lustre-single-stripe-shared") == []
     above = counters("POSIX", [_shared(nbytes=64 * MiB + 1)])
-    assert _one(findings(trace(above, nprocs=8, lustre=lay), "lustre-single-stripe-shared"))
+    assert only(findings(trace(above, nprocs=8, lustre=lay), "lustre-single-stripe-shared"))
 
 
 def test_single_stripe_only_one_stripe_and_only_files_with_a_layout():
@@ -97,7 +91,7 @@ def test_single_stripe_counts_sum_only_the_bad_files_and_the_stripe_count_is_cap
     p = counters("POSIX", [_shared(file=1, nbytes=GiB), _shared(file=2, nbytes=2 * GiB),
                            _shared(file=3, nbytes=4 * GiB, size=0, count=0)])  # fmt: skip
     lay = striping([(1, MiB, [0]), (2, MiB, list(range(70))), (3, MiB, [1])])
-    f = _one(findings(trace(p, nprocs=100, lustre=lay), "lustre-single-stripe-shared"))
+    f = only(findings(trace(p, nprocs=100, lustre=lay), "lustre-single-stripe-shared"))
     assert f.evidence["files"] == 2 and f.evidence["bytes"] == 5 * GiB
     # 100 ranks, 70 OSTs known: at most 64 stripes.  The worst file (file 3)
     # has no common request size: the usual 1 MiB stripe, no size named.
@@ -106,7 +100,7 @@ def test_single_stripe_counts_sum_only_the_bad_files_and_the_stripe_count_is_cap
     assert "suit the 100 ranks. Set it" in f.recommendation
     assert [e.path for e in f.files] == ["/data/file3", "/data/file1"]
     few = trace(p, nprocs=100, lustre=striping([(1, MiB, [0]), (3, MiB, [1])]))
-    assert _one(findings(few, "lustre-single-stripe-shared")).evidence[
+    assert only(findings(few, "lustre-single-stripe-shared")).evidence[
         "suggested_stripe_count"] == 16
 
 
@@ -116,7 +110,7 @@ def test_single_stripe_counts_sum_only_the_bad_files_and_the_stripe_count_is_cap
 def test_mismatch_evidence_by_hand():
     p = counters("POSIX", [_shared(size=3 * MiB // 2, count=1000)])
     tr = trace(p, nprocs=8, lustre=striping([(1, MiB, [0, 1, 2, 3])]))
-    f = _one(findings(tr, "lustre-stripe-request-mismatch"), Level.WARN)
+    f = only(findings(tr, "lustre-stripe-request-mismatch"), Level.WARN)
     assert f.evidence == {
         "crossing": 1000, "requests": 1000, "stripe_size": MiB, "exact": False,
         "cost_unknown": "counters do not separate stripe-lock contention from request time",
@@ -148,11 +142,11 @@ def test_mismatch_needs_two_ranks_and_enough_bytes():
     lay = striping([(1, MiB, [0, 1])])
     p = counters("POSIX", [_shared(size=3 * MiB // 2, count=1000)])
     assert findings(trace(p, nprocs=1, lustre=lay), "lustre-stripe-request-mismatch") == []
-    assert _one(findings(trace(p, nprocs=2, lustre=lay), "lustre-stripe-request-mismatch"))
+    assert only(findings(trace(p, nprocs=2, lustre=lay), "lustre-stripe-request-mismatch"))
     at = counters("POSIX", [_shared(nbytes=64 * MiB, size=3 * MiB // 2, count=1000)])
     assert findings(trace(at, nprocs=8, lustre=lay), "lustre-stripe-request-mismatch") == []
     above = counters("POSIX", [_shared(nbytes=64 * MiB + 1, size=3 * MiB // 2, count=1000)])
-    assert _one(findings(trace(above, nprocs=8, lustre=lay), "lustre-stripe-request-mismatch"))
+    assert only(findings(trace(above, nprocs=8, lustre=lay), "lustre-stripe-request-mismatch"))
 
 
 def test_mismatch_sizes_that_divide_or_multiply_the_stripe_never_cross():
@@ -170,7 +164,7 @@ def test_mismatch_from_dxt_counts_each_request():
     rows = [(0, "w", 1, 0, 512 * KiB, 0.0, 0.1), (1, "w", 1, MiB, MiB + 1, 0.0, 0.1),
             (0, "w", 1, 3 * MiB + KiB, MiB - KiB, 0.0, 0.1),
             (1, "w", 1, 4 * MiB + KiB, MiB, 0.0, 0.1)]  # fmt: skip
-    f = _one(findings(trace(p, recs=records(rows), nprocs=8, lustre=lay),
+    f = only(findings(trace(p, recs=records(rows), nprocs=8, lustre=lay),
                       "lustre-stripe-request-mismatch"))  # fmt: skip
     assert f.evidence["crossing"] == 2 and f.evidence["requests"] == 4
     assert f.evidence["exact"] is True
@@ -190,7 +184,7 @@ def _two_osts(a_mib: float, b_mib: float, a_secs: float = 6.0, b_secs: float = 2
 
 
 def test_ost_imbalance_evidence_and_cost_by_hand():
-    f = _one(findings(_two_osts(400, 100), "lustre-ost-imbalance"), Level.WARN)
+    f = only(findings(_two_osts(400, 100), "lustre-ost-imbalance"), Level.WARN)
     assert f.evidence == {"busiest_ost": 0, "busiest_bytes": 400 * MiB, "mean_bytes": 250 * MiB,
                           "ratio": 1.6, "osts": 2, "bytes": 500 * MiB}  # fmt: skip
     # Rank 0, the slowest, spends 6 s on OST 0's file: 6 × (1 - 1/1.6).
@@ -206,10 +200,10 @@ def test_ost_imbalance_evidence_and_cost_by_hand():
 
 def test_ost_imbalance_ratio_and_bytes_both_sides():
     assert findings(_two_osts(300, 100), "lustre-ost-imbalance") == []  # 1.5: not above
-    assert _one(findings(_two_osts(301, 100), "lustre-ost-imbalance"))
+    assert only(findings(_two_osts(301, 100), "lustre-ost-imbalance"))
     tr = _two_osts(400, 100)
     assert findings(tr, "lustre-ost-imbalance", lustre_min_bytes=500 * MiB) == []
-    assert _one(findings(tr, "lustre-ost-imbalance", lustre_min_bytes=500 * MiB - 1))
+    assert only(findings(tr, "lustre-ost-imbalance", lustre_min_bytes=500 * MiB - 1))
 
 
 def test_ost_imbalance_needs_two_osts():
@@ -224,7 +218,7 @@ def test_ost_imbalance_with_dxt_on_part_of_the_files():
     lay = striping([(1, MiB, [0, 1]), (2, MiB, [2])])
     # DXT saw half of file 1's bytes, all in even stripes (OST 0): scaled to 400 MiB.
     recs = records([(0, "w", 1, 2 * i * MiB, MiB, 0.0, 0.1) for i in range(200)])
-    f = _one(findings(trace(counters("POSIX", rows), recs=recs, nprocs=2, lustre=lay),
+    f = only(findings(trace(counters("POSIX", rows), recs=recs, nprocs=2, lustre=lay),
                       "lustre-ost-imbalance"))  # fmt: skip
     assert f.evidence["busiest_ost"] == 0 and f.evidence["busiest_bytes"] == 400 * MiB
     assert f.evidence["osts"] == 3 and f.evidence["bytes"] == 500 * MiB
@@ -246,7 +240,7 @@ def _slow(slow_secs: float = 50.0, osts: int = 5, slow_files: int = 2):
 
 
 def test_slow_ost_evidence_and_cost_by_hand():
-    f = _one(findings(_slow(), "lustre-slow-ost"), Level.WARN)
+    f = only(findings(_slow(), "lustre-slow-ost"), Level.WARN)
     assert f.evidence == {"slow_osts": "4", "median_mib_s": 2.0, "typical_mib_s": 100.0,
                           "slowdown": 50.0}  # fmt: skip
     assert f.message.startswith(
@@ -263,15 +257,15 @@ def test_slow_ost_evidence_and_cost_by_hand():
 def test_slow_ost_thresholds_both_sides():
     tr = _slow()
     assert findings(tr, "lustre-slow-ost", slow_ost_ratio=50.0) == []
-    assert _one(findings(tr, "lustre-slow-ost", slow_ost_ratio=49.9))
+    assert only(findings(tr, "lustre-slow-ost", slow_ost_ratio=49.9))
     assert findings(tr, "lustre-slow-ost", slow_ost_min_time=100.0) == []
-    assert _one(findings(tr, "lustre-slow-ost", slow_ost_min_time=99.9))
+    assert only(findings(tr, "lustre-slow-ost", slow_ost_min_time=99.9))
     # Files of exactly small_request_size bytes count; one byte more, none do.
-    assert _one(findings(tr, "lustre-slow-ost", small_request_size=100 * MiB))
+    assert only(findings(tr, "lustre-slow-ost", small_request_size=100 * MiB))
     assert findings(tr, "lustre-slow-ost", small_request_size=100 * MiB + 1) == []
 
 
 def test_slow_ost_needs_two_files_on_it_and_three_osts():
     assert findings(_slow(slow_files=1), "lustre-slow-ost") == []
-    assert _one(findings(_slow(osts=3), "lustre-slow-ost"))
+    assert only(findings(_slow(osts=3), "lustre-slow-ost"))
     assert findings(_slow(osts=2), "lustre-slow-ost") == []

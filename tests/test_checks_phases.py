@@ -7,7 +7,7 @@ import pytest
 
 from iopilot.checks import Level
 from iopilot.checks.phases import _meta_advice, _straggler_advice, phases
-from kit import counters, findings, records, trace
+from kit import counters, findings, only, records, trace
 
 # Two phases of three ranks.  Phase 1: rank 2 writes 900 bytes in two
 # operations of 3 s with a 0.2 s pause (busy 7.0 s of 7.2 s); ranks 0 and 1
@@ -29,10 +29,6 @@ PHASE_2 = {"start s": 50.0, "end s": 51.5, "duration s": 1.5, "operations": 3, "
            "ranks": 3, "fastest rank": 0, "fastest rank s": 1.0, "slowest rank": 2,
            "slowest rank s": 1.5}  # fmt: skip
 
-
-def _one(fs):
-    assert len(fs) == 1, fs
-    return fs[0]
 
 
 def test_phase_table_by_hand():
@@ -79,7 +75,7 @@ def test_an_explicit_gap_splits_only_above_it():
 
 
 def test_io_phases_evidence_rows_and_advice_by_hand():
-    f = _one(findings(trace(recs=records(ROWS), nprocs=3), "io-phases"))
+    f = only(findings(trace(recs=records(ROWS), nprocs=3), "io-phases"))
     assert f.level == Level.INFO and f.cost_seconds == 0.0
     assert f.evidence == {
         "layer": "POSIX",
@@ -111,7 +107,7 @@ def test_io_phases_lists_the_longest_phases_in_time_order(monkeypatch):
     # Equal gaps of 100 s between phases of 1, 5, 2 and 4 s.
     spans = [(0.0, 1.0), (101.0, 106.0), (206.0, 208.0), (308.0, 312.0)]
     rows = [(0, "w", 1, 10 * i, 10, s, e) for i, (s, e) in enumerate(spans)]
-    f = _one(findings(trace(recs=records(rows), nprocs=1), "io-phases"))
+    f = only(findings(trace(recs=records(rows), nprocs=1), "io-phases"))
     assert [e.path for e in f.files] == ["phase 2", "phase 4"]
     assert f.files_total == 4
     assert f.evidence["longest_phase"] == 2 and f.evidence["longest_phase_seconds"] == 5.0
@@ -120,16 +116,16 @@ def test_io_phases_lists_the_longest_phases_in_time_order(monkeypatch):
 def test_io_phases_advice_when_io_is_in_flight_for_half_the_run_or_more():
     # Busy 5 s of a 10 s run: on the critical path.
     half = [(0, "w", 1, 0, 10, 0.0, 5.0)]
-    f = _one(findings(trace(recs=records(half), nprocs=1), "io-phases"))
+    f = only(findings(trace(recs=records(half), nprocs=1), "io-phases"))
     assert f.recommendation.startswith("Some operation is in flight for most of the run")
     # Busy 4.9 s, one phase: nothing to say.
     less = [(0, "w", 1, 0, 10, 0.0, 4.9)]
-    f = _one(findings(trace(recs=records(less), nprocs=1), "io-phases"))
+    f = only(findings(trace(recs=records(less), nprocs=1), "io-phases"))
     assert f.recommendation == ""
 
 
 def test_straggler_from_records_by_hand():
-    f = _one(findings(trace(recs=records(ROWS), nprocs=3, hosts={2: "nodeB"}),
+    f = only(findings(trace(recs=records(ROWS), nprocs=3, hosts={2: "nodeB"}),
                       "phase-stragglers"))  # fmt: skip
     assert f.level == Level.WARN
     # Only phase 1: phase 2's ratio is exactly 1.5, not above it.
@@ -162,15 +158,15 @@ def test_straggler_from_records_by_hand():
 def test_straggler_ratio_and_minimum_time_both_sides():
     tr = trace(recs=records(ROWS), nprocs=3)
     # Phase 2 (ratio 1.5) joins once the ratio is just below it.
-    f = _one(findings(tr, "phase-stragglers", straggler_ratio=1.49))
+    f = only(findings(tr, "phase-stragglers", straggler_ratio=1.49))
     assert f.evidence["straggler_phases"] == 2
     assert f.cost_seconds == pytest.approx(4.5)  # (6 - 2) + (1.5 - 1)
     assert f.evidence["worst_phase"] == 1  # the larger ratio
     # Phase 1's ratio 3 is not above 3; phase 1's 6 s are not above 6 s.
     assert findings(tr, "phase-stragglers", straggler_ratio=3.0) == []
-    assert _one(findings(tr, "phase-stragglers", straggler_ratio=2.99))
+    assert only(findings(tr, "phase-stragglers", straggler_ratio=2.99))
     assert findings(tr, "phase-stragglers", straggler_min_time=6.0) == []
-    assert _one(findings(tr, "phase-stragglers", straggler_min_time=5.99))
+    assert only(findings(tr, "phase-stragglers", straggler_min_time=5.99))
 
 
 def test_a_phase_of_one_rank_has_no_straggler():
@@ -183,7 +179,7 @@ def test_most_frequent_straggler_comes_first():
     for k, (t0, slow) in enumerate(((0.0, 1), (100.0, 2), (200.0, 2))):
         for r in range(3):
             rows.append((r, "w", 1, 100 * (3 * k + r), 100, t0, t0 + (4.0 if r == slow else 1.0)))
-    f = _one(findings(trace(recs=records(rows), nprocs=3), "phase-stragglers"))
+    f = only(findings(trace(recs=records(rows), nprocs=3), "phase-stragglers"))
     assert f.evidence["frequent_stragglers"] == "2 1"
     assert f.evidence["straggler_phases"] == 3
     assert f.cost_seconds == pytest.approx(9.0)
@@ -198,7 +194,7 @@ def _posix_rank(rank: int, seconds: float, meta: float, nbytes: int) -> dict:
 def test_straggler_from_counters_by_hand():
     rows = [_posix_rank(0, 1.0, 0.0, 100), _posix_rank(1, 2.0, 0.0, 200),
             _posix_rank(2, 8.0, 1.0, 250)]  # fmt: skip
-    f = _one(findings(trace(counters("POSIX", rows), nprocs=3), "phase-stragglers"))
+    f = only(findings(trace(counters("POSIX", rows), nprocs=3), "phase-stragglers"))
     assert f.evidence == {
         "layer": "POSIX/MPI-IO counters",
         "straggler_ranks": 1,
@@ -228,11 +224,11 @@ def test_counter_straggler_thresholds_both_sides():
             _posix_rank(2, 8.0, 1.0, 250)]  # fmt: skip
     tr = trace(counters("POSIX", rows), nprocs=3)
     assert findings(tr, "phase-stragglers", straggler_ratio=4.5) == []
-    assert _one(findings(tr, "phase-stragglers", straggler_ratio=4.49))
+    assert only(findings(tr, "phase-stragglers", straggler_ratio=4.49))
     assert findings(tr, "phase-stragglers", straggler_min_time=9.0) == []
-    assert _one(findings(tr, "phase-stragglers", straggler_min_time=8.99))
+    assert only(findings(tr, "phase-stragglers", straggler_min_time=8.99))
     # Two ranks above 1.5 × the median once the limit is lower.
-    f = _one(findings(tr, "phase-stragglers", straggler_ratio=0.99))
+    f = only(findings(tr, "phase-stragglers", straggler_ratio=0.99))
     assert f.evidence["straggler_ranks"] == 2
     assert [e.path for e in f.files] == ["rank 2", "rank 1"]
     # One process: no ranks to compare.

@@ -3,10 +3,11 @@ result files (mutants/**/*.py.meta).
 
 Killed (or timed out) mutants count as caught; survived ones as missed.
 Mutants no test reaches count as missed too: a line no test runs is a bug no
-test would catch.  Next to the score, ``prose`` counts the missed mutants
-whose only change is the text of a string literal (a message, a label): most
-of those no test should pin down, so the reader sees both numbers.
-Usage: python tools/mutation_score.py [MUTANTS_DIR]
+test would catch.  Next to the score, ``str-only`` counts the missed mutants
+whose only change is the text of a string literal: mostly prose (messages,
+advice) that no test should pin word for word, but also names (a counter, a
+dictionary key), so the reader sees both numbers and can judge.
+Usage: python tools/mutation_score.py [MUTANTS_DIR] [--by-file]
 """
 
 from __future__ import annotations
@@ -62,16 +63,27 @@ def prose_only(source: str, keys: list[str]) -> set[str]:
     return out
 
 
-def main(root: str = "mutants") -> int:
-    base = Path(root) / "src" / "iopilot"
+def _row(name: str, c: Counter[str]) -> str:
+    tried = c["caught"] + c["missed"]
+    score = f"{100 * c['caught'] / tried:.1f} %" if tried else "-"
+    total = c["caught"] + c["missed"] + c["not run"]
+    return (f"{name:<22} {total:>8} {c['caught']:>8} {c['missed']:>8} {c['str']:>8} "
+            f"{c['not run']:>8} {score:>7}")  # fmt: skip
+
+
+def main(*args: str) -> int:
+    by_file = "--by-file" in args
+    rest = [a for a in args if a != "--by-file"]
+    base = Path(rest[0] if rest else "mutants") / "src" / "iopilot"
     if not base.is_dir():
         print(f"mutation_score: {base} not found: run 'make mutation' first", file=sys.stderr)
         return 2
     per: dict[str, Counter[str]] = {}
+    files: dict[str, Counter[str]] = {}
     for meta in sorted(base.rglob("*.py.meta")):
         folder = meta.relative_to(base).parts[0]
         codes = json.loads(meta.read_text())["exit_code_by_key"]
-        c = per.setdefault(folder, Counter())
+        c = files.setdefault(str(meta.relative_to(base))[: -len(".py.meta")], Counter())
         missed = []
         for key, code in codes.items():
             kind = "caught" if code in CAUGHT else "missed" if code in MISSED else "not run"
@@ -80,16 +92,17 @@ def main(root: str = "mutants") -> int:
                 missed.append(key)
         source = meta.with_suffix("")  # posix.py.meta -> posix.py
         if missed and source.is_file():
-            c["prose"] += len(prose_only(source.read_text(), missed))
-    print(f"{'folder':<10} {'mutants':>8} {'caught':>8} {'missed':>8} {'(prose)':>8} "
+            c["str"] += len(prose_only(source.read_text(), missed))
+        per.setdefault(folder, Counter()).update(c)
+    print(f"{'folder':<22} {'mutants':>8} {'caught':>8} {'missed':>8} {'str-only':>8} "
           f"{'not run':>8} {'score':>7}")  # fmt: skip
     for folder, c in sorted(per.items()):
-        tried = c["caught"] + c["missed"]
-        score = f"{100 * c['caught'] / tried:.1f} %" if tried else "-"
-        total = c["caught"] + c["missed"] + c["not run"]
-        print(f"{folder:<10} {total:>8} {c['caught']:>8} {c['missed']:>8} {c['prose']:>8} "
-              f"{c['not run']:>8} {score:>7}")  # fmt: skip
-    print("(prose): missed mutants that only change the text of a string literal")
+        print(_row(folder, c))
+    if by_file:
+        for name, c in sorted(files.items()):
+            if sum(c.values()):
+                print(_row("  " + name, c))
+    print("str-only: of the missed, those that only change the text of a string literal")
     return 0
 
 

@@ -1,0 +1,87 @@
+"""MPI-IO checks beyond the collective ones: MPI-IO not used, blocking reads
+and writes kept apart, aggregators against nodes on every side."""
+
+from __future__ import annotations
+
+import pytest
+
+from iopilot.checks import Level, advice
+from kit import counters, findings, only, trace
+
+MiB = 1024**2
+
+
+
+def test_not_used_evidence_and_its_conditions():
+    p = counters("POSIX", [{"file": 1, "rank": -1, "POSIX_BYTES_READ": MiB,
+                            "POSIX_BYTES_WRITTEN": 2 * MiB}])  # fmt: skip
+    f = only(findings(trace(p, nprocs=2), "mpiio-not-used"), Level.WARN)
+    assert f.evidence == {
+        "ranks": 2, "posix_bytes": 3 * MiB,
+        "cost_unknown": "what collective MPI-IO would save depends on how requests would merge",
+    }
+    assert f.message == "2 ranks move 3.0 MiB through POSIX without MPI-IO."
+    assert f.cost_seconds is None and f.drishti == "M01"
+    assert f.snippet == advice.MPIIO_COLLECTIVE_WRITE
+    # Reads alone are enough; nothing moved, nothing to say.
+    reads = counters("POSIX", [{"file": 1, "rank": -1, "POSIX_BYTES_READ": 1}])
+    assert only(findings(trace(reads, nprocs=2), "mpiio-not-used"))
+    none = counters("POSIX", [{"file": 1, "rank": -1, "POSIX_OPENS": 3}])
+    assert findings(trace(none, nprocs=2), "mpiio-not-used") == []
+    m = counters("MPIIO", [{"file": 1, "rank": -1, "MPIIO_INDEP_WRITES": 1}])
+    assert findings(trace(p, m, nprocs=2), "mpiio-not-used") == []
+
+
+def _rw(d: str, **c):
+    """An MPI-IO row with ``c`` in direction ``d`` and, in the other one,
+    non-blocking calls that would hide a swap of the two."""
+    other = "WRITES" if d == "READS" else "READS"
+    return {"file": 1, "rank": 0, f"MPIIO_NB_{other}": 7, f"MPIIO_INDEP_{other}": 3} | {
+        f"MPIIO_{k}_{d}": v for k, v in c.items()}
+
+
+@pytest.mark.parametrize(("d", "cid", "word", "code"), [
+    ("READS", "mpiio-blocking-reads", "read", "M06"),
+    ("WRITES", "mpiio-blocking-writes", "write", "M07"),
+])  # fmt: skip
+def test_blocking_by_direction(d, cid, word, code):
+    time = "MPIIO_F_READ_TIME" if d == "READS" else "MPIIO_F_WRITE_TIME"
+    row = _rw(d, INDEP=4, COLL=5, SPLIT=1) | {time: 3.0}
+    f = only(findings(trace(counters("MPIIO", [row])), cid), Level.WARN)
+    assert f.evidence == {f"{word}s": 10, "nonblocking": 0}
+    assert f.message.startswith(f"All 10 MPI-IO {word}s are blocking: the application waits")
+    assert f.drishti == code
+    assert f.cost_seconds == pytest.approx(3.0)
+    assert f.snippet == advice.mpiio_nonblocking(word)
+    assert "(non-blocking MPI-IO)" in f.recommendation
+    # One non-blocking call of the direction, or no calls at all: nothing.
+    assert findings(trace(counters("MPIIO", [_rw(d, INDEP=4, NB=1)])), cid) == []
+    assert findings(trace(counters("MPIIO", [_rw(d)])), cid) == []
+    # Under HDF5 the advice is its async VOL.
+    h5 = counters("H5F", [{"file": 1, "rank": 0}])
+    f = only(findings(trace(counters("MPIIO", [row]), h5), cid))
+    assert f.snippet == advice.HDF5_ASYNC and "(HDF5 async VOL)" in f.recommendation
+
+
+def _agg(cb: str, hosts: dict[int, str]):
+    m = counters("MPIIO", [{"file": 1, "rank": -1, "MPIIO_COLL_WRITES": 8}])
+    return trace(m, nprocs=len(hosts) or 4, hints={"cb_nodes": cb}, hosts=hosts)
+
+
+def test_aggregators_against_nodes():
+    two_nodes = {0: "a", 1: "a", 2: "b", 3: "b"}
+    f = only(findings(_agg("3", two_nodes), "mpiio-aggregators"), Level.WARN)
+    assert f.evidence == {"cb_nodes": 3, "nodes": 2, "cost_unknown":
+                          "one run with one aggregator count cannot say how long another "
+                          "would take"}  # fmt: skip
+    assert f.message.startswith("3 collective-buffering aggregators on 2 node(s)")
+    assert f.snippet == 'MPI_Info_set(info, "cb_nodes", "2");'
+    f = only(findings(_agg("1", two_nodes), "mpiio-aggregators"), Level.INFO)
+    assert f.drishti == "M08" and f.evidence["cb_nodes"] == 1 and f.evidence["nodes"] == 2
+    assert f.message.startswith("1 aggregator(s) for 2 nodes: only 1 node(s) write")
+    f = only(findings(_agg("2", two_nodes), "mpiio-aggregators"), Level.OK)
+    assert f.drishti == "M10" and f.cost_seconds == 0.0
+    assert f.message == "One collective-buffering aggregator per node (2 on 2 nodes)."
+    # Without hosts, without the hint, or with a hint that is not a number: nothing.
+    assert findings(_agg("2", {}), "mpiio-aggregators") == []
+    assert findings(_agg("many", two_nodes), "mpiio-aggregators") == []
