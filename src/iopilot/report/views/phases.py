@@ -13,8 +13,13 @@ from .context import GAP_CHOICES, PHASE_ROWS, PageContext
 
 
 def data(ctx: PageContext) -> dict[str, Any] | None:
-    """The phases (computed once by the context), None without records."""
-    return ctx.phases
+    """The phases, None without records."""
+    return of(ctx)
+
+
+def of(ctx: PageContext) -> dict[str, Any] | None:
+    """The phases, computed once per page (the summary reads their busy time)."""
+    return ctx.once("phases", lambda c: compute(c) if c.records is not None else None)
 
 
 def timing_view(r: Records, layer: int) -> Records:
