@@ -26,8 +26,7 @@ NB = len(SIZE_BINS)
 OPS = {name: (MODULE[name].op_counters("READ"), MODULE[name].op_counters("WRITE"))
        for name in TABLE_LAYERS}  # fmt: skip
 
-# The phases view's limits, here and not in context.py: context imports the
-# phases module, which must not import it back.
+# The phases view's limits.
 PHASE_ROWS = 1000  # phases listed per (layer, gap)
 GAP_CHOICES = (0.001, 0.01, 0.1, 1.0, 10.0, 60.0)  # extra phase gaps offered (s)
 

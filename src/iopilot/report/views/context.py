@@ -10,8 +10,8 @@ chunks of :data:`CHUNK` records (tens of MB extra for a 10 M-operation trace).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -96,6 +96,7 @@ class PageContext:
         self.ost_acc: dict[str, np.ndarray] | None = None
         self.ost_rec_rows: np.ndarray | None = None
         self.phase_busy: dict[str, Any] = {}
+        self._once: dict[str, Any] = {}
 
         self.nranks = max(1, int(d.trace.job.nprocs))
         r = self.t.records
@@ -106,12 +107,12 @@ class PageContext:
         self.records = self._records_section() if len(r) else None
         self.files_doc = self._files_section()
 
-    @cached_property
-    def phases(self) -> dict[str, Any] | None:
-        """Phases per layer and gap (the phases view; the summary reads its busy time)."""
-        from .phases import compute
-
-        return compute(self) if self.records is not None else None
+    def once(self, key: str, make: Callable[[PageContext], Any]) -> Any:
+        """``make(self)``, computed the first time ``key`` is asked for: a pass
+        several views share (the phases: their view and the summary's busy time)."""
+        if key not in self._once:
+            self._once[key] = make(self)
+        return self._once[key]
 
 
     def _scan_records(self) -> None:

@@ -9,14 +9,17 @@ import numpy as np
 from ...checks.phases import phases
 from ...model import RECORD_LAYERS, Records
 from .common import FS_CODES, GAP_CHOICES, LABELS, NL, PHASE_ROWS, pack
-
-# ``ctx`` below is the page's PageContext, not imported: context.py imports
-# this module (its ``phases``), and a module imported back is a cycle.
+from .context import PageContext
 
 
-def data(ctx: Any) -> dict[str, Any] | None:
-    """The phases (computed once by the context), None without records."""
-    return ctx.phases
+def data(ctx: PageContext) -> dict[str, Any] | None:
+    """The phases, None without records."""
+    return of(ctx)
+
+
+def of(ctx: PageContext) -> dict[str, Any] | None:
+    """The phases, computed once per page (the summary reads their busy time)."""
+    return ctx.once("phases", lambda c: compute(c) if c.records is not None else None)
 
 
 def timing_view(r: Records, layer: int) -> Records:
@@ -35,7 +38,7 @@ def timing_view(r: Records, layer: int) -> Records:
 
 
 
-def compute(ctx: Any) -> dict[str, Any]:
+def compute(ctx: PageContext) -> dict[str, Any]:
     """Phases of every traced layer; also sets the context's busy time."""
     r = ctx.t.records
     th = ctx.d.thresholds

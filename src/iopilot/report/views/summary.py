@@ -8,6 +8,7 @@ import numpy as np
 
 from ...model import RECORD_LAYERS, Trace, display
 from ...vocabulary import FS_LAYERS
+from . import phases
 from .common import FS_CODES, TABLE_LAYERS, col, mount_of
 from .context import PageContext, chunks
 
@@ -43,10 +44,15 @@ def access_sizes(ctx: PageContext) -> list[dict[str, Any]]:
     done = set()
     for layer in TABLE_LAYERS:
         c = ctx.t.layer(layer)
-        if c is None or not len(c) or not c.has(f"{layer}_ACCESS1_ACCESS"):
+        if c is None or not len(c):
             continue
-        sizes = np.concatenate([c[f"{layer}_ACCESS{k}_ACCESS"] for k in range(1, COMMON + 1)])
-        counts = np.concatenate([c[f"{layer}_ACCESS{k}_COUNT"] for k in range(1, COMMON + 1)])
+        # A source may keep fewer than four slots (a trace's STDIO keeps one).
+        slots = [k for k in range(1, COMMON + 1)
+                 if c.has(f"{layer}_ACCESS{k}_ACCESS") and c.has(f"{layer}_ACCESS{k}_COUNT")]
+        if not slots:
+            continue
+        sizes = np.concatenate([c[f"{layer}_ACCESS{k}_ACCESS"] for k in slots])
+        counts = np.concatenate([c[f"{layer}_ACCESS{k}_COUNT"] for k in slots])
         top = _top_sizes(sizes.astype(np.int64), counts.astype(np.int64))
         if top:
             out.append({"layer": display(layer), "source": "counters", "sizes": top})
@@ -135,6 +141,6 @@ def _overview(ctx: PageContext) -> dict[str, Any]:
     # The run's I/O time is the report's io_time (all layers, each
     # operation once, the slowest rank): the page reads it from there.
     out: dict[str, Any] = {"filesystems": fs, "categories": file_categories(t)}
-    if ctx.phases is not None:  # the phases' busy time (computed once, on first use)
+    if phases.of(ctx) is not None:  # sets the phases' busy time (computed once)
         out.update(ctx.phase_busy)
     return out
