@@ -550,6 +550,72 @@ def test_heatmap_view_draws_each_layer_and_direction(driver, tmp_path, name):
     _no_console_errors(driver)
 
 
+def test_page_terminal_and_json_give_the_same_figures(driver, tmp_path):
+    # A per-rank iopilot trace: the share of the run in I/O and the bytes moved
+    # read the same on the page, in the terminal report and in the JSON.
+    from selenium.webdriver.common.by import By
+
+    from iopilot.report import json_report, terminal
+
+    d = api.diagnose(str(_iopilot_trace(tmp_path)))
+    path = tmp_path / "same.html"
+    write_html(d, path)
+    doc = json_report.diagnosis_dict(d)
+    it = doc["io_time"]
+    share = f"{100 * it['share']:.1f} %"
+    term = terminal.render(doc, terminal.Style(False))
+    assert f"{share} of the {it['run_seconds']:.3g} s run" in term
+    driver.get(path.as_uri())
+    figs = {f.find_element(By.CLASS_NAME, "l").text: f.find_element(By.CLASS_NAME, "v").text
+            for f in driver.find_elements(By.CSS_SELECTOR, "#view-summary .figure")}  # fmt: skip
+    run = [v for k, v in figs.items() if k.startswith("of the run in I/O on the slowest rank")]
+    assert run == [share]
+    assert page_doc(path.read_text(encoding="utf-8"))["report"]["io_time"] == it
+    # Bytes: the page's read and written figures are the POSIX + STDIO rows of the
+    # terminal's (and the JSON's) interface table.
+    fs = [lay for lay in doc["layers"] if lay["layer"] in ("POSIX", "STDIO")]
+    read = sum(lay["bytes_read"] for lay in fs)
+    written = sum(lay["bytes_written"] for lay in fs)
+    got = {k.split(" (")[0]: v for k, v in figs.items() if k.startswith(("read (", "written ("))}
+    js = "return [IOP.ui.fmtBytes(arguments[0]), IOP.ui.fmtBytes(arguments[1])]"
+    assert [got["read"], got["written"]] == driver.execute_script(js, read, written)
+    assert written > 0
+
+
+def test_heatmap_and_mpi_views_follow_the_filter(driver, tmp_path):
+    name = "e3sm_io_heatmap_only.darshan"  # 512 ranks: two ranks per heatmap row
+    doc, _, plot = _open_view(driver, name, tmp_path, "heatmap")
+    hm = doc["views"]["heatmap"]
+    lay, per = hm["layers"][0], hm["per_row"]
+    w = lay["bin_seconds"]
+    t0, t1, r0, r1 = round(3.5 * w, 6), round(8.5 * w, 6), 101, 300  # inside bins 3 and 8
+    driver.get(f"{(tmp_path / 'profiles.html').as_uri()}#view=heatmap&t0={t0}&t1={t1}"
+               f"&r0={r0}&r1={r1}")  # fmt: skip
+    driver.refresh()
+    _wait_drawn(driver, "heatmap")
+    plot = driver.find_element("css selector", "#view-heatmap .js-plotly-plot")
+    _select(driver, "#heatmap-metric").select_by_value("both")
+    z = driver.execute_script("return arguments[0].data[0].z", plot)
+    drawn = {(r, b) for r, row in enumerate(z) for b, v in enumerate(row) if v is not None}
+    grid = sum(lay[k] for k in ("read", "write") if lay[k] is not None).reshape(hm["rows"], -1)
+    # Bins 3..8 overlap [3.5 w, 8.5 w]; rows whose two ranks overlap 101..300
+    # are rows 50 (ranks 100-101) to 150 (ranks 300-301).
+    want = {(r, b) for r in range(50, 151) for b in range(3, 9) if grid[r, b] > 0}
+    assert drawn == want and want
+    assert driver.execute_script("return arguments[0].layout.xaxis.range", plot) == [t0, t1]
+    note = driver.find_element("css selector", "#view-heatmap .filter-note").text
+    assert note.startswith("Filter active") and "shows only what lies inside it" in note
+    # MPI time per rank: only the bars of the rank range.
+    _open(driver, "apmpi")
+    bars = driver.find_element("css selector", "#view-apmpi .js-plotly-plot")
+    xs = driver.execute_script("return arguments[0].data[0].x", bars)
+    per_bar = doc["views"]["apmpi"]["per_bar"]
+    assert xs and all(x + per_bar - 1 >= r0 and x <= r1 for x in xs)
+    assert len(xs) < doc["views"]["apmpi"]["bars"]
+    assert per == 2
+    _no_console_errors(driver)
+
+
 @pytest.mark.parametrize("name", _PROFILE_LOGS)
 def test_apmpi_view_draws_per_rank_bars_and_the_operations_table(driver, tmp_path, name):
     from selenium.webdriver.common.by import By

@@ -4,8 +4,8 @@
 (function () {
   'use strict';
 
-  const { COL, h, fmtBytes, fmtInt, fmtSec, fmtPct, select, newPlot, redraw, card, note,
-    table } = IOP.ui;
+  const { h, fmtBytes, fmtInt, select, newPlot, redraw, card, note, inTime, inRanks, timeRange,
+    onFilter, filterNote, FILTER } = IOP.ui;
   let V = null; // this view's data, set by draw
 
   function drawHeatmap(sec) {
@@ -14,7 +14,8 @@
     const ctl = h('div', { class: 'controls' });
     const holder = h('div');
     const info = h('div');
-    const card0 = card('I/O over time and ranks (Darshan HEATMAP)', ctl, holder, info);
+    const card0 = card('I/O over time and ranks (Darshan HEATMAP)', ctl,
+      filterNote('The heatmap', ['time', 'ranks']), holder, info);
     sec.append(card0);
     const state = { layer: 0, what: 'both' };
     let div = null;
@@ -49,8 +50,10 @@
         const tr = new Array(x.bins);
         const r0 = r * HM.per_row;
         const who = HM.per_row > 1 ? 'ranks ' + r0 + '–' + (Math.min(r0 + HM.per_row, HM.nranks) - 1) : 'rank ' + r0;
+        const rowIn = inRanks(r0, r0 + HM.per_row - 1);
         for (let b = 0; b < x.bins; b++) {
-          const v = g[r * x.bins + b];
+          // Outside the filter's window or ranks: an empty cell, not counted.
+          const v = rowIn && inTime(b * x.bin_seconds, (b + 1) * x.bin_seconds) ? g[r * x.bins + b] : 0;
           total += v;
           // Colour on a log scale: a few busy bins must not hide the rest.
           zr[b] = v > 0 ? Math.log10(v) : null;
@@ -76,17 +79,20 @@
         colorbar: { title: { text: 'bytes per bin' }, tickvals: tickvals,
           ticktext: tickvals.map((v) => fmtBytes(Math.round(Math.pow(10, v))).replace('.00 ', ' ')) } };
       const lay = { height: Math.max(320, Math.min(720, 200 + 2 * HM.rows)),
-        xaxis: { title: { text: 'seconds since the job start (bins of ' + width + ')' }, range: [0, x.bins * x.bin_seconds] },
-        yaxis: { title: { text: HM.per_row > 1 ? 'rank (' + HM.per_row + ' per row)' : 'rank' }, range: [-0.5, HM.nranks - 0.5] } };
+        xaxis: { title: { text: 'seconds since the job start (bins of ' + width + ')' }, range: timeRange() || [0, x.bins * x.bin_seconds] },
+        yaxis: { title: { text: HM.per_row > 1 ? 'rank (' + HM.per_row + ' per row)' : 'rank' },
+          range: [(FILTER.r0 === null ? 0 : FILTER.r0) - 0.5, (FILTER.r1 === null ? HM.nranks - 1 : FILTER.r1) + 0.5] } };
       if (div) redraw(div, [trace], lay);
       else div = newPlot(holder, [trace], lay);
       info.replaceChildren(note(x.label + ': ' + fmtBytes(x.bytes_read) + ' read and ' + fmtBytes(x.bytes_written) +
-        ' written by ' + fmtInt(x.ranks) + ' rank(s); ' + fmtBytes(total) + ' drawn. ' +
+        ' written by ' + fmtInt(x.ranks) + ' rank(s); ' + fmtBytes(total) + ' drawn' +
+        (total < x.bytes_read + x.bytes_written ? ' (in the filter)' : '') + '. ' +
         'The data come from Darshan\'s HEATMAP module, in bins of ' + width + ': it adds each operation\'s bytes to the bins ' +
         'its duration covers, so a bin shows when bytes moved, not how they were requested' +
         (HM.per_row > 1 ? '; each row sums ' + HM.per_row + ' consecutive ranks.' : '.')));
     }
     draw();
+    onFilter(draw);
   }
 
   IOP.views.heatmap = {
