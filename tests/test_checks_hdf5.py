@@ -234,3 +234,24 @@ def test_hdf5_file_ids_from_every_source():
     assert dataset_files(ctx, d).tolist() == [4]
     assert hdf5_file_ids(Context(trace(counters("STDIO", [{"file": 1}])), defaults())
                          ).tolist() == []  # fmt: skip
+
+
+def test_file_of_edges():
+    assert _file_of("a:/d", {"a": 3}) == 3  # a one-letter file name
+    assert _file_of("/a::/d", {"/a:": 5}) == 5  # the next colon right after
+    assert _file_of("/r:x.h5:/d", {"/r": 1, "/r:x.h5": 2}) == 1  # the shortest known prefix
+
+
+def test_dims_in_c_order():
+    from iopilot.checks.hdf5 import _dims
+
+    d = counters("H5D", [{"file": 1, "H5D_CHUNK_SIZE_D1": 4, "H5D_CHUNK_SIZE_D2": 8,
+                          "H5D_CHUNK_SIZE_D3": 16, "H5D_ACCESS1_LENGTH_D5": 3,
+                          "H5D_ACCESS1_LENGTH_D4": 5}])  # fmt: skip
+    # Chunks: D1 is the fastest dimension, so C order reverses them.
+    assert _dims(d, 0, "H5D_CHUNK_SIZE_D", 3, reverse_right=False) == [16, 8, 4]
+    assert _dims(d, 0, "H5D_CHUNK_SIZE_D", 1, reverse_right=False) == [4]
+    assert _dims(d, 0, "H5D_CHUNK_SIZE_D", 0, reverse_right=False) == [4]
+    # Access lengths are right-aligned: D5 is the slowest.
+    assert _dims(d, 0, "H5D_ACCESS1_LENGTH_D", 2, reverse_right=True) == [3, 5]
+    assert _dims(d, 0, "H5D_ACCESS1_LENGTH_D", 1, reverse_right=True) == [3]

@@ -269,3 +269,28 @@ def test_slow_ost_needs_two_files_on_it_and_three_osts():
     assert findings(_slow(slow_files=1), "lustre-slow-ost") == []
     assert only(findings(_slow(osts=3), "lustre-slow-ost"))
     assert findings(_slow(osts=2), "lustre-slow-ost") == []
+
+
+def test_access_sizes_bytes_and_ranks_per_file():
+    from iopilot.checks.base import Context
+    from iopilot.checks.lustre import access_sizes, bytes_per_file, common_access, ranks_per_file
+    from iopilot.checks.thresholds import defaults
+
+    c = counters("POSIX", [
+        {"file": 2, "rank": 0, "POSIX_ACCESS1_ACCESS": 0, "POSIX_ACCESS1_COUNT": 5,
+         "POSIX_ACCESS2_ACCESS": 4096, "POSIX_ACCESS2_COUNT": 1,
+         "POSIX_ACCESS3_ACCESS": 512, "POSIX_ACCESS3_COUNT": 0, "POSIX_BYTES_READ": 7},
+        {"file": 2, "rank": 1, "POSIX_ACCESS1_ACCESS": 4096, "POSIX_ACCESS1_COUNT": 6,
+         "POSIX_BYTES_WRITTEN": 5, "POSIX_BYTES_READ": -1},
+        {"file": 1, "rank": -1, "POSIX_ACCESS4_ACCESS": 64, "POSIX_ACCESS4_COUNT": 1},
+    ])  # fmt: skip
+    fids, sizes, counts = access_sizes(c)
+    # Zero-byte accesses count; a size seen zero times does not.
+    assert list(zip(fids.tolist(), sizes.tolist(), counts.tolist(), strict=True)) == [
+        (1, 64, 1), (2, 0, 5), (2, 4096, 7)]
+    ids, size, count = common_access(c)
+    assert ids.tolist() == [1, 2] and size.tolist() == [64, 4096] and count.tolist() == [1, 7]
+    ids, moved = bytes_per_file(c)
+    assert ids.tolist() == [1, 2] and moved.tolist() == [0, 12]  # -1 is unknown: 0
+    ids, ranks = ranks_per_file(Context(trace(c, nprocs=8), defaults()), c)
+    assert ranks.tolist() == [8, 2]  # a reduced row stands for every rank

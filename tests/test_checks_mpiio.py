@@ -85,3 +85,59 @@ def test_aggregators_against_nodes():
     # Without hosts, without the hint, or with a hint that is not a number: nothing.
     assert findings(_agg("2", {}), "mpiio-aggregators") == []
     assert findings(_agg("many", two_nodes), "mpiio-aggregators") == []
+
+
+# ------------------------------------------------- MPI-IO time above POSIX
+
+
+def _above(d: str = "WRITES", coll: bool = True, posix: bool = True):
+    t, b = ("WRITE", "WRITTEN") if d == "WRITES" else ("READ", "READ")
+    kind = "COLL" if coll else "INDEP"
+    m = counters("MPIIO", [
+        {"file": 1, "rank": 0, f"MPIIO_F_{t}_TIME": 6.0, f"MPIIO_{kind}_{d}": 3,
+         f"MPIIO_BYTES_{b}": 300},
+        {"file": 1, "rank": 1, f"MPIIO_F_{t}_TIME": 2.0, f"MPIIO_{kind}_{d}": 1,
+         f"MPIIO_BYTES_{b}": 100}])  # fmt: skip
+    p = counters("POSIX", [{"file": 1, "rank": 0, f"POSIX_F_{t}_TIME": 1.0},
+                           {"file": 1, "rank": 1, f"POSIX_F_{t}_TIME": 0.5},
+                           # a file MPI-IO never opened: not beneath it
+                           {"file": 2, "rank": 0, f"POSIX_F_{t}_TIME": 100.0}])  # fmt: skip
+    return trace(m, p, nprocs=2) if posix else trace(m, nprocs=2)
+
+
+def test_mpiio_time_above_posix_by_hand():
+    f = only(findings(_above(), "mpiio-time-above-posix"), Level.WARN)
+    assert f.evidence == {"direction": "write", "mpiio_seconds": 8.0, "posix_seconds": 1.5,
+                          "collective_ops": 4, "ops": 4, "bytes_per_call": 100.0,
+                          "slowest_rank": 0, "slowest_rank_excess_seconds": 5.0}  # fmt: skip
+    assert f.message.startswith(
+        "MPI-IO writes take 8 s summed over ranks, their POSIX writes 1.5 s (5.3×): 4 "
+        "collective writes move 100 B per call on average: each one synchronises the ranks "
+        "and the aggregators for little data; rank 0 spends 5 s in MPI-IO writes beyond its "
+        "POSIX writes.")
+    assert f.recommendation.startswith("Make fewer, larger collective calls: describe all")
+    assert f.snippet == advice.MPIIO_ONE_CALL_PER_STEP
+    assert f.cost_seconds == pytest.approx(5.0)
+
+
+def test_mpiio_time_above_posix_limits_both_sides():
+    tr = _above()
+    assert findings(tr, "mpiio-time-above-posix", mpiio_overhead_ratio=5.34) == []
+    assert only(findings(tr, "mpiio-time-above-posix", mpiio_overhead_ratio=5.33))
+    assert findings(tr, "mpiio-time-above-posix", mpiio_overhead_min_time=6.5) == []
+    assert only(findings(tr, "mpiio-time-above-posix", mpiio_overhead_min_time=6.49))
+    # 100 bytes per call is not below 100: the waiting advice.
+    f = only(findings(tr, "mpiio-time-above-posix", small_request_size=100))
+    assert f.message.split("): ")[1].startswith("the ranks spend it waiting")
+    assert f.snippet == advice.MPIIO_HINTS_CB
+    assert f.recommendation.endswith("non-blocking collectives (MPI_File_iwrite_all).")
+
+
+def test_mpiio_time_above_posix_other_cases():
+    f = only(findings(_above(coll=False), "mpiio-time-above-posix"))
+    assert f.evidence["collective_ops"] == 0 and f.snippet == advice.MPIIO_HINTS_CB
+    f = only(findings(_above("READS"), "mpiio-time-above-posix"))
+    assert f.evidence["direction"] == "read"
+    assert "read all a rank needs in a step" in f.recommendation
+    f = only(findings(_above(posix=False), "mpiio-time-above-posix"))
+    assert "(none beneath them)" in f.message and f.evidence["posix_seconds"] == 0.0

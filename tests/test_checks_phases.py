@@ -250,3 +250,13 @@ def test_straggler_advice_more_work_only_above_ratio_times_median():
     assert "about as much" in _straggler_advice(300.0, 200.0, 1.5)
     assert "more of the work" in _straggler_advice(301.0, 200.0, 1.5)
     assert "about as much" in _straggler_advice(301.0, 0.0, 1.5)
+
+
+def test_io_phases_use_an_explicit_gap_when_set():
+    # Gaps of 1 s and 3 s: by the mean (2 s) two phases; with phase_gap 0.5 s three.
+    rows = [(0, "w", 1, 0, 10, 0.0, 1.0), (0, "w", 1, 10, 10, 2.0, 3.0),
+            (0, "w", 1, 20, 10, 6.0, 7.0)]  # fmt: skip
+    tr = trace(recs=records(rows), nprocs=1)
+    assert only(findings(tr, "io-phases")).evidence["phases"] == 2
+    assert only(findings(tr, "io-phases", phase_gap=0.5)).evidence["phases"] == 3
+    assert only(findings(tr, "io-phases", phase_gap=5.0)).evidence["phases"] == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from iopilot.checks import Level
 from iopilot.checks.base import Context
 from iopilot.checks.ranks import rank_load
 from iopilot.checks.thresholds import defaults
@@ -66,3 +67,23 @@ def test_records_of_the_lower_layer_of_a_file_do_not_count_twice():
 
 def test_records_without_a_rank_give_no_load():
     assert _load([(-1, "w", 1, 0, 10, 0.0, 1.0)]) is None
+
+
+def test_per_rank_spreads_shared_rows_over_every_rank():
+    import numpy as np
+
+    from iopilot.checks.rankcost import level_by_share, per_rank, slowest
+
+    ctx = Context(trace(nprocs=4), defaults())
+    out = per_rank(ctx, np.array([0, 2, -1, 2]), np.array([1.0, 2.0, 8.0, 0.5]))
+    # 8 s of a shared row: 2 s each for the 4 ranks of the job.
+    assert out.tolist() == [3.0, 2.0, 4.5, 2.0]
+    # A rank beyond the job's size widens the table.
+    assert per_rank(ctx, np.array([5]), np.array([1.0])).tolist() == [0, 0, 0, 0, 0, 1.0]
+    one = Context(trace(nprocs=1), defaults())
+    assert per_rank(one, np.array([-1]), np.array([3.0])).tolist() == [3.0]
+    assert per_rank(one, np.array([], np.int64), np.array([])).tolist() == [0.0]
+    assert slowest(out) == (2, 4.5) and slowest(np.array([])) == (0, 0.0)
+    assert level_by_share(5.0, 10.0, 0.5) == Level.HIGH
+    assert level_by_share(4.99, 10.0, 0.5) == Level.WARN
+    assert level_by_share(0.0, 0.0, 0.5) == Level.WARN
