@@ -137,10 +137,10 @@ SHARED = next((p / "shared" / "darshan-logs" for p in Path(__file__).resolve().p
 CORPUS_ABSENT = f"shared log corpus not present: {SHARED}"
 
 
-def shared_logs(pattern: str = "*.darshan") -> list:
-    """Names of the corpus logs matching ``pattern``, as test parameters; without
-    the corpus, one skipped parameter, so the test shows as skipped instead of
-    not being collected at all."""
+def shared_logs(pattern: str = "*.darshan", keep=None) -> list:
+    """Names of the corpus logs matching ``pattern`` (and ``keep(name)``, if
+    given), as test parameters; without the corpus, one skipped parameter, so
+    the test shows as skipped instead of not being collected at all."""
     if SHARED.is_dir():
-        return sorted(p.name for p in SHARED.glob(pattern))
+        return sorted(p.name for p in SHARED.glob(pattern) if keep is None or keep(p.name))
     return [pytest.param(None, marks=pytest.mark.skip(reason=CORPUS_ABSENT))]
