@@ -290,7 +290,8 @@ def test_access_sizes_bytes_and_ranks_per_file():
         (1, 64, 1), (2, 0, 5), (2, 4096, 7)]
     ids, size, count = common_access(c)
     assert ids.tolist() == [1, 2] and size.tolist() == [64, 4096] and count.tolist() == [1, 7]
-    ids, moved = bytes_per_file(c)
+    ctx = Context(trace(c, nprocs=8), defaults())
+    ids, moved = bytes_per_file(ctx, c)
     assert ids.tolist() == [1, 2] and moved.tolist() == [0, 12]  # -1 is unknown: 0
-    ids, ranks = ranks_per_file(Context(trace(c, nprocs=8), defaults()), c)
+    ids, ranks = ranks_per_file(ctx, c)
     assert ranks.tolist() == [8, 2]  # a reduced row stands for every rank
