@@ -150,6 +150,44 @@ def test_run_isolated_reports_each_kind_of_death_and_keeps_order():
     assert got[6] == "timed out after 3 s while reading"
 
 
+def _raise(i: int) -> int:
+    raise ValueError(i)
+
+
+@pytest.mark.parametrize("i,want", [
+    (2, 20),
+    (1, "crashed while reading: signal 11 (SIGSEGV)"),
+    (4, "the worker exited with status 3 while reading"),
+    (6, "timed out after 1 s while reading"),
+])  # fmt: skip
+def test_one_item_runs_in_its_own_child_with_the_same_reasons(i, want):
+    # one item takes the os.fork path, not the multiprocessing pool
+    assert run_isolated(_die_on_odd, [(i,)], 1, lambda j, why: (j, why), timeout=1) == [
+        want if i == 2 else (0, want)]  # fmt: skip
+
+
+def test_one_item_that_raises_is_status_1_like_a_pool_worker():
+    assert run_isolated(_raise, [(5,)], 1, lambda j, why: why) == [
+        "the worker exited with status 1 while reading"]  # fmt: skip
+
+
+def test_one_item_result_larger_than_a_pipe_buffer_arrives_whole():
+    got = run_isolated(lambda n: bytes(range(256)) * n, [(4096,)], 1, lambda j, why: why)
+    assert got == [bytes(range(256)) * 4096]
+
+
+def test_a_one_log_json_report_does_not_import_multiprocessing():
+    code = ("import sys, io, contextlib\n"
+            "from iopilot.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    rc = main(['report', {str(LOG_341)!r}, '--json'])\n"
+            "print(rc, sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('multiprocessing', 'plotly', 'socket', 'selectors')))\n")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    rc, mods = out.stdout.split(" ", 1)
+    assert rc in ("0", "2") and mods.strip() == "[]"
+
+
 # ---------------------------------------------------------------------------
 # 96 one-byte mutations of real logs in one directory run
 

@@ -11,12 +11,14 @@ are inherited, never pickled; only results travel back.
 
 from __future__ import annotations
 
-import multiprocessing
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 from .darshan_log import signal_name
 
@@ -49,6 +51,79 @@ class _Worker:
             pass
 
 
+def _why(code: int, late: bool, timeout: float | None) -> str:
+    """The one-line reason an item failed, from its worker's exit code."""
+    return (f"timed out after {timeout:g} s while reading" if late else
+            f"crashed while reading: {signal_name(-code)}" if code < 0 else
+            f"the worker exited with status {code} while reading")  # fmt: skip
+
+
+def _flush_std() -> None:
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
+def _run_one(fn: Callable[..., Any], item: tuple[Any, ...], failed: Callable[[int, str], Any],
+             timeout: float | None) -> Any:  # fmt: skip
+    """``fn(*item)`` in one forked child, with a pipe and pickle.
+
+    The same isolation as the pool below, without importing multiprocessing
+    (and the socket, selectors and threading it pulls in), which is a
+    measurable part of a one-log report's start-up.
+    """
+    import pickle
+    import select
+
+    _flush_std()  # else the child would write out the parent's buffered text again
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; its effects are tested through the parent
+        code = 1
+        try:
+            os.close(r)
+            import faulthandler
+
+            faulthandler.disable()  # a crash is the parent's one-line row, not a stack dump
+            data = pickle.dumps(fn(*item), protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(w, "wb") as out:
+                out.write(data)
+            code = 0
+        except BaseException:  # as a multiprocessing worker: a traceback, status 1
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            _flush_std()
+            os._exit(code)
+    os.close(w)
+    chunks: list[bytes] = []
+    late = False
+    deadline = time.monotonic() + timeout if timeout else None
+    with os.fdopen(r, "rb", buffering=0) as pipe:
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([pipe], [], [], left)[0]:
+                late = True
+                os.kill(pid, 9)
+                break
+            chunk = pipe.read(1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if not late and chunks:
+        try:  # a result first: a worker may send it and die right after
+            return pickle.loads(b"".join(chunks))
+        except Exception:  # cut short by a crash mid-write
+            pass
+    return failed(0, _why(code, late, timeout))
+
+
 def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int,
                  failed: Callable[[int, str], Any], timeout: float | None = None,
                  each: Callable[[], None] | None = None) -> list[Any]:  # fmt: skip
@@ -59,6 +134,14 @@ def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs:
     worker is replaced, and the other items go on.  ``each`` is called as
     each item ends (a progress bar).
     """
+    if len(items) == 1:
+        result = _run_one(fn, items[0], failed, timeout)
+        if each:
+            each()
+        return [result]
+    import multiprocessing
+    from multiprocessing.connection import wait
+
     ctx = multiprocessing.get_context("fork")
     todo = deque(range(len(items)))
     results: list[Any] = [None] * len(items)
@@ -97,10 +180,7 @@ def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs:
                 continue
             w.proc.join()
             if w.task is not None and not done[w.task]:
-                code = w.proc.exitcode or 0
-                why = (f"timed out after {timeout:g} s while reading" if late else
-                       f"crashed while reading: {signal_name(-code)}" if code < 0 else
-                       f"the worker exited with status {code} while reading")  # fmt: skip
+                why = _why(w.proc.exitcode or 0, bool(late), timeout)
                 results[w.task], done[w.task] = failed(w.task, why), True
                 if each:
                     each()
