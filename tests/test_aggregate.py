@@ -105,3 +105,77 @@ def test_a_shared_file_index_cannot_be_changed_by_a_check():
     part = c.select(c.rank == 1)  # a selection gets its own index, not the table's
     _, own = ctx.file_index(part)
     assert own.tolist() == [0, 1] and own.flags.writeable
+
+
+@pytest.mark.parametrize("values", [
+    [], [7], [3, 3], [5, -1, 5, 2, -1, 0], [2**64 - 1, 0, 2**63, 2**64 - 1],
+    [[4, 1], [1, 4]],  # flattened, as np.unique does
+])  # fmt: skip
+def test_unique_is_numpys_unique(values):
+    dtype = np.uint64 if values and max(np.ravel(values)) >= 2**63 else np.int64
+    a = np.array(values, dtype=dtype)
+    got, want = aggregate.unique(a), np.unique(a)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+def test_unique_on_random_integers_and_finite_floats():
+    rng = np.random.default_rng(5)
+    for n in (2, 3, 100, 5000):
+        ints = rng.integers(-20, 20, n)
+        assert aggregate.unique(ints).tolist() == np.unique(ints).tolist()
+        floats = rng.choice([0.5, 0.1, 2.0], n)
+        assert aggregate.unique(floats).tolist() == np.unique(floats).tolist()
+
+
+@pytest.mark.parametrize("columns", [
+    [], [(3, 1)], [(1, 2), (1, 2)], [(2, 1), (1, 9), (2, 0), (1, 9), (1, 2)],
+    [(0, 5), (0, 4), (1, 4)],  # equal first row: the second decides
+])  # fmt: skip
+def test_unique_columns_is_numpys_unique_by_columns(columns):
+    table = np.array(columns, np.int64).reshape(-1, 2).T
+    got, want = aggregate.unique_columns(table), np.unique(table, axis=1)
+    assert got.shape == want.shape and got.tolist() == want.tolist()
+
+
+def test_unique_columns_on_random_pairs():
+    rng = np.random.default_rng(9)
+    table = rng.integers(0, 4, (2, 300))
+    assert aggregate.unique_columns(table).tolist() == np.unique(table, axis=1).tolist()
+
+
+@pytest.mark.parametrize("values", [[3.0], [4, 1], [5, 1, 3], [2, 9, 4, 4], [1.5, -2.0, 7.25, 0.0, 3.0]])
+def test_median_is_numpys_median(values):
+    assert aggregate.median(np.array(values)) == float(np.median(np.array(values)))
+
+
+def test_median_of_nothing_or_nan_is_nan():
+    assert np.isnan(aggregate.median(np.zeros(0)))
+    assert np.isnan(aggregate.median(np.array([1.0, np.nan, 2.0])))
+
+
+@pytest.mark.parametrize(("values", "among"), [
+    ([1, 2, 3, 9], [3, 1]), ([4, 4, 0], [5]), ([], [1]), ([1, 2], []),
+    ([0, 10, 11], [10, 11, 12, 0]),  # both ends of the sorted set
+    ([13, -1], [12]),  # past the last and before the first
+])  # fmt: skip
+def test_isin_is_numpys_isin(values, among):
+    v, a = np.array(values, np.int64), np.array(among, np.int64)
+    assert aggregate.isin(v, a).tolist() == np.isin(v, a).tolist()
+
+
+def test_isin_keeps_the_shape_and_takes_scalars_and_sequences():
+    assert aggregate.isin(np.arange(6).reshape(2, 3), [1, 5]).tolist() == [
+        [False, True, False], [False, False, True]]  # fmt: skip
+    assert bool(aggregate.isin(np.uint64(5), np.array([5, 6], np.uint64)))
+    assert not bool(aggregate.isin(np.uint64(7), np.array([5, 6], np.uint64)))
+    assert aggregate.isin(np.array([1, 2, 3], np.uint8), (1, 3)).tolist() == [True, False, True]
+
+
+def test_isin_is_exact_for_file_ids_past_two_to_the_63():
+    # File ids are 64-bit hashes: uint64 against int64 must not go through
+    # float64, where 2**64-1 and 2**64-2 are the same number.
+    ids = np.array([2**64 - 1, 5, 2**63], np.uint64)
+    assert aggregate.isin(ids, np.array([2**64 - 2], np.uint64)).tolist() == [False] * 3
+    assert aggregate.isin(ids, np.array([-1, 5, 3], np.int64)).tolist() == [False, True, False]
+    signed = np.array([-1, 5, 3], np.int64)
+    assert aggregate.isin(signed, ids).tolist() == [False, True, False]

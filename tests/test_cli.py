@@ -215,3 +215,21 @@ def test_html_prints_a_summary_not_the_whole_report(capsys, tmp_path):
     assert "summary" in out and out.count("\n") < 8  # one line per log
     rc, full, _ = run(capsys, "report", IOR)
     assert full.count("\n") > 8 and len(full) > 2 * len(out)
+
+
+def test_a_command_builds_only_its_own_options():
+    from iopilot.cli import _subparsers, build_parser
+
+    assert set(_subparsers(build_parser("report"))) == {"report"}
+    assert set(_subparsers(build_parser())) == {"report", "checks", "run", "export", "demo",
+                                                "bench"}  # fmt: skip
+
+
+def test_a_mistyped_command_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["reprot", "x.darshan"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert "invalid choice: 'reprot'" in err
+    for name in ("report", "checks", "run", "export", "demo", "bench"):
+        assert f"'{name}'" in err

@@ -37,3 +37,58 @@ def test_the_allocator_setting_runs_no_subprocess():
     code = ("import sys\nfrom iopilot._alloc import keep_freed_memory\nkeep_freed_memory()\n"
             "print('subprocess' in sys.modules, 'ctypes.util' in sys.modules)")
     assert _run(code).split() == ["False", "False"]
+
+
+def _report_in_process(log: str) -> list[str]:
+    """What a one-log ``iopilot report`` leaves loaded, run as the program
+    (``main()`` with no arguments) and in this process (IOPILOT_DEBUG)."""
+    code = ("import contextlib, gc, io, os, sys\nfrom iopilot.cli import main\n"
+            f"sys.argv = ['iopilot', 'report', '--json', os.devnull, {log!r}]\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main()\n"
+            "print('numpy' in sys.modules, 'numpy.ma' in sys.modules, gc.isenabled(),\n"
+            "      gc.get_freeze_count() > 1000)")
+    return _run(code, IOPILOT_DEBUG="1").split()
+
+
+def test_a_report_never_loads_numpy_masked_arrays():
+    # np.unique without index outputs imports numpy.ma (a fifth of a small
+    # report's start-up); model.aggregate.unique stands in for it.
+    from iopilot.demo import example_dir
+
+    for log in ("ior_hdf5_example.darshan", "dxt.darshan"):
+        numpy, masked, _, _ = _report_in_process(str(example_dir() / log))
+        assert numpy == "True" and masked == "False", log
+
+
+def test_garbage_collection_is_back_on_after_start_up():
+    # Off while modules load, then on again with the loaded objects frozen.
+    from iopilot.demo import example_dir
+
+    *_, enabled, frozen = _report_in_process(str(example_dir() / "dxt.darshan"))
+    assert enabled == "True" and frozen == "True"
+
+
+def test_a_caller_that_imports_iopilot_keeps_its_collector():
+    code = ("import contextlib, gc, io\nfrom iopilot.cli import main\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['checks'])\n"
+            "print(gc.isenabled(), gc.get_freeze_count())")
+    assert _run(code).split() == ["True", "0"]
+
+
+def test_no_bare_np_unique_in_the_package():
+    # Guard for the start-up cost above: every np.unique call asks for an
+    # index output or goes through model.aggregate.unique / unique_columns.
+    import re
+    from pathlib import Path
+
+    import iopilot
+
+    bare = []
+    for path in Path(iopilot.__file__).parent.rglob("*.py"):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"\bnp\.(unique|median)\(", line) and "return_" not in line \
+                    and not line.lstrip().startswith(("#", "(first row", "``np.median``")):
+                bare.append(f"{path.name}:{n}")
+    assert bare == []

@@ -63,12 +63,27 @@ def prose_only(source: str, keys: list[str]) -> set[str]:
     return out
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson interval of a share k/n: the score of a random sample of
+    the mutants says where the score of all of them lies."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
 def _row(name: str, c: Counter[str]) -> str:
     tried = c["caught"] + c["missed"]
     score = f"{100 * c['caught'] / tried:.1f} %" if tried else "-"
     total = c["caught"] + c["missed"] + c["not run"]
-    return (f"{name:<22} {total:>8} {c['caught']:>8} {c['missed']:>8} {c['str']:>8} "
+    line = (f"{name:<22} {total:>8} {c['caught']:>8} {c['missed']:>8} {c['str']:>8} "
             f"{c['not run']:>8} {score:>7}")  # fmt: skip
+    if tried and c["not run"]:  # a sample: where the whole folder's score lies
+        lo, hi = wilson(c["caught"], tried)
+        line += f"   95 % interval {100 * lo:.1f}-{100 * hi:.1f} %"
+    return line
 
 
 def main(*args: str) -> int:

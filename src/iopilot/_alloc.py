@@ -34,6 +34,35 @@ def keep_freed_memory() -> None:
     mallopt(_M_TOP_PAD, 256 << 20)  # grow the heap in big steps: fewer calls, fewer faults
 
 
+_quiet = False
+
+
+def quiet_start() -> None:
+    """No cyclic garbage collection while modules load: importing NumPy and the
+    checks makes tens of thousands of long-lived objects, and the collector
+    walked them again and again (4 % of a one-log report).  ``settled()``
+    turns it back on once the imports are done.  For the program's own
+    process only, never a process that imported iopilot."""
+    import gc
+
+    global _quiet
+    if gc.isenabled():
+        _quiet = True
+        gc.disable()
+
+
+def settled() -> None:
+    """After start-up: keep what is loaded out of every later collection, and
+    collect again (analyses of big traces make and drop many objects)."""
+    import gc
+
+    global _quiet
+    if _quiet:
+        _quiet = False
+        gc.freeze()
+        gc.enable()
+
+
 def single_threaded_blas() -> None:
     """Start NumPy's BLAS with one thread unless the user chose otherwise.
 

@@ -51,9 +51,11 @@ def diagnose(source: Trace | str | Path, *, thresholds: dict[str, Any] | None = 
     aside and run the checks (all, or the ids in ``only``) with
     ``thresholds`` (the defaults when None).  A trace that went through
     :func:`derive` already keeps its scope unless ``scope`` is given."""
+    from ._alloc import settled
     from .checks import diagnose as run_checks
 
     trace = load(str(source)) if isinstance(source, (str, Path)) else source
+    settled()  # the modules are in: collect garbage again from here on
     if scope is not None or trace.set_aside is None:  # (twice would lose what went)
         trace = derive(trace, scope)
     return run_checks(trace, thresholds, only)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..model import SIZE_BIN_UPPER, SIZE_BINS, Counters, Trace
-from ..model.aggregate import group_sum
+from ..model.aggregate import group_sum, unique
 
 
 class Level(IntEnum):
@@ -259,7 +259,7 @@ class Context:
         for c in self.trace.counters.values():
             if not len(c):
                 continue
-            ids.update(int(i) for i in np.unique(c.file_id[c.rank == -1]))
+            ids.update(int(i) for i in unique(c.file_id[c.rank == -1]))
             per_file = c.file_id[c.rank >= 0]
             uniq, counts = np.unique(per_file, return_counts=True)
             # A file with several per-rank rows is shared too (Darshan keeps

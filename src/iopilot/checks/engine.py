@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ..model import COUNTER_LAYERS, Trace, display
+from ..model.aggregate import unique
 from ..vocabulary import MODULES
 from . import thresholds as th
 from .base import AnalysisCache, Context, Finding, Level, iter_registered
@@ -84,7 +83,7 @@ def summarize(trace: Trace) -> list[LayerSummary]:
             vals.append(sum(c.total(n) for n in names if c.has(n)))
         meta = [sum(c.total(n) for n in c.int_names if n.endswith(ends)) for ends in _META_OPS]
         out.append(
-            LayerSummary(display(layer), int(np.unique(c.file_id).shape[0]), *vals, *meta)
+            LayerSummary(display(layer), int(unique(c.file_id).shape[0]), *vals, *meta)
         )
     return out
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import OP_READ, Counters
-from ..model.aggregate import group_sum, per_file
+from ..model.aggregate import group_sum, isin, median, per_file, unique, unique_columns
 from ..vocabulary import DIRECTIONS, MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
@@ -69,14 +69,14 @@ def hdf5_file_ids(ctx: Context, by_name: bool = True) -> np.ndarray:
         parts.append(par[par != 0])
     p = ctx.layer("POSIX")
     if p is not None and by_name:
-        ids = np.unique(p.file_id)
+        ids = unique(p.file_id)
         named = np.array(
             [ctx.trace.name(int(i)).lower().endswith(_H5_SUFFIXES) for i in ids], bool
         )
         parts.append(ids[named])
     if not parts:
         return np.zeros(0, np.uint64)
-    return np.unique(np.concatenate(parts).astype(np.uint64))
+    return unique(np.concatenate(parts).astype(np.uint64))
 
 
 @check
@@ -133,7 +133,7 @@ class Hdf5SmallDatasetAccess(Check):
                 "average."
             )
         # Elements per call that reach the small-request size with the usual datatype.
-        tsize = int(np.median(np.maximum(d["H5D_DATATYPE_SIZE"][ops > 0], 1)))
+        tsize = int(median(np.maximum(d["H5D_DATATYPE_SIZE"][ops > 0], 1)))
         nelems = max(1, math.ceil(t["small_request_size"] / tsize))
         rec = (
             "Make each H5Dread/H5Dwrite move a large hyperslab: gather what a rank owns in "
@@ -148,7 +148,7 @@ class Hdf5SmallDatasetAccess(Check):
             lost += small_request_seconds(ctx, d, "H5D_SIZE", f"{rw}_AGG", small_rw, n_rw,
                                           moved)  # fmt: skip
         shared = np.fromiter(ctx.shared_ids, np.uint64, len(ctx.shared_ids))
-        if ctx.trace.job.nprocs > 1 and np.isin(dataset_files(ctx, d)[hit], shared).any():
+        if ctx.trace.job.nprocs > 1 and isin(dataset_files(ctx, d)[hit], shared).any():
             rec += "; on shared files, make the transfers collective as well"
         yield price(ctx, self.finding(
             ctx,
@@ -171,14 +171,14 @@ def _mpiio_files(ctx: Context) -> np.ndarray:
     h5f_ids = np.zeros(0, np.uint64)
     if f is not None:
         parts.append(f.file_id[f["H5F_USE_MPIIO"] > 0])
-        h5f_ids = np.unique(f.file_id)
+        h5f_ids = unique(f.file_id)
     if m is not None:
         # Without an H5F record, an MPI-IO record of the same file says the same.
-        mids = np.unique(m.file_id)
-        parts.append(mids[~np.isin(mids, h5f_ids)])
+        mids = unique(m.file_id)
+        parts.append(mids[~isin(mids, h5f_ids)])
     if not parts:
         return np.zeros(0, np.uint64)
-    return np.unique(np.concatenate(parts).astype(np.uint64))
+    return unique(np.concatenate(parts).astype(np.uint64))
 
 
 @check
@@ -204,8 +204,8 @@ class Hdf5IndependentTransfers(Check):
         indep = (
             (ops > 0)
             & (d["H5D_USE_MPIIO_COLLECTIVE"] == 0)
-            & np.isin(files, _mpiio_files(ctx))
-            & (np.isin(files, shared) | np.isin(d.file_id, shared))
+            & isin(files, _mpiio_files(ctx))
+            & (isin(files, shared) | isin(d.file_id, shared))
         )
         if not indep.any():
             return
@@ -214,7 +214,7 @@ class Hdf5IndependentTransfers(Check):
         ids, sums = per_file(d.file_id[indep], {"ops": ops[indep]})
         per = sums["ops"]
         listed, n_ds = ctx.top_files(ids, per, {"independent reads/writes": per})
-        h5_files = np.unique(files[indep])
+        h5_files = unique(files[indep])
         level = Level.HIGH if n_ops > ctx.thresholds["collective_ops"] else Level.WARN
         evidence: dict[str, float | int | str] = {
             "datasets": n_ds, "files": len(h5_files), "reads": reads, "writes": writes,
@@ -222,7 +222,7 @@ class Hdf5IndependentTransfers(Check):
         note = ""
         m = ctx.layer("MPIIO")
         if m is not None:
-            on = np.isin(m.file_id, h5_files)
+            on = isin(m.file_id, h5_files)
             coll = sum(int(m[n][on].sum()) for d in DIRECTIONS
                        for n in mpiio_counters(d, MPIIO_COLLECTIVE))  # fmt: skip
             ind = int(m["MPIIO_INDEP_READS"][on].sum() + m["MPIIO_INDEP_WRITES"][on].sum())
@@ -273,7 +273,7 @@ class Hdf5MetadataReads(Check):
         p = ctx.layer("POSIX")
         if p is None or nprocs < 2:
             return
-        p = p.select(np.isin(p.file_id, hdf5_file_ids(ctx)))
+        p = p.select(isin(p.file_id, hdf5_file_ids(ctx)))
         if not len(p):
             return
         small = np.maximum(p["POSIX_SIZE_READ_0_100"], 0) + np.maximum(
@@ -295,10 +295,10 @@ class Hdf5MetadataReads(Check):
             traced = np.zeros(len(ids), bool)
             traced[k[k >= 0]] = True
             m = (k >= 0) & (r.op == OP_READ) & (r.length < KiB)
-            pairs = np.unique(np.stack([k[m], r.rank[m].astype(np.int64)]), axis=1)
+            pairs = unique_columns(np.stack([k[m], r.rank[m].astype(np.int64)]))
             readers[traced] = 0
             readers += group_sum(pairs[0], None, len(ids))
-            spots = np.unique(np.stack([k[m], r.offset[m]]), axis=1)
+            spots = unique_columns(np.stack([k[m], r.offset[m]]))
             offsets += group_sum(spots[0], None, len(ids))
             exact |= traced
         share = readers / np.maximum(openers, 1)
@@ -370,7 +370,7 @@ class Hdf5Alignment(Check):
         p = ctx.layer("POSIX")
         if p is None:
             return
-        p = p.select(np.isin(p.file_id, hdf5_file_ids(ctx)))
+        p = p.select(isin(p.file_id, hdf5_file_ids(ctx)))
         if not len(p):
             return
         ids, inv = ctx.file_index(p)
@@ -407,7 +407,7 @@ class Hdf5Alignment(Check):
         alignment, req = int(align[w]), int(size[w])
         threshold = max(64 * KiB, req // 2)
         unit = "Lustre stripe" if stripe[w] > 0 else "file-system block"
-        named = "" if np.isin(ids[w], hdf5_file_ids(ctx, by_name=False)) else (
+        named = "" if isin(ids[w], hdf5_file_ids(ctx, by_name=False)) else (
             " (HDF5 by its name: the log has no HDF5 record of it)"
         )
         row_bad = np.where(bad[inv], np.maximum(p["POSIX_FILE_NOT_ALIGNED"], 0), 0)

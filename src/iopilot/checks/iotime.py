@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..model import RECORD_LAYERS, Counters, Trace, display
-from ..model.aggregate import per_rank
+from ..model.aggregate import per_rank, unique
 from ..vocabulary import MODULE, SIZE_BIN_UPPER, SIZE_BINS
 from .base import Context, Finding, Level
 from .recordtools import _busy, _cached
@@ -203,9 +203,9 @@ def compute(trace: Trace) -> IoTime:
     usable = {name for name in RECORD_LAYERS if name not in partial}
 
     # Files each record layer touched: few distinct values among many records.
-    rec_files = {(kind, code): np.unique(r.file_id[r.layer == code])
+    rec_files = {(kind, code): unique(r.file_id[r.layer == code])
                  for kind, r in (("data", recs), ("meta", metas)) if len(r)
-                 for code in np.unique(r.layer).tolist()}  # fmt: skip
+                 for code in unique(r.layer).tolist()}  # fmt: skip
 
     # Highest level that traced each file, over counters and records; a row
     # without recorded times (PnetCDF's in some Darshan versions) cannot

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import Counters, Striping
-from ..model.aggregate import group_sum
+from ..model.aggregate import group_sum, isin, median, unique
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import io_time, price, times
@@ -180,7 +180,7 @@ class LustreSingleStripeShared(Check):
         n_ranks = int(ranks[worst])
         # The log proves at least this many OSTs exist; with no such hint,
         # 16 is a safe default on any production Lustre.
-        known = int(np.unique(lay.pair_ost).shape[0])
+        known = int(unique(lay.pair_ost).shape[0])
         stripes = int(min(n_ranks, max(16, known), 64))
         acc_ids, acc_size, _ = common_access(p)
         k = index_of(acc_ids, ids[worst : worst + 1])[0]
@@ -486,9 +486,9 @@ class LustreSlowOst(Check):
             return  # nothing to compare against
         groups = np.split(pr, first[1:])
         # One median per OST: a loop over OSTs (hundreds at most), not over rows.
-        med = np.array([np.median(rate[g]) for g in groups])
+        med = np.array([median(rate[g]) for g in groups])
         spent = np.array([row_secs[g].sum() for g in groups])
-        typical = float(np.median(med))
+        typical = float(median(med))
         with np.errstate(divide="ignore"):
             slowdown = np.where(med > 0, typical / med, 0.0)
         slow = (slowdown > t["slow_ost_ratio"]) & (nfiles >= 2) & (spent > t["slow_ost_min_time"])
@@ -496,7 +496,7 @@ class LustreSlowOst(Check):
             return
         worst = int(np.argmax(np.where(slow, slowdown, -1)))
         names = [int(o) for o in osts[slow]]
-        on = np.isin(lay.pair_ost, osts[slow]) & (rate[lay.pair_row] > 0)
+        on = isin(lay.pair_ost, osts[slow]) & (rate[lay.pair_row] > 0)
         rows = lay.pair_row[on]
         files, n = ctx.top_files(
             lay.ids[rows], row_secs[rows],
@@ -529,5 +529,5 @@ class LustreSlowOst(Check):
 
 def _time_on(ctx: Context, p: Counters, ids: np.ndarray) -> float:
     """The slowest rank's POSIX read and write seconds on the files ``ids``."""
-    spent = np.where(np.isin(p.file_id, ids), times(p, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
+    spent = np.where(isin(p.file_id, ids), times(p, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
     return io_time(ctx).rows_at_slowest(p, spent)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..model.aggregate import isin, unique
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check
@@ -43,9 +44,9 @@ class MpiioTimeAbovePosix(Check):
         plural, verb, bytes_col = _WORD[d]
         mpi_t = m[f"MPIIO_F_{d}_TIME"]
         total_m = float(mpi_t.sum())
-        files = np.unique(m.file_id)
+        files = unique(m.file_id)
         if p is not None:
-            on = np.isin(p.file_id, files)
+            on = isin(p.file_id, files)
             posix_t = p[f"POSIX_F_{d}_TIME"]
             total_p = float(posix_t[on].sum())
             posix_r = per_rank(ctx, p.rank[on], posix_t[on])

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import OP_READ, OP_WRITE
-from ..model.aggregate import group_sum, per_file
+from ..model.aggregate import group_sum, isin, per_file, unique
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import price, records_share_at_slowest
@@ -282,7 +282,7 @@ class OverlappingWrites(Check):
         same, same_b = int(ov.same_ops.sum()), int(ov.same_bytes.sum())
         if cross and cross >= int(ctx.thresholds["overlap_count"]):
             a, b, n_ab = _top_pair(ov.pair_a, ov.pair_b)
-            ranks = np.unique(np.concatenate([ov.pair_a, ov.pair_b]))
+            ranks = unique(np.concatenate([ov.pair_a, ov.pair_b]))
             files, n_files = ctx.top_files(
                 ov.files, ov.cross_bytes.astype(np.float64),
                 {"conflicting ranges": ov.cross_ops, "bytes rewritten by another rank":
@@ -363,7 +363,7 @@ def _mpiio_cause(ctx: Context, ov: Overlaps, mask: np.ndarray) -> str:
         m_ids, per = per_file(r.file_id[w], {"asked": r.length[w].clip(0)}, as_float=True)
         asked = per["asked"]
         indep = None
-    hit = np.isin(m_ids, ids)
+    hit = isin(m_ids, ids)
     if not hit.any():
         return ""
     at = np.searchsorted(ids, m_ids[hit])  # ids come sorted from np.unique
@@ -391,8 +391,8 @@ def _mpiio_write_only(ctx: Context) -> np.ndarray:
         return ids[read == 0]
     r = ctx.trace.records
     m = r.layer == _MPIIO
-    ids = np.unique(r.file_id[m])
-    return ids[~np.isin(ids, r.file_id[m & (r.op == OP_READ)])]
+    ids = unique(r.file_id[m])
+    return ids[~isin(ids, r.file_id[m & (r.op == OP_READ)])]
 
 
 @check
@@ -421,7 +421,7 @@ class OverlappingReads(Check):
         per_file = ov.cross_bytes + ov.same_bytes
         # POSIX reads of a file the application only wrote through MPI-IO are
         # MPI-IO's own: read-modify-write around holes in the ranks' pieces.
-        internal = np.isin(ov.files, _mpiio_write_only(ctx))
+        internal = isin(ov.files, _mpiio_write_only(ctx))
         internal_b = int(per_file[internal].sum())
         files, n_files = ctx.top_files(
             ov.files, per_file.astype(np.float64),

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import RECORD_LAYERS, Records, display
-from ..model.aggregate import group_sum
+from ..model.aggregate import group_sum, median
 from . import advice
 from .base import (
     Check,
@@ -349,7 +349,7 @@ class PhaseStragglers(Check):
         b_w = np.bincount(r_w - lo, weights=recs.length[in_worst].clip(0))
         active = np.bincount(r_w - lo) > 0
         slow_r = int(table["slowest_rank"][worst])
-        slow_b, med_b = float(b_w[slow_r - lo]), float(np.median(b_w[active]))
+        slow_b, med_b = float(b_w[slow_r - lo]), float(median(b_w[active]))
         rows = idx[np.argsort(-ratio[idx], kind="stable")[: ctx.max_files]]
         files = _phase_rows(table, rows)
         for f, i in zip(files, rows, strict=True):
@@ -403,14 +403,14 @@ class PhaseStragglers(Check):
         meta = load.meta_seconds if load.meta_seconds is not None else np.zeros(len(load.ops))
         all_sec = load.seconds + meta
         sec = all_sec[active]
-        med = float(np.median(sec))
+        med = float(median(sec))
         i = int(np.argmax(sec))
         slow, slow_r = float(sec[i]), int(active[i])
         t = ctx.thresholds
         ratio = slow / med if med > 0 else float("inf")
         if ratio <= float(t["straggler_ratio"]) or slow <= float(t["straggler_min_time"]):
             return
-        med_b = float(np.median(load.bytes[active]))
+        med_b = float(median(load.bytes[active]))
         slow_b = float(load.bytes[slow_r])
         limit = float(t["straggler_ratio"]) * med
         n_slow = int(np.count_nonzero(sec > limit))

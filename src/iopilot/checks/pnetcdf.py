@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import Counters
-from ..model.aggregate import group_sum, per_file
+from ..model.aggregate import group_sum, isin, per_file, unique_columns
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
@@ -54,7 +54,7 @@ class PnetcdfIndependent(Check):
         # no partner to be collective with.
         shared = np.fromiter(ctx.shared_ids, np.uint64, len(ctx.shared_ids))
         parent = v.parent_id if v.parent_id is not None else np.zeros(len(v), np.uint64)
-        v = v.select(np.isin(v.file_id, shared) | np.isin(parent, shared))
+        v = v.select(isin(v.file_id, shared) | isin(parent, shared))
         if not len(v):
             return
         ir, iw = _col(v, "PNETCDF_VAR_INDEP_READS"), _col(v, "PNETCDF_VAR_INDEP_WRITES")
@@ -128,7 +128,7 @@ class PnetcdfBlockingManyVars(Check):
         parent = v.parent_id if v.parent_id is not None else v.file_id
         parent = np.where(parent != 0, parent, v.file_id)
         fids, f_calls = _by_id(parent, writes)
-        pairs = np.unique(np.stack([parent[writes > 0], v.file_id[writes > 0]]), axis=1)
+        pairs = unique_columns(np.stack([parent[writes > 0], v.file_id[writes > 0]]))
         f_vars = group_sum(np.searchsorted(fids, pairs[0]), None, len(fids))
         files, n = ctx.top_files(
             fids, f_calls, {"variables written": f_vars, "blocking writes": f_calls},

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..model.aggregate import group_sum
+from ..model.aggregate import group_sum, isin
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
@@ -122,7 +122,7 @@ class _SmallRequests(Check):
             return
         ops_name, _ = RW[self.direction]
         if self.shared_only:
-            shared = np.isin(c.file_id, np.fromiter(ctx.shared_ids, np.uint64))
+            shared = isin(c.file_id, np.fromiter(ctx.shared_ids, np.uint64))
             if not shared.any():
                 return
             c = c.select(shared)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import OP_READ, OP_WRITE
-from ..model.aggregate import per_rank
+from ..model.aggregate import isin, per_rank, unique
 from ..vocabulary import MODULE
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, RankLocation, check, pct
@@ -93,7 +93,7 @@ def counter_load(ctx: Context) -> RankLoad | None:
 
 def _counter_load(ctx: Context) -> RankLoad | None:
     mpiio = ctx.layer("MPIIO")
-    mpiio_files = np.unique(mpiio.file_id) if mpiio is not None else np.zeros(0, np.uint64)
+    mpiio_files = unique(mpiio.file_id) if mpiio is not None else np.zeros(0, np.uint64)
     n = ctx.trace.job.nprocs
     parts = []
     for name in ("POSIX", "MPIIO"):
@@ -101,7 +101,7 @@ def _counter_load(ctx: Context) -> RankLoad | None:
         if c is None:
             continue
         if name == "POSIX":  # files opened through MPI-IO count at that level
-            c = c.select(~np.isin(c.file_id, mpiio_files))
+            c = c.select(~isin(c.file_id, mpiio_files))
         reads_c, writes_c, br, bw, tr_, tw, tm = _COUNTER_COLS[name]
         cols = {
             "reads": sum((c[k] for k in reads_c if c.has(k)), np.zeros(len(c), np.int64)),

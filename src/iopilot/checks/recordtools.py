@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..model import RECORD_LAYERS, Records
+from ..model.aggregate import unique
 from ..vocabulary import MODULE
 from .base import Context
 
@@ -58,7 +59,7 @@ def small_type(top: int) -> type[np.integer]:
 def _dense(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unique values, index of each value in the smallest type that holds it),
     in steps: np.unique's own inverse is slower and takes 8 bytes per value."""
-    uniq = np.unique(ids)
+    uniq = unique(ids)
     out = np.empty(len(ids), small_type(len(uniq) - 1))
     for cut in chunks(len(ids)):
         out[cut] = np.searchsorted(uniq, ids[cut])
@@ -105,7 +106,7 @@ def _prev_max(group: np.ndarray, end: np.ndarray,
         base = np.cumsum(first) - 1
     ranked = None
     if (int(base[-1]) + 1) * width >= _INT63:  # still too wide: rank the ends
-        ranked = np.unique(end)
+        ranked = unique(end)
         width = len(ranked)
     offset = base * width
     shifted = offset + (end if ranked is None else np.searchsorted(ranked, end))

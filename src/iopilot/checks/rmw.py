@@ -9,7 +9,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import OP_READ, OP_WRITE, RECORD_LAYERS
-from ..model.aggregate import per_file
+from ..model.aggregate import isin, per_file, unique
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import price
@@ -26,8 +26,8 @@ def _from_records(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     mw = (r.layer == _MPIIO) & (r.op == OP_WRITE)
     if not mw.any():
         return None
-    files = np.unique(r.file_id[mw])
-    pr = (r.layer == _POSIX) & (r.op == OP_READ) & np.isin(r.file_id, files)
+    files = unique(r.file_id[mw])
+    pr = (r.layer == _POSIX) & (r.op == OP_READ) & isin(r.file_id, files)
     written = float(r.length[mw].clip(0).sum())
     empty = np.zeros(0)
     if not pr.any():
@@ -63,10 +63,10 @@ def _from_counters(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     ids, wrote = m.by_file("MPIIO_BYTES_WRITTEN")
     _, read = m.by_file("MPIIO_BYTES_READ")
     only_w = ids[(wrote > 0) & (read == 0)]
-    on = np.isin(p.file_id, only_w) & (p["POSIX_READS"] > 0)
+    on = isin(p.file_id, only_w) & (p["POSIX_READS"] > 0)
     return (p.file_id[on], p.rank[on].astype(np.int64),
             p["POSIX_BYTES_READ"][on].astype(np.float64), p["POSIX_F_READ_TIME"][on],
-            float(wrote[np.isin(ids, only_w)].sum()))  # fmt: skip
+            float(wrote[isin(ids, only_w)].sum()))  # fmt: skip
 
 
 @check

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..model.aggregate import isin
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import io_time, price, times
@@ -48,7 +49,7 @@ class StdioShare(Check):
             f" ({advice.human_size(console)} of it is console output)" if console else ""
         )
         console_ids = np.array([i for i, n in ctx.trace.names.items() if n in CONSOLE], np.uint64)
-        data = ~np.isin(s.file_id, console_ids)
+        data = ~isin(s.file_id, console_ids)
         spent = np.where(data, times(s, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
         yield price(ctx, self.finding(
             ctx,

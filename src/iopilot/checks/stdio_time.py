@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..model.aggregate import median
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import price
@@ -52,7 +53,7 @@ class StdioTime(Check):
                                                    "bytes": s[bytes_col]},
                                  mine & used)  # fmt: skip
         calls = int(s[ops_col][mine & used].sum())
-        median = float(np.median(per))
+        mid = median(per)
         if d == "WRITE":
             rec = ("Log less and in bigger pieces: every Nth step instead of every step, from "
                    "one rank (or a few), into a stream with a large buffer that is not flushed "
@@ -67,13 +68,13 @@ class StdioTime(Check):
             Level.WARN,
             f"Rank {who} spends {sec:.3g} s {verb} through STDIO, {pct(sec, runtime):.1f} % "
             f"of the {runtime:.3g} s run ({calls:,} calls"
-            + (f"; the median rank spends {median:.3g} s)" if len(per) > 1 else ")")
+            + (f"; the median rank spends {mid:.3g} s)" if len(per) > 1 else ")")
             + ".",
             evidence={
                 "direction": verb,
                 "rank": who,
                 "rank_seconds": round(sec, 6),
-                "median_rank_seconds": round(median, 6),
+                "median_rank_seconds": round(mid, 6),
                 "runtime_seconds": round(runtime, 6),
                 "calls": calls,
             },

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..model.aggregate import group_sum
+from ..model.aggregate import group_sum, isin
 from . import advice
 from .base import Check, Context, Finding, check, pct
 from .iotime import price
@@ -39,7 +39,7 @@ class TinyFiles(Check):
         writes = group_sum(inv, rows["writes"], len(ids), as_float=True)
         reads = group_sum(inv, rows["reads"], len(ids), as_float=True)
         console = [fid for fid, name in ctx.trace.names.items() if name in CONSOLE]
-        named = ~np.isin(ids, np.array(console, np.uint64))
+        named = ~isin(ids, np.array(console, np.uint64))
         tiny = named & (extent < float(t["tiny_file_size"]))
         written = tiny & (writes > 0)
         read = tiny & (reads > 0) & (writes == 0)

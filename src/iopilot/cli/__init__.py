@@ -23,7 +23,13 @@ COMMANDS = (report, checks, run, export, demo, bench)
 _ABOUT: dict[str, tuple[str, str]] = {k: v for m in COMMANDS for k, v in m.ABOUT.items()}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_of(module: object) -> str:
+    return next(iter(module.ABOUT)).split()[0]  # type: ignore[attr-defined]
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` just that command's part:
+    building every subcommand's options costs as much as reading a small log."""
     p = argparse.ArgumentParser(
         prog="iopilot",
         description="Capture, diagnose, show and tune the I/O of HPC applications.",
@@ -31,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"iopilot {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
-        command.add_parser(sub)
+        if only is None or _command_of(command) == only:
+            command.add_parser(sub)
     p.set_defaults(cli_main=main)  # for commands that run others (demo)
     _describe(p)
     return p
@@ -65,11 +72,15 @@ def _chosen(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Ar
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .._alloc import keep_freed_memory, single_threaded_blas
+    from .._alloc import keep_freed_memory, quiet_start, single_threaded_blas
 
+    if argv is None:  # the program itself, not a caller that imported iopilot
+        quiet_start()
     single_threaded_blas()
     keep_freed_memory()
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argv[0] if argv else None
+    parser = build_parser(first if first in {_command_of(m) for m in COMMANDS} else None)
     args, extra = parser.parse_known_args(argv)
     # Options `iopilot bench KERNEL` does not know belong to the kernel.
     from ..bench.catalog import KERNELS
@@ -78,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.kernel_args = extra
     elif extra:
         _chosen(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command != "report":  # the report turns it on once its modules are in
+        from .._alloc import settled
+
+        settled()
     try:
         return args.func(args)
     except InputError as e:

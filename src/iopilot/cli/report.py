@@ -115,6 +115,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:  # in this process, so that a failure shows its traceback
         results = [_analyse(p, thresholds, only, h, scope)
                    for p, h in zip(paths, htmls, strict=True)]  # fmt: skip
+    from .._alloc import settled
+
+    settled()
     reports = [r["ok"] for r in results if "ok" in r]
     errors = [r["error"] for r in results if "error" in r]
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import FS_LAYERS
+from .aggregate import isin, unique
 from .trace import Counters, Records, Trace
 
 ENV = "IOPILOT_EXCLUDE"  # more patterns, added to the defaults
@@ -121,14 +122,14 @@ class FileScope:
         ids = np.fromiter(why, np.uint64, len(why))
         counters = {}
         for layer, c in trace.counters.items():
-            gone = np.isin(c.file_id, ids)
+            gone = isin(c.file_id, ids)
             if c.parent_id is not None:  # datasets go with their file
-                gone |= np.isin(c.parent_id, ids)
+                gone |= isin(c.parent_id, ids)
             counters[layer] = c.select(~gone) if gone.any() else c
         summary.update(_summary(trace.counters, ids, why, trace.names, self))
         lustre = trace.lustre
         if lustre is not None and len(lustre):
-            keep = ~np.isin(lustre.file_id, ids)
+            keep = ~isin(lustre.file_id, ids)
             if not keep.all():
                 lustre = None if not keep.any() else _select_striping(lustre, keep)
         return replace(
@@ -162,9 +163,9 @@ def _isin_runs(file_id: np.ndarray, ids: np.ndarray) -> np.ndarray:
     n = len(file_id)
     heads = np.flatnonzero(file_id[1:] != file_id[:-1]) + 1
     if not n or len(heads) * 4 > n:
-        return np.isin(file_id, ids)
+        return isin(file_id, ids)
     starts = np.concatenate([[0], heads])
-    hit = np.isin(file_id[starts], ids)
+    hit = isin(file_id[starts], ids)
     return np.repeat(hit, np.diff(np.concatenate([starts, [n]])))
 
 
@@ -187,12 +188,12 @@ def _summary(counters: Mapping[str, Counters], ids: np.ndarray, why: Mapping[int
              names: Mapping[int, str], scope: FileScope) -> dict[str, Any]:  # fmt: skip
     """Files, bytes, operations and seconds set aside, as the file system saw
     them (POSIX and STDIO: MPI-IO and HDF5 would count the same bytes again)."""
-    uniq = np.unique(ids)
+    uniq = unique(ids)
     n = len(uniq)
     cols = {k: np.zeros(n) for k in ("bytes_read", "bytes_written", "operations", "seconds")}
     seen = np.zeros(n, bool)
     for c in counters.values():
-        hit = np.isin(c.file_id, uniq)
+        hit = isin(c.file_id, uniq)
         if not hit.any():
             continue
         at = np.searchsorted(uniq, c.file_id[hit])

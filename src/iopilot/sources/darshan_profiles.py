@@ -24,6 +24,7 @@ import zlib
 import numpy as np
 
 from ..model import Heatmap, MpiProfile
+from ..model.aggregate import unique
 from ..vocabulary import MODULE
 
 
@@ -94,7 +95,7 @@ def read_heatmaps(raw: bytes, names: dict[int, str], nprocs: int,
     # log's byte order, are one array and each record's are a slice of it.
     flat = np.frombuffer(raw, (">" if big_endian else "<") + "i8")
     first_bin = starts // 8 + HEATMAP_HEAD_BYTES // 8
-    ids = np.unique(head["id"])
+    ids = unique(head["id"])
     layer_of = {int(i): heatmap_layer(int(i), names) for i in ids}
     out: dict[str, Heatmap] = {}
     warnings: list[str] = []
@@ -104,12 +105,12 @@ def read_heatmaps(raw: bytes, names: dict[int, str], nprocs: int,
             warnings.append(f"HEATMAP has {len(rows)} record(s) of an unknown layer "
                             f"(id {rid:#x}): left out")  # fmt: skip
             continue
-        widths = np.unique(head["width"][rows])
+        widths = unique(head["width"][rows])
         if len(widths) > 1:
             raise RegionError(f"the {layer} records have different bin widths "
                               f"({', '.join(f'{w:g} s' for w in widths)})")  # fmt: skip
         ranks = head["rank"][rows]
-        if len(np.unique(ranks)) < len(ranks):
+        if len(unique(ranks)) < len(ranks):
             raise RegionError(f"rank(s) with more than one {layer} record")
         out[layer] = _layer_bins(layer, float(widths[0]), ranks, nbins[rows], first_bin[rows],
                                  flat)  # fmt: skip
@@ -220,7 +221,7 @@ def read_apmpi(raw: bytes, names: dict[str, tuple[str, ...]], big_endian: bool,
                           f"records of {perf_t.itemsize} bytes")  # fmt: skip
     recs = np.frombuffer(raw, perf_t, offset=header_t.itemsize)
     ranks = recs["rank"].astype(np.int64)
-    if ranks.min() < 0 or ranks.max() >= max(nprocs, 1) or len(np.unique(ranks)) < len(ranks):
+    if ranks.min() < 0 or ranks.max() >= max(nprocs, 1) or len(unique(ranks)) < len(ranks):
         raise RegionError(f"ranks out of order or out of range (0-{nprocs - 1})")
     counters = recs["counters"].astype(np.uint64)
     times = recs["times"].astype(np.float64)

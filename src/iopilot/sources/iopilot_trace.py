@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..model import RECORD_LAYERS, Counters, Job, ModuleInfo, Records, Trace
+from ..model.aggregate import unique
 from ..model.trace import safe_name
 from ..vocabulary import FS_LAYERS, MAX_COUNTERS, MODULE, OP_NAMES, RUNTIME_LAYERS
 from .checked import (
@@ -565,7 +566,7 @@ def _read_records(p: _Proc, job_start: float, limit: int, sink: _RecordSink,
             keep = data & known
             p.kept += int(np.count_nonzero(keep))
             if not p.summary:
-                p.unnamed.update(np.unique(r["file_id"][known]).tolist())
+                p.unnamed.update(unique(r["file_id"][known]).tolist())
             sink.add(r, keep, p.rank, layer, shift)
             meta_sink.add(r, ~data & known, p.rank, layer, shift)
     p.on_disk = done

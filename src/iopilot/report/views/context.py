@@ -18,6 +18,7 @@ import numpy as np
 
 from ...checks import Diagnosis
 from ...model import RECORD_LAYERS
+from ...model.aggregate import isin, unique
 from .common import (
     FS_CODES,
     NB,
@@ -130,11 +131,11 @@ class PageContext:
             f = r.file_id[sl]
             # Records come in runs of one file: unique over the run heads is cheap.
             heads = np.flatnonzero(f[1:] != f[:-1]) + 1
-            parts.append(np.unique(np.concatenate([f[:1], f[heads]])))
+            parts.append(unique(np.concatenate([f[:1], f[heads]])))
             self.layer_n += np.bincount(r.layer[sl], minlength=NL)[:NL]
             lo = min(lo, float(r.start[sl].min()))
             hi = max(hi, float(r.end[sl].max()), float(r.start[sl].max()))
-        self.rec_files = np.unique(np.concatenate(parts))
+        self.rec_files = unique(np.concatenate(parts))
         self.t_lo, self.t_hi = lo, hi
         nf = len(self.rec_files)
         size = nf * NL * 2
@@ -281,12 +282,13 @@ class PageContext:
         if prob is None:
             keep = np.arange(n)
         else:
-            forced = np.union1d(top["length"].index, top["dur"].index)
-            keep = np.setdiff1d(np.concatenate(keep_parts), forced, assume_unique=True)
+            forced = unique(np.concatenate([top["length"].index, top["dur"].index]))
+            keep = np.concatenate(keep_parts)
+            keep = keep[~isin(keep, forced)]
             room = SAMPLE_CAP - len(forced)
             if len(keep) > room:
                 keep = rng.choice(keep, room, replace=False)
-            keep = np.union1d(keep, forced)
+            keep = unique(np.concatenate([keep, forced]))
         self.ost_acc = ost_acc
         sampled = len(keep) < n
         fd = np.searchsorted(self.rec_files, r.file_id[keep])
@@ -411,12 +413,12 @@ class PageContext:
                      lay: np.ndarray, op: np.ndarray, ln: np.ndarray) -> None:  # fmt: skip
         r = self.t.records
         off = r.offset[sl]
-        fs = np.isin(lay, FS_CODES)
+        fs = isin(lay, FS_CODES)
         row = stripes.lookup(r.file_id[sl])
         on = fs & (row >= 0)
         if not on.any():
             return
-        self.ost_rec_rows[np.unique(row[on])] = True
+        self.ost_rec_rows[unique(row[on])] = True
         on &= (ln > 0) & (off >= 0) & (stripes.count[np.maximum(row, 0)] > 0)
         dur = np.clip(r.end[sl] - r.start[sl], 0, None)
         for o in (0, 1):

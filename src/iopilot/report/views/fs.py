@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ...model import RECORD_LAYERS
+from ...model.aggregate import isin, unique
 from ...vocabulary import FS_LAYERS
 from .common import NL, OPS, TABLE_LAYERS, Stripes, col, group, num, pack
 from .context import RANK_BARS, TABLE_FILES, PageContext
@@ -77,7 +78,7 @@ def _ost(ctx: PageContext) -> dict[str, Any] | None:
             stripes.add(share_acc, 0, use, np.zeros(len(use), np.int64), ext)
             share_b, _, _ = stripes.finish(share_acc)
             frac = share_b[0] / np.maximum(extent, 1)[stripes.flat_row]
-            on = np.isin(stripes.flat_row, use)
+            on = isin(stripes.flat_row, use)
             fr = np.where(on, frac, 0.0)
             row = stripes.flat_row
             by[0] += fr * rb[row]
@@ -233,7 +234,7 @@ def _ranks(ctx: PageContext) -> dict[str, Any]:
         out["counters"][layer] = {
             "rb": per(rb), "wb": per(wb), "rt": per(rt), "wt": per(wt), "mt": per(mt),
             "ops": per(ops),
-            "shared_files": int(np.unique(c.file_id[~own]).shape[0]),
+            "shared_files": int(unique(c.file_id[~own]).shape[0]),
             "shared_bytes": float((rb + wb)[~own].sum()),
             "shared_ops": float(ops[~own].sum()),
             "shared_time": float((rt + wt + mt)[~own].sum()),

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ...model import RECORD_LAYERS, Trace, display
+from ...model.aggregate import unique
 from ...vocabulary import FS_LAYERS
 from . import phases
 from .common import FS_CODES, TABLE_LAYERS, col, mount_of
@@ -70,7 +71,7 @@ def access_sizes(ctx: PageContext) -> list[dict[str, Any]]:
         k = np.concatenate(keys)
         n = np.concatenate(cnts)
         lay = k >> 56
-        for code in np.unique(lay):
+        for code in unique(lay):
             name = RECORD_LAYERS[int(code)]
             if name in done:
                 continue
