@@ -233,3 +233,22 @@ def test_export_names_each_datasets_file_record_as_darshan_parser_does():
     h5d = [r[3] for r in lines if r[0] == "H5D" and r[2] == "17389075414465034664"]
     assert h5d[-1] == "H5D_FILE_REC_ID"  # after the floating-point counters, as there
     assert "# not exported as counters: DXT_POSIX" in header(tr)
+
+
+@pytest.mark.parametrize("memfd", [True, False])
+def test_what_the_c_library_prints_on_fd_2_is_caught_and_fd_2_restored(monkeypatch, memfd):
+    import os
+
+    from iopilot.sources import darshan_log
+
+    if not memfd:  # kernels or systems without memfd_create: a temporary file
+        monkeypatch.delattr(os, "memfd_create", raising=False)
+    before = os.fstat(2)
+    with darshan_log._CapturedStderr() as err:
+        os.write(2, b"Error: bad block\n  second line \n")
+    assert err.text == "Error: bad block\n  second line"
+    after = os.fstat(2)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+    with darshan_log._CapturedStderr() as quiet:
+        pass
+    assert quiet.text == ""

@@ -396,20 +396,33 @@ class _CapturedStderr:
     """Collect what the C library prints on fd 2, so it never reaches the user raw."""
 
     def __enter__(self) -> _CapturedStderr:
-        import tempfile  # here: most runs never read a Darshan log
-
         self.text = ""
-        self._tmp = tempfile.TemporaryFile()
+        self._fd = _scratch_fd()
         self._saved = os.dup(2)
-        os.dup2(self._tmp.fileno(), 2)
+        os.dup2(self._fd, 2)
         return self
 
     def __exit__(self, *exc: object) -> None:
         os.dup2(self._saved, 2)
         os.close(self._saved)
-        self._tmp.seek(0)
-        self.text = self._tmp.read().decode("utf-8", "replace").strip()
-        self._tmp.close()
+        size = os.lseek(self._fd, 0, os.SEEK_END)
+        data = os.pread(self._fd, size, 0) if size else b""
+        os.close(self._fd)
+        self.text = data.decode("utf-8", "replace").strip()
+
+
+def _scratch_fd() -> int:
+    """An anonymous file: in memory where the kernel offers it (no import of
+    ``tempfile``, which brought ``shutil`` and ``random`` into every report)."""
+    if hasattr(os, "memfd_create"):
+        try:
+            return os.memfd_create("iopilot-stderr", getattr(os, "MFD_CLOEXEC", 0))
+        except OSError:
+            pass
+    import tempfile
+
+    with tempfile.TemporaryFile() as f:  # closes its own descriptor, keeps the copy's file
+        return os.dup(f.fileno())
 
 
 # ----------------------------------------------------------------------------
