@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -117,7 +118,45 @@ def findings(tr: Trace, check_id: str, **overrides: float):
     values.update(overrides)
     d = diagnose(tr, values, only={check_id})
     assert not [w for w in d.warnings if "failed" in w], d.warnings
+    for f in d.findings:
+        keeps_contract(f)
     return d.findings
+
+
+# Column labels are lower case; capitals only for these names and units.
+CAPS = {"POSIX", "STDIO", "MPI-IO", "HDF5", "OST", "OSTs", "MiB", "KiB", "GiB", "MiB/s", "I/O"}
+SNIPPET_LANGS = {"c", "python", "fortran", "sh", "toml", "text"}
+
+
+def _label_ok(label: str) -> bool:
+    words = re.split(r"[ ,()]+", label)
+    return bool(label) and all(w in CAPS or w == w.lower() for w in words)
+
+
+def keeps_contract(f) -> None:
+    """What every finding promises, whatever the check (tests/test_findings_contract.py):
+    sentences, snake_case evidence, lower-case column labels, a file table for
+    the files it counts, snippets with their language, costs never negative."""
+    from iopilot.checks import Level
+
+    where = f"{f.check}: {f.message[:60]}"
+    assert f.message[:1].isupper() or f.message[:1].isdigit(), where
+    assert f.message.endswith("."), where
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", k) for k in f.evidence), (where, f.evidence)
+    assert f.files_total >= len(f.files), where
+    for fe in f.files:
+        assert fe.path and fe.numbers and all(_label_ok(k) for k in fe.numbers), (where, fe)
+    if f.level in (Level.HIGH, Level.WARN):
+        assert f.recommendation.endswith("."), where
+        first = f.recommendation.split()[0]
+        assert first in CAPS or first[:1].isdigit() or (
+            first[:1].isupper() and first[1:] == first[1:].lower()), (where, f.recommendation)
+    if f.snippet:
+        assert f.snippet_lang in SNIPPET_LANGS and f.snippet.strip(), where
+    else:
+        assert f.snippet_lang == "", where
+    assert f.cost_seconds is None or f.cost_seconds >= 0, where
+    assert f.drishti is None or re.fullmatch(r"[A-Z]\d\d", f.drishti), where
 
 
 def only(fs, level=None):

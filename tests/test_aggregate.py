@@ -143,7 +143,8 @@ def test_unique_columns_on_random_pairs():
     assert aggregate.unique_columns(table).tolist() == np.unique(table, axis=1).tolist()
 
 
-@pytest.mark.parametrize("values", [[3.0], [4, 1], [5, 1, 3], [2, 9, 4, 4], [1.5, -2.0, 7.25, 0.0, 3.0]])
+@pytest.mark.parametrize("values", [[3.0], [4, 1], [5, 1, 3], [2, 9, 4, 4],
+                                    [1.5, -2.0, 7.25, 0.0, 3.0]])
 def test_median_is_numpys_median(values):
     assert aggregate.median(np.array(values)) == float(np.median(np.array(values)))
 

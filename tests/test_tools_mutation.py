@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import mutation_sample  # noqa: E402
-import mutation_score  # noqa: E402
+import mutation_sample
+import mutation_score
 
 
 def _meta(base: Path, rel: str, codes: dict[str, int | None]) -> None:

@@ -112,6 +112,8 @@ class Finding:
     locations: list[Location] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if not self.snippet:  # a language names the snippet's; none, no language
+            self.snippet_lang = ""
         listed = [e.where() for e in self.files]
         self.locations = list(dict.fromkeys([*listed, *self.locations]))
 
