@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from iopilot.sources.iopilot_trace import _accounting, _Proc
 
 
@@ -82,3 +85,59 @@ def test_more_than_five_launcher_programs_are_cut_short():
     assert a["summary"].endswith(
         "8 launcher images (l0, l1, l2, l3, l4, ...) not counted as ranks")
     assert a["ranks"] == 0
+
+
+# ---------------------------------------------------------------------------
+# Small pieces of the trace reader, at their edges
+
+
+def test_hdf5_creates_count_as_opens_only_in_the_h5f_layer():
+    from iopilot.sources.iopilot_trace import _h5f_name
+
+    assert _h5f_name("H5F", "CREATES") == "OPENS"  # as Darshan counts them
+    assert _h5f_name("H5D", "CREATES") == "CREATES"
+    assert _h5f_name("POSIX", "CREATES") == "CREATES"
+    assert _h5f_name("H5F", "READS") == "READS"
+
+
+def test_record_file_size_limit_allows_one_cut_record_past_the_limit():
+    from iopilot.sources.iopilot_trace import HEADER, RECORD, _rec_limit
+
+    assert _rec_limit(0) == HEADER.itemsize + RECORD.itemsize
+    assert _rec_limit(10) == HEADER.itemsize + 11 * RECORD.itemsize
+
+
+def test_record_limit_of_processes_without_a_summary(monkeypatch):
+    from iopilot.sources.iopilot_trace import DEFAULT_MAX_RECORDS, _max_records
+
+    monkeypatch.delenv("IOPILOT_MAX_RECORDS", raising=False)
+    assert _max_records() == DEFAULT_MAX_RECORDS
+    monkeypatch.setenv("IOPILOT_MAX_RECORDS", str(DEFAULT_MAX_RECORDS + 1))
+    assert _max_records() == DEFAULT_MAX_RECORDS + 1
+    monkeypatch.setenv("IOPILOT_MAX_RECORDS", "10")  # never below the runtime's own
+    assert _max_records() == DEFAULT_MAX_RECORDS
+    for junk in ("-5", "1e9", "٣", ""):  # not plain ASCII digits: the default
+        monkeypatch.setenv("IOPILOT_MAX_RECORDS", junk)
+        assert _max_records() == DEFAULT_MAX_RECORDS
+
+
+def _recs(**cols):
+    from iopilot.sources.iopilot_trace import RECORD
+
+    r = np.zeros(3, RECORD)
+    for k, v in cols.items():
+        r[k] = v
+    return r
+
+
+def test_record_checks_at_the_edges_of_each_code():
+    from iopilot.errors import InputError
+    from iopilot.sources.iopilot_trace import N_OPS, _check_records
+
+    _check_records(Path("p.rec"), _recs(layer=[0, 1, 4], op=[0, N_OPS - 1, 1]), 0, 5)  # all fine
+    with pytest.raises(InputError, match=r"record 12 has layer code 5 \(5 layers\)"):
+        _check_records(Path("p.rec"), _recs(layer=[0, 0, 5]), 10, 5)
+    with pytest.raises(InputError, match=f"record 1 has operation code {N_OPS}$"):
+        _check_records(Path("p.rec"), _recs(op=[0, N_OPS, 0]), 0, 5)
+    with pytest.raises(InputError, match="record 7 has a"):
+        _check_records(Path("p.rec"), _recs(end=[1.0, np.inf, 0.0]), 6, 5)
