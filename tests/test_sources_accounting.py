@@ -141,3 +141,71 @@ def test_record_checks_at_the_edges_of_each_code():
         _check_records(Path("p.rec"), _recs(op=[0, N_OPS, 0]), 0, 5)
     with pytest.raises(InputError, match="record 7 has a"):
         _check_records(Path("p.rec"), _recs(end=[1.0, np.inf, 0.0]), 6, 5)
+
+
+def test_job_description_fields_as_the_reader_keeps_them(tmp_path):
+    import json
+
+    from iopilot.errors import InputError
+    from iopilot.sources.iopilot_trace import _job_meta
+
+    p = tmp_path / "job.json"
+    assert _job_meta(p) == {}  # none: nothing known
+    p.write_text(json.dumps({"command": ["a", "b"], "start": 10.5, "end": 12, "exit_status": 3,
+                             "signal": None, "mounts": [["/", "ext4"], ["/scratch", "lustre"]],
+                             "other": 1}))  # fmt: skip
+    assert _job_meta(p) == {"command": ["a", "b"], "start": 10.5, "end": 12, "exit_status": 3,
+                            "mounts": [("/", "ext4"), ("/scratch", "lustre")]}  # fmt: skip
+    p.write_text(json.dumps({"start": 1.0}))
+    assert _job_meta(p) == {"start": 1.0}
+    p.write_text(json.dumps({"start": "soon"}))
+    with pytest.raises(InputError, match="job description") as e:
+        _job_meta(p)
+    assert "start" in str(e.value)
+
+
+def _summary(**kw):
+    base = {"nprocs": 4, "notes": [], "cmdline": [], "exe": "/bin/app", "env": {},
+            "ended_by": "exit", "exit_code": 0}  # fmt: skip
+    return base | kw
+
+
+def _ranked(pid, rank, t0=100.0, t_end=5.0, host="h", version=2, **summary):
+    p = proc(pid, rank, "exit")
+    p.summary = None if summary.get("none") else _summary(**summary)
+    p.t0, p.t_end, p.host, p.version = t0, t_end, host, version
+    return p
+
+
+def test_job_from_the_summaries_when_job_json_says_nothing():
+    from iopilot.sources.iopilot_trace import _job
+
+    procs = [
+        _ranked(2, 1, t0=101.0, t_end=9.0, host="n2", cmdline=["./app", "-x"],
+                notes=[[7, "mpiio_hint\tcb_nodes\t2"], [7, "hdf5\tx\ty"], [7, "bare"]]),
+        _ranked(1, 0, t0=100.0, t_end=4.0, host="n1", cmdline=[], exe="/bin/zero",
+                env={"OMP_NUM_THREADS": 4}, notes=[[3, "mpiio_hint\tromio_cb_write\tenable"]]),
+        _ranked(3, None, t0=99.0, t_end=1.0, version=3, exe="/usr/bin/mpirun"),
+    ]
+    j = _job({}, procs, job_start=99.5)
+    assert j.executable == "/bin/zero"  # rank 0's: no command line, so its program
+    assert j.metadata == {"OMP_NUM_THREADS": "4"}
+    assert j.hints == {"cb_nodes": "2", "romio_cb_write": "enable"}
+    assert (j.start, j.end, j.runtime) == (99.5, 110.0, 10.5)  # the last image ends at 101 + 9
+    assert j.nprocs == 4 and j.hosts == {1: "n2", 0: "n1"} and j.mounts == []
+    assert j.format == "iopilot 3" and j.writer == "libiopilot (3 process image(s))"
+
+
+def test_job_json_wins_where_it_speaks():
+    from iopilot.sources.iopilot_trace import _job
+
+    procs = [_ranked(1, 0, cmdline=["./app"]), _ranked(2, 5, nprocs=2)]
+    meta = {"command": ["srun", "./app"], "start": 50.0, "end": 60.5,
+            "mounts": [("/", "ext4")], "exit_status": 1}  # fmt: skip
+    j = _job(meta, procs, job_start=99.0)
+    assert j.executable == "srun ./app" and (j.start, j.end, j.runtime) == (50.0, 60.5, 10.5)
+    assert j.mounts == [("/", "ext4")] and j.exit_status == 1
+    assert j.nprocs == 6  # rank 5 was seen, whatever a summary says
+    assert j.hints is None  # no hint noted: none, not an empty table
+    bare = _job({}, [_ranked(1, 0, cmdline=["./a", "b"])], job_start=100.0)
+    assert bare.executable == "./a b" and bare.runtime == 5.0
