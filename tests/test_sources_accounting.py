@@ -209,3 +209,77 @@ def test_job_json_wins_where_it_speaks():
     assert j.hints is None  # no hint noted: none, not an empty table
     bare = _job({}, [_ranked(1, 0, cmdline=["./a", "b"])], job_start=100.0)
     assert bare.executable == "./a b" and bare.runtime == 5.0
+
+
+def _s(**kw):
+    base = {"ended_by": "exit", "exit_code": 0, "exe": "/bin/app", "records": 10,
+            "records_dropped": 0, "max_records": None, "warnings": [], "stats_missing": 0,
+            "overflows": {}, "nested_calls": 0}  # fmt: skip
+    return base | kw
+
+
+def _with(p, on_disk=10, rec_size=None, cut=False, **summary):
+    p.summary, p.on_disk, p.rec_size, p.cut = _s(**summary), on_disk, rec_size, cut
+    return p
+
+
+def test_every_warning_about_what_a_trace_lacks():
+    from iopilot.sources.iopilot_trace import _warnings
+
+    k1, k2 = proc(15, 5, None, on_disk=7), proc(16, 6, None, on_disk=2)
+    k1.kept, k2.kept = 3, 2
+    procs = [
+        k1, k2,
+        _with(proc(30, None, "exit", fs_bytes=2048), exe="/usr/bin/mpirun"),
+        _with(proc(1, 0, "exit"), on_disk=100, rec_size=5, records=120, records_dropped=30,
+              max_records=150),
+        _with(proc(2, 1, "exit"), records_dropped=5, warnings=["out of memory"]),
+        _with(proc(3, 2, "exit"), on_disk=3, rec_size=1000, cut=True, records=4,
+              stats_missing=2, overflows={"aio": 3, "odd": 1}, nested_calls=4),
+    ]  # fmt: skip
+    tail = ": per-operation views see part of the run (counters are exact)"
+    assert _warnings(procs) == [
+        "2 processes (pid 15, h-15; pid 16, h-16) ended without a summary (killed or crashed): "
+        "their 9 flushed operation records are kept (5 reads and writes analysed), their "
+        "counters are missing",
+        "launcher processes, not ranks: mpirun (pid 30): 2.0 KiB of I/O not analysed",
+        "rank 0 (pid 1) kept 100 operation records (its summary says 120) and dropped 30 "
+        "beyond its limit of 150" + tail,
+        'rank 1 (pid 2) kept 10 operation records and lost 5 because tracing stopped (runtime '
+        'warning: "out of memory")' + tail,
+        "rank 2 (pid 3): its record file holds 3 operation records, its summary says 4: the "
+        "file was cut short" + tail,
+        "h-3.rec: the last record is cut short and was dropped",
+        "rank 2 (pid 3) ran out of table memory for 2 file(s): their counters are missing",
+        "rank 1 (pid 2): runtime warning: out of memory",
+        "rank 2 (pid 3): a runtime table was full: 3 asynchronous I/O operations (aio) could "
+        "not be followed, their I/O is missing or incomplete",
+        "rank 2 (pid 3): a runtime table was full: 1 odd could not be followed, their I/O is "
+        "missing or incomplete",
+        "rank 2 (pid 3): 4 calls made by signal handlers while the runtime was busy were passed "
+        "through, not counted",
+    ]  # fmt: skip
+
+
+def test_warnings_at_their_edges():
+    from iopilot.sources.iopilot_trace import _warnings
+
+    lone = proc(9, 0, None)
+    lone.cut = True
+    assert _warnings([lone]) == [
+        "1 process (pid 9, h-9) ended without a summary (killed or crashed): it flushed no "
+        "operation records, its counters are missing",
+        "h-9.rec: the last record is cut short and was dropped"]  # fmt: skip
+    six = [proc(i, i, None, on_disk=1) for i in range(6)]
+    for p in six:
+        p.kept = 1
+    assert "(pid 0, h-0; pid 1, h-1; pid 2, h-2; pid 3, h-3; pid 4, h-4; and 1 more)" in (
+        _warnings(six)[0])
+    # one short of the limit: records were lost, not dropped at the limit
+    short = _with(proc(1, 0, "exit"), records=120, records_dropped=29, max_records=150)
+    assert "lost 29 because tracing stopped (the runtime left no warning)" in _warnings([short])[0]
+    # the record file as long as the summary says, no drop: nothing to say
+    assert _warnings([_with(proc(1, 0, "exit"), rec_size=99)]) == []
+    launchers = [_with(proc(i, None, "exit", fs_bytes=1024), exe=f"/b/l{i}") for i in range(7)]
+    assert _warnings(launchers)[0].endswith(
+        "l4 (pid 4): 1.0 KiB, and 2 more: 2.0 KiB of I/O not analysed")
