@@ -69,3 +69,63 @@ def test_missing_and_null_fields():
     assert _f({"k": None}).get("k", "int", 7) == 7  # null with a default: the default
     with pytest.raises(InputError, match="should be an integer, not null"):
         _f({"k": None}).get("k", "int")
+
+
+def test_read_bytes_at_the_size_limit_and_one_past(tmp_path):
+    from iopilot.sources.checked import read_bytes
+
+    p = tmp_path / "a.json"
+    for n in (0, 1, 5, 70_000):  # 70,000 spans several reads
+        p.write_bytes(bytes(range(256)) * (n // 256) + b"x" * (n % 256))
+        assert read_bytes(p, n) == p.read_bytes()
+        assert read_bytes(p, n + 1) == p.read_bytes()
+        if n:
+            with pytest.raises(InputError, match=f"too large: {n:,} bytes, limit {n - 1:,}$"):
+                read_bytes(p, n - 1)
+
+
+def test_a_file_that_grows_past_the_limit_while_read_is_too_large(tmp_path):
+    # The size seen at open is within the limit; more bytes arrive before the
+    # read (a job still writing): the read stops one byte past the limit.
+    import os
+
+    from iopilot.sources import checked
+
+    p = tmp_path / "grow.json"
+    p.write_bytes(b"12345")
+    real_open = checked.open_regular
+
+    def open_then_grow(path, limit):
+        fd, size = real_open(path, limit)
+        with open(path, "ab") as f:
+            f.write(b"6789")
+        return fd, size
+
+    checked.open_regular = open_then_grow
+    try:
+        with pytest.raises(InputError, match="too large: more than 7 bytes, limit 7"):
+            checked.read_bytes(p, 7)
+        p.write_bytes(b"12345")
+        assert checked.read_bytes(p, 9) == b"123456789"  # grew, still within the limit
+    finally:
+        checked.open_regular = real_open
+    assert os.path.getsize(p) == 9
+
+
+def test_a_record_file_past_its_limit_says_which_variable_lifts_it(tmp_path):
+    from iopilot.sources.checked import open_regular
+
+    rec, other = tmp_path / "p.rec", tmp_path / "p.names"
+    for f in (rec, other):
+        f.write_bytes(b"x" * 10)
+    with pytest.raises(InputError) as e:
+        open_regular(rec, 9)
+    assert e.value.hint == "more records than the record limit; set IOPILOT_MAX_RECORDS to read it"
+    with pytest.raises(InputError) as e:
+        open_regular(other, 9)
+    assert not e.value.hint
+    fd, size = open_regular(rec, 10)
+    assert size == 10
+    import os
+
+    os.close(fd)
