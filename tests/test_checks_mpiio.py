@@ -87,6 +87,18 @@ def test_aggregators_against_nodes():
     assert findings(_agg("many", two_nodes), "mpiio-aggregators") == []
 
 
+def test_aggregators_on_one_node():
+    one_node = {0: "a", 1: "a"}
+    f = only(findings(_agg("1", one_node), "mpiio-aggregators"), Level.OK)
+    assert f.message == "One collective-buffering aggregator per node (1 on 1 nodes)."
+    f = only(findings(_agg("2", one_node), "mpiio-aggregators"), Level.WARN)
+    assert f.recommendation == "Set cb_nodes to the number of nodes (or a divisor of it)."
+    assert f.snippet == 'MPI_Info_set(info, "cb_nodes", "1");' and f.snippet_lang == "c"
+    f = only(findings(_agg("1", {0: "a", 1: "b", 2: "c"}), "mpiio-aggregators"), Level.INFO)
+    assert f.recommendation == "Raise cb_nodes to the number of nodes if collective I/O is slow."
+    assert f.snippet == 'MPI_Info_set(info, "cb_nodes", "3");' and f.snippet_lang == "c"
+
+
 # ------------------------------------------------- MPI-IO time above POSIX
 
 

@@ -631,3 +631,22 @@ def test_every_shared_log_runs_cleanly(name):
     for f in d.findings:
         assert f.message and f.check in OURS
         assert all(isinstance(v, int | float | str) for v in f.evidence.values())
+
+
+def test_overlapping_writes_list_only_the_files_with_overlaps():
+    # File 1: a conflict between ranks 0 and 1 and one rewrite by rank 0;
+    # file 2: written once, no overlap; file 3: one rewrite by rank 1.
+    rows = [(0, "w", 1, 0, 100, 0.0, 0.1), (1, "w", 1, 50, 100, 0.2, 0.3),
+            (0, "w", 1, 0, 10, 0.4, 0.5),
+            (0, "w", 2, 0, 100, 0.0, 0.1),
+            (1, "w", 3, 0, 100, 0.0, 0.1), (1, "w", 3, 0, 30, 0.1, 0.2)]  # fmt: skip
+    conflict, rewrite = findings(trace(recs=records(rows), nprocs=2), "overlapping-writes")
+    assert conflict.level == Level.WARN and conflict.files_total == 1
+    assert [(e.path, e.numbers) for e in conflict.files] == [
+        ("/data/file1", {"conflicting ranges": 1, "bytes rewritten by another rank": 50,
+                         "bytes written": 210})]  # fmt: skip
+    assert conflict.evidence["files"] == 1 and "on 1 file(s)" in conflict.message
+    assert rewrite.level == Level.INFO and rewrite.files_total == 2
+    assert sorted((e.path, e.numbers["rewrites"], e.numbers["bytes rewritten"])
+                  for e in rewrite.files) == [("/data/file1", 1, 10), ("/data/file3", 1, 30)]
+    assert rewrite.evidence["rewrites"] == 2 and rewrite.evidence["files"] == 2
