@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from iopilot.checks import Level
+from iopilot.checks import Level, advice
 from iopilot.checks.phases import _meta_advice, _straggler_advice, phases
 from kit import counters, findings, only, records, trace
 
@@ -260,3 +260,19 @@ def test_io_phases_use_an_explicit_gap_when_set():
     assert only(findings(tr, "io-phases")).evidence["phases"] == 2
     assert only(findings(tr, "io-phases", phase_gap=0.5)).evidence["phases"] == 3
     assert only(findings(tr, "io-phases", phase_gap=5.0)).evidence["phases"] == 1
+
+
+def test_a_phase_of_two_ranks_not_starting_at_zero_with_a_gap_between_them():
+    # Ranks 1 and 3 write in one phase, rank 2 not at all: two ranks are
+    # enough for a straggler, and the median bytes are over ranks 1 and 3 only.
+    rows = [(1, "w", 1, 0, 100, 0.0, 1.0), (3, "w", 1, 100, 300, 0.0, 4.0)]
+    f = only(findings(trace(recs=records(rows), nprocs=4), "phase-stragglers"), Level.WARN)
+    assert f.evidence == {
+        "layer": "POSIX", "phases": 1, "straggler_phases": 1, "worst_phase": 1,
+        "worst_ratio": 1.6, "worst_rank": 3, "worst_rank_seconds": 4.0, "median_seconds": 2.5,
+        "worst_rank_bytes": 300, "median_bytes": 200, "frequent_stragglers": "3",
+        "source": "records"}  # fmt: skip
+    assert "(on " not in f.message  # no host known
+    assert f.cost_seconds == pytest.approx(1.5)
+    assert [e.numbers["slowest / median"] for e in f.files] == [1.6]
+    assert f.snippet == advice.MPIIO_COLLECTIVE_WRITE and f.snippet_lang == "c"
