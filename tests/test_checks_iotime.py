@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from iopilot.checks import diagnose
@@ -464,3 +465,44 @@ def test_terminal_and_csv_show_time_first(capsys):
     known = [float(c) for c in costs if c]
     assert known and known == sorted(known, reverse=True)
     assert costs == costs[: len(known)] + [""] * (len(costs) - len(known))
+
+
+def _spread(n: int, fr: int, sr: int, ft: float, st: float, total=(2.0, 1.0, 1.0)):
+    from iopilot.checks.iotime import IoTime
+
+    rd, wr, meta = total
+    c = counters("POSIX", [{"file": 1, "rank": -1, "POSIX_F_READ_TIME": rd,
+                            "POSIX_F_WRITE_TIME": wr, "POSIX_F_META_TIME": meta,
+                            "POSIX_FASTEST_RANK": fr, "POSIX_SLOWEST_RANK": sr,
+                            "POSIX_F_FASTEST_RANK_TIME": ft,
+                            "POSIX_F_SLOWEST_RANK_TIME": st}])  # fmt: skip
+    m = IoTime(nprocs=n, run_seconds=10.0, per_rank={}, source={}, spread={})
+    return m.spread_rows(c, np.array([rd + wr + meta])).tolist()
+
+
+def test_shared_rows_follow_the_fastest_and_slowest_rank_times_when_they_fit():
+    # 4 s in all over 4 ranks: rank 2 fastest with 0.4 s, rank 3 slowest with
+    # 2 s; the other 1.6 s evenly over ranks 0 and 1.
+    assert _spread(4, 2, 3, 0.4, 2.0) == pytest.approx([0.8, 0.8, 0.4, 2.0])
+    assert _spread(4, 0, 3, 1.0, 3.0) == pytest.approx([1.0, 0.0, 0.0, 3.0])  # sums to all
+    assert _spread(3, 0, 2, 1.0, 2.0) == pytest.approx([1.0, 1.0, 2.0])  # rank n-1 is a rank
+
+
+@pytest.mark.parametrize(("n", "fr", "sr", "ft", "st"), [
+    (2, 0, 1, 1.0, 3.0),  # two ranks: nothing between fastest and slowest to spread
+    (4, 3, 3, 1.0, 2.0),  # the same rank both
+    (4, 0, 4, 1.0, 2.0),  # a slowest rank past the job's
+    (4, 4, 0, 1.0, 2.0),  # a fastest rank past the job's
+    (4, -1, 2, 1.0, 2.0),
+    (4, 0, -1, 1.0, 2.0),
+    (4, 0, 1, 2.0, 1.0),  # fastest slower than slowest
+    (4, 0, 1, 1.0, 3.1),  # more than the total
+    (4, 0, 1, -0.5, 2.0),
+    (4, 0, 1, 0.0, 0.0),  # no slowest time
+])  # fmt: skip
+def test_shared_rows_that_do_not_fit_are_spread_evenly(n, fr, sr, ft, st):
+    assert _spread(n, fr, sr, ft, st) == pytest.approx([4.0 / n] * n)
+
+
+def test_shared_rows_without_time_are_spread_evenly():
+    assert _spread(4, 0, 1, 0.0, 0.0, total=(0.0, 0.0, 0.0)) == [0.0] * 4
