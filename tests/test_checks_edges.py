@@ -700,3 +700,20 @@ def test_hdf5_chunking_limits(change, flagged):
         assert f.evidence["chunk_bytes"] == 8 * change.get("H5D_CHUNK_SIZE_D1", 8192)
         assert f.evidence["access_bytes"] == change.get("H5D_ACCESS1_ACCESS", 64 * 65536)
         assert f.evidence["datasets"] == 1
+
+
+@pytest.mark.parametrize("kind", ["bytes", "time"])
+def test_shared_imbalance_either_way_round_and_a_slowest_rank_below_the_mean(kind):
+    # Darshan's "fastest" can hold more than its "slowest" (they are by time):
+    # the gap counts either way.  The slowest rank's 1 s is below the mean
+    # rank's 10 s / 4: nothing saved, no negative cost.
+    cid, _, label = _SHARED[kind]
+    slow, fast = (100, 900) if kind == "bytes" else (1.0, 9.0)
+    row = _shared_row(kind, 1, slow, fast)
+    if kind == "bytes":
+        row["POSIX_F_SLOWEST_RANK_TIME"] = 1.0
+    f = only(findings(trace(counters("POSIX", [row]), nprocs=4), cid), Level.HIGH)
+    assert f.evidence == {"files": 1, "max_imbalance": 0.8}
+    assert f.files[0].numbers == {f"slowest rank {label}": slow, f"fastest rank {label}": fast,
+                                  "imbalance %": 80.0}  # fmt: skip
+    assert f.cost_seconds == 0.0
