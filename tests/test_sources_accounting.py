@@ -181,19 +181,22 @@ def test_job_from_the_summaries_when_job_json_says_nothing():
     from iopilot.sources.iopilot_trace import _job
 
     procs = [
-        _ranked(2, 1, t0=101.0, t_end=9.0, host="n2", cmdline=["./app", "-x"],
+        _ranked(2, 1, t0=100.0, t_end=9.0, host="n2", cmdline=["./app", "-x"],
                 notes=[[7, "mpiio_hint\tcb_nodes\t2"], [7, "hdf5\tx\ty"], [7, "bare"]]),
-        _ranked(1, 0, t0=100.0, t_end=4.0, host="n1", cmdline=[], exe="/bin/zero",
+        _ranked(1, 0, t0=101.0, t_end=4.0, host="n1", cmdline=[], exe="/bin/zero",
                 env={"OMP_NUM_THREADS": 4}, notes=[[3, "mpiio_hint\tromio_cb_write\tenable"]]),
         _ranked(3, None, t0=99.0, t_end=1.0, version=3, exe="/usr/bin/mpirun"),
     ]
     j = _job({}, procs, job_start=99.5)
-    assert j.executable == "/bin/zero"  # rank 0's: no command line, so its program
+    # rank 0's, though rank 1 started first; no command line, so its program
+    assert j.executable == "/bin/zero"
     assert j.metadata == {"OMP_NUM_THREADS": "4"}
     assert j.hints == {"cb_nodes": "2", "romio_cb_write": "enable"}
-    assert (j.start, j.end, j.runtime) == (99.5, 110.0, 10.5)  # the last image ends at 101 + 9
+    assert (j.start, j.end, j.runtime) == (99.5, 109.0, 9.5)  # the last image ends at 100 + 9
     assert j.nprocs == 4 and j.hosts == {1: "n2", 0: "n1"} and j.mounts == []
     assert j.format == "iopilot 3" and j.writer == "libiopilot (3 process image(s))"
+    alone = _job({}, [_ranked(1, None, exe="/bin/sh")], job_start=100.0)
+    assert alone.nprocs == 1 and alone.executable == "/bin/sh"  # no rank at all: one
 
 
 def test_job_json_wins_where_it_speaks():
@@ -283,3 +286,31 @@ def test_warnings_at_their_edges():
     launchers = [_with(proc(i, None, "exit", fs_bytes=1024), exe=f"/b/l{i}") for i in range(7)]
     assert _warnings(launchers)[0].endswith(
         "l4 (pid 4): 1.0 KiB, and 2 more: 2.0 KiB of I/O not analysed")
+
+
+def test_exit_status_of_the_job():
+    from iopilot.sources.iopilot_trace import _exit_status
+
+    assert _exit_status({"exit_status": 3, "signal": None}, []) == (3, None)
+    assert _exit_status({"exit_status": -9}, []) == (137, 9)  # killed by signal 9
+    a = proc(1, 1, "exit", 4)
+    b = proc(2, 0, "exit", 0)
+    b2 = proc(2, 0, "exit", 5)  # a later image of the same process
+    b2.image = 1
+    gone = proc(3, 2, None)  # no summary: no code
+    child = proc(4, 3, "exit", 7)
+    for p in (a, b, b2, gone):
+        p.ppid = 99  # started by the launcher, which was not traced
+    child.ppid = 2  # started by another traced process: not the program's own
+    assert _exit_status({}, [a, b, b2, gone, child]) == (5, None)  # rank 0's last image first
+    assert _exit_status({}, [a, b, gone]) == (4, None)  # the first non-zero code
+    ok = [proc(1, 0, "exit", 0), proc(2, 1, "exit", 0)]
+    for p in ok:
+        p.ppid = 99
+    assert _exit_status({}, ok) == (0, None)
+    assert _exit_status({}, [gone]) == (None, None)
+
+
+def test_a_launcher_without_a_known_program_is_unknown():
+    a = _accounting([proc(1, 0, "exit", 0), proc(2, None, "exit", 0, exe="")])
+    assert a["summary"].endswith("1 launcher image (unknown) not counted as ranks")

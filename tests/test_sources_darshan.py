@@ -252,3 +252,34 @@ def test_what_the_c_library_prints_on_fd_2_is_caught_and_fd_2_restored(monkeypat
     with darshan_log._CapturedStderr() as quiet:
         pass
     assert quiet.text == ""
+
+
+def test_impossible_counters_are_named_set_to_zero_and_the_unknown_kept():
+    from iopilot.sources.darshan_log import _clean_counters
+    from kit import counters
+
+    t = counters("POSIX", [
+        {"file": 1, "rank": 0, "POSIX_WRITES": -2, "POSIX_MMAPS": -1,
+         "POSIX_F_WRITE_TIME": -0.5, "POSIX_F_READ_TIME": -1.0},
+        {"file": 2, "rank": -1, "POSIX_WRITES": -4, "POSIX_OPENS": -5,
+         "POSIX_F_WRITE_TIME": 1e-310, "POSIX_F_META_TIME": float("inf")},
+        {"file": 1, "rank": 1, "POSIX_WRITES": -3, "POSIX_F_META_TIME": 2.5},
+    ])  # fmt: skip
+    out = _clean_counters(t, {1: "/data/a"}, nprocs=4)
+    tail = ": set to 0, the checks ignore it"
+    assert out == [
+        "POSIX_OPENS has an impossible value (-5 in the record of <file 0x2>, rank -1)" + tail,
+        "POSIX_WRITES has an impossible value (-2 in the record of /data/a, rank 0 and 1 "
+        "more record(s))" + tail,
+        "POSIX_F_WRITE_TIME has an impossible value (-0.5 in the record of /data/a, rank 0 "
+        "and 1 more record(s))" + tail,
+        "POSIX_F_META_TIME has an impossible value (inf in the record of <file 0x2>, rank -1)"
+        + tail,
+    ]  # fmt: skip
+    assert t["POSIX_WRITES"].tolist() == [0, -4, 0]  # -4 over 4 ranks: "unknown", kept
+    assert t["POSIX_OPENS"].tolist() == [0, 0, 0] and t["POSIX_MMAPS"].tolist() == [-1, 0, 0]
+    assert t["POSIX_F_WRITE_TIME"].tolist() == [0.0, 0.0, 0.0]
+    assert t["POSIX_F_READ_TIME"].tolist() == [-1.0, 0.0, 0.0]  # -1: not monitored
+    assert t["POSIX_F_META_TIME"].tolist() == [0.0, 0.0, 2.5]
+    assert _clean_counters(t, {}, nprocs=4) == []  # clean now
+    assert _clean_counters(counters("POSIX", []), {}, nprocs=1) == []
