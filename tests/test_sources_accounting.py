@@ -314,3 +314,35 @@ def test_exit_status_of_the_job():
 def test_a_launcher_without_a_known_program_is_unknown():
     a = _accounting([proc(1, 0, "exit", 0), proc(2, None, "exit", 0, exe="")])
     assert a["summary"].endswith("1 launcher image (unknown) not counted as ranks")
+
+
+def _row(row, layers=("POSIX", "STDIO")):
+    from iopilot.sources.checked import Fields
+    from iopilot.sources.iopilot_trace import _counter_row
+
+    s = {"layers": list(layers), "counter_names": ["OPENS", "READS"],
+         "fcounter_names": ["F_READ_TIME"]}  # fmt: skip
+    return _counter_row(Fields({}, Path("p.json"), "summary"), s, 3, row)
+
+
+def test_a_counters_row_at_the_edges_of_its_codes():
+    from iopilot.errors import InputError
+
+    assert _row([1, "16", {"1": 5}, {"0": 0.5}]) == (1, 16, {1: 5}, {0: 0.5})
+    assert _row([0, 7, {}, {}]) == (0, 7, {}, {})
+    for row, says in (
+        ([2, 7, {}, {}], "'counters' row 3: layer code 2 is out of range (2 layers)"),
+        ([-1, 7, {}, {}], "layer code -1 is out of range"),
+        ([0, 7, {"2": 1}, {}], "'counters' row 3: counter index '2' is out of range "
+                               "(2 counters)"),
+        ([0, 7, {}, {"1": 1.0}], "counter index '1' is out of range (1 counters)"),
+        ([0, 7, {"x": 1}, {}], "counter index 'x' is out of range"),
+        ([0, 7, {"0": 1.5}, {}], "counter OPENS should be an integer, not a number"),
+        ([0, 7, {}, {"0": "fast"}], "counter F_READ_TIME should be a finite number, not a string"),
+        ([0, 7, [], {}], "counters should be an object"),
+        ([0, "x", {}, {}], "file id 'x' is not a number"),
+        ([0, 7, {}], "'counters' row 3 should be [layer, file id, {...}, {...}]"),
+    ):  # fmt: skip
+        with pytest.raises(InputError) as e:
+            _row(row)
+        assert says in str(e.value), (row, str(e.value))
