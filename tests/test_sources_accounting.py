@@ -346,3 +346,28 @@ def test_a_counters_row_at_the_edges_of_its_codes():
         with pytest.raises(InputError) as e:
             _row(row)
         assert says in str(e.value), (row, str(e.value))
+
+
+def test_file_system_bytes_and_mmaps_from_a_summary():
+    from iopilot.sources.iopilot_trace import _summary_totals
+
+    p = proc(1, 0, "exit")
+    p.summary = {"counter_names": ["OPENS", "MMAPS", "BYTES_READ", "BYTES_WRITTEN"],
+                 "layers": ["POSIX", "MPIIO", "STDIO"],
+                 "counters": [[0, 1, {"1": 2, "2": 100, "3": 50}, {}],
+                              [0, 2, {"2": 7, "0": 3}, {}],
+                              [1, 1, {"2": 1000, "1": 9}, {}],  # MPI-IO: not the file system's
+                              [2, 3, {"3": 5}, {}]]}  # fmt: skip
+    # counter keys are indices once the summary is checked
+    for row in p.summary["counters"]:
+        row[2] = {int(k): v for k, v in row[2].items()}
+    p.fs_bytes, p.mmaps = 99, 99  # counted afresh
+    _summary_totals(p)
+    assert (p.fs_bytes, p.mmaps) == (162, 2)
+    p.summary["counter_names"] = ["OPENS", "NOT_MMAPS", "BYTES_READ", "BYTES_WRITTEN"]
+    _summary_totals(p)
+    assert (p.fs_bytes, p.mmaps) == (162, 0)
+    gone = proc(2, 0, None)
+    gone.fs_bytes = 4
+    _summary_totals(gone)
+    assert gone.fs_bytes == 4  # nothing to count from
