@@ -371,3 +371,28 @@ def test_file_system_bytes_and_mmaps_from_a_summary():
     gone.fs_bytes = 4
     _summary_totals(gone)
     assert gone.fs_bytes == 4  # nothing to count from
+
+
+def test_names_file_entries_at_the_end_of_the_file(tmp_path):
+    import struct
+
+    from iopilot.errors import InputError
+    from iopilot.sources.iopilot_trace import _names_file
+
+    def entry(i: int, name: bytes, pad: bool = True) -> bytes:
+        return struct.pack("<QII", i, len(name), 0) + name + (b"\0" * (-len(name) % 8) if pad
+                                                              else b"")  # fmt: skip
+
+    p = tmp_path / "p.names"
+    p.write_bytes(entry(5, b"/a/b") + entry(6, b"") + entry(7, b"/data/x.h5", pad=False))
+    assert _names_file(p) == {5: "/a/b", 6: "", 7: "/data/x.h5"}  # ends exactly at the name
+    whole = entry(5, b"/a/b")
+    p.write_bytes(whole + entry(6, b"/c")[:16])  # the last entry is exactly its 16-byte head
+    with pytest.raises(InputError, match="the entry at byte 24 has a 2-byte name, past the end "
+                                         r"of the file \(40 bytes\)"):  # fmt: skip
+        _names_file(p)
+    p.write_bytes(whole + entry(6, b"/c")[:15])
+    with pytest.raises(InputError, match="the entry at byte 24 is cut short"):
+        _names_file(p)
+    p.write_bytes(b"")
+    assert _names_file(p) == {}
