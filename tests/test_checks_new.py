@@ -413,3 +413,13 @@ def test_romio_data_sieving_is_read_modify_write(tmp_path, hint):
         assert f["evidence"]["source"] == "records" and f["evidence"]["posix_reads"] >= 2
         # ROMIO read each rank's region (its pieces and the holes between them) back.
         assert f["evidence"]["bytes_read_back"] >= f["evidence"]["mpiio_bytes_written"] - 2 * KiB
+
+
+def test_stdio_message_names_the_median_rank_only_when_there_are_others():
+    f = one(stdio([0.5, 4.0], runtime=10.0))
+    assert f.message.startswith("Rank 1 spends 4 s writing through STDIO, 40.0 % of the 10 s "
+                                "run (1,000 calls; the median rank spends 2.25 s). At stake:")
+    assert f.evidence["median_rank_seconds"] == 2.25 and f.evidence["runtime_seconds"] == 10.0
+    alone = one(stdio([4.0], runtime=10.0))
+    assert alone.message.startswith(
+        "Rank 0 spends 4 s writing through STDIO, 40.0 % of the 10 s run (1,000 calls). At stake:")
