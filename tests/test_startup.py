@@ -52,7 +52,7 @@ def _report_in_process(log: str) -> list[str]:
 
 
 def test_a_report_never_loads_numpy_masked_arrays():
-    # np.unique without index outputs imports numpy.ma (a fifth of a small
+    # np.unique without index outputs imports numpy.ma (about 7 % of a small
     # report's start-up); model.aggregate.unique stands in for it.
     from iopilot.demo import example_dir
 

@@ -59,7 +59,7 @@ def unique(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values of an integer (or NaN-free) array, flattened.
 
     ``np.unique`` without index outputs imports ``numpy.ma`` on its first call
-    (NumPy >= 2.3), a fifth of the start-up of a one-log report; a sort and
+    (NumPy >= 2.3), about 7 % of a one-log report; a sort and
     one comparison give the same answer without it.
     """
     s = np.sort(np.asarray(values).ravel())
