@@ -92,3 +92,21 @@ def test_no_bare_np_unique_in_the_package():
                     and not line.lstrip().startswith(("#", "(first row", "``np.median``")):
                 bare.append(f"{path.name}:{n}")
     assert bare == []
+
+
+def test_a_fleet_summary_collects_garbage_for_its_whole_run():
+    # --summary can run for hours (a centre's archive, a Dask client): the
+    # collector comes back on before the first log, not after the last.
+    from iopilot.demo import example_dir
+
+    log = str(example_dir() / "dxt.darshan")
+    code = ("import contextlib, gc, io, os, sys\nfrom iopilot.report import fleet\n"
+            "seen = []\nstep = fleet.Progress.step\n"
+            "def spy(self, *a, **k):\n    seen.append(gc.isenabled())\n"
+            "    return step(self, *a, **k)\n"
+            "fleet.Progress.step = spy\nfrom iopilot.cli import main\n"
+            f"sys.argv = ['iopilot', 'report', '--summary', '--json', os.devnull, {log!r}]\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main()\n"
+            "print(seen)")
+    assert _run(code).split() == ["[True]"]

@@ -167,8 +167,10 @@ def _summary(args: argparse.Namespace, paths: list[str], thresholds: dict[str, A
     """``report --summary``: one row per job, ranked by I/O core-hours."""
     from functools import partial
 
+    from .._alloc import settled
     from ..report import fleet, json_report
 
+    settled()  # a long run (Dask clients make reference cycles): collect as usual
     progress = fleet.Progress(len(paths))
     if args.scheduler:
         row_of = partial(_job_row, thresholds=thresholds, only=only, scope=scope)
