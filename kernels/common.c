@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,9 +74,17 @@ long k_opt_int(int argc, char **argv, const char *name, long dflt) {
     const char *v = find(argc, argv, name);
     if (!v) return dflt;
     char *end;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end) k_die("%s: not an integer: '%s'", name, v);
-    return x;
+    long x = strtol(v, &end, 10), mult = 1;
+    /* Counts take binary suffixes like sizes (h5bench's "8M particles" is 8 * 2^20). */
+    switch (*end) {
+    case 'k': case 'K': mult = 1L << 10; end++; break;
+    case 'm': case 'M': mult = 1L << 20; end++; break;
+    case 'g': case 'G': mult = 1L << 30; end++; break;
+    default: break;
+    }
+    if (end == v || *end) k_die("%s: not an integer: '%s' (suffixes k, m, g allowed)", name, v);
+    if (x > LONG_MAX / mult || x < LONG_MIN / mult) k_die("%s: too large: '%s'", name, v);
+    return x * mult;
 }
 
 double k_opt_double(int argc, char **argv, const char *name, double dflt) {
@@ -104,8 +113,28 @@ static int listed(const char *arg, const char *const *names) {
     return 0;
 }
 
+/* Print the option table as one JSON line, so drivers know which options
+ * take a value and which are flags without a second copy of the table. */
+static void list_options(const char *const *valued, const char *const *flags) {
+    if (k_rank == 0) {
+        const char *const *lists[2] = {valued, flags};
+        printf("IOPILOT-OPTIONS {\"kernel\": \"%s\"", kernel_name);
+        for (int l = 0; l < 2; l++) {
+            printf(", \"%s\": [", l ? "flags" : "valued");
+            for (const char *const *n = lists[l]; n && *n; n++)
+                printf("%s\"%s\"", n == lists[l] ? "" : ", ", *n);
+            printf("]");
+        }
+        printf("}\n");
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    exit(0);
+}
+
 void k_check_options(int argc, char **argv, const char *const *valued,
                      const char *const *flags, const char *usage) {
+    if (argc == 2 && !strcmp(argv[1], "--list-options")) list_options(valued, flags);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *why = NULL;
         if (listed(arg, valued)) {

@@ -35,7 +35,10 @@ const char *k_opt_str(int argc, char **argv, const char *name, const char *dflt)
 int k_opt_flag(int argc, char **argv, const char *name);
 
 /* Accept only the listed options ("--name value" and "--flag"; both lists end
- * with NULL): anything else prints ``usage`` and stops the job (status 2). */
+ * with NULL): anything else prints ``usage`` and stops the job (status 2).
+ * A lone "--list-options" prints the two lists as one line
+ *   IOPILOT-OPTIONS {"kernel": ..., "valued": [...], "flags": [...]}
+ * and exits 0.  Integer options take k, m, g suffixes (powers of 2). */
 void k_check_options(int argc, char **argv, const char *const *valued,
                      const char *const *flags, const char *usage);
 
