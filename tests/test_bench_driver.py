@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from iopilot.bench.kernels import KERNEL_DIR, summarise
+from iopilot.bench.catalog import KERNELS
+from iopilot.bench.kernels import KERNEL_DIR, failure, kernel_options, summarise
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
 
@@ -48,7 +51,85 @@ def test_bench_terminal_summary(tmp_path):
 def test_kernel_errors_are_one_line(tmp_path):
     p = iopilot("bench", "hacc", "--dir", str(tmp_path), "--layout", "nonsense")
     assert p.returncode == 2
-    assert p.stderr.strip().splitlines()[-1].startswith("iopilot: error: iopilot bench hacc:")
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("iopilot: error: iopilot bench hacc:")
+    assert "nonsense" in last and "---" not in last  # the kernel's words, not mpirun's banner
+
+
+def test_kernel_usage_and_message_reach_the_user(tmp_path):
+    p = iopilot("bench", "ior", "--ranks", "2", "--dir", str(tmp_path), "--bogus")
+    assert p.returncode == 2
+    assert "usage: ior" in p.stderr and "MPI_ABORT" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (
+        "iopilot: error: iopilot bench ior: unknown option '--bogus' (rank 0)")
+
+
+def test_wrong_data_exits_3_with_the_kernels_message(tmp_path):
+    small = ("--block", "64k", "--transfer", "16k")
+    p = iopilot("bench", "ior", "--ranks", "2", "--dir", str(tmp_path), "--write", "--keep", *small)
+    assert p.returncode == 0, p.stderr
+    f = tmp_path / "iopilot-ior.dat"
+    data = bytearray(f.read_bytes())
+    data[70_000] ^= 0xFF  # rank 1's block
+    f.write_bytes(bytes(data))
+    p = iopilot("bench", "ior", "--ranks", "2", "--dir", str(tmp_path), "--read", *small)
+    assert p.returncode == 3, p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert "verification failed" in last and "offset 70000" in last
+    data[70_000] ^= 0xFF  # put it back: the same command passes
+    f.write_bytes(bytes(data))
+    p = iopilot("bench", "ior", "--ranks", "2", "--dir", str(tmp_path), "--read", *small)
+    assert p.returncode == 0, p.stderr
+
+
+def test_keep_reaches_the_kernel_and_keeps_the_directory():
+    small = ("--block", "64k", "--transfer", "16k")
+    p = iopilot("bench", "ior", "--keep", *small)
+    assert p.returncode == 0, p.stderr
+    kept = re.search(r"kernel files kept in (\S+)", p.stderr)
+    assert kept, p.stderr
+    d = Path(kept.group(1))
+    try:
+        assert (d / "iopilot-ior.dat").stat().st_size == 64 * 1024
+    finally:
+        shutil.rmtree(d)
+    p = iopilot("bench", "ior", *small)
+    assert p.returncode == 0 and "kept" not in p.stderr
+
+
+def test_failure_reasons_from_stderr():
+    banner = "-" * 74
+    usage = "usage: k [--a N]\n  defaults: none"
+    e = failure("k", 2, f"{usage}\nk: error (rank 1): --a: not an integer: 'x'\n{banner}\n"
+                        f"MPI_ABORT was invoked on rank 1\n{banner}\n")  # fmt: skip
+    assert (e.status, e.reason, e.usage) == (2, "--a: not an integer: 'x' (rank 1)", usage)
+    e = failure("k", 3, "k: verification failed (rank 0): f: byte at offset 5 is 0x00\n")
+    assert e.status == 3 and e.reason == "verification failed: f: byte at offset 5 is 0x00 (rank 0)"
+    e = failure("k", 1, f"{banner}\nmpirun noticed that process rank 0 exited on signal 11\n"
+                        f"(Segmentation fault).\n{banner}\nlater text\n")  # fmt: skip
+    assert e.status == 2
+    assert e.reason == ("mpirun noticed that process rank 0 exited on signal 11 "
+                        "(Segmentation fault).")
+    assert failure("k", 7, "").reason == "exit status 7"
+    assert failure("k", -9, "").reason.startswith("killed by signal 9")
+    assert str(failure("k", 7, "")) == "iopilot bench k: exit status 7"
+
+
+def test_every_kernel_lists_its_options():
+    for name in KERNELS:
+        valued, flags = kernel_options(name)
+        assert valued and not (valued & flags), name
+    valued, flags = kernel_options("ior")
+    assert {"transfer", "iterations", "block"} <= valued and {"keep", "fsync"} <= flags
+
+
+def test_counts_take_binary_suffixes(tmp_path):
+    p = iopilot("bench", "vpicio", "--dir", str(tmp_path), "--json", "--particles", "1k",
+                "--steps", "1")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["params"]["particles"] == 1024
+    p = iopilot("bench", "vpicio", "--dir", str(tmp_path), "--particles", "1x", "--steps", "1")
+    assert p.returncode == 2 and "not an integer: '1x'" in p.stderr
 
 
 def test_summary_uses_bytes_moved_over_time():

@@ -8,13 +8,16 @@ Nothing is compiled at run time.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ KERNEL_DIR = REPO / "build" / "kernels"
 MiB = 1024 * 1024
 MD_PHASES = ("create", "stat", "read", "remove")
 RESULT_TAG = "IOPILOT-RESULT "
+OPTIONS_TAG = "IOPILOT-OPTIONS "
 
 
 def kernel_path(name: str) -> Path:
@@ -47,6 +51,66 @@ def mpirun_command(ranks: int) -> list[str]:
     return cmd
 
 
+class KernelFailed(InputError):
+    """A kernel run that stopped: the kernel's own message, the usage it
+    printed (if any) and the exit status to pass on (3: data read back wrong)."""
+
+    def __init__(self, name: str, reason: str, status: int = 2, usage: str = "") -> None:
+        super().__init__(f"iopilot bench {name}", reason)
+        self.status, self.usage = status, usage
+
+
+# What a kernel prints when it stops (kernels/common.c: stop()).
+_KERNEL_STOP = re.compile(r"^[\w-]+: (error|verification failed) \(rank (\d+)\): (.*)$")
+_BANNER = re.compile(r"^-{10,}$")
+
+
+def failure(name: str, status: int, stderr: str) -> KernelFailed:
+    """Why a kernel run failed, from its stderr: the kernel's own line when it
+    printed one, else the first paragraph of mpirun's (a crash, a launch error)."""
+    lines = stderr.splitlines()
+    usage: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith("usage:"):
+            usage = [line]
+            usage += [x for x in itertools.takewhile(lambda x: x.startswith(" "), lines[i + 1 :])]
+            break
+    for line in lines:
+        m = _KERNEL_STOP.match(line.strip())
+        if m:
+            what, rank, msg = m.groups()
+            code = 3 if what == "verification failed" else 2
+            reason = f"{msg} (rank {rank})" if what == "error" else f"{what}: {msg} (rank {rank})"
+            return KernelFailed(name, reason, code, "\n".join(usage))
+    # No line of the kernel's: mpirun's own message, between its banners.
+    paragraph: list[str] = []
+    for line in lines:
+        text = line.strip()
+        if _BANNER.match(text) or not text:
+            if paragraph:
+                break
+            continue
+        paragraph.append(text)
+    reason = " ".join(paragraph)[:400] or f"exit status {status}"
+    if status < 0:
+        reason = f"killed by signal {-status}: {reason}"
+    return KernelFailed(name, reason, 2, "\n".join(usage))
+
+
+@cache
+def kernel_options(name: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The kernel's options as (valued, flags), names without the leading dashes;
+    asked of the kernel itself so there is one table of them (in its C source)."""
+    p = subprocess.run([str(kernel_path(name)), "--list-options"], capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    for line in p.stdout.splitlines():
+        if line.startswith(OPTIONS_TAG):
+            d = json.loads(line[len(OPTIONS_TAG) :])
+            return (frozenset(v.lstrip("-") for v in d["valued"]),
+                    frozenset(f.lstrip("-") for f in d["flags"]))  # fmt: skip
+    raise failure(name, p.returncode, p.stderr)
+
+
 def run_kernel(
     name: str,
     ranks: int,
@@ -56,7 +120,7 @@ def run_kernel(
     timeout: float | None = None,
     cwd: Path | None = None,
 ) -> dict[str, Any]:
-    """Run one kernel; return its parsed result (raises InputError on failure)."""
+    """Run one kernel; return its parsed result (raises KernelFailed on failure)."""
     argv = [*mpirun_command(ranks), str(kernel_path(name)), *args]
     if trace_dir is not None:
         argv = [sys.executable, "-m", "iopilot", "run", "--trace-only", "--trace-dir",
@@ -64,8 +128,7 @@ def run_kernel(
     p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd)
     lines = [x for x in p.stdout.splitlines() if x.startswith(RESULT_TAG)]
     if p.returncode != 0 or not lines:
-        why = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
-        raise InputError(f"iopilot bench {name}", why)
+        raise failure(name, p.returncode, p.stderr)
     result = json.loads(lines[-1][len(RESULT_TAG) :])
     result["summary"] = summarise(result)
     return result
@@ -160,14 +223,24 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(args: Any, kernel_args: Sequence[str]) -> int:
+    kernel_args = list(kernel_args)
+    if args.keep and "keep" in kernel_options(args.bench)[1] and "--keep" not in kernel_args:
+        kernel_args.append("--keep")  # the kernel's files too, not only the directory
     workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     trace = Path(args.trace) if args.trace else None
     try:
         result = run_kernel(args.bench, args.ranks, kernel_args, trace_dir=trace, cwd=workdir)
+    except KernelFailed as e:
+        if e.usage:
+            print(e.usage, file=sys.stderr)
+        print(f"iopilot: error: {e}", file=sys.stderr)
+        return e.status
     finally:
         if not args.dir and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
+        elif args.keep and not args.dir:
+            print(f"iopilot: kernel files kept in {workdir}", file=sys.stderr)
     if args.json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
