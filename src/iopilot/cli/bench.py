@@ -49,7 +49,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
                    help="one axis of the grid (repeatable); NAME 'ranks' or a kernel option")
     w.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="a fixed kernel option for every run")
+                   help="a fixed kernel option for every run (flags: NAME=1 or NAME=0)")
+    w.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="runs per point: medians and spreads, and wins only beyond the noise")
     w.add_argument("--out", default="sweep-output", help="where the table and plot go")
     w.add_argument("--dir", help="working directory of the kernel (default: temporary)")
     h = bsub.add_parser("html", help="time, memory and size of the HTML report")
