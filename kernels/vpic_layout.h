@@ -1,5 +1,7 @@
 /* The VPIC-IO particle layout, shared by the writer (vpicio) and the reader
- * (bdcats) so that every value read can be checked against what was written. */
+ * (bdcats) so that every value read can be checked against what was written.
+ * Names, order and types are h5bench's (h5bench_patterns/h5bench_write.c):
+ * x y z px py pz id_2 are 32-bit floats, id_1 is a 32-bit int. */
 #ifndef IOPILOT_VPIC_LAYOUT_H
 #define IOPILOT_VPIC_LAYOUT_H
 
@@ -7,8 +9,8 @@
 
 #define NVARS 8
 
-static const char *const var_name[NVARS] = {"x", "y", "z", "id1", "id2", "px", "py", "pz"};
-static const int var_is_int[NVARS] = {0, 0, 0, 1, 1, 0, 0, 0};
+static const char *const var_name[NVARS] = {"x", "y", "z", "px", "py", "pz", "id_1", "id_2"};
+static const int var_is_int[NVARS] = {0, 0, 0, 0, 0, 0, 1, 0};
 
 /* Deterministic 32 bits per (global particle index, variable, step). */
 static inline uint32_t vpic_hash(long long g, int var, int step) {
@@ -18,6 +20,14 @@ static inline uint32_t vpic_hash(long long g, int var, int step) {
     x *= 0xD6E8FEB86659FD93ULL;
     x ^= x >> 32;
     return (uint32_t)x;
+}
+
+/* Floats are 24-bit integers / 256: exact in float32, so readers compare with ==. */
+static inline float vpic_float(long long g, int var, int step) {
+    return (float)(vpic_hash(g, var, step) >> 8) / 256.0f;
+}
+static inline int32_t vpic_int(long long g, int var, int step) {
+    return (int32_t)vpic_hash(g, var, step);
 }
 
 #endif

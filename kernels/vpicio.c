@@ -1,11 +1,12 @@
 /* VPIC-IO: the particle write of h5bench's VPIC-IO benchmark.
  *
- * Every time step, each rank writes its N particles as 8 variables
- * (x, y, z, px, py, pz: float32; id1, id2: int32) into eight 1-D datasets of
- * one shared HDF5 file.  As in h5bench the file is created once and holds
- * one group per step: /Timestep_<s>/{x,y,z,id1,id2,px,py,pz}, each dataset
- * sized to the total particle count.  A rank's hyperslab starts at the
- * prefix sum of the particle counts of the ranks before it (MPI_Exscan).
+ * Every time step, each rank writes its N particles as 8 variables into
+ * eight 1-D contiguous datasets of one shared HDF5 file, with h5bench's
+ * names and types: x, y, z, px, py, pz, id_2 (float32) and id_1 (int32).
+ * As in h5bench the file is created once and holds one group per step,
+ * /Timestep_<s>, each dataset sized to the total particle count, and no
+ * attributes.  A rank's hyperslab starts at the prefix sum of the particle
+ * counts of the ranks before it (MPI_Exscan).
  *
  * The values are a pure function of (global particle index, variable, step),
  * and the global index is (rank's prefix + particle index), so bdcats.c can
@@ -15,8 +16,13 @@
  * One k_iteration per step: open_s = group + dataset creation (plus the file
  * creation in step 0), write_s = the 8 H5Dwrite calls, close_s = dataset and
  * group closes (plus H5Fclose, which flushes the metadata, in the last step).
- * meta_ops counts H5Fcreate, H5Gcreate and H5Dcreate calls.  --compute sleeps
- * between steps; that time is in no phase and is reported as a note. */
+ * --delay-close D (h5bench's DELAYED_CLOSE_TIMESTEPS) keeps a step's datasets
+ * and group open until step s + D closes them; the last step closes all.
+ * meta_ops counts H5Fcreate, H5Gcreate and H5Dcreate calls.  Every time is
+ * the slowest rank's (k_iteration takes the maximum; h5bench prints rank
+ * 0's).  --compute sleeps after each step but the last, as h5bench's
+ * EMULATED_COMPUTE_TIME_PER_TIMESTEP; that time is in no phase and is the
+ * extra field compute_s (slowest rank; 0 after the last step). */
 #include "common.h"
 #include "vpic_layout.h"
 
@@ -31,16 +37,10 @@
 static const char usage[] =
     "usage: vpicio [--file PATH] [--particles N] [--steps S] [--collective]\n"
     "              [--coll-metadata] [--align THRESHOLD:ALIGNMENT] [--chunk N]\n"
-    "              [--compute SECONDS]\n"
+    "              [--compute SECONDS] [--delay-close STEPS]\n"
     "  writes PATH (default vpicio.h5) with groups Timestep_0..S-1, each holding\n"
-    "  x y z px py pz (float32) and id1 id2 (int32) of N particles per rank\n";
+    "  x y z px py pz id_2 (float32) and id_1 (int32) of N particles per rank\n";
 
-
-/* Floats are 24-bit integers / 256: exact in float32, so readers compare with ==. */
-static float vpic_float(long long g, int var, int step) {
-    return (float)(vpic_hash(g, var, step) >> 8) / 256.0f;
-}
-static int32_t vpic_int(long long g, int var, int step) { return (int32_t)vpic_hash(g, var, step); }
 
 static long long h5(long long status, const char *what) {
     if (status < 0) k_die("%s failed", what);
@@ -50,7 +50,7 @@ static long long h5(long long status, const char *what) {
 /* Reject unknown options before touching any file. */
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--file", "--particles", "--steps", "--align",
-                                         "--chunk", "--compute", NULL};
+                                         "--chunk", "--compute", "--delay-close", NULL};
     static const char *const flags[] = {"--collective", "--coll-metadata", NULL};
     k_check_options(argc, argv, valued, flags, usage);
 }
@@ -87,10 +87,12 @@ int main(int argc, char **argv) {
     const char *align = k_opt_str(argc, argv, "--align", NULL);
     long long chunk = k_opt_int(argc, argv, "--chunk", 0);
     double compute = k_opt_double(argc, argv, "--compute", 0.0);
+    long delay = k_opt_int(argc, argv, "--delay-close", 0);
     if (n < 1) k_die("--particles must be >= 1");
     if (steps < 1) k_die("--steps must be >= 1");
     if (chunk < 0) k_die("--chunk must be >= 0 (0: contiguous)");
     if (compute < 0) k_die("--compute must be >= 0");
+    if (delay < 0) k_die("--delay-close must be >= 0");
     long long threshold = 0, alignment = 0;
     if (align) {
         char *end;
@@ -115,6 +117,7 @@ int main(int argc, char **argv) {
     k_param_str("align", align ? align : "none");
     k_param_int("chunk", chunk_elems);
     k_param_str("compute", k_opt_str(argc, argv, "--compute", "0"));
+    k_param_int("delay_close", delay);
     k_note("one file, one group Timestep_<s> per step, 8 1-D datasets of %lld elements", total);
 
     /* Buffers are allocated once; values are refilled per step outside the timed phases. */
@@ -145,7 +148,10 @@ int main(int argc, char **argv) {
     hid_t memspace = h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
 
     hid_t file = -1;
-    double compute_total = 0;
+    /* Dataset and group ids of every step (8 + 1 each), closed `delay` steps late. */
+    hid_t *handles = malloc((size_t)steps * (NVARS + 1) * sizeof(hid_t));
+    if (!handles) k_die("out of memory for %ld steps", steps);
+    int closed = 0; /* first step whose ids are still open */
     for (int s = 0; s < steps; s++) {
         for (long long i = 0; i < n; i++)
             for (int v = 0; v < NVARS; v++) {
@@ -153,7 +159,7 @@ int main(int argc, char **argv) {
                 else ((float *)buf[v])[i] = vpic_float(offset + i, v, s);
             }
         k_iter it = {.verified = -1};
-        hid_t dset[NVARS];
+        hid_t *dset = handles + (size_t)s * (NVARS + 1), group;
         char group_name[64];
         snprintf(group_name, sizeof group_name, "Timestep_%d", s);
         k_barrier();
@@ -163,8 +169,8 @@ int main(int argc, char **argv) {
             file = h5(H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate");
             it.meta_ops++;
         }
-        hid_t group = h5(H5Gcreate2(file, group_name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                         "H5Gcreate2");
+        group = dset[NVARS] = h5(H5Gcreate2(file, group_name, H5P_DEFAULT, H5P_DEFAULT,
+                                            H5P_DEFAULT), "H5Gcreate2");
         it.meta_ops++;
         for (int v = 0; v < NVARS; v++) {
             hid_t type = var_is_int[v] ? H5T_STD_I32LE : H5T_IEEE_F32LE;
@@ -180,22 +186,29 @@ int main(int argc, char **argv) {
             it.bytes_written += n * 4;
         }
         double t2 = k_now();
-        for (int v = 0; v < NVARS; v++) h5(H5Dclose(dset[v]), "H5Dclose");
-        h5(H5Gclose(group), "H5Gclose");
+        /* Steps up to s - delay, and in the last step every step still open. */
+        int upto = s == steps - 1 ? s : s - (int)delay;
+        for (; closed <= upto; closed++) {
+            hid_t *h = handles + (size_t)closed * (NVARS + 1);
+            for (int v = 0; v < NVARS; v++) h5(H5Dclose(h[v]), "H5Dclose");
+            h5(H5Gclose(h[NVARS]), "H5Gclose");
+        }
         if (s == steps - 1) h5(H5Fclose(file), "H5Fclose");
         double t3 = k_now();
 
         it.open_s = t1 - t0;
         it.write_s = t2 - t1;
         it.close_s = t3 - t2;
+        /* Emulated computation after each step but the last (h5bench's
+         * EMULATED_COMPUTE_TIME_PER_TIMESTEP), timed on every rank. */
+        double compute_s = compute > 0 && s < steps - 1 ? sleep_for(compute) : 0.0;
+        if (compute > 0) k_extra_time("compute_s", compute_s);
         k_iteration(&it);
-        /* Emulated computation between steps, as h5bench's EMULATED_COMPUTE_TIME_PER_TIMESTEP. */
-        if (compute > 0 && s < steps - 1) compute_total += sleep_for(compute);
     }
     if (compute > 0)
-        k_note("emulated compute (sleep): %.3f s on rank 0 over %ld gaps, in no phase time",
-               compute_total, steps - 1);
+        k_note("emulated compute (sleep) after each step but the last: compute_s, in no phase");
 
+    free(handles);
     H5Sclose(memspace);
     H5Sclose(filespace);
     H5Pclose(dxpl);

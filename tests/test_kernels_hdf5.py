@@ -48,8 +48,10 @@ def as_float(h: np.ndarray) -> np.ndarray:
     return (h >> np.uint32(8)).astype(np.float32) / np.float32(256)
 
 
-VPIC_VARS = ("x", "y", "z", "id1", "id2", "px", "py", "pz")
-VPIC_INT = {"id1", "id2"}
+# h5bench's VPIC-IO datasets (h5bench_patterns/h5bench_write.c), in its order:
+# all float32 but id_1, an int32.
+VPIC_VARS = ("x", "y", "z", "px", "py", "pz", "id_1", "id_2")
+VPIC_INT = {"id_1"}
 
 
 def vpic_expected(g: np.ndarray, name: str, step: int) -> np.ndarray:
@@ -119,17 +121,21 @@ def kernel_result(kdir: Path, np_: int, kernel: str, *args: str, cwd: Path) -> d
 # VPIC-IO
 
 
-def check_vpic_file(path: Path, total: int, steps: int) -> None:
+def check_vpic_file(path: Path, total: int, steps: int, chunk: int | None = None) -> None:
+    """h5bench's layout exactly: groups, names, dtypes, shapes, no attributes."""
     g = np.arange(total)
     with h5py.File(path, "r") as f:
-        assert sorted(f) == [f"Timestep_{s}" for s in range(steps)]
+        assert sorted(f) == sorted(f"Timestep_{s}" for s in range(steps))
+        assert list(f.attrs) == []
         for s in range(steps):
             grp = f[f"Timestep_{s}"]
+            assert isinstance(grp, h5py.Group) and list(grp.attrs) == []
             assert sorted(grp) == sorted(VPIC_VARS)
             for name in VPIC_VARS:
                 ds = grp[name]
                 assert ds.shape == (total,)
-                assert ds.dtype == np.dtype("<i4" if name in VPIC_INT else "<f4")
+                assert ds.chunks == (None if chunk is None else (chunk,)), name
+                assert ds.dtype == np.dtype("<i4" if name in VPIC_INT else "<f4"), name
                 np.testing.assert_array_equal(ds[...], vpic_expected(g, name, s), err_msg=name)
 
 
@@ -148,6 +154,7 @@ def test_vpicio_writes_what_it_reports(kernels, tmp_path, np_):
         assert it["bytes_read"] == 0 and it["read_ops"] == 0
         assert it["verified"] is None
         assert it["open_s"] > 0 and it["write_s"] > 0 and it["close_s"] > 0
+        assert "compute_s" not in it and "check_s" not in it
     check_vpic_file(path, np_ * n, 2)
 
 
@@ -168,12 +175,15 @@ def test_vpicio_chunked_with_compute(kernels, tmp_path):
     path = tmp_path / "chunked.h5"
     res = kernel_result(kernels, 4, "vpicio", "--file", str(path), "--particles", "500",
                         "--chunk", "300", "--steps", "3", "--compute", "0.05",
-                        cwd=tmp_path)  # fmt: skip
+                        "--delay-close", "2", cwd=tmp_path)  # fmt: skip
     assert [it["bytes_written"] for it in res["iterations"]] == [4 * 500 * 32] * 3
     assert any("emulated compute" in note for note in res["notes"])
-    check_vpic_file(path, 2000, 3)
-    with h5py.File(path, "r") as f:
-        assert f["Timestep_2/x"].chunks == (300,)
+    assert res["params"]["delay_close"] == 2
+    # A sleep after each step but the last, measured (never the target copied).
+    comp = [it["compute_s"] for it in res["iterations"]]
+    assert all(0.05 <= c < 5 for c in comp[:2]) and comp[2] == 0
+    assert len({c for c in comp[:2]}) == 2
+    check_vpic_file(path, 2000, 3, chunk=300)
 
 
 # --------------------------------------------------------------------------
@@ -202,7 +212,31 @@ BDCATS_MODES = {
     "full": ["full"], "partial": ["partial", "--fraction", "0.3"],
     "strided": ["strided", "--stride", "3"], "full-coll": ["full", "--collective"],
     "strided-coll": ["strided", "--stride", "7", "--collective"],
+    "full-n": ["full", "--particles", "333"], "partial-n": ["partial", "--particles", "17"],
+    "blocks": ["strided", "--stride", "5", "--block", "2"],
+    "blocks-k": ["strided", "--stride", "4", "--block", "3", "--blocks", "10", "--collective"],
 }  # fmt: skip
+
+
+def bdcats_per_rank(mode: list[str], counts: list[int]) -> list[int]:
+    """Particles each reader rank reads, as the usage of bdcats defines them."""
+    opt = dict(zip(mode[1::2], mode[2::2], strict=False))
+    if "--particles" in opt:
+        return [int(opt["--particles"])] * len(counts)
+    if mode[0] == "full":
+        return counts
+    if mode[0] == "partial":
+        return [int(c * float(opt["--fraction"])) for c in counts]
+    stride, block = int(opt["--stride"]), int(opt.get("--block", 1))
+    if "--blocks" in opt:
+        return [int(opt["--blocks"]) * block] * len(counts)
+    return [((c - block) // stride + 1) * block for c in counts]
+
+
+def test_bdcats_per_rank_counts():
+    # The expectations above, by hand: 10 particles, stride 4, block 3 -> 0-2, 4-6.
+    assert bdcats_per_rank(["strided", "--stride", "4", "--block", "3"], [10, 9, 6]) == [6, 6, 3]
+    assert bdcats_per_rank(["strided", "--stride", "3"], [10, 9]) == [4, 3]
 
 
 @pytest.mark.parametrize("np_", [1, 3, 4])
@@ -210,14 +244,7 @@ BDCATS_MODES = {
 def test_bdcats_reads_and_verifies(kernels, vpic_file, tmp_path, np_, mode):
     res = kernel_result(kernels, np_, "bdcats", "--file", str(vpic_file), "--steps",
                         str(VPIC_STEPS), "--mode", *mode, cwd=tmp_path)  # fmt: skip
-    counts = blocks(VPIC_TOTAL, np_)
-    if mode[0] == "full":
-        per_rank = counts
-    elif mode[0] == "partial":
-        per_rank = [int(c * 0.3) for c in counts]
-    else:
-        stride = int(mode[2])
-        per_rank = [-(-c // stride) for c in counts]
+    per_rank = bdcats_per_rank(mode, blocks(VPIC_TOTAL, np_))
     assert res["params"]["total_particles"] == VPIC_TOTAL
     assert len(res["iterations"]) == VPIC_STEPS
     for it in res["iterations"]:
@@ -225,6 +252,29 @@ def test_bdcats_reads_and_verifies(kernels, vpic_file, tmp_path, np_, mode):
         assert it["read_ops"] == 8 * sum(1 for c in per_rank if c)
         assert it["bytes_written"] == 0
         assert it["verified"] is True
+        # The check is timed on its own, never inside read_s.
+        assert 0 <= it["check_s"] < 30 and "compute_s" not in it
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--mode", "full", "--particles", "1002"], "has only 1001 of the 4004"),
+    (["--mode", "strided", "--stride", "2", "--block", "3"], "block <= stride"),
+    (["--mode", "strided", "--stride", "4", "--blocks", "252"], "only 251 blocks"),
+    (["--mode", "partial", "--particles", "5", "--fraction", "0.5"], "give one"),
+    (["--mode", "strided", "--particles", "5"], "--particles"),
+])  # fmt: skip
+def test_bdcats_bad_selection(kernels, vpic_file, tmp_path, args, message):
+    r = run(kernels, 4, "bdcats", "--file", str(vpic_file), *args, cwd=tmp_path, status=2)
+    assert message in r.stderr
+
+
+def test_bdcats_largest_selection_fits(kernels, vpic_file, tmp_path):
+    # The other side of the limits above: exactly the block, exactly 251 blocks.
+    for args in (["--mode", "full", "--particles", "1001"],
+                 ["--mode", "strided", "--stride", "4", "--blocks", "251"]):  # fmt: skip
+        res = kernel_result(kernels, 4, "bdcats", "--file", str(vpic_file), *args,
+                            cwd=tmp_path)  # fmt: skip
+        assert res["iterations"][0]["verified"] is True
 
 
 def test_bdcats_detects_a_wrong_byte(kernels, vpic_file, tmp_path):
@@ -238,7 +288,7 @@ def test_bdcats_detects_a_wrong_byte(kernels, vpic_file, tmp_path):
         byte = fh.read(1)[0]
         fh.seek(where)
         fh.write(bytes([byte ^ 0xFF]))
-    r = run(kernels, 4, "bdcats", "--file", str(bad), "--steps", "2", cwd=tmp_path, status=3)
+    r = run(kernels, 2, "bdcats", "--file", str(bad), "--steps", "2", cwd=tmp_path, status=3)
     assert "verification failed" in r.stderr
     assert f"Timestep_1/py[{particle}]" in r.stderr
 
