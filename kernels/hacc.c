@@ -18,9 +18,18 @@
  * Values are a function of (global particle index, variable); pid is the
  * global index itself.  Raw MPI-IO files hold native (little-endian) bytes.
  *
- * One k_iteration: open_s = file create (+ dataset creates) and, with
- * --read, the reopen; write_s / read_s = the data calls; close_s = all
- * closes.  meta_ops counts file creates/opens and dataset creates/opens. */
+ * --read reads the file back after writing it; --read-only reads and checks
+ * a file an earlier run wrote (same ranks, --particles, --vary, --fpp and
+ * --layout), without writing.  Every value of every variable is compared
+ * with the pattern; the first wrong one stops the job with exit status 3 and
+ * names the file, the variable, the particle, its element in the dataset
+ * and, for raw files, its byte offset.
+ *
+ * One k_iteration: open_s = file create (+ dataset creates) and/or the
+ * (re)open; write_s / read_s = the data calls; close_s = all closes, each the
+ * slowest rank's.  The check runs after the read pass, outside read_s, and
+ * is the extra field check_s (slowest rank; only when reading).  meta_ops
+ * counts file creates/opens and dataset creates/opens. */
 #include "common.h"
 
 #include <hdf5.h>
@@ -43,13 +52,14 @@ static const char *const layout_name[] = {"mpiio", "hdf5-datasets", "hdf5-compou
 
 static const char usage[] =
     "usage: hacc [--layout mpiio|hdf5-datasets|hdf5-compound|hdf5-multi] [--file PATH]\n"
-    "            [--particles N] [--vary] [--collective] [--fpp] [--read]\n"
+    "            [--particles N] [--vary] [--collective] [--fpp] [--read | --read-only]\n"
     "  writes N particles per rank (38 bytes each) to PATH (PATH.<rank> with --fpp)\n";
 
 static struct {
     enum layout layout;
     int collective, fpp;
     long long count, prefix, total;   /* this rank's particles; file position and size */
+    long long first;                  /* global index of this rank's first particle */
     MPI_Comm comm;                    /* the ranks sharing the file */
     char path[4096];
 } cfg;
@@ -61,7 +71,8 @@ static long long h5(long long status, const char *what) {
 
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--layout", "--file", "--particles", NULL};
-    static const char *const flags[] = {"--vary", "--collective", "--fpp", "--read", NULL};
+    static const char *const flags[] = {"--vary", "--collective", "--fpp", "--read",
+                                        "--read-only", NULL};
     k_check_options(argc, argv, valued, flags, usage);
 }
 
@@ -217,12 +228,49 @@ static void hdf5_pass(int writing, void **col, void *packed, k_iter *it) {
     H5Pclose(fapl);
 }
 
+static void show(int v, const unsigned char *bytes, char *out, size_t cap) {
+    if (v < 7) {
+        float f;
+        memcpy(&f, bytes, 4);
+        snprintf(out, cap, "%.9g", (double)f);
+    } else if (v == 7) {
+        int64_t x;
+        memcpy(&x, bytes, 8);
+        snprintf(out, cap, "%lld", (long long)x);
+    } else {
+        uint16_t x;
+        memcpy(&x, bytes, 2);
+        snprintf(out, cap, "%u", (unsigned)x);
+    }
+}
+
+/* Stop with status 3, naming file, variable, particle and where it lies. */
+static void report(int v, long long i, const unsigned char *got, const unsigned char *want) {
+    char g[32], w[32], where[96];
+    long long elem = cfg.prefix + i; /* element of the dataset (or column) in this file */
+    show(v, got, g, sizeof g);
+    show(v, want, w, sizeof w);
+    if (cfg.layout == MPIIO) {
+        long long at = 0;
+        for (int u = 0; u < v; u++) at += cfg.total * (long long)var_size[u];
+        snprintf(where, sizeof where, "element %lld, byte offset %lld", elem,
+                 at + elem * (long long)var_size[v]);
+    } else if (cfg.layout == COMPOUND) {
+        snprintf(where, sizeof where, "particles[%lld].%s", elem, var_name[v]);
+    } else {
+        snprintf(where, sizeof where, "/%s[%lld]", var_name[v], elem);
+    }
+    k_verify_failed("%s: %s of particle %lld (%s) = %s, expected %s", cfg.path, var_name[v],
+                    cfg.first + i, where, g, w);
+}
+
 int main(int argc, char **argv) {
     k_init(&argc, &argv, "hacc");
     check_options(argc, argv);
     const char *layout = k_opt_str(argc, argv, "--layout", "mpiio");
     long long n = k_opt_int(argc, argv, "--particles", 16384);
     int vary = k_opt_flag(argc, argv, "--vary"), read_back = k_opt_flag(argc, argv, "--read");
+    int read_only = k_opt_flag(argc, argv, "--read-only");
     cfg.collective = k_opt_flag(argc, argv, "--collective");
     cfg.fpp = k_opt_flag(argc, argv, "--fpp");
     int found = 0;
@@ -230,6 +278,8 @@ int main(int argc, char **argv) {
         if (!strcmp(layout, layout_name[l])) cfg.layout = (enum layout)l, found = 1;
     if (!found) k_usage_die(usage, "unknown --layout '%s'", layout);
     if (n < 1) k_die("--particles must be >= 1");
+    if (read_back && read_only) k_usage_die(usage, "--read and --read-only: give one");
+    read_back |= read_only;
     const char *dflt = cfg.layout == MPIIO ? "hacc.dat" : "hacc.h5";
     const char *path = k_opt_str(argc, argv, "--file", dflt);
 
@@ -240,6 +290,7 @@ int main(int argc, char **argv) {
     k_param_int("collective", cfg.collective);
     k_param_int("fpp", cfg.fpp);
     k_param_int("read", read_back);
+    k_param_int("read_only", read_only);
 
 #if !H5_VERSION_GE(1, 14, 0)
     if (cfg.layout == MULTI) {
@@ -264,6 +315,7 @@ int main(int argc, char **argv) {
     if (k_rank == 0) prefix = 0; /* MPI_Exscan leaves rank 0's result undefined */
     MPI_Allreduce(&count, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     cfg.count = count;
+    cfg.first = prefix;
     cfg.comm = cfg.fpp ? MPI_COMM_SELF : MPI_COMM_WORLD;
     cfg.prefix = cfg.fpp ? 0 : prefix;
     cfg.total = cfg.fpp ? count : total;
@@ -286,11 +338,13 @@ int main(int argc, char **argv) {
         }
     }
     /* A raw file is not truncated by MPI_File_open: remove an old, longer one. */
-    if (cfg.layout == MPIIO && (cfg.fpp || k_rank == 0)) MPI_File_delete(cfg.path, MPI_INFO_NULL);
+    if (!read_only && cfg.layout == MPIIO && (cfg.fpp || k_rank == 0))
+        MPI_File_delete(cfg.path, MPI_INFO_NULL);
 
     k_iter it = {.verified = -1};
     k_barrier();
-    if (cfg.layout == MPIIO) mpiio_pass(1, col, &it);
+    if (read_only) k_note("read-only: checks %s as an earlier run wrote it", path);
+    else if (cfg.layout == MPIIO) mpiio_pass(1, col, &it);
     else hdf5_pass(1, col, packed, &it);
 
     if (read_back) {
@@ -299,6 +353,7 @@ int main(int argc, char **argv) {
         k_barrier(); /* every rank's data is written and closed */
         if (cfg.layout == MPIIO) mpiio_pass(0, col, &it);
         else hdf5_pass(0, col, packed, &it);
+        double c0 = k_now();
         for (int v = 0; v < NVARS; v++)
             for (long long i = 0; i < count; i++) {
                 unsigned char want[8];
@@ -306,11 +361,10 @@ int main(int argc, char **argv) {
                                                ? packed + i * PARTICLE_BYTES + var_off[v]
                                                : (unsigned char *)col[v] + i * var_size[v];
                 expected(prefix + i, v, want);
-                if (memcmp(got, want, var_size[v]))
-                    k_verify_failed("%s: %s of particle %lld differs from what was written",
-                                    cfg.path, var_name[v], prefix + i);
+                if (memcmp(got, want, var_size[v])) report(v, i, got, want);
             }
         it.verified = 1;
+        k_extra_time("check_s", k_now() - c0);
     }
     k_iteration(&it);
 
