@@ -22,7 +22,9 @@
  * step 0), read_s = the 8 H5Dread calls, close_s = dataset and group closes
  * (plus H5Fclose in the last step), each the slowest rank's.  The check comes
  * after all 8 reads, outside read_s, and is the extra field check_s (slowest
- * rank).  --compute sleeps after each step but the last (compute_s).
+ * rank).  --compute sleeps after each step but the last (compute_s);
+ * --delay-close D keeps a step's datasets and group open until step s + D
+ * (h5bench's DELAYED_CLOSE_TIMESTEPS), the last step closing all.
  * meta_ops counts H5Fopen, H5Gopen and H5Dopen calls. */
 #include "common.h"
 #include "vpic_layout.h"
@@ -40,6 +42,7 @@ static const char usage[] =
     "usage: bdcats [--file PATH] [--steps S] [--mode full|partial|strided]\n"
     "              [--particles N] [--fraction F] [--stride S] [--block B] [--blocks K]\n"
     "              [--collective] [--coll-metadata] [--compute SECONDS]\n"
+    "              [--delay-close STEPS]\n"
     "  reads and verifies the particles vpicio wrote to PATH (default vpicio.h5)\n";
 
 
@@ -51,7 +54,7 @@ static long long h5(long long status, const char *what) {
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--file",   "--steps",  "--mode",  "--particles",
                                          "--fraction", "--stride", "--block", "--blocks",
-                                         "--compute",  NULL};
+                                         "--compute",  "--delay-close", NULL};
     static const char *const flags[] = {"--collective", "--coll-metadata", NULL};
     k_check_options(argc, argv, valued, flags, usage);
 }
@@ -98,6 +101,7 @@ int main(int argc, char **argv) {
     int collective = k_opt_flag(argc, argv, "--collective");
     int coll_meta = k_opt_flag(argc, argv, "--coll-metadata");
     double compute = k_opt_double(argc, argv, "--compute", 0.0);
+    long delay = k_opt_int(argc, argv, "--delay-close", 0);
     int full = !strcmp(mode, "full"), partial = !strcmp(mode, "partial");
     int strided = !strcmp(mode, "strided");
     if (steps < 1) k_die("--steps must be >= 1");
@@ -114,6 +118,7 @@ int main(int argc, char **argv) {
     if (strided && k_opt_str(argc, argv, "--blocks", NULL) && blocks < 0)
         k_die("--blocks must be >= 0");
     if (compute < 0) k_die("--compute must be >= 0");
+    if (delay < 0) k_die("--delay-close must be >= 0");
     if (!strided) stride = 1, block = 1;
 
     k_param_str("file", path);
@@ -126,6 +131,7 @@ int main(int argc, char **argv) {
     k_param_int("collective", collective);
     k_param_int("coll_metadata", coll_meta);
     k_param_str("compute", k_opt_str(argc, argv, "--compute", "0"));
+    k_param_int("delay_close", delay);
 
     hid_t fapl = h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
     h5(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL), "H5Pset_fapl_mpio");
@@ -135,11 +141,15 @@ int main(int argc, char **argv) {
        "H5Pset_dxpl_mpio");
 
     hid_t file = -1;
+    /* Dataset and group ids of every step (8 + 1 each), closed `delay` steps late. */
+    hid_t *handles = malloc((size_t)steps * (NVARS + 1) * sizeof(hid_t));
+    if (!handles) k_die("out of memory for %ld steps", steps);
+    int closed = 0; /* first step whose ids are still open */
     void *buf[NVARS] = {NULL};
     long long total = -1, offset = 0, count = 0, nread = 0;
     for (int s = 0; s < steps; s++) {
         k_iter it = {.verified = -1};
-        hid_t dset[NVARS];
+        hid_t *dset = handles + (size_t)s * (NVARS + 1);
         char group_name[64];
         snprintf(group_name, sizeof group_name, "Timestep_%d", s);
         k_barrier();
@@ -152,7 +162,7 @@ int main(int argc, char **argv) {
         /* Checked first, so a file with fewer steps gets a clear message. */
         if (H5Lexists(file, group_name, H5P_DEFAULT) <= 0)
             k_die("%s has no group %s (written with fewer --steps?)", path, group_name);
-        hid_t group = h5(H5Gopen2(file, group_name, H5P_DEFAULT), "H5Gopen2");
+        hid_t group = dset[NVARS] = h5(H5Gopen2(file, group_name, H5P_DEFAULT), "H5Gopen2");
         it.meta_ops++;
         for (int v = 0; v < NVARS; v++) {
             if (H5Lexists(group, var_name[v], H5P_DEFAULT) <= 0)
@@ -232,8 +242,13 @@ int main(int argc, char **argv) {
         H5Sclose(filespace);
 
         double t2 = k_now();
-        for (int v = 0; v < NVARS; v++) h5(H5Dclose(dset[v]), "H5Dclose");
-        h5(H5Gclose(group), "H5Gclose");
+        /* Steps up to s - delay, and in the last step every step still open. */
+        int upto = s == steps - 1 ? s : s - (int)delay;
+        for (; closed <= upto; closed++) {
+            hid_t *h = handles + (size_t)closed * (NVARS + 1);
+            for (int v = 0; v < NVARS; v++) h5(H5Dclose(h[v]), "H5Dclose");
+            h5(H5Gclose(h[NVARS]), "H5Gclose");
+        }
         if (s == steps - 1) h5(H5Fclose(file), "H5Fclose");
         double t3 = k_now();
 
@@ -250,6 +265,7 @@ int main(int argc, char **argv) {
         k_iteration(&it);
     }
 
+    free(handles);
     H5Pclose(dxpl);
     H5Pclose(fapl);
     for (int v = 0; v < NVARS; v++) free(buf[v]);
