@@ -197,6 +197,13 @@ void k_param_str(const char *key, const char *value) {
     append_str(params, sizeof params, value);
 }
 
+void k_param_double(const char *key, double value) {
+    if (k_rank) return;
+    append(params, sizeof params, "%s", params[0] ? ", " : "");
+    append_str(params, sizeof params, key);
+    append(params, sizeof params, ": %.9g", value);
+}
+
 void k_note(const char *fmt, ...) {
     if (k_rank) return;
     char msg[1024];

@@ -54,6 +54,7 @@ void k_verify_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2), 
 /* Record parameters and notes for the result line (rank 0 keeps them). */
 void k_param_int(const char *key, long long value);
 void k_param_str(const char *key, const char *value);
+void k_param_double(const char *key, double value);
 void k_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Optional extra fields of the next k_iteration, printed after "verified"

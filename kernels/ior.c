@@ -1,32 +1,42 @@
-/* IOR-style bandwidth kernel: every rank writes, then reads back and checks,
+/* IOR-style bandwidth kernel: every rank writes, then reads back,
  * `segments` blocks of `block` bytes in transfers of `transfer` bytes,
  * through POSIX, MPI-IO or HDF5 (one table of functions per API, as IOR's
- * backends).
+ * backends).  Options are named after IOR's (see kernels/README.md).
  *
  * Layout (IOR's segmented layout).  In one shared file, transfer k of
  * segment s of rank r sits at
  *     (s * ranks + r) * block + k * transfer;
- * with --fpp rank r has its own file PATH.<r as %08d> and the same transfer
+ * with --fpp rank r has its own file PATH.<r as %08d> (with --unique-dir in
+ * DIR/<r>/, with --multi-file a ".<iteration>" suffix) and the same transfer
  * sits at s * block + k * transfer.  HDF5 holds the bytes in one 1-D
- * dataset "/data" of H5T_NATIVE_UCHAR (ranks * segments * block elements,
- * or segments * block with --fpp), one hyperslab per transfer.
+ * dataset "/data" of H5T_NATIVE_UCHAR, one hyperslab per transfer.
+ * --random-offset visits the transfers of each block in a shuffled order
+ * (the same order in every segment and for every rank), still each once.
  *
- * Data.  A byte's value is k_pattern(logical offset, seed) where the logical
- * offset is its offset in the shared-file layout above (for a shared file
- * that is the file or dataset offset; for --fpp it still includes the rank)
- * and seed is the iteration number.  A read-only run (--read without
- * --write) expects seed 0: the file of a one-iteration --write --keep run.
- * --reorder reads rank (r + 1) mod ranks's data, as IOR -C.
+ * Data (IOR's convention: the buffer is made once per phase, before the
+ * timed region; inside it only a few words per transfer change).  The
+ * logical offset L of a byte is its shared-file offset (also with --fpp);
+ * the owner is rank (L / block) % ranks.  With packet type "timestamp"
+ * (IOR's default) every transfer of a rank carries the same bytes:
+ *     byte L = k_pattern(owner * transfer + L % transfer, seed).
+ * With "offset" or "incompressible" the first 8 bytes of every 4 KiB of a
+ * transfer starting at T are then overwritten, just before the transfer's
+ * write, by the little-endian 64-bit word (T + 4096 m) * 0x9E3779B97F4A7C15
+ * + seed (m = 0, 1, ...; only where 8 bytes fit).  The base bytes already
+ * do not compress, so "incompressible" is the same as "offset" here.  The
+ * seed is the iteration number (IOR uses a time stamp); a read-only run
+ * expects seed 0 (with --multi-file: the iteration number).
  *
- * Timing.  Each iteration: [remove old file] open-write(-fsync)-close, then
- * open-read-verify-close, with barriers between phases.  open_s and close_s
- * add the write and the read phase's open (close); write_s and read_s time
- * the transfer calls (and the fsync, as IOR -e) but not the generating or
- * checking of the pattern.  Extra fields write_total_s and read_total_s span
- * open to close of each phase, the time IOR divides the bytes by.  All are
- * the slowest rank's.  meta_ops counts open, close and sync calls (HDF5: file
- * and dataset create/open/close, H5Fflush).  Files are removed after each
- * iteration unless --keep; a read-only run never removes anything. */
+ * Timing (as IOR).  Each phase: barrier, t0, open, [barrier with
+ * --intra-test-barriers], transfers (+ fsync), [barrier], close, t1, barrier.
+ * A phase's time is the latest end minus the earliest start over ranks;
+ * write_total_s / read_total_s span open to close, the time IOR divides the
+ * bytes by.  Nothing is checked inside a timed phase: --check-write reads
+ * the data back after the write phase and --check-read (the default) after
+ * the read phase, each in an untimed pass of its own (check_s).  meta_ops
+ * counts open, close and sync calls (HDF5: file and dataset create/open/
+ * close, H5Fflush).  Files are removed after each iteration unless --keep; a
+ * read-only run never removes anything. */
 #define _GNU_SOURCE 1 /* O_DIRECT; before any system header */
 #include "common.h"
 
@@ -36,15 +46,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char usage[] =
     "usage: ior [--api posix|mpiio|hdf5] [--block SIZE] [--transfer SIZE] [--segments N]\n"
-    "           [--fpp] [--collective] [--fsync] [--odirect] [--write] [--read] [--reorder]\n"
+    "           [--fpp] [--collective] [--fsync] [--odirect] [--write] [--read]\n"
     "           [--iterations N] [--file PATH] [--keep] [--hint KEY=VALUE]...\n"
+    "           [--check-write] [--check-read] [--check] [--no-check]\n"
+    "           [--random-offset] [--reorder-tasks] [--reorder-tasks-random]\n"
+    "           [--read-cache page|shift|drop] [--deadline-for-stonewalling SECONDS]\n"
+    "           [--fsync-per-write] [--use-existing-file] [--unique-dir] [--multi-file]\n"
+    "           [--data-packet-type timestamp|offset|incompressible] [--inter-test-delay S]\n"
+    "           [--intra-test-barriers]\n"
+    "  IOR spellings: -a -b -t -s -F -c -e -w -r -i -o -k -W -R -z -C -Z -D -Y -E -u -m\n"
+    "  -l -d -g (--reorder = -C, --dataPacketType = -l)\n"
     "  defaults: posix, block 1m, transfer 256k, 1 segment, one shared file\n"
-    "  (iopilot-ior.dat), write and read, 1 iteration, file removed at the end\n";
+    "  (iopilot-ior.dat), write and read, 1 iteration, file removed at the end;\n"
+    "  the data read is checked (after the timed read, untimed; --no-check: never),\n"
+    "  data packet type timestamp, reads from the page cache (--read-cache page)\n";
 
 /* Options every backend may look at. */
 static struct {
@@ -246,132 +269,323 @@ static const backend backends[] = {
      .close = hdf5_close},
 };
 
-/* ---- options, data, phases ------------------------------------------------ */
+/* ---- options --------------------------------------------------------------- */
 
-static void check_options(int argc, char **argv) {
-    static const char *const valued[] = {"--api", "--block", "--transfer", "--segments",
-                                         "--iterations", "--file", "--hint", NULL};
-    static const char *const flags[] = {"--fpp", "--collective", "--fsync", "--odirect",
-                                        "--write", "--read", "--reorder", "--keep", NULL};
-    k_check_options(argc, argv, valued, flags, usage);
+static int g_argc;
+static char **g_argv;
+
+/* The first of the spellings given on the command line (else the first). */
+static const char *pick(const char *a, const char *b, const char *c) {
+    if (b && k_opt_flag(g_argc, g_argv, b)) return b;
+    if (c && k_opt_flag(g_argc, g_argv, c)) return c;
+    return a;
+}
+static int flag(const char *a, const char *b, const char *c) {
+    return k_opt_flag(g_argc, g_argv, a) || (b && k_opt_flag(g_argc, g_argv, b)) ||
+           (c && k_opt_flag(g_argc, g_argv, c));
 }
 
-static const unsigned long long K_MUL = 0x9E3779B97F4A7C15ULL; /* as k_pattern */
+static void check_options(void) {
+    static const char *const valued[] = {
+        "--api", "-a", "--block", "-b", "--transfer", "-t", "--segments", "-s", "--iterations",
+        "-i", "--file", "-o", "--hint", "--read-cache", "--deadline-for-stonewalling", "-D",
+        "--data-packet-type", "--dataPacketType", "-l", "--inter-test-delay", "-d", NULL};
+    static const char *const flags[] = {
+        "--fpp", "-F", "--collective", "-c", "--fsync", "-e", "--odirect", "--write", "-w",
+        "--read", "-r", "--reorder", "--reorder-tasks", "-C", "--keep", "-k", "--check",
+        "--no-check", "--check-write", "-W", "--check-read", "-R", "--random-offset", "-z",
+        "--reorder-tasks-random", "-Z", "--fsync-per-write", "-Y", "--use-existing-file", "-E",
+        "--unique-dir", "-u", "--multi-file", "-m", "--intra-test-barriers", "-g", NULL};
+    k_check_options(g_argc, g_argv, valued, flags, usage);
+}
 
-/* buf[i] = k_pattern(logical + i, seed), stepping the product instead of redoing it. */
-static void fill(unsigned char *buf, long long n, long long logical, int seed) {
-    unsigned long long x = (unsigned long long)logical * K_MUL + (unsigned)seed;
+/* ---- data ----------------------------------------------------------------- */
+
+static const unsigned long long K_MUL = 0x9E3779B97F4A7C15ULL; /* as k_pattern */
+enum { PK_TIMESTAMP, PK_OFFSET, PK_INCOMPRESSIBLE };
+static const char *const packet_names[] = {"timestamp", "offset", "incompressible"};
+
+/* A rank's transfer buffer: buf[j] = k_pattern(owner * n + j, seed). */
+static void make_base(unsigned char *buf, long long n, int owner, int seed) {
+    unsigned long long x = (unsigned long long)owner * (unsigned long long)n * K_MUL + (unsigned)seed;
     for (long long i = 0; i < n; i++, x += K_MUL) buf[i] = (unsigned char)(x >> 56);
 }
 
-/* Index of the first byte that is not k_pattern(logical + i, seed), or -1. */
-static long long mismatch(const unsigned char *buf, long long n, long long logical, int seed) {
-    unsigned long long x = (unsigned long long)logical * K_MUL + (unsigned)seed;
-    unsigned char bad = 0;
-    for (long long i = 0; i < n; i++, x += K_MUL) bad |= buf[i] ^ (unsigned char)(x >> 56);
-    if (!bad) return -1;
-    for (long long i = 0; i < n; i++)
-        if (buf[i] != k_pattern(logical + i, seed)) return i;
-    return -1;
+/* The per-transfer change of the offset packet: one word per 4 KiB. */
+static void stamp(unsigned char *buf, long long n, long long logical, int seed) {
+    for (long long m = 0; m + 8 <= n; m += 4096) {
+        unsigned long long w = (unsigned long long)(logical + m) * K_MUL + (unsigned)seed;
+        for (int b = 0; b < 8; b++) buf[m + b] = (unsigned char)(w >> (8 * b));
+    }
 }
 
-static void file_name(char *out, size_t cap, const char *path, int fpp, int rank) {
-    if (fpp) snprintf(out, cap, "%s.%08d", path, rank);
-    else snprintf(out, cap, "%s", path);
+/* A small deterministic generator: every rank draws the same numbers. */
+static unsigned long long rng_state;
+static unsigned long long rng(void) {
+    unsigned long long z = (rng_state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+static void shuffle(long long *a, long long n, unsigned long long seed) {
+    for (long long i = 0; i < n; i++) a[i] = i;
+    rng_state = seed;
+    for (long long i = n - 1; i > 0; i--) {
+        long long j = (long long)(rng() % (unsigned long long)(i + 1)), t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
 }
 
-static void remove_file(const char *path, int fpp) {
-    char name[4096];
-    file_name(name, sizeof name, path, fpp, k_rank);
-    if ((fpp || k_rank == 0) && unlink(name) != 0 && errno != ENOENT)
-        k_die("remove %s: %s", name, strerror(errno));
-    k_barrier();
-}
+/* ---- files ------------------------------------------------------------------ */
 
 typedef struct {
     const backend *api;
     const char *path;
-    long long block, transfer, segments;
-    int fpp, fsync, reorder;
+    long long block, transfer, segments, nk; /* nk: transfers per block */
+    int fpp, fsync, fsync_per_write, unique_dir, multi_file, use_existing, barriers, packet;
+    int check_write, check_read;
+    double deadline;
+    long long *order; /* visiting order of the transfers of a block */
 } run_cfg;
 
-/* One open-transfer-close phase: adds its times and counts to *it and
- * returns its open-to-close time (without the pattern work). */
-static double phase(const run_cfg *rc, int write, int seed, unsigned char *buf, k_iter *it) {
-    int owner = write || !rc->reorder ? k_rank : (k_rank + 1) % k_size;
-    char name[4096];
-    file_name(name, sizeof name, rc->path, rc->fpp, owner);
+static void file_name(char *out, size_t cap, const run_cfg *rc, int rank, long it_no) {
+    const char *slash = strrchr(rc->path, '/');
+    int n;
+    if (rc->fpp && rc->unique_dir && slash)
+        n = snprintf(out, cap, "%.*s/%d/%s", (int)(slash - rc->path), rc->path, rank, slash + 1);
+    else if (rc->fpp && rc->unique_dir)
+        n = snprintf(out, cap, "%d/%s", rank, rc->path);
+    else
+        n = snprintf(out, cap, "%s", rc->path);
+    if (rc->fpp) n += snprintf(out + n, cap - (size_t)n, ".%08d", rank);
+    if (rc->multi_file) snprintf(out + n, cap - (size_t)n, ".%ld", it_no);
+}
+
+/* The directory of a --unique-dir file (the name up to its last '/'). */
+static void dir_of(char *name) {
+    char *slash = strrchr(name, '/');
+    if (slash) *slash = 0;
+}
+
+static void remove_file(const run_cfg *rc, long it_no) {
+    char name[4200];
+    file_name(name, sizeof name, rc, k_rank, it_no);
+    if ((rc->fpp || k_rank == 0) && unlink(name) != 0 && errno != ENOENT)
+        k_die("remove %s: %s", name, strerror(errno));
+    k_barrier();
+}
+
+/* --read-cache drop: flush, then ask the kernel to forget the file's pages. */
+static void drop_cache(const char *name) {
+    int fd = open(name, O_RDONLY);
+    if (fd < 0) k_die("open %s: %s", name, strerror(errno));
+    if (fdatasync(fd) != 0) k_die("fdatasync %s: %s", name, strerror(errno));
+    int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (rc) k_die("posix_fadvise %s: %s", name, strerror(rc));
+    close(fd);
+}
+
+/* The MPI-IO hints in effect, read back from an untimed open of the file. */
+static void record_hints(const run_cfg *rc, long it_no) {
+    static int done;
+    if (done || rc->api == &backends[0]) return;
+    done = 1;
+    char name[4200], hints[4096] = "", key[MPI_MAX_INFO_KEY + 1], value[1024];
+    file_name(name, sizeof name, rc, k_rank, it_no);
+    MPI_File fh;
+    if (MPI_File_open(rc->fpp ? MPI_COMM_SELF : MPI_COMM_WORLD, name, MPI_MODE_RDONLY, cfg.info,
+                      &fh) != MPI_SUCCESS) {
+        k_note("could not open %s to read the MPI-IO hints in effect", name);
+        return;
+    }
+    MPI_Info info;
+    int nkeys = 0, romio = 0;
+    MPI_File_get_info(fh, &info);
+    MPI_Info_get_nkeys(info, &nkeys);
+    for (int i = 0; i < nkeys; i++) {
+        int found = 0;
+        MPI_Info_get_nthkey(info, i, key);
+        MPI_Info_get(info, key, (int)sizeof value - 1, value, &found);
+        if (!found) continue;
+        if (!strncmp(key, "romio_", 6) || !strcmp(key, "cb_buffer_size")) romio = 1;
+        size_t len = strlen(hints);
+        snprintf(hints + len, sizeof hints - len, "%s%s=%s", len ? "," : "", key, value);
+    }
+    MPI_Info_free(&info);
+    MPI_File_close(&fh);
+    /* Open MPI 4 returns only the hints it was given, so its choice is a guess. */
+    const char *env = getenv("OMPI_MCA_io");
+#ifdef OMPI_MAJOR_VERSION
+    const char *fallback = "ompio (presumed: Open MPI's default)";
+#else
+    const char *fallback = "default";
+#endif
+    const char *component = env && *env ? env : romio ? "romio (from its hint names)" : fallback;
+    k_param_str("mpiio_component", component);
+    k_param_str("hints_in_effect", hints);
+}
+
+/* ---- phases ------------------------------------------------------------------ */
+
+typedef struct {
+    double open_s, xfer_s, close_s, total_s, latency_s; /* over all ranks, as IOR */
+    long long pairs;                                    /* transfers this rank did */
+    int hit;                                            /* this rank stonewalled */
+} phase_out;
+
+/* One timed open-transfers-close phase on owner's data; nothing is checked. */
+static void timed_phase(const run_cfg *rc, int write, int owner, long it_no, int seed,
+                        unsigned char *buf, long long limit, k_iter *it, phase_out *po) {
+    char name[4200];
+    file_name(name, sizeof name, rc, owner, it_no);
     handle h;
     memset(&h, 0, sizeof h);
-    double t_data = 0; /* time spent making or checking the pattern, not I/O */
+    long long npairs = rc->segments * rc->nk, moved = 0, pairs = 0;
+    if (limit >= 0 && limit < npairs) npairs = limit;
+    long long *ops = write ? &it->write_ops : &it->read_ops;
+    int hit = 0;
+    double t[6];
 
     k_barrier();
-    double t0 = k_now();
+    t[0] = k_now();
     rc->api->open(&h, name, write, !rc->fpp, &it->meta_ops);
-    double t1 = k_now();
-    k_barrier();
-    double t2 = k_now();
-    for (long long s = 0; s < rc->segments; s++)
-        for (long long k = 0; k < rc->block / rc->transfer; k++) {
-            long long logical = (s * k_size + owner) * rc->block + k * rc->transfer;
-            long long off = rc->fpp ? s * rc->block + k * rc->transfer : logical;
-            double d0 = k_now();
-            if (write) fill(buf, rc->transfer, logical, seed);
-            double d1 = k_now();
-            long long n = rc->api->xfer(&h, write, buf, rc->transfer, off,
-                                        write ? &it->write_ops : &it->read_ops);
-            double d2 = k_now();
-            if (write) {
-                it->bytes_written += n;
-                if (n != rc->transfer)
-                    k_die("%s: wrote %lld of %lld bytes at %lld", name, n, rc->transfer, off);
-            } else {
-                it->bytes_read += n;
-                if (n != rc->transfer)
-                    k_verify_failed("%s: read %lld of %lld bytes at offset %lld (file too short)",
-                                    name, n, rc->transfer, off);
-                long long bad = mismatch(buf, n, logical, seed);
-                if (bad >= 0)
-                    k_verify_failed("%s: byte at offset %lld is 0x%02x, expected 0x%02x "
-                                    "(rank %d's data, seed %d)", name, off + bad, buf[bad],
-                                    k_pattern(logical + bad, seed), owner, seed);
-                it->verified = 1;
-            }
-            t_data += (d1 - d0) + (write ? 0 : k_now() - d2);
+    t[1] = k_now();
+    if (rc->barriers) k_barrier();
+    t[2] = k_now();
+    for (long long p = 0; p < npairs && !hit; p++) {
+        long long s = p / rc->nk, k = rc->order[p % rc->nk];
+        long long logical = (s * k_size + owner) * rc->block + k * rc->transfer;
+        long long off = rc->fpp ? s * rc->block + k * rc->transfer : logical;
+        if (write && rc->packet != PK_TIMESTAMP) stamp(buf, rc->transfer, logical, seed);
+        long long n = rc->api->xfer(&h, write, buf, rc->transfer, off, ops);
+        if (n != rc->transfer && write)
+            k_die("%s: wrote %lld of %lld bytes at %lld", name, n, rc->transfer, off);
+        if (n != rc->transfer)
+            k_verify_failed("%s: read %lld of %lld bytes at offset %lld (file too short)", name,
+                            n, rc->transfer, off);
+        moved += n;
+        pairs++;
+        if (write && rc->fsync_per_write) rc->api->sync(&h, &it->meta_ops);
+        if (rc->deadline > 0) {
+            hit = k_now() - t[2] > rc->deadline;
+            /* collective calls need every rank to stop at the same transfer */
+            if (cfg.collective)
+                MPI_Allreduce(MPI_IN_PLACE, &hit, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         }
+    }
     if (write && rc->fsync) rc->api->sync(&h, &it->meta_ops);
-    double t3 = k_now();
-    k_barrier();
-    double t4 = k_now();
+    t[3] = k_now();
+    if (rc->barriers) k_barrier();
+    t[4] = k_now();
     rc->api->close(&h, &it->meta_ops);
-    double t5 = k_now();
+    t[5] = k_now();
 
-    it->open_s += t1 - t0;
-    *(write ? &it->write_s : &it->read_s) = t3 - t2 - t_data;
-    it->close_s += t5 - t4;
-    return t5 - t0 - t_data;
+    /* earliest start and latest end of each part over ranks (starts negated) */
+    double r[6], lat = pairs ? (t[3] - t[2]) / (double)pairs : 0.0;
+    for (int i = 0; i < 6; i++) r[i] = i % 2 ? t[i] : -t[i];
+    MPI_Allreduce(MPI_IN_PLACE, r, 6, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &lat, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    po->open_s = r[1] + r[0];
+    po->xfer_s = r[3] + r[2];
+    po->close_s = r[5] + r[4];
+    po->total_s = r[5] + r[0];
+    po->latency_s = lat;
+    po->pairs = pairs;
+    po->hit = hit;
+    *(write ? &it->bytes_written : &it->bytes_read) += moved;
+}
+
+/* Untimed: read owner's first `pairs` transfers again and compare every byte. */
+static double check_pass(const run_cfg *rc, int owner, long it_no, int seed, unsigned char *buf,
+                         unsigned char *expect, long long pairs) {
+    double t0 = k_now();
+    char name[4200];
+    file_name(name, sizeof name, rc, owner, it_no);
+    handle h;
+    memset(&h, 0, sizeof h);
+    long long uncounted = 0; /* the check's calls are not the benchmark's */
+    rc->api->open(&h, name, 0, !rc->fpp, &uncounted);
+    make_base(expect, rc->transfer, owner, seed);
+    for (long long p = 0; p < pairs; p++) {
+        long long s = p / rc->nk, k = rc->order[p % rc->nk];
+        long long logical = (s * k_size + owner) * rc->block + k * rc->transfer;
+        long long off = rc->fpp ? s * rc->block + k * rc->transfer : logical;
+        buf[0] = (unsigned char)~expect[0]; /* a read that does nothing must not pass */
+        long long n = rc->api->xfer(&h, 0, buf, rc->transfer, off, &uncounted);
+        if (n != rc->transfer)
+            k_verify_failed("%s: read %lld of %lld bytes at offset %lld (file too short)", name,
+                            n, rc->transfer, off);
+        if (rc->packet != PK_TIMESTAMP) stamp(expect, rc->transfer, logical, seed);
+        if (memcmp(buf, expect, (size_t)n)) {
+            long long i = 0;
+            while (buf[i] == expect[i]) i++;
+            k_verify_failed("%s: byte at offset %lld is 0x%02x, expected 0x%02x "
+                            "(rank %d's data, seed %d)",
+                            name, off + i, buf[i], expect[i], owner, seed);
+        }
+    }
+    rc->api->close(&h, &uncounted);
+    return k_now() - t0;
+}
+
+static void delay(double seconds) {
+    if (seconds <= 0) return;
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static void *alloc_buffer(long long n) {
+    void *p;
+    if (posix_memalign(&p, 4096, (size_t)n))
+        k_die("out of memory for a %lld-byte transfer buffer", n);
+    memset(p, 0, (size_t)n); /* touch the pages before any timing */
+    return p;
+}
+
+static void now_string(char *out, size_t cap) {
+    time_t now = time(NULL);
+    strftime(out, cap, "%a %b %d %H:%M:%S %Y", localtime(&now));
 }
 
 int main(int argc, char **argv) {
     k_init(&argc, &argv, "ior");
-    check_options(argc, argv);
+    g_argc = argc;
+    g_argv = argv;
+    check_options();
+    char began[64];
+    now_string(began, sizeof began);
     run_cfg rc = {0};
-    const char *api = k_opt_str(argc, argv, "--api", "posix");
+    const char *api = k_opt_str(argc, argv, pick("--api", "-a", NULL), "posix");
     for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
-        if (!strcmp(api, backends[i].name)) rc.api = &backends[i];
+        if (!strcasecmp(api, backends[i].name)) rc.api = &backends[i];
     if (!rc.api) k_usage_die(usage, "%s%s", "--api must be posix, mpiio or hdf5, not ", api);
-    rc.path = k_opt_str(argc, argv, "--file", "iopilot-ior.dat");
-    rc.block = k_opt_size(argc, argv, "--block", 1LL << 20);
-    rc.transfer = k_opt_size(argc, argv, "--transfer", 256LL << 10);
-    rc.segments = k_opt_int(argc, argv, "--segments", 1);
-    long iterations = k_opt_int(argc, argv, "--iterations", 1);
-    rc.fpp = k_opt_flag(argc, argv, "--fpp");
-    rc.fsync = k_opt_flag(argc, argv, "--fsync");
-    rc.reorder = k_opt_flag(argc, argv, "--reorder");
-    cfg.collective = k_opt_flag(argc, argv, "--collective");
-    cfg.odirect = k_opt_flag(argc, argv, "--odirect");
-    int keep = k_opt_flag(argc, argv, "--keep");
-    int do_write = k_opt_flag(argc, argv, "--write"), do_read = k_opt_flag(argc, argv, "--read");
+    rc.path = k_opt_str(argc, argv, pick("--file", "-o", NULL), "iopilot-ior.dat");
+    rc.block = k_opt_size(argc, argv, pick("--block", "-b", NULL), 1LL << 20);
+    rc.transfer = k_opt_size(argc, argv, pick("--transfer", "-t", NULL), 256LL << 10);
+    rc.segments = k_opt_int(argc, argv, pick("--segments", "-s", NULL), 1);
+    long iterations = k_opt_int(argc, argv, pick("--iterations", "-i", NULL), 1);
+    rc.fpp = flag("--fpp", "-F", NULL);
+    rc.fsync = flag("--fsync", "-e", NULL);
+    rc.fsync_per_write = flag("--fsync-per-write", "-Y", NULL);
+    rc.use_existing = flag("--use-existing-file", "-E", NULL);
+    rc.unique_dir = flag("--unique-dir", "-u", NULL);
+    rc.multi_file = flag("--multi-file", "-m", NULL);
+    rc.barriers = flag("--intra-test-barriers", "-g", NULL);
+    int random_offset = flag("--random-offset", "-z", NULL);
+    int reorder = flag("--reorder", "--reorder-tasks", "-C");
+    int reorder_random = flag("--reorder-tasks-random", "-Z", NULL);
+    rc.deadline = k_opt_double(argc, argv, pick("--deadline-for-stonewalling", "-D", NULL), 0);
+    double inter_delay = k_opt_double(argc, argv, pick("--inter-test-delay", "-d", NULL), 0);
+    const char *packet = k_opt_str(argc, argv, pick("--data-packet-type", "--dataPacketType", "-l"),
+                                   "timestamp");
+    const char *cache = k_opt_str(argc, argv, "--read-cache", "page");
+    cfg.collective = flag("--collective", "-c", NULL);
+    cfg.odirect = flag("--odirect", NULL, NULL);
+    int keep = flag("--keep", "-k", NULL);
+    int do_write = flag("--write", "-w", NULL), do_read = flag("--read", "-r", NULL);
+    int no_check = flag("--no-check", NULL, NULL);
+    int want_write_check = flag("--check-write", "-W", "--check");
     if (!do_write && !do_read) do_write = do_read = 1;
 
     if (rc.transfer <= 0 || rc.transfer > (1LL << 30))
@@ -383,6 +597,27 @@ int main(int argc, char **argv) {
     int is_posix = rc.api == &backends[0];
     if (cfg.odirect && !is_posix) k_usage_die(usage, "%s%s", "--odirect needs --api posix", "");
     if (cfg.collective && is_posix) k_usage_die(usage, "%s%s", "--collective needs --api mpiio or hdf5", "");
+    if (no_check && (want_write_check || flag("--check-read", "-R", NULL)))
+        k_usage_die(usage, "%s%s", "--no-check cannot go with --check, --check-write or --check-read", "");
+    rc.check_read = !no_check;
+    rc.check_write = want_write_check;
+    rc.packet = -1;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(packet, packet_names[i]) || (packet[0] == packet_names[i][0] && !packet[1]))
+            rc.packet = i;
+    if (rc.packet < 0)
+        k_usage_die(usage, "%s%s", "--data-packet-type must be timestamp, offset or incompressible "
+                    "(t, o, i), not ", packet);
+    int cache_mode = !strcmp(cache, "page") ? 0 : !strcmp(cache, "shift") ? 1 : !strcmp(cache, "drop") ? 2 : -1;
+    if (cache_mode < 0) k_usage_die(usage, "%s%s", "--read-cache must be page, shift or drop, not ", cache);
+    if (cache_mode == 1) reorder = 1;
+    if (reorder && reorder_random)
+        k_usage_die(usage, "%s%s", "choose one of --reorder-tasks (-C) and --reorder-tasks-random (-Z)", "");
+    if (rc.unique_dir && !rc.fpp) k_usage_die(usage, "%s%s", "--unique-dir needs --fpp", "");
+    if (rc.deadline < 0 || inter_delay < 0)
+        k_usage_die(usage, "%s%s", "--deadline-for-stonewalling and --inter-test-delay must be >= 0", "");
+    if (!do_write && rc.use_existing)
+        k_usage_die(usage, "%s%s", "--use-existing-file needs a write phase", "");
 
     /* --hint key=value, repeatable: MPI-IO info for the mpiio and hdf5 APIs. */
     cfg.info = MPI_INFO_NULL;
@@ -401,6 +636,21 @@ int main(int argc, char **argv) {
     }
     long long ranks_in_file = rc.fpp ? 1 : k_size;
     cfg.elems = (hsize_t)(ranks_in_file * rc.segments * rc.block);
+    rc.nk = rc.block / rc.transfer;
+    rc.order = malloc(sizeof *rc.order * (size_t)rc.nk);
+    long long *owners = malloc(sizeof *owners * (size_t)k_size);
+    long long *written = malloc(sizeof *written * (size_t)k_size);
+    if (!rc.order || !owners || !written) k_die("out of memory");
+
+    /* nodes: ranks that share memory count as one node */
+    MPI_Comm node;
+    int node_rank, node_size, nodes;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &node_rank);
+    MPI_Comm_size(node, &node_size);
+    int first = node_rank == 0;
+    MPI_Allreduce(&first, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Comm_free(&node);
 
     k_param_str("api", rc.api->name);
     k_param_int("block", rc.block);
@@ -413,33 +663,131 @@ int main(int argc, char **argv) {
     k_param_int("odirect", cfg.odirect);
     k_param_int("write", do_write);
     k_param_int("read", do_read);
-    k_param_int("reorder", rc.reorder);
+    k_param_int("reorder", reorder);
     k_param_int("keep", keep);
     k_param_str("file", rc.path);
     k_param_str("hints", hints);
+    k_param_int("check_write", rc.check_write);
+    k_param_int("check_read", rc.check_read);
+    k_param_int("random_offset", random_offset);
+    k_param_int("reorder_random", reorder_random);
+    k_param_str("read_cache", cache_mode == 2 ? "drop" : reorder || reorder_random ? "shift" : "page");
+    k_param_double("stonewall_s", rc.deadline);
+    k_param_int("fsync_per_write", rc.fsync_per_write);
+    k_param_int("use_existing_file", rc.use_existing);
+    k_param_int("unique_dir", rc.unique_dir);
+    k_param_int("multi_file", rc.multi_file);
+    k_param_str("data_packet_type", packet_names[rc.packet]);
+    k_param_double("inter_test_delay_s", inter_delay);
+    k_param_int("intra_test_barriers", rc.barriers);
+    k_param_int("nodes", nodes);
+    k_param_int("tasks_per_node", node_size);
+    {
+        struct utsname u;
+        char line[8192] = "", machine[600] = "";
+        if (uname(&u) == 0) snprintf(machine, sizeof machine, "%s %s", u.sysname, u.nodename);
+        for (int i = 0; i < argc; i++) {
+            size_t len = strlen(line);
+            snprintf(line + len, sizeof line - len, "%s%s", i ? " " : "", argv[i]);
+        }
+        k_param_str("machine", machine);
+        k_param_str("command_line", line);
+        k_param_str("began", began);
+    }
     k_note("%s: %lld bytes per file", rc.fpp ? "file per process" : "one shared file",
            ranks_in_file * rc.segments * rc.block);
+    if (cache_mode == 1 && nodes == 1)
+        k_note("--read-cache shift on one node still reads from the shared page cache");
 
-    unsigned char *buf;
-    if (posix_memalign((void **)&buf, 4096, (size_t)rc.transfer))
-        k_die("out of memory for a %lld-byte transfer buffer", rc.transfer);
-    memset(buf, 0, (size_t)rc.transfer); /* touch the pages before any timing */
+    int any_check = rc.check_write || (rc.check_read && do_read);
+    unsigned char *wbuf = do_write ? alloc_buffer(rc.transfer) : NULL;
+    unsigned char *rbuf = do_read || any_check ? alloc_buffer(rc.transfer) : NULL;
+    unsigned char *ebuf = any_check ? alloc_buffer(rc.transfer) : NULL;
 
     for (long it_no = 0; it_no < iterations; it_no++) {
         k_iter it = {.verified = -1};
-        double write_total = 0, read_total = 0;
-        int seed = do_write ? (int)it_no : 0;
+        phase_out w = {0}, r = {0};
+        double check_s = 0;
+        int seed = do_write || rc.multi_file ? (int)it_no : 0;
+        shuffle(rc.order, rc.nk, (unsigned long long)seed * 2 + 1);
+        if (!random_offset)
+            for (long long i = 0; i < rc.nk; i++) rc.order[i] = i;
+        char name[4200];
         if (do_write) {
-            remove_file(rc.path, rc.fpp); /* start from an empty file, as IOR */
-            write_total = phase(&rc, 1, seed, buf, &it);
+            delay(inter_delay);
+            if (rc.unique_dir) {
+                file_name(name, sizeof name, &rc, k_rank, it_no);
+                dir_of(name);
+                if (mkdir(name, 0755) != 0 && errno != EEXIST)
+                    k_die("mkdir %s: %s", name, strerror(errno));
+            }
+            if (!rc.use_existing) remove_file(&rc, it_no); /* start from no file, as IOR */
+            make_base(wbuf, rc.transfer, k_rank, seed);
+            timed_phase(&rc, 1, k_rank, it_no, seed, wbuf, -1, &it, &w);
+            long long mine = w.pairs;
+            MPI_Allgather(&mine, 1, MPI_LONG_LONG, written, 1, MPI_LONG_LONG, MPI_COMM_WORLD);
+            record_hints(&rc, it_no);
+            if (rc.check_write) {
+                check_s += check_pass(&rc, k_rank, it_no, seed, rbuf, ebuf, w.pairs);
+                it.verified = 1;
+            }
         }
-        if (do_read) read_total = phase(&rc, 0, seed, buf, &it);
-        if (do_write && !keep) remove_file(rc.path, rc.fpp);
-        k_extra_time("write_total_s", write_total);
-        k_extra_time("read_total_s", read_total);
+        if (do_read) {
+            /* whose data each rank reads: its own, the next rank's, or a shuffle's */
+            for (int i = 0; i < k_size; i++) owners[i] = i;
+            if (reorder_random) shuffle(owners, k_size, (unsigned long long)seed * 2 + 2);
+            int owner = (int)(reorder ? (k_rank + 1) % k_size : owners[k_rank]);
+            delay(inter_delay);
+            if (cache_mode == 2) {
+                file_name(name, sizeof name, &rc, owner, it_no);
+                if (rc.fpp || k_rank == 0) drop_cache(name);
+            }
+            if (!do_write) record_hints(&rc, it_no);
+            /* after a stonewalled write, read what the owner wrote */
+            long long limit = do_write && rc.deadline > 0 ? written[owner] : -1;
+            timed_phase(&rc, 0, owner, it_no, seed, rbuf, limit, &it, &r);
+            if (rc.check_read) {
+                check_s += check_pass(&rc, owner, it_no, seed, rbuf, ebuf, r.pairs);
+                it.verified = 1;
+            }
+        }
+        if (do_write && !keep) {
+            k_barrier(); /* other ranks may still be checking this rank's file */
+            remove_file(&rc, it_no);
+            if (rc.unique_dir) {
+                file_name(name, sizeof name, &rc, k_rank, it_no);
+                dir_of(name);
+                rmdir(name); /* only when empty: other files stay */
+            }
+        }
+        it.open_s = w.open_s + r.open_s;
+        it.write_s = w.xfer_s;
+        it.read_s = r.xfer_s;
+        it.close_s = w.close_s + r.close_s;
+        k_extra_time("write_total_s", w.total_s);
+        k_extra_time("read_total_s", r.total_s);
+        k_extra_time("write_open_s", w.open_s);
+        k_extra_time("write_close_s", w.close_s);
+        k_extra_time("read_open_s", r.open_s);
+        k_extra_time("read_close_s", r.close_s);
+        k_extra_time("write_latency_s", w.latency_s);
+        k_extra_time("read_latency_s", r.latency_s);
+        k_extra_time("check_s", check_s);
+        if (rc.deadline > 0) {
+            k_extra_count("write_stonewalled", w.hit);
+            k_extra_count("read_stonewalled", r.hit);
+        }
         k_iteration(&it);
     }
-    free(buf);
+    free(wbuf);
+    free(rbuf);
+    free(ebuf);
+    free(rc.order);
+    free(owners);
+    free(written);
     if (cfg.info != MPI_INFO_NULL) MPI_Info_free(&cfg.info);
+    char finished[64];
+    now_string(finished, sizeof finished);
+    k_param_str("finished", finished);
     return k_finish();
 }

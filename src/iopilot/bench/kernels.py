@@ -134,8 +134,26 @@ def run_kernel(
     return result
 
 
+def _stats(values: list[float]) -> dict[str, float]:
+    """Max, min, mean and the population standard deviation (as IOR)."""
+    mean = sum(values) / len(values)
+    std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+    return {"max": max(values), "min": min(values), "mean": mean, "std": std}
+
+
+def _phase_total(it: dict[str, Any], phase: str, time_key: str) -> float:
+    """Open-to-close seconds of a phase: the kernel's own figure, else the parts."""
+    total = it.get(f"{phase}_total_s")
+    return total if total else it[time_key] + it["open_s"] + it["close_s"]
+
+
 def summarise(result: dict[str, Any]) -> dict[str, Any]:
-    """Bandwidths (MiB/s, from bytes moved over the slowest rank's time) and op rates."""
+    """IOR's summary: bandwidth (MiB/s) and ops/s from open to close, per phase.
+
+    ``max_mib_s`` and friends divide the bytes by the open-to-close time of the
+    slowest rank, as IOR's "Max Write"; ``*_transfer`` divide by the transfer
+    time alone (the calls, plus an fsync at the end).
+    """
     out: dict[str, Any] = {}
     for phase, bytes_key, ops_key, time_key in (
         ("write", "bytes_written", "write_ops", "write_s"),
@@ -144,20 +162,28 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
         rows = [it for it in result["iterations"] if it[bytes_key] > 0 and it[time_key] > 0]
         if not rows:
             continue
-        bw = [it[bytes_key] / MiB / it[time_key] for it in rows]
-        # With open and close, as IOR reports it; kernels that time each phase
-        # from open to close say so (ior's write_total_s / read_total_s).
-        bw_total = [it[bytes_key] / MiB / it.get(f"{phase}_total_s",
-                                                 it[time_key] + it["open_s"] + it["close_s"])
-                    for it in rows]  # fmt: skip
-        ops = [it[ops_key] / it[time_key] for it in rows]
+        totals = [_phase_total(it, phase, time_key) for it in rows]
+        bw = _stats([it[bytes_key] / MiB / t for it, t in zip(rows, totals, strict=True)])
+        ops = _stats([it[ops_key] / t for it, t in zip(rows, totals, strict=True)])
+        bw_x = _stats([it[bytes_key] / MiB / it[time_key] for it in rows])
+        ops_x = [it[ops_key] / it[time_key] for it in rows]
         out[phase] = {
-            "max_mib_s": max(bw),
-            "mean_mib_s": sum(bw) / len(bw),
-            "min_mib_s": min(bw),
-            "max_mib_s_with_open_close": max(bw_total),
-            "max_ops_s": max(ops),
+            "max_mib_s": bw["max"],
+            "min_mib_s": bw["min"],
+            "mean_mib_s": bw["mean"],
+            "std_mib_s": bw["std"],
+            "max_ops_s": ops["max"],
+            "min_ops_s": ops["min"],
+            "mean_ops_s": ops["mean"],
+            "std_ops_s": ops["std"],
+            "mean_s": sum(totals) / len(totals),
+            "max_mib_s_transfer": bw_x["max"],
+            "min_mib_s_transfer": bw_x["min"],
+            "mean_mib_s_transfer": bw_x["mean"],
+            "max_ops_s_transfer": max(ops_x),
+            "max_mib_s_with_open_close": bw["max"],  # the same as max_mib_s; older name
             "bytes": sum(it[bytes_key] for it in rows),
+            "iterations": len(rows),
         }
     meta = [it for it in result["iterations"] if it.get("meta_ops")]
     if meta:
@@ -175,30 +201,52 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     if comp:
         io = [it["write_s"] + it["open_s"] + it["close_s"] for it in result["iterations"]]
         out["compute"] = {"mean_s": sum(comp) / len(comp), "io_mean_s": sum(io) / len(io)}
+    checks = [it["check_s"] for it in result["iterations"] if "check_s" in it]
+    if checks:
+        out["check_s"] = sum(checks)
     verified = [it["verified"] for it in result["iterations"] if it["verified"] is not None]
     out["verified"] = all(verified) if verified else None
     return out
 
 
+# Parameters shown on lines of their own (or not at all) rather than in the header.
+_HEADER_SKIP = ("command_line", "began", "finished", "machine", "hints_in_effect",
+                "mpiio_component", "read_cache")  # fmt: skip
+
+
 def render(result: dict[str, Any]) -> str:
-    """An IOR-like table: one row per iteration and phase, then max/mean/min."""
-    params = " ".join(f"{k}={v}" for k, v in result["params"].items())
-    lines = [f"iopilot bench {result['kernel']}: {result['ranks']} rank(s)  {params}", ""]
+    """IOR-like text: the setup, one row per iteration and phase, then the summary."""
+    p = result["params"]
+    params = " ".join(f"{k}={v}" for k, v in p.items() if k not in _HEADER_SKIP)
+    lines = [f"iopilot bench {result['kernel']}: {result['ranks']} rank(s)  {params}"]
+    if "mpiio_component" in p:
+        hints = p.get("hints_in_effect") or "(none reported)"
+        lines.append(f"MPI-IO component: {p['mpiio_component']}  hints in effect: {hints}")
+    if "read_cache" in p and p.get("read"):
+        lines.append(f"reads measured with read cache: {p['read_cache']}")
+    lines.append("")
     header = len(lines)
-    lines.append(f"{'access':<7} {'iter':>4} {'bw MiB/s':>10} {'ops/s':>11} {'open s':>9} "
-                 f"{'xfer s':>9} {'close s':>9} {'bytes':>14} {'check':>6}")  # fmt: skip
+    lines.append(f"{'access':<7} {'bw(MiB/s)':>10} {'IOPS':>11} {'Latency(s)':>11} "
+                 f"{'open(s)':>9} {'wr/rd(s)':>9} {'close(s)':>9} {'total(s)':>9} "
+                 f"{'xfer MiB/s':>10} {'iter':>4} {'bytes':>14} {'check':>6}")  # fmt: skip
     for it in result["iterations"]:
         for phase, b, o, t in (("write", "bytes_written", "write_ops", "write_s"),
                                ("read", "bytes_read", "read_ops", "read_s")):  # fmt: skip
             if not it[b] and not it[o]:
                 continue
-            bw = it[b] / MiB / it[t] if it[t] > 0 else 0.0
-            ops = it[o] / it[t] if it[t] > 0 else 0.0
+            total = _phase_total(it, phase, t)
+            bw = it[b] / MiB / total if total > 0 else 0.0
+            bw_x = it[b] / MiB / it[t] if it[t] > 0 else 0.0
+            iops = it[o] / it[t] if it[t] > 0 else 0.0
+            latency = it.get(f"{phase}_latency_s")
+            lat = f"{latency:>11.6f}" if latency is not None else f"{'-':>11}"
+            op_s = it.get(f"{phase}_open_s", it["open_s"])
+            cl_s = it.get(f"{phase}_close_s", it["close_s"])
             check = {True: "ok", False: "WRONG", None: "-"}[it["verified"] if phase == "read"
                                                              else None]  # fmt: skip
-            lines.append(f"{phase:<7} {it['iteration']:>4} {bw:>10.1f} {ops:>11.1f} "
-                         f"{it['open_s']:>9.4f} {it[t]:>9.4f} {it['close_s']:>9.4f} "
-                         f"{it[b]:>14,} {check:>6}")  # fmt: skip
+            lines.append(f"{phase:<7} {bw:>10.2f} {iops:>11.1f} {lat} {op_s:>9.4f} "
+                         f"{it[t]:>9.4f} {cl_s:>9.4f} {total:>9.4f} {bw_x:>10.2f} "
+                         f"{it['iteration']:>4} {it[b]:>14,} {check:>6}")  # fmt: skip
     if len(lines) == header + 1:
         lines.pop()  # no data phases (mdtest): no table
     s = result["summary"]
@@ -211,15 +259,207 @@ def render(result: dict[str, Any]) -> str:
         c = s["compute"]
         lines.append(f"compute per step {c['mean_s']:.4f} s, I/O per step {c['io_mean_s']:.4f} s")
     lines.append("")
+    if "write" in s or "read" in s:
+        lines.append(f"{'Operation':<9} {'Max(MiB)':>10} {'Min(MiB)':>10} {'Mean(MiB)':>10} "
+                     f"{'StdDev':>9} {'Max(OPs)':>10} {'Min(OPs)':>10} {'Mean(OPs)':>10} "
+                     f"{'StdDev':>9} {'Mean(s)':>9} {'Xfer Max(MiB)':>14}")  # fmt: skip
     for phase in ("write", "read"):
         if phase in s:
-            p = s[phase]
-            lines.append(f"Max {phase.capitalize():<5} {p['max_mib_s']:>10.2f} MiB/s  "
-                         f"mean {p['mean_mib_s']:.2f}  min {p['min_mib_s']:.2f}  "
-                         f"(with open/close: {p['max_mib_s_with_open_close']:.2f})")  # fmt: skip
+            q = s[phase]
+            lines.append(f"{phase.capitalize():<9} {q['max_mib_s']:>10.2f} {q['min_mib_s']:>10.2f} "
+                         f"{q['mean_mib_s']:>10.2f} {q['std_mib_s']:>9.2f} {q['max_ops_s']:>10.2f} "
+                         f"{q['min_ops_s']:>10.2f} {q['mean_ops_s']:>10.2f} {q['std_ops_s']:>9.2f} "
+                         f"{q['mean_s']:>9.5f} {q['max_mib_s_transfer']:>14.2f}")  # fmt: skip
+    for phase in ("write", "read"):
+        if phase in s:
+            q = s[phase]
+            x = q["max_mib_s_transfer"]
+            lines.append(f"Max {phase.capitalize():<5} {q['max_mib_s']:>10.2f} MiB/s "
+                         f"(open to close)  transfers only: {x:.2f} MiB/s")  # fmt: skip
+    if s.get("check_s"):
+        lines.append(f"data checked in {s['check_s']:.4f} s (not in any figure above)")
     for note in result.get("notes", []):
         lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"
+
+
+_IOR_API = {"posix": "POSIX", "mpiio": "MPIIO", "hdf5": "HDF5"}
+_PACKET_CODE = {"timestamp": "t", "offset": "o", "incompressible": "i"}
+
+
+def ior_json(result: dict[str, Any]) -> dict[str, Any]:
+    """An ior kernel result as IOR's ``-O summaryFormat=JSON`` document.
+
+    Field names and nesting are IOR 4's; values come from the result, so
+    fields IOR fills from things the kernel does not do (GPU, memory hogs,
+    outlier checks, file system capacity) hold IOR's neutral values or are left out.
+    """
+    p, its = result["params"], result["iterations"]
+    summary = result.get("summary") or summarise(result)
+    api = _IOR_API.get(str(p.get("api", "")), str(p.get("api", "")).upper())
+    ranks = int(result["ranks"])
+    fpp = int(p.get("fpp", 0))
+    block, transfer, segments = int(p["block"]), int(p["transfer"]), int(p["segments"])
+    reps = int(p.get("iterations", len(its)))
+    tpn = int(p.get("tasks_per_node", ranks))
+    path = str(p.get("file", ""))
+    first_file = f"{path}.{0:08d}" if fpp else path
+    aggregate = ranks * segments * block
+    began = p.get("began", "")
+    reorder_random = int(p.get("reorder_random", 0))
+    results = []
+    for it in its:
+        for phase, b, o, t in (("write", "bytes_written", "write_ops", "write_s"),
+                               ("read", "bytes_read", "read_ops", "read_s")):  # fmt: skip
+            if not it[b] or not it[t]:
+                continue
+            total = _phase_total(it, phase, t)
+            results.append(
+                {
+                    "access": phase,
+                    "bwMiB": it[b] / MiB / total,
+                    "blockKiB": block / 1024,
+                    "xferKiB": transfer / 1024,
+                    "iops": it[o] / it[t],
+                    "latency": it.get(f"{phase}_latency_s", it[t] / max(it[o], 1)),
+                    "openTime": it.get(f"{phase}_open_s", it["open_s"]),
+                    "wrRdTime": it[t],
+                    "closeTime": it.get(f"{phase}_close_s", it["close_s"]),
+                    "totalTime": total,
+                }
+            )
+    ordering_inter = "no tasks offsets"
+    if reorder_random:
+        ordering_inter = "random task offsets"
+    elif p.get("reorder"):
+        ordering_inter = "constant task offset"
+    system, _, host = str(p.get("machine", "")).partition(" ")
+    packet = p.get("data_packet_type", "timestamp")
+    test = {
+        "TestID": 0,
+        "StartTime": began,
+        "Path": first_file,
+        "Parameters": {
+            "testID": 0,
+            "refnum": 0,
+            "api": api,
+            "platform": f"{host}({system})",
+            "testFileName": path,
+            "deadlineForStonewall": p.get("stonewall_s", 0),
+            "stoneWallingWearOut": 0,
+            "maxTimeDuration": 0,
+            "outlierThreshold": 0,
+            "options": "(null)",
+            "dryRun": 0,
+            "nodes": int(p.get("nodes", 1)),
+            "memoryPerTask": 0,
+            "memoryPerNode": 0,
+            "tasksPerNode": tpn,
+            "repetitions": reps,
+            "multiFile": int(p.get("multi_file", 0)),
+            "interTestDelay": p.get("inter_test_delay_s", 0),
+            "fsync": int(p.get("fsync", 0)),
+            "fsyncperwrite": int(p.get("fsync_per_write", 0)),
+            "useExistingTestFile": int(p.get("use_existing_file", 0)),
+            "uniqueDir": int(p.get("unique_dir", 0)),
+            "singleXferAttempt": 0,
+            "readFile": int(p.get("read", 0)),
+            "writeFile": int(p.get("write", 0)),
+            "filePerProc": fpp,
+            "reorderTasks": int(p.get("reorder", 0)),
+            "reorderTasksRandom": reorder_random,
+            "reorderTasksRandomSeed": 0,
+            "randomOffset": int(p.get("random_offset", 0)),
+            "checkWrite": int(p.get("check_write", 0)),
+            "checkRead": int(p.get("check_read", 0)),
+            "dataPacketType": list(_PACKET_CODE).index(packet) if packet in _PACKET_CODE else 0,
+            "keepFile": int(p.get("keep", 0)),
+            "keepFileWithError": 0,
+            "warningAsErrors": 0,
+            "verbose": 0,
+            "data packet type": _PACKET_CODE.get(packet, "g"),
+            "setTimeStampSignature/incompressibleSeed": 0,
+            "collective": int(p.get("collective", 0)),
+            "segmentCount": segments,
+            "transferSize": transfer,
+            "blockSize": block,
+        },
+        "Options": {
+            "api": api,
+            "apiVersion": "",
+            "test filename": path,
+            "access": "file-per-process" if fpp else "single-shared-file",
+            "type": "collective" if p.get("collective") else "independent",
+            "segments": segments,
+            "ordering in a file": "random" if p.get("random_offset") else "sequential",
+            "ordering inter file": ordering_inter,
+            "nodes": int(p.get("nodes", 1)),
+            "tasks": ranks,
+            "clients per node": tpn,
+            "memoryBuffer": "CPU",
+            "dataAccess": "CPU",
+            "GPUDirect": "0",
+            "repetitions": reps,
+            "xfersize": f"{transfer} bytes",
+            "blocksize": _ior_size(block),
+            "aggregate filesize": _ior_size(aggregate),
+        },
+        "Results": results,
+    }
+    rows = []
+    for phase in ("write", "read"):
+        if phase not in summary:
+            continue
+        q = summary[phase]
+        # IOR's ops/s in the summary are MiB/s over the transfer size in MiB
+        per_op = transfer / MiB
+        bytes_per_rep = q["bytes"] / max(q.get("iterations", 1), 1)
+        rows.append(
+            {
+                "operation": phase,
+                "API": api,
+                "TestID": 0,
+                "ReferenceNumber": 0,
+                "segmentCount": segments,
+                "blockSize": block,
+                "transferSize": transfer,
+                "numTasks": ranks,
+                "tasksPerNode": tpn,
+                "repetitions": reps,
+                "filePerProc": fpp,
+                "reorderTasks": int(p.get("reorder", 0)),
+                "taskPerNodeOffset": 1,
+                "reorderTasksRandom": reorder_random,
+                "reorderTasksRandomSeed": 0,
+                "bwMaxMIB": q["max_mib_s"],
+                "bwMinMIB": q["min_mib_s"],
+                "bwMeanMIB": q["mean_mib_s"],
+                "bwStdMIB": q["std_mib_s"],
+                "OPsMax": q["max_mib_s"] / per_op,
+                "OPsMin": q["min_mib_s"] / per_op,
+                "OPsMean": q["mean_mib_s"] / per_op,
+                "OPsSD": q["std_mib_s"] / per_op,
+                "MeanTime": q["mean_s"],
+                "xsizeMiB": bytes_per_rep / MiB,
+            }
+        )
+    return {
+        "Version": "iopilot ior kernel",
+        "Began": began,
+        "Command line": p.get("command_line", ""),
+        "Machine": p.get("machine", ""),
+        "tests": [test],
+        "summary": rows,
+        "Finished": p.get("finished", ""),
+    }
+
+
+def _ior_size(n: int) -> str:
+    """IOR's human size: the largest binary unit that divides it evenly, else bytes."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
 
 
 def main(args: Any, kernel_args: Sequence[str]) -> int:
