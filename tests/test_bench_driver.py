@@ -157,3 +157,44 @@ def test_sweep_table_and_plot(tmp_path):
     assert all(float(r["write_mib_s"]) > 0 and r["verified"] == "True" for r in rows)
     png = (out / "sweep.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def h5bench_setup(tmp_path, read_option="FULL", particles=1024):
+    cfg = {
+        "mpi": {"command": "mpirun", "ranks": "4", "configuration": "-n 2 --oversubscribe"},
+        "vol": {}, "file-system": {}, "directory": "store",
+        "benchmarks": [
+            {"benchmark": "write", "file": "particles.h5",
+             "configuration": {"MEM_PATTERN": "CONTIG", "FILE_PATTERN": "CONTIG",
+                               "TIMESTEPS": "2", "NUM_DIMS": "1", "DIM_1": str(particles),
+                               "DIM_2": "1", "DIM_3": "1", "MODE": "SYNC",
+                               "COLLECTIVE_DATA": "YES"}},
+            {"benchmark": "read", "file": "particles.h5",
+             "configuration": {"MEM_PATTERN": "CONTIG", "FILE_PATTERN": "CONTIG",
+                               "TIMESTEPS": "2", "NUM_DIMS": "1", "DIM_1": str(particles),
+                               "DIM_2": "1", "DIM_3": "1", "MODE": "SYNC",
+                               "READ_OPTION": read_option}},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "setup.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_h5bench_configuration_runs_write_then_read(tmp_path):
+    work = tmp_path / "work"
+    p = iopilot("bench", "h5bench", str(h5bench_setup(tmp_path)), "--json", "--dir", str(work))
+    assert p.returncode == 0, p.stderr
+    write, read = json.loads(p.stdout)
+    assert (write["kernel"], read["kernel"]) == ("vpicio", "bdcats")
+    assert write["ranks"] == read["ranks"] == 2
+    # 2 ranks x 1024 particles x 8 variables x 4 bytes x 2 steps, written then read back
+    assert write["summary"]["write"]["bytes"] == read["summary"]["read"]["bytes"] == 131072
+    assert read["summary"]["verified"] is True
+    assert (work / "store" / "particles.h5").exists()
+
+
+def test_h5bench_configuration_we_cannot_honour_is_refused(tmp_path):
+    p = iopilot("bench", "h5bench", str(h5bench_setup(tmp_path, read_option="RDC")))
+    assert p.returncode == 2 and "READ_OPTION" in p.stderr and "RDC" in p.stderr
+    assert "vpicio on" not in p.stderr  # refused before anything ran

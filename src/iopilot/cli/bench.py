@@ -14,6 +14,9 @@ ABOUT: dict[str, tuple[str, str]] = {
                        "  iopilot bench diagnose --synthetic 5000000"),
     "bench sweep": ("Run a kernel over a grid of parameters; write a table and a plot.",
                     "iopilot bench sweep ior --grid ranks=1,2,4 --grid transfer=64k,1m"),
+    "bench h5bench": ("Run the VPIC-IO write and BD-CATS-IO read benchmarks of an h5bench "
+                      "JSON configuration with iopilot's kernels.",
+                      "iopilot bench h5bench sync-write-1d-contig-contig.json --dir /scratch/me"),
     "bench html": ("Time, memory and size of the HTML report.",
                    "iopilot bench html --synthetic 1000000"),
     "bench runtime": ("Cost of tracing: nanoseconds per call, and the slowdown of an I/O "
@@ -54,6 +57,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="runs per point: medians and spreads, and wins only beyond the noise")
     w.add_argument("--out", default="sweep-output", help="where the table and plot go")
     w.add_argument("--dir", help="working directory of the kernel (default: temporary)")
+    c = bsub.add_parser("h5bench", help="run the benchmarks of an h5bench JSON configuration")
+    c.add_argument("config", metavar="CONFIG", help="h5bench configuration (JSON)")
+    c.add_argument("--json", action="store_true", help="print the results as JSON")
+    c.add_argument("--dir", help="working directory of the kernels (default: temporary)")
     h = bsub.add_parser("html", help="time, memory and size of the HTML report")
     h.add_argument("logs", nargs="*", metavar="LOG", help="logs or traces (default: large "
                    "shared logs when present)")
@@ -74,6 +81,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.bench in kernels.KERNELS:
         return kernels.main(args, args.kernel_args)
+    if args.bench == "h5bench":
+        return kernels.h5bench_main(args)
     tools = {"diagnose": diagnose_speed, "runtime": runtime_overhead, "sweep": sweep,
              "html": html_speed}  # fmt: skip
     return tools[args.bench].main(args)
