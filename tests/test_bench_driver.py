@@ -198,3 +198,17 @@ def test_h5bench_configuration_we_cannot_honour_is_refused(tmp_path):
     p = iopilot("bench", "h5bench", str(h5bench_setup(tmp_path, read_option="RDC")))
     assert p.returncode == 2 and "READ_OPTION" in p.stderr and "RDC" in p.stderr
     assert "vpicio on" not in p.stderr  # refused before anything ran
+
+
+def test_ior_json_summary_is_written_where_asked(tmp_path):
+    out = tmp_path / "ior.json"
+    p = iopilot("bench", "ior", "--ranks", "2", "--block", "64k", "--transfer", "16k",
+                "--iterations", "2", "--ior-json", str(out))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    write = next(s for s in doc["summary"] if s["operation"] == "write")
+    assert write["numTasks"] == 2 and write["repetitions"] == 2
+    assert write["bwMinMIB"] <= write["bwMeanMIB"] <= write["bwMaxMIB"]
+    assert "Max Write" in p.stdout  # the table is still printed
+    p = iopilot("bench", "hacc", "--ior-json", str(out))
+    assert p.returncode == 2  # an ior option only

@@ -485,6 +485,9 @@ def main(args: Any, kernel_args: Sequence[str]) -> int:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
         sys.stdout.write(render(result))
+    if getattr(args, "ior_json", None):
+        Path(args.ior_json).write_text(json.dumps(ior_json(result), indent=2) + "\n")
+        print(f"iopilot: IOR JSON summary in {args.ior_json}", file=sys.stderr)
     if trace is not None:
         print(f"iopilot: trace in {trace} (diagnose it with `iopilot report {trace}`)",
               file=sys.stderr)  # fmt: skip

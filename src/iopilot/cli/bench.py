@@ -47,6 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         k.add_argument("--trace", metavar="DIR", help="run under the iopilot runtime")
         k.add_argument("--dir", help="working directory of the kernel (default: temporary)")
         k.add_argument("--keep", action="store_true", help="keep the temporary directory")
+        if name == "ior":
+            k.add_argument("--ior-json", metavar="PATH",
+                           help="also write IOR's JSON summary (summaryFormat=JSON) to PATH")
     w = bsub.add_parser("sweep", help="run a kernel over a grid of parameters")
     w.add_argument("kernel", choices=sorted(KERNELS))
     w.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
