@@ -212,3 +212,14 @@ def test_ior_json_summary_is_written_where_asked(tmp_path):
     assert "Max Write" in p.stdout  # the table is still printed
     p = iopilot("bench", "hacc", "--ior-json", str(out))
     assert p.returncode == 2  # an ior option only
+
+
+def test_io_per_step_counts_reads_too():
+    def step(write_s, read_s):
+        return {"iteration": 0, "open_s": 0.1, "write_s": write_s, "read_s": read_s,
+                "close_s": 0.2, "bytes_written": 0, "bytes_read": 0, "write_ops": 0,
+                "read_ops": 0, "meta_ops": 0, "verified": None, "compute_s": 1.0}  # fmt: skip
+
+    s = summarise({"iterations": [step(0.0, 2.0), step(1.0, 0.0)]})
+    assert s["compute"]["io_mean_s"] == pytest.approx((2.3 + 1.3) / 2)
+    assert s["compute"]["mean_s"] == 1.0

@@ -199,7 +199,8 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     # epochs: computation per step next to the I/O.
     comp = [it["compute_s"] for it in result["iterations"] if "compute_s" in it]
     if comp:
-        io = [it["write_s"] + it["open_s"] + it["close_s"] for it in result["iterations"]]
+        io = [it["write_s"] + it["read_s"] + it["open_s"] + it["close_s"]
+              for it in result["iterations"]]  # fmt: skip
         out["compute"] = {"mean_s": sum(comp) / len(comp), "io_mean_s": sum(io) / len(io)}
     checks = [it["check_s"] for it in result["iterations"] if "check_s" in it]
     if checks:
