@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -140,9 +141,15 @@ def test_epochs_steps_compute_and_contents(kernels, tmp_path, api, np_):
         assert it["write_ops"] == np_ * SIZE // (64 * KIB)
         assert it["bytes_read"] == it["read_ops"] == 0 and it["verified"] is None
         assert it["write_s"] > 0
-    # The emulated compute is real work calibrated to the target: roughly on time.
+    # The emulated compute is real work sized from the calibrated rate.  How
+    # long it then takes depends on what else shares the cores, so only the
+    # sizing is checked exactly; the time only has to show the work was done.
+    (note,) = [n for n in result["notes"] if n.startswith("compute:")]
+    units, rate = re.search(r"compute: (\d+) units .*calibrated (\d+) units/s", note).groups()
+    # units = round(COMPUTE * rate); the note prints the rate rounded to 1/s
+    assert int(units) > 0 and abs(int(units) - COMPUTE * int(rate)) <= 0.5 + COMPUTE
     compute = sorted(it["compute_s"] for it in its)[STEPS // 2]
-    assert 0.5 * COMPUTE <= compute <= 1.5 * COMPUTE, [it["compute_s"] for it in its]
+    assert compute > 0.1 * COMPUTE, [it["compute_s"] for it in its]
 
     path = tmp_path / "e.dat"
     logical = np.arange(STEPS * np_ * SIZE, dtype=np.uint64)
