@@ -1,0 +1,99 @@
+"""Settings files: the Python API (load, validate, dump, job_env)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iopilot.errors import InputError
+from iopilot.tune import settings
+
+FULL = """\
+[mpiio]                      # MPI-IO hints
+romio_cb_write = "disable"
+cb_nodes = 2
+[mpiio.files."*.h5"]
+striping_factor = 4
+[ompi]
+io = "romio321"
+fcoll = "two_phase"
+[hdf5]
+alignment = 1048576
+alignment_threshold = 0
+sieve_buf_size = 262144
+meta_block_size = 1048576
+coll_metadata_ops = true
+coll_metadata_write = true
+page_buffer_size = 0
+chunk = [1024]
+fill_time = "never"
+transfer = "collective"
+[stdio]
+buffer_size = "1m"
+[lustre]
+stripe_count = 4
+stripe_size = "1m"
+"""
+
+
+def test_load_full_file_and_dump_round_trip(tmp_path: Path) -> None:
+    src = tmp_path / "s.toml"
+    src.write_text(FULL)
+    doc = settings.load(src)
+    assert doc["mpiio"]["files"] == {"*.h5": {"striping_factor": 4}}
+    assert doc["hdf5"]["chunk"] == [1024]
+    out = tmp_path / "out.toml"
+    settings.dump(doc, out)
+    assert settings.load(out) == doc
+
+
+def test_job_env_names_the_open_mpi_variables() -> None:
+    doc = {"ompi": {"io": "romio321", "fcoll": "two_phase", "io_ompio_bytes_per_agg": "1m"}}
+    assert settings.job_env(doc) == {"OMPI_MCA_io": "romio321", "OMPI_MCA_fcoll": "two_phase",
+                                     "OMPI_MCA_io_ompio_bytes_per_agg": "1048576"}  # fmt: skip
+    assert settings.job_env({}) == {}
+
+
+@pytest.mark.parametrize(("doc", "words"), [
+    ({"hdf5": {"fill_time": "sometimes"}}, ["[hdf5] fill_time", "sometimes"]),
+    ({"hdf5": {"alignment": -1}}, ["[hdf5] alignment", "negative"]),
+    ({"stdio": {"buffer_size": "lots"}}, ["[stdio] buffer_size", "not a size"]),
+    ({"mpiio": {"cb_node": 1}}, ["[mpiio] cb_node", "unknown name"]),
+    ({"mpiio": {"cb_nodes": "2"}}, ["[mpiio] cb_nodes", "integer"]),
+    ({"mpiio": {"files": {"*.h5": {"cb_nodes": True}}}}, ['[mpiio.files."*.h5"] cb_nodes']),
+    ({"hdf5": {"chunk": [0]}}, ["[hdf5] chunk", "positive"]),
+    ({"hdf5": {"coll_metadata_ops": 1}}, ["[hdf5] coll_metadata_ops", "true or false"]),
+    ({"posix": {}}, ["[posix]", "unknown table"]),
+    ({"ompi": {"io": ""}}, ["[ompi] io"]),
+])  # fmt: skip
+def test_validate_names_table_key_and_reason(doc: dict, words: list[str]) -> None:
+    with pytest.raises(InputError) as e:
+        settings.validate(doc, "s.toml")
+    msg = str(e.value)
+    assert msg.startswith("s.toml: ") and "\n" not in msg
+    for w in words:
+        assert w in msg
+
+
+def test_load_reports_broken_toml(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[mpiio\ncb_nodes = ")
+    with pytest.raises(InputError, match="not valid TOML"):
+        settings.load(bad)
+    with pytest.raises(InputError, match="cannot read"):
+        settings.load(tmp_path / "missing.toml")
+
+
+def test_sizes() -> None:
+    assert settings.parse_size("4k") == 4096
+    assert settings.parse_size("1M") == 1 << 20
+    assert settings.parse_size("2GiB") == 2 << 30
+    assert settings.parse_size(7) == 7
+
+
+def test_every_setting_is_well_formed() -> None:
+    for s in settings.SETTINGS:
+        assert s.table in settings.TABLES and s.kind in settings.KINDS
+        assert (s.kind == "enum") == bool(s.choices)
+        assert s.help and s.where and s.layer
