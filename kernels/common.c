@@ -215,7 +215,7 @@ void k_note(const char *fmt, ...) {
     append_str(notes, sizeof notes, msg);
 }
 
-#define K_MAX_EXTRAS 16
+#define K_MAX_EXTRAS 24
 static struct {
     char key[48];
     int is_count;

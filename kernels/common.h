@@ -60,7 +60,7 @@ void k_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Optional extra fields of the next k_iteration, printed after "verified"
  * (kernels that add none print exactly the fields above).  Every rank must
  * add the same keys in the same order: times are combined with the maximum
- * over ranks, counts with the sum.  At most 16 per iteration. */
+ * over ranks, counts with the sum.  At most 24 per iteration. */
 void k_extra_time(const char *key, double seconds);
 void k_extra_count(const char *key, long long n);
 

@@ -11,12 +11,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from iopilot.bench.kernels import MiB, ior_json, render, summarise
+from iopilot.bench.kernels import MiB, hdf5_breakdown, ior_json, render, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "kernels"
@@ -492,3 +493,52 @@ def test_ior_json_has_iors_fields_and_consistent_values(ior, tmp_path, iters):
             assert s["bwStdMIB"] == 0 and s["OPsSD"] == 0
             assert s["bwMaxMIB"] == s["bwMinMIB"]
     assert doc["Command line"].endswith(f"-e -i {iters}") and doc["Finished"]
+
+
+@pytest.mark.parametrize("collective", [True, False])
+def test_hdf5_phases_say_what_was_mpiio(ior, tmp_path, collective):
+    args = "--api hdf5 --block 256k --transfer 64k --iterations 2" + (
+        " --collective" if collective else "")  # fmt: skip
+    result, _ = run(ior, args, 2, tmp_path)
+    for it in result["iterations"]:
+        for phase, ops in (("write", "write_ops"), ("read", "read_ops")):
+            # every H5Dwrite/H5Dread reaches MPI-IO at least once, on every rank
+            assert it[f"{phase}_mpiio_calls"] >= it[ops] == 2 * 4
+            assert 0 < it[f"{phase}_mpiio_s"] <= it[f"{phase}_total_s"]
+            # collective transfers go through a file view; independent ones here do not
+            assert (it[f"{phase}_mpiio_views"] > 0) == collective
+    text = render(result)
+    assert "HDF5 write: " in text and "inside MPI-IO" in text and "in HDF5 itself" in text
+
+
+def test_other_apis_have_no_hdf5_breakdown(ior, tmp_path):
+    result, _ = run(ior, "--api mpiio --collective --block 256k --transfer 64k", 2, tmp_path)
+    assert not any("mpiio_calls" in k for k in result["iterations"][0])
+    assert "HDF5 write" not in render(result)
+
+
+def test_hdf5_breakdown_figures():
+    its = [{"write_total_s": 2.0, "write_mpiio_s": 1.5, "write_mpiio_calls": 30,
+            "write_mpiio_views": 20, "write_ops": 10},
+           {"write_total_s": 2.0, "write_mpiio_s": 0.5, "write_mpiio_calls": 30,
+            "write_mpiio_views": 20, "write_ops": 10}]  # fmt: skip
+    (line,) = hdf5_breakdown({"iterations": its})
+    assert line == ("HDF5 write: 2.0000 s of 4.0000 s inside MPI-IO (60 calls for 20 H5Dwrite "
+                    "calls, 40 of them file views); 2.0000 s (50 %) in HDF5 itself")  # fmt: skip
+    # MPI-IO time measured on one rank can exceed the phase by clock noise: capped
+    its[0]["write_mpiio_s"] = 9.0
+    assert hdf5_breakdown({"iterations": its})[0].endswith("0.0000 s (0 %) in HDF5 itself")
+    assert hdf5_breakdown({"iterations": [{"write_total_s": 1.0, "write_ops": 3}]}) == []
+
+
+def test_tracing_still_sees_the_mpiio_calls_under_hdf5(tmp_path):
+    trace = tmp_path / "t"
+    p = subprocess.run([sys.executable, "-m", "iopilot", "bench", "ior", "--ranks", "2", "--api",
+                        "hdf5", "--collective", "--block", "256k", "--transfer", "64k",
+                        "--trace", str(trace), "--dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([sys.executable, "-m", "iopilot", "report", str(trace), "--json"],
+                       capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+    layers = {x["layer"]: x for x in json.loads(p.stdout)["reports"][0]["layers"]}
+    assert layers["MPI-IO"]["writes"] >= layers["H5D"]["writes"] == 8

@@ -279,9 +279,32 @@ def render(result: dict[str, Any]) -> str:
                          f"(open to close)  transfers only: {x:.2f} MiB/s")  # fmt: skip
     if s.get("check_s"):
         lines.append(f"data checked in {s['check_s']:.4f} s (not in any figure above)")
+    lines += hdf5_breakdown(result)
     for note in result.get("notes", []):
         lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"
+
+
+def hdf5_breakdown(result: dict[str, Any]) -> list[str]:
+    """Where an HDF5 phase's time went: inside MPI-IO (and how many calls,
+    file views among them, per transfer) or in HDF5 itself.  Sums over the
+    iterations; the MPI-IO time is the slowest rank's."""
+    out = []
+    for phase, ops_key in (("write", "write_ops"), ("read", "read_ops")):
+        its = [it for it in result["iterations"]
+               if it.get(f"{phase}_mpiio_calls") and it.get(f"{phase}_total_s")]  # fmt: skip
+        if not its:
+            continue
+        total = sum(it[f"{phase}_total_s"] for it in its)
+        inside = min(sum(it[f"{phase}_mpiio_s"] for it in its), total)
+        calls = sum(it[f"{phase}_mpiio_calls"] for it in its)
+        views = sum(it.get(f"{phase}_mpiio_views", 0) for it in its)
+        transfers = sum(it[ops_key] for it in its)
+        own = total - inside
+        out.append(f"HDF5 {phase}: {inside:.4f} s of {total:.4f} s inside MPI-IO "
+                   f"({calls} calls for {transfers} H5D{phase} calls, {views} of them file views); "
+                   f"{own:.4f} s ({100 * own / total:.0f} %) in HDF5 itself")  # fmt: skip
+    return out
 
 
 _IOR_API = {"posix": "POSIX", "mpiio": "MPIIO", "hdf5": "HDF5"}
