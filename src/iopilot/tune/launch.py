@@ -1,0 +1,330 @@
+"""Launchers: how one trial of ``iopilot tune`` runs, and what it leaves behind.
+
+A launcher is a function ``run_trial(command, env, cwd, timeout) -> TrialRun``.
+``env`` holds the trial's variables; they are laid over the current
+environment.  ``launcher(name, **options)`` looks one up in ``LAUNCHERS``;
+adding a launcher is one factory registered with ``@register``.
+
+- ``local``: the command as a child process (it says itself how many ranks,
+  e.g. ``mpirun -n 4 prog``).
+- ``slurm``: the command as a Slurm job step (``srun``) inside the current
+  allocation when ``SLURM_JOB_ID`` is set, otherwise as its own one-node job
+  (``srun -N1 -n<ranks>``), or as a batch job (``mode="sbatch"``).  A trial
+  past its timeout is cancelled with ``scancel``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from iopilot.errors import InputError
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    """What one trial did: exit status (negative: killed by that signal), its
+    output, its wall time, and whether it was stopped for exceeding its timeout."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+
+
+RunTrial = Callable[[list[str], dict[str, str], Path, float | None], TrialRun]
+
+LAUNCHERS: dict[str, Callable[..., RunTrial]] = {}
+
+
+def register(name: str) -> Callable[[Callable[..., RunTrial]], Callable[..., RunTrial]]:
+    def add(factory: Callable[..., RunTrial]) -> Callable[..., RunTrial]:
+        LAUNCHERS[name] = factory
+        return factory
+    return add
+
+
+def launcher(name: str, **options) -> RunTrial:
+    """The ``run_trial`` function of launcher ``name`` (``local`` or ``slurm``)."""
+    try:
+        factory = LAUNCHERS[name]
+    except KeyError:
+        raise InputError("--launcher", f"unknown launcher {name!r}",
+                         f"choose one of {', '.join(sorted(LAUNCHERS))}") from None
+    return factory(**options)
+
+
+def _merged_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {**os.environ, **{k: str(v) for k, v in env.items()}}
+
+
+def _timeout_note(timeout: float) -> str:
+    return f"iopilot: timed out after {timeout:g} s and was stopped\n"
+
+
+# --------------------------------------------------------------------------- local
+
+
+@register("local")
+def local_launcher(ranks: int | None = None) -> RunTrial:
+    """Trials as child processes.  ``ranks`` is accepted for symmetry with
+    ``slurm`` and unused: a local command starts its own ranks."""
+    del ranks
+
+    def run_trial(command: list[str], env: dict[str, str], cwd: Path,
+                  timeout: float | None) -> TrialRun:
+        start = time.monotonic()
+        try:
+            # Its own session, so that a timeout stops mpirun and all its ranks.
+            proc = subprocess.Popen(list(command), env=_merged_env(env), cwd=cwd,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        except FileNotFoundError:
+            raise InputError(command[0], "no such program") from None
+        except PermissionError:
+            raise InputError(command[0], "not executable") from None
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            out, err = _stop_group(proc)
+        return TrialRun(proc.returncode, _text(out), _text(err) + (
+            _timeout_note(timeout) if timed_out and timeout is not None else ""),
+            time.monotonic() - start, timed_out)
+
+    return run_trial
+
+
+def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> tuple[bytes, bytes]:
+    """SIGTERM the process group, SIGKILL it after ``grace`` s; the output so far."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            return proc.communicate(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    return b"", b""  # not reached: communicate() without timeout returns
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data if isinstance(data, str) else data.decode(errors="replace")
+
+
+# --------------------------------------------------------------------------- slurm
+
+# srun/sbatch messages meaning Slurm itself could not be used (the program never ran).
+_SLURM_UNREACHABLE = re.compile(
+    r"(?:srun|sbatch): (?:error|fatal): ("
+    r"Unable to contact slurm controller.*|Unable to allocate resources: .*|"
+    r"Batch job submission failed: .*|Could not establish a configuration source.*|"
+    r"Unable to create step for job .*)")
+
+_FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                 "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"}
+
+
+@dataclass
+class SlurmLauncher:
+    """Trials through Slurm.
+
+    mode: ``srun`` (a job step in the current allocation, else a one-node job)
+    or ``sbatch`` (a batch job whose script runs ``srun <command>``; its state
+    is polled every ``poll`` s, much sooner than ``sbatch --wait`` notices).
+    ranks: tasks per trial (default: the allocation's, or 1 for a new job).
+    mpi: ``--mpi`` plugin (default: the cluster's ``MpiDefault``; Debian's
+    Open MPI needs ``pmix``).  srun_args: more options for srun/sbatch, by
+    default from ``IOPILOT_SRUN_ARGS`` (e.g. ``-p debug -A proj``).
+    """
+
+    mode: str = "srun"
+    ranks: int | None = None
+    mpi: str | None = None
+    srun_args: Sequence[str] | None = None
+    poll: float = 0.2
+    grace: float = 15.0  # seconds a cancelled trial has to end before SIGKILL
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("srun", "sbatch"):
+            raise InputError("--launcher slurm", f"unknown mode {self.mode!r}",
+                             "choose srun or sbatch")
+        if self.srun_args is None:
+            self.srun_args = shlex.split(os.environ.get("IOPILOT_SRUN_ARGS", ""))
+        check_slurm(os.environ)
+
+    def __call__(self, command: list[str], env: dict[str, str], cwd: Path,
+                 timeout: float | None) -> TrialRun:
+        full = _merged_env(env)
+        name = f"iopilot-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        if self.mode == "sbatch":
+            return self._sbatch(command, full, Path(cwd), timeout, name)
+        return self._srun(command, full, Path(cwd), timeout, name)
+
+    # -- pieces shared by both modes
+    def _options(self, env: Mapping[str, str], cwd: Path, timeout: float | None,
+                 name: str) -> list[str]:
+        opts = ["--export=ALL", f"--chdir={cwd}", f"--job-name={name}"]
+        if self.ranks is not None:
+            opts.append(f"--ntasks={self.ranks}")
+        if self.mode == "sbatch" or "SLURM_JOB_ID" not in env:
+            opts.append("--nodes=1")
+            if self.ranks is None:
+                opts.append("--ntasks=1")
+        if timeout is not None:
+            # A backstop in whole minutes; the launcher itself cancels on time.
+            opts.append(f"--time={math.ceil(timeout / 60) + 1}")
+        return [*opts, *(self.srun_args or ())]
+
+    def _mpi(self) -> list[str]:
+        return [f"--mpi={self.mpi}"] if self.mpi else []
+
+    # -- srun: a job step, or a job of its own
+    def _srun(self, command: list[str], env: dict[str, str], cwd: Path,
+              timeout: float | None, name: str) -> TrialRun:
+        argv = ["srun", *self._options(env, cwd, timeout, name), *self._mpi(), *command]
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True)
+        except FileNotFoundError:
+            raise _no_slurm("srun") from None
+        timed_out = False
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _scancel_by_name(name, env)
+            try:
+                out, err = proc.communicate(timeout=self.grace)
+            except subprocess.TimeoutExpired:
+                _scancel_by_name(name, env, "--signal=KILL")
+                out, err = _stop_group(proc, grace=2.0)
+        seconds = time.monotonic() - start
+        stderr = _text(err)
+        if not timed_out and proc.returncode != 0:
+            _raise_if_unreachable(stderr)
+        if timed_out and timeout is not None:
+            stderr += _timeout_note(timeout)
+        return TrialRun(proc.returncode, _text(out), stderr, seconds, timed_out)
+
+    # -- sbatch: a batch job, polled
+    def _sbatch(self, command: list[str], env: dict[str, str], cwd: Path,
+                timeout: float | None, name: str) -> TrialRun:
+        # The output files sit in the trial's directory: the node must reach them.
+        spool = Path(tempfile.mkdtemp(prefix=".iopilot-sbatch-", dir=cwd))
+        out_file, err_file = spool / "stdout", spool / "stderr"
+        script = shlex.join(["srun", *self._mpi(), *command])
+        argv = ["sbatch", "--parsable", *self._options(env, cwd, timeout, name),
+                f"--output={out_file}", f"--error={err_file}", f"--wrap={script}"]
+        start = time.monotonic()
+        try:
+            try:
+                sub = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
+                                     timeout=60)
+            except FileNotFoundError:
+                raise _no_slurm("sbatch") from None
+            if sub.returncode != 0:
+                _raise_if_unreachable(sub.stderr)
+                raise InputError("--launcher slurm", f"sbatch failed: {sub.stderr.strip()}")
+            job = sub.stdout.strip().split(";")[0]
+            deadline = None if timeout is None else start + timeout
+            timed_out = False
+            while (info := _job_info(job, env)).get("JobState") not in _FINAL_STATES:
+                if not timed_out and deadline is not None and time.monotonic() > deadline:
+                    timed_out = True
+                    subprocess.run(["scancel", job], env=env, capture_output=True, timeout=30)
+                time.sleep(self.poll)
+            code, _, sig = info.get("ExitCode", "0:0").partition(":")
+            returncode = -int(sig) if sig.strip("0") else int(code)
+            stdout = _read(out_file)
+            stderr = _read(err_file)
+            if info.get("JobState") != "COMPLETED" and not returncode:
+                returncode = 1  # cancelled or failed before the script set a status
+            if timed_out and timeout is not None:
+                stderr += _timeout_note(timeout)
+            return TrialRun(returncode, stdout, stderr, time.monotonic() - start, timed_out)
+        finally:
+            for f in (out_file, err_file):
+                f.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                spool.rmdir()
+
+
+register("slurm")(SlurmLauncher)
+
+
+def check_slurm(env: Mapping[str, str]) -> None:
+    """Raise InputError unless the Slurm controller answers."""
+    conf = env.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():
+        # Slurm's clients would retry for a minute before saying so.
+        raise InputError("--launcher slurm", f"SLURM_CONF names {conf}, which does not exist")
+    try:
+        ping = subprocess.run(["scontrol", "ping"], env=dict(env), capture_output=True,
+                              text=True, timeout=60)
+    except FileNotFoundError:
+        raise _no_slurm("scontrol") from None
+    except subprocess.TimeoutExpired:
+        raise InputError("--launcher slurm", "the Slurm controller did not answer in 60 s",
+                         "scontrol ping hangs") from None
+    if ping.returncode != 0 or " is UP" not in ping.stdout:
+        said = " ".join((ping.stdout + ping.stderr).split())
+        raise InputError("--launcher slurm", f"cannot reach the Slurm controller: {said}",
+                         "is slurmctld running, and SLURM_CONF set for this cluster?")
+
+
+def _no_slurm(program: str) -> InputError:
+    return InputError("--launcher slurm", f"{program} is not on PATH",
+                      "install Slurm's client commands, or use --launcher local")
+
+
+def _raise_if_unreachable(stderr: str) -> None:
+    m = _SLURM_UNREACHABLE.search(stderr)
+    if m:
+        raise InputError("--launcher slurm", f"Slurm refused the trial: {m.group(1).strip()}")
+
+
+def _scancel_by_name(name: str, env: Mapping[str, str], *extra: str) -> None:
+    """Cancel the trial's job, or its step when it runs inside an allocation."""
+    targets = []
+    job = env.get("SLURM_JOB_ID")
+    if job:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            steps = subprocess.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"],
+                                   env=dict(env), capture_output=True, text=True, timeout=30)
+            targets = [line.split()[0] for line in steps.stdout.splitlines()
+                       if line.split()[1:] == [name]]
+    cmd = ["scancel", *extra, *targets] if targets else ["scancel", *extra, f"--name={name}"]
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run(cmd, env=dict(env), capture_output=True, timeout=30)
+
+
+def _job_info(job: str, env: Mapping[str, str]) -> dict[str, str]:
+    r = subprocess.run(["scontrol", "show", "job", "-o", job], env=dict(env),
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        raise InputError("--launcher slurm", f"lost track of job {job}: {r.stderr.strip()}")
+    return dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,241 @@
+"""`iopilot tune` against real services: Optuna studies shared through a real
+PostgreSQL server, and trials run by a real single-node Slurm
+(``tests/services.py`` starts and stops both)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from iopilot.errors import InputError
+from iopilot.tune.launch import TrialRun, launcher
+from services import pid_alive, postgres_server, slurm_cluster
+
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    pytest.importorskip("optuna")
+    pytest.importorskip("psycopg", reason="psycopg (PostgreSQL driver) is not installed")
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    with slurm_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def slurm_env(slurm, monkeypatch):
+    """This process pointed at the test cluster, outside any allocation."""
+    for key in [k for k in os.environ if k.startswith("SLURM_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])
+    # Open MPI on one node: shared memory only, no TCP listeners.
+    monkeypatch.setenv("OMPI_MCA_btl", "self,vader")
+    return slurm
+
+
+# --------------------------------------------------------------------------- the fixtures
+
+
+def test_services_start_quickly_and_leave_nothing_running():
+    t0 = time.monotonic()
+    with postgres_server() as pg:
+        pg_started = time.monotonic() - t0
+        pg_pid, pg_dir = pg.pid, pg.dir
+        assert pid_alive(pg_pid)
+    assert not pid_alive(pg_pid) and not pg_dir.exists()
+
+    t0 = time.monotonic()
+    with slurm_cluster() as sl:
+        sl_started = time.monotonic() - t0
+        sl_pids, sl_dir = list(sl.pids), sl.dir
+        assert len(sl_pids) == 2 and all(pid_alive(p) for p in sl_pids)
+        # A job still running when the block ends is cancelled, not orphaned.
+        r = sl.run("sbatch", "--parsable", "--wrap", "sleep 60")
+        assert r.returncode == 0, r.stderr
+    assert not any(pid_alive(p) for p in sl_pids) and not sl_dir.exists()
+    assert pg_started < 15 and sl_started < 15
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+WORKER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    import optuna
+    url, name, tag, trials, barrier = sys.argv[1:6]
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=name, storage=url)
+    # Start together with the other worker, so that their trials interleave.
+    Path(barrier, tag).touch()
+    deadline = time.monotonic() + 20
+    while len(list(Path(barrier).iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    def objective(trial):
+        trial.set_user_attr("worker", tag)
+        x = trial.suggest_float("x", -10, 10)
+        time.sleep(0.1)
+        return (x - 2) ** 2
+    study.optimize(objective, n_trials=int(trials))
+""")
+
+
+def _worker(url, name, tag, trials, barrier):
+    return subprocess.Popen([PY, "-c", WORKER, url, name, tag, str(trials), str(barrier)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_processes_share_one_study_and_a_third_resumes_it(postgres, tmp_path):
+    import optuna
+
+    url = postgres.create_database("shared_study")
+    # Create the schema and the study first: two processes creating optuna's
+    # tables at the same moment race.
+    optuna.create_study(study_name="s", storage=url, direction="minimize")
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    workers = [_worker(url, "s", tag, 5, barrier) for tag in ("a", "b")]
+    for w in workers:
+        _, err = w.communicate(timeout=60)
+        assert w.returncode == 0, err
+
+    study = optuna.load_study(study_name="s", storage=url)
+    trials = study.get_trials(deepcopy=False)
+    assert len(trials) == 10
+    assert sorted(t.number for t in trials) == list(range(10))
+    assert len({t._trial_id for t in trials}) == 10
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    by_worker = {tag: [t for t in trials if t.user_attrs["worker"] == tag] for tag in "ab"}
+    assert [len(v) for v in by_worker.values()] == [5, 5]
+    # They ran at the same time: each started before the other finished.
+    spans = {tag: (min(t.datetime_start for t in v), max(t.datetime_complete for t in v))
+             for tag, v in by_worker.items()}
+    assert spans["a"][0] < spans["b"][1] and spans["b"][0] < spans["a"][1]
+
+    # A third process carries on where they stopped.
+    (barrier / "c").touch()
+    third = _worker(url, "s", "c", 3, barrier)
+    _, err = third.communicate(timeout=60)
+    assert third.returncode == 0, err
+    study = optuna.load_study(study_name="s", storage=url)
+    trials = study.get_trials(deepcopy=False)
+    assert sorted(t.number for t in trials) == list(range(13))
+    assert sum(t.user_attrs["worker"] == "c" for t in trials) == 3
+    assert study.best_value == min(t.value for t in trials)
+
+
+# --------------------------------------------------------------------------- Slurm
+
+
+def test_slurm_trial_runs_with_its_environment_and_directory(slurm_env, tmp_path):
+    run = launcher("slurm")
+    code = ("import os, pathlib; pathlib.Path('made.txt').write_text(os.environ['IOP_X']);"
+            "print('hello from', os.environ['SLURM_JOB_ID'])")
+    result = run([PY, "-c", code], {"IOP_X": "42"}, tmp_path, 30)
+    assert isinstance(result, TrialRun)
+    assert result.returncode == 0, result.stderr
+    assert not result.timed_out
+    assert result.stdout.startswith("hello from ")
+    assert (tmp_path / "made.txt").read_text() == "42"
+    assert 0 < result.seconds < 30
+
+
+def test_slurm_mpi_trial_runs_every_rank(slurm_env, tmp_path):
+    pytest.importorskip("mpi4py")
+    run = launcher("slurm", ranks=2)
+    code = ("from mpi4py import MPI; c = MPI.COMM_WORLD;"
+            "print(c.Get_rank(), c.allreduce(1), flush=True)")
+    result = run([PY, "-c", code], {}, tmp_path, 60)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.split("\n")[:2]) == ["0 2", "1 2"]
+
+
+def test_slurm_trial_failure_is_reported(slurm_env, tmp_path):
+    run = launcher("slurm")
+    result = run([PY, "-c", "import sys; print('partial'); sys.exit(3)"], {}, tmp_path, 30)
+    assert result.returncode == 3
+    assert result.stdout == "partial\n"
+    assert not result.timed_out
+    assert "exit code 3" in result.stderr
+
+
+def test_slurm_trial_past_its_timeout_is_cancelled(slurm_env, tmp_path):
+    run = launcher("slurm")
+    result = run([PY, "-c", "import time; time.sleep(120)"], {}, tmp_path, 2)
+    assert result.timed_out
+    assert result.returncode != 0
+    assert "timed out after 2 s" in result.stderr
+    assert 2 <= result.seconds < 20
+    # Cancelled in Slurm too, not only the local srun process.
+    deadline = time.monotonic() + 10
+    while slurm_env.run("squeue", "-h", "-o", "%i %T").stdout.strip():
+        assert time.monotonic() < deadline, slurm_env.run("squeue").stdout
+        time.sleep(0.1)
+
+
+def test_slurm_batch_jobs(slurm_env, tmp_path):
+    run = launcher("slurm", mode="sbatch")
+    done = run([PY, "-c", "import sys; print('out'); sys.exit(4)"], {"A": "1"}, tmp_path, 30)
+    assert (done.returncode, done.stdout, done.timed_out) == (4, "out\n", False)
+    late = run([PY, "-c", "import time; time.sleep(120)"], {}, tmp_path, 2)
+    assert late.timed_out and late.returncode != 0 and late.seconds < 20
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".iopilot-sbatch-")]
+
+
+def test_slurm_step_inside_an_allocation(slurm_env, tmp_path):
+    """Under salloc (SLURM_JOB_ID set) each trial is a step of that job."""
+    code = textwrap.dedent(f"""
+        import os, sys
+        from pathlib import Path
+        from iopilot.tune.launch import launcher
+        run = launcher("slurm")
+        r = run([sys.executable, "-c",
+                 "import os; print(os.environ['SLURM_JOB_ID'], os.environ['SLURM_STEP_ID'])"],
+                {{}}, Path({str(tmp_path)!r}), 30)
+        print(os.environ["SLURM_JOB_ID"], r.stdout.strip(), r.returncode)
+    """)
+    r = subprocess.run(["salloc", "-N1", "-n1", PY, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    job, step_job, step, rc = r.stdout.split()
+    assert step_job == job and step == "0" and rc == "0"
+
+
+def test_unreachable_slurm_is_an_input_error(slurm_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "absent.conf"))
+    with pytest.raises(InputError, match="does not exist"):
+        launcher("slurm")
+    # A valid configuration whose controller is not running.
+    conf = tmp_path / "slurm.conf"
+    text = Path(slurm_env.env["SLURM_CONF"]).read_text()
+    conf.write_text("\n".join(
+        "SlurmctldPort=1" if line.startswith("SlurmctldPort=") else line
+        for line in text.splitlines()) + "\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    with pytest.raises(InputError, match="cannot reach the Slurm controller"):
+        launcher("slurm")
+
+
+def test_unknown_launcher_is_an_input_error():
+    with pytest.raises(InputError, match="unknown launcher 'pbs'"):
+        launcher("pbs")
+
+
+def test_local_launcher(tmp_path):
+    run = launcher("local")
+    ok = run([PY, "-c", "import os; print(os.environ['IOP_Y'], os.getcwd())"],
+             {"IOP_Y": "7"}, tmp_path, 30)
+    assert (ok.returncode, ok.stdout.split(), ok.timed_out) == (0, ["7", str(tmp_path)], False)
+    late = run([PY, "-c", "import time; time.sleep(60)"], {}, tmp_path, 0.5)
+    assert late.timed_out and late.returncode != 0 and late.seconds < 10
+    with pytest.raises(InputError, match="no such program"):
+        run(["/nonexistent/prog"], {}, tmp_path, 5)
