@@ -27,7 +27,11 @@ apt_install() {
 
 # C toolchain, MPI and parallel HDF5 for the runtime, its tests and the kernels.
 if command -v dpkg-query >/dev/null; then
-    apt_install build-essential pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools fio chromium chromium-driver
+    # With them (one apt-get run), the real services of the `iopilot tune` tests:
+    # a PostgreSQL server for shared studies and Slurm for trials as jobs; the
+    # tests start and stop their own daemons.
+    apt_install build-essential pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools fio chromium chromium-driver \
+        postgresql slurm-wlm
 fi
 
 # A Python >= 3.11 that can make virtual environments.
