@@ -3,6 +3,7 @@ PostgreSQL server, and trials run by a real single-node Slurm
 (``tests/services.py`` starts and stops both)."""
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -176,10 +177,37 @@ def test_slurm_trial_past_its_timeout_is_cancelled(slurm_env, tmp_path):
     assert "timed out after 2 s" in result.stderr
     assert 2 <= result.seconds < 20
     # Cancelled in Slurm too, not only the local srun process.
-    deadline = time.monotonic() + 10
-    while slurm_env.run("squeue", "-h", "-o", "%i %T").stdout.strip():
-        assert time.monotonic() < deadline, slurm_env.run("squeue").stdout
+    _wait_for_queue(slurm_env, empty=True)
+
+
+def _wait_for_queue(slurm, empty: bool, seconds: float = 15) -> None:
+    deadline = time.monotonic() + seconds
+    while bool(slurm.run("squeue", "-h", "-t", "PD,R,CG", "-o", "%i").stdout.strip()) == empty:
+        assert time.monotonic() < deadline, slurm.run("squeue").stdout
         time.sleep(0.1)
+
+
+@pytest.mark.parametrize("mode", ["srun", "sbatch"])
+def test_interrupted_slurm_trial_is_cancelled(slurm_env, tmp_path, mode):
+    """Ctrl-C on the tuner while a trial runs cancels the trial's job too."""
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from iopilot.tune.launch import launcher
+        launcher("slurm", mode={mode!r})([sys.executable, "-c", "import time; time.sleep(120)"],
+                                         {{}}, Path({str(tmp_path)!r}), 300)
+    """)
+    tuner = subprocess.Popen([PY, "-c", code], stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_queue(slurm_env, empty=False)
+        time.sleep(0.3)
+        tuner.send_signal(signal.SIGINT)
+        _, err = tuner.communicate(timeout=20)
+        assert "KeyboardInterrupt" in err
+        _wait_for_queue(slurm_env, empty=True)
+    finally:
+        tuner.kill()
+        tuner.wait()
 
 
 def test_slurm_batch_jobs(slurm_env, tmp_path):

@@ -101,6 +101,9 @@ def local_launcher(ranks: int | None = None) -> RunTrial:
         except subprocess.TimeoutExpired:
             timed_out = True
             out, err = _stop_group(proc)
+        except BaseException:  # interrupted: leave nothing running
+            _stop_group(proc)
+            raise
         return TrialRun(proc.returncode, _text(out), _text(err) + (
             _timeout_note(timeout) if timed_out and timeout is not None else ""),
             time.monotonic() - start, timed_out)
@@ -215,6 +218,10 @@ class SlurmLauncher:
             except subprocess.TimeoutExpired:
                 _scancel_by_name(name, env, "--signal=KILL")
                 out, err = _stop_group(proc, grace=2.0)
+        except BaseException:  # interrupted: cancel the job, not only srun
+            _scancel_by_name(name, env)
+            _stop_group(proc, grace=2.0)
+            raise
         seconds = time.monotonic() - start
         stderr = _text(err)
         if not timed_out and proc.returncode != 0:
@@ -245,11 +252,16 @@ class SlurmLauncher:
             job = sub.stdout.strip().split(";")[0]
             deadline = None if timeout is None else start + timeout
             timed_out = False
-            while (info := _job_info(job, env)).get("JobState") not in _FINAL_STATES:
-                if not timed_out and deadline is not None and time.monotonic() > deadline:
-                    timed_out = True
-                    subprocess.run(["scancel", job], env=env, capture_output=True, timeout=30)
-                time.sleep(self.poll)
+            try:
+                while (info := _job_info(job, env)).get("JobState") not in _FINAL_STATES:
+                    if not timed_out and deadline is not None and time.monotonic() > deadline:
+                        timed_out = True
+                        subprocess.run(["scancel", job], env=env, capture_output=True,
+                                       timeout=30)
+                    time.sleep(self.poll)
+            except BaseException:  # interrupted: the job must not run on
+                subprocess.run(["scancel", job], env=env, capture_output=True, timeout=30)
+                raise
             code, _, sig = info.get("ExitCode", "0:0").partition(":")
             returncode = -int(sig) if sig.strip("0") else int(code)
             stdout = _read(out_file)
