@@ -1,0 +1,60 @@
+"""``iopilot tune``: search I/O-stack settings for a program in a few trials."""
+
+from __future__ import annotations
+
+import argparse
+
+# What the command does and how it is called, shown by its --help.
+ABOUT: dict[str, tuple[str, str]] = {
+    "tune": ("Search MPI-IO hints, Open MPI components, HDF5 and STDIO settings for an "
+             "unmodified program: each trial runs it with a settings file applied "
+             "(iopilot run --settings) and measures it; the best settings go to "
+             "OUT/best.toml.",
+             "iopilot tune --trials 16 -- mpirun -np 4 build/kernels/ior --api mpiio "
+             "--collective --transfer 4k --block 8m --write\n"
+             "  iopilot tune --space space.toml --strategy tpe --objective wall -- ./app"),
+}  # fmt: skip
+
+STRATEGIES = ("guided", "tpe", "ga", "random", "grid")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``tune`` subcommand and its options."""
+    t = sub.add_parser("tune", help="search I/O settings for a program in a few trials")
+    t.add_argument("--space", metavar="FILE",
+                   help="the parameters and values to try (TOML); default: chosen from the "
+                   "diagnosis of the first run")
+    t.add_argument("--strategy", choices=STRATEGIES, default="guided",
+                   help="guided (default): the default, one change at a time in the order "
+                   "the diagnosis suggests, then TPE; tpe; ga (genetic); random; grid")
+    t.add_argument("--trials", type=int, default=20, metavar="N",
+                   help="trials in all, the default included (default 20)")
+    t.add_argument("--repeats", type=int, default=3, metavar="K",
+                   help="runs of the default and of promising candidates (default 3)")
+    t.add_argument("--study", metavar="URL",
+                   help="Optuna storage (sqlite:///file.db, postgresql://...); default "
+                   "sqlite:///OUT/study.db. Running the same tuning again continues it")
+    t.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    t.add_argument("--objective", choices=("io", "wall", "bandwidth"), default="io",
+                   help="io (default): slowest rank's I/O seconds in the trace; wall: "
+                   "seconds to exit; bandwidth: MiB/s of a kernel's IOPILOT-RESULT line")
+    t.add_argument("--timeout", type=float, metavar="S",
+                   help="stop a trial after S seconds (default: 5x the default's slowest "
+                   "run, at least 10 s)")
+    t.add_argument("--verify", metavar="CMD",
+                   help="shell command run in the trial's directory after the program; a "
+                   "non-zero status fails the trial")
+    t.add_argument("--launcher", choices=("local", "slurm"), default="local",
+                   help="where trials run (default local)")
+    t.add_argument("--json", metavar="OUT", help="write the study's summary as JSON")
+    t.add_argument("--out", metavar="DIR", default="iopilot-tune",
+                   help="directory for best.toml, the plot, the study and the trials' "
+                   "work (default ./iopilot-tune)")
+    t.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    t.set_defaults(func=cmd_tune)  # fmt: skip
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from ..tune import cli
+
+    return cli.main(args)

@@ -1,0 +1,85 @@
+"""The work of ``iopilot tune`` (its options are in ``iopilot.cli.tune``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from . import output
+from .engine import launcher
+from .objective import OBJECTIVES, absolute_command
+from .space import Space
+from .study import Options, Study, study_name
+
+
+def main(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise InputError("iopilot tune", "no command given: iopilot tune [options] -- COMMAND...")
+    for name, v in (("--trials", args.trials), ("--repeats", args.repeats)):
+        if v < 1:
+            raise InputError(name, f"must be 1 or more, not {v}")
+    if args.timeout is not None and args.timeout <= 0:
+        raise InputError("--timeout", f"must be above 0, not {args.timeout:g}")
+    cwd = Path.cwd()
+    command = absolute_command(command, cwd)
+    out = Path(args.out).resolve()
+    space_text = "generated"
+    given: Space | None = None
+    if args.space:
+        from .space import load
+
+        given = load(args.space)
+        space_text = Path(args.space).read_text()
+    launch = launcher(args.launcher)
+    out.mkdir(parents=True, exist_ok=True)
+    storage = args.study or f"sqlite:///{out / 'study.db'}"
+    unit, direction = OBJECTIVES[args.objective]
+
+    def space_for(observed: dict[str, Any]) -> Space:
+        if given is not None:
+            return given
+        from .generate import generate
+
+        return generate(observed)
+
+    opts = Options(command, args.objective, args.strategy, args.trials, args.repeats, args.seed,
+                   args.timeout, args.verify, storage, out / "trials",
+                   study_name(command, space_text, args.objective, args.strategy, args.seed))
+    progress = output.Progress(args.trials, unit)
+    try:
+        outcome = Study(opts, space_for, launch, progress).run()
+    finally:
+        progress.close()
+        _tidy(out / "trials")
+    maximize = direction == "maximize"
+    doc = output.summary(outcome, command=command, objective=args.objective, unit=unit,
+                         maximize=maximize, strategy=args.strategy, seed=args.seed,
+                         storage=storage)  # fmt: skip
+    print(output.table(outcome, unit))
+    print()
+    print(output.conclusion(outcome, doc, unit))
+    best = out / "best.toml"
+    output.write_best(outcome, best, command)
+    plot = out / "convergence.png"
+    made = output.plot(outcome, plot, unit, maximize)
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    wrote = [str(best)] + ([str(plot)] if made else []) + ([args.json] if args.json else [])
+    print(f"iopilot: {len(outcome.records)} trial(s), {outcome.stopped}; wrote "
+          f"{', '.join(wrote)}; study {storage}", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _tidy(work: Path) -> None:
+    """The trials' work directory, when no trial of another study process is in it."""
+    try:
+        work.rmdir()
+    except OSError:
+        pass

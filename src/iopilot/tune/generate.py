@@ -1,0 +1,148 @@
+"""From a diagnosis to what to tune: the order in which the guided search
+changes settings, and a search space when none was given.
+
+The diagnosis of the default run names problems (small writes to a shared
+file, collective I/O that costs more than its POSIX writes, misaligned
+accesses, HDF5 metadata reads...); each problem points at the settings that
+can change it.  A setting's weight is the seconds at stake in the findings
+that point at it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InputError
+from .space import Space, from_dict
+
+_CB = ["mpiio.romio_cb_write", "mpiio.romio_cb_read", "mpiio.cb_nodes", "mpiio.cb_buffer_size"]
+_COMPONENTS = ["ompi.io", "ompi.fcoll", "ompi.io_ompio_num_aggregators"]
+
+# Check-id fragments -> the settings that act on what the check measures.
+POINTS_AT: tuple[tuple[str, list[str]], ...] = (
+    ("mpiio-collective", ["ompi.io", *_CB, "ompi.fcoll"]),
+    ("mpiio-time-above-posix", ["ompi.io", *_CB, "ompi.fcoll", "ompi.io_ompio_num_aggregators"]),
+    ("mpiio-aggregators", ["mpiio.cb_nodes", "ompi.io_ompio_num_aggregators", "ompi.io"]),
+    ("mpiio-read-modify-write", ["mpiio.romio_ds_write", "mpiio.ind_wr_buffer_size", "ompi.io"]),
+    ("mpiio-blocking", ["ompi.io", "ompi.fcoll"]),
+    ("posix-shared-small", ["ompi.io", *_CB, "mpiio.romio_ds_write"]),
+    ("posix-shared", ["ompi.io", *_CB]),
+    ("posix-small", ["stdio.buffer_size", "mpiio.romio_ds_write", "hdf5.sieve_buf_size"]),
+    ("misaligned", ["hdf5.alignment", "mpiio.striping_unit", "lustre.stripe_size"]),
+    ("hdf5-alignment", ["hdf5.alignment", "hdf5.alignment_threshold"]),
+    ("hdf5-chunking", ["hdf5.chunk"]),
+    ("hdf5-independent", ["hdf5.transfer"]),
+    ("hdf5-metadata", ["hdf5.coll_metadata_ops", "hdf5.coll_metadata_write",
+                       "hdf5.meta_block_size"]),
+    ("hdf5-small-dataset", ["hdf5.sieve_buf_size", "hdf5.page_buffer_size"]),
+    ("stdio", ["stdio.buffer_size"]),
+    ("lustre", ["lustre.stripe_count", "lustre.stripe_size", "mpiio.striping_factor",
+                "mpiio.striping_unit"]),
+)
+_TABLES_OF_LAYER = {"MPIIO": ("mpiio", "ompi"), "POSIX": ("mpiio", "ompi", "stdio", "lustre"),
+                    "HDF5": ("hdf5",), "STDIO": ("stdio",), "LUSTRE": ("lustre",)}  # fmt: skip
+
+
+def _setting_name(param_name: str) -> str:
+    """``mpiio.files."*.h5".cb_nodes`` weighs as ``mpiio.cb_nodes``."""
+    parts = param_name.split(".")
+    return f"{parts[0]}.{parts[-1]}"
+
+
+def weights(findings: list[dict[str, Any]]) -> dict[str, float]:
+    """Seconds at stake per setting name, from the findings that point at it."""
+    out: dict[str, float] = {}
+    for f in findings:
+        if f.get("level") in ("OK", "INFO"):
+            continue
+        w = float(f.get("cost_seconds") or 0.0) + 1e-6  # a finding counts even when cheap
+        check = str(f.get("check", ""))
+        for fragment, names in POINTS_AT:
+            if fragment in check:
+                for rank, n in enumerate(names):  # earlier names act more directly
+                    out[n] = out.get(n, 0.0) + w / (1 + 0.1 * rank)
+        for table in _TABLES_OF_LAYER.get(str(f.get("layer", "")), ()):
+            out[f"{table}.*"] = out.get(f"{table}.*", 0.0) + 0.01 * w
+    return out
+
+
+def rank(space: Space, findings: list[dict[str, Any]]) -> list[str]:
+    """Parameter names, those the findings weigh most first; a condition always
+    comes before the parameters it guards (they are only tried under it)."""
+    w = weights(findings)
+    order = {p.name: i for i, p in enumerate(space.params)}
+
+    def own(name: str) -> float:
+        s = _setting_name(name)
+        return w.get(s, 0.0) + w.get(f"{s.split('.')[0]}.*", 0.0)
+
+    # A condition is worth what the parameters it unlocks are worth.
+    score = {p.name: own(p.name) for p in space.params}
+    for p in reversed(space.params):
+        for cond in p.when:
+            score[cond] = max(score[cond], score[p.name])
+    ranked = sorted(space.params, key=lambda p: (-score[p.name], order[p.name]))
+    out: list[str] = []
+
+    def emit(name: str) -> None:
+        if name in out:
+            return
+        for cond in space.by_name[name].when:
+            emit(cond)
+        out.append(name)
+
+    for p in ranked:
+        emit(p.name)
+    return out
+
+
+def generate(observed: dict[str, Any]) -> Space:
+    """A search space for what the default run showed: the layers its I/O went
+    through, the findings and the number of processes."""
+    findings = [f for f in observed.get("findings", []) if f.get("level") not in ("OK",)]
+    layers = set(observed.get("layers", [])) | {str(f.get("layer")) for f in findings}
+    checks = " ".join(str(f.get("check", "")) for f in findings)
+    nprocs = max(1, int(observed.get("nprocs") or 1))
+    doc: dict[str, Any] = {}
+    mpiio: dict[str, Any] = {}
+    ompi: dict[str, Any] = {}
+    if layers & {"MPI-IO", "MPIIO", "HDF5"}:
+        romio = {"ompi.io": "romio321"}
+        ompi["io"] = {"values": ["ompio", "romio321"], "default": "ompio"}
+        # two_phase is far slower here: left to the timeout, and tried after the others.
+        ompi["fcoll"] = {"values": ["vulcan", "dynamic", "dynamic_gen2", "individual",
+                                    "two_phase"], "when": {"ompi.io": "ompio"}}  # fmt: skip
+        reads = "read" in checks
+        mpiio["romio_cb_write"] = {"values": ["enable", "disable", "automatic"],
+                                   "default": "automatic", "when": romio}  # fmt: skip
+        mpiio["romio_ds_write"] = {"values": ["enable", "disable", "automatic"],
+                                   "default": "automatic", "when": romio}  # fmt: skip
+        if reads:
+            mpiio["romio_cb_read"] = {"values": ["enable", "disable", "automatic"],
+                                      "default": "automatic", "when": romio}  # fmt: skip
+        mpiio["cb_buffer_size"] = {"low": "1m", "high": "64m", "log": True, "when": romio}
+        if nprocs > 1:
+            mpiio["cb_nodes"] = {"low": 1, "high": nprocs, "log": True,
+                                 "when": {"mpiio.romio_cb_write": "enable"}}  # fmt: skip
+            ompi["io_ompio_num_aggregators"] = {"low": 1, "high": nprocs, "log": True,
+                                                "when": {"ompi.io": "ompio"}}  # fmt: skip
+    if "HDF5" in layers:
+        doc["hdf5"] = {
+            "alignment": {"values": ["64k", "1m", "4m"]},
+            "sieve_buf_size": {"values": ["64k", "1m", "4m"]},
+            "meta_block_size": {"values": ["64k", "1m"]},
+        }
+        if layers & {"MPI-IO", "MPIIO"}:
+            doc["hdf5"]["coll_metadata_ops"] = {"values": [True, False]}
+            doc["hdf5"]["transfer"] = {"values": ["collective", "independent"]}
+    if "STDIO" in layers:
+        doc["stdio"] = {"buffer_size": {"values": ["64k", "1m", "8m"]}}
+    if ompi:
+        doc["ompi"] = ompi
+    if mpiio:
+        doc["mpiio"] = mpiio
+    if not doc:
+        raise InputError("iopilot tune", "nothing to tune: the program's I/O goes through none "
+                         "of the layers a settings file reaches (MPI-IO, HDF5, STDIO)",
+                         "give a space with --space FILE")  # fmt: skip
+    return from_dict(doc, "the generated space")

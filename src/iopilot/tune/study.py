@@ -1,0 +1,286 @@
+"""A tuning study: measure the default, then the points a strategy proposes,
+with repeats where the noise could hide the difference, kept in an Optuna
+storage so a stopped study carries on where it was.
+
+The noise is the relative spread (max - min) / median of the default's runs.
+A candidate whose first run comes within the noise of the best so far (or
+beats it) is run again until it has as many runs as the default; trials are
+compared by their median.  A best that does not beat the default in every
+run (the runs overlap) is not called a win, and the default stays the advice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import shutil
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from . import search
+from .engine import Launcher
+from .objective import OBJECTIVES, Run, measure
+from .search import Context, Proposal, Record
+from .space import Space, point_key
+
+ATTR = "iopilot"  # the user attribute holding a trial's record
+
+
+@dataclass
+class Options:
+    command: list[str]
+    objective: str = "io"
+    strategy: str = "guided"
+    trials: int = 20
+    repeats: int = 3
+    seed: int = 0
+    timeout: float | None = None
+    verify: str | None = None
+    storage: str = ""
+    work: Path = Path(".")
+    study_name: str = ""
+
+
+@dataclass
+class Outcome:
+    """What a study found."""
+
+    space: Space
+    records: list[Record]
+    default: Record
+    best: Record  # the advice: the default unless something beat it in every run
+    candidate: Record  # the best median, win or not
+    verdict: str
+    noise: float
+    timeout: float | None
+    stopped: str
+    study_name: str
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+
+def verdict(default_runs: list[float], best_runs: list[float], maximize: bool) -> str:
+    """``win`` when every run of the best beat every run of the default,
+    ``within noise`` when they overlap, ``noise unknown`` with one run each."""
+    if len(default_runs) < 2 or len(best_runs) < 2:
+        return "noise unknown"
+    if maximize:
+        return "win" if min(best_runs) > max(default_runs) else "within noise"
+    return "win" if max(best_runs) < min(default_runs) else "within noise"
+
+
+def noise_of(runs: list[float]) -> float:
+    """Relative spread of a point's runs (0 with fewer than two)."""
+    if len(runs) < 2:
+        return 0.0
+    med = statistics.median(runs)
+    return (max(runs) - min(runs)) / med if med > 0 else 0.0
+
+
+class Study:
+    """One study, bound to its Optuna storage."""
+
+    def __init__(self, opts: Options, space_for: Callable[[dict[str, Any]], Space],
+                 launch: Launcher,
+                 progress: Callable[[Record, Record | None, int], None] | None = None) -> None:
+        import optuna
+
+        search._quiet_optuna()
+        self.opts = opts
+        self.space_for = space_for
+        self.launch = launch
+        self.progress = progress or (lambda rec, best, n: None)
+        self.unit, direction = OBJECTIVES[opts.objective]
+        self.maximize = direction == "maximize"
+        try:
+            self.study = optuna.create_study(storage=opts.storage, study_name=opts.study_name,
+                                             direction=direction, load_if_exists=True)  # fmt: skip
+        except (ImportError, ModuleNotFoundError) as e:
+            raise InputError("--study", f"cannot open {opts.storage}: {e}") from None
+        except Exception as e:  # SQLAlchemy's errors: a wrong URL, a server that does not answer
+            raise InputError("--study", f"cannot open {opts.storage}: "
+                             f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+        self.work = opts.work
+        self.work.mkdir(parents=True, exist_ok=True)
+        self._clear_leftovers()
+
+    # -- values and costs
+    def loss(self, value: float) -> float:
+        """A value as a cost, lower better (bandwidth becomes seconds per MiB)."""
+        if self.maximize:
+            return 1.0 / value if value > 0 else math.inf
+        return value
+
+    def _clear_leftovers(self) -> None:
+        """Run directories of a study process that was killed, and its unfinished trials."""
+        import optuna
+
+        for d in self.work.glob("t*-p*-r*"):
+            pid = d.name.split("-p")[1].split("-")[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(d, ignore_errors=True)
+        for t in self.study.get_trials(deepcopy=False,
+                                       states=(optuna.trial.TrialState.RUNNING,)):  # fmt: skip
+            with contextlib.suppress(Exception):
+                self.study.tell(t.number, state=optuna.trial.TrialState.FAIL,
+                                skip_if_finished=True)  # fmt: skip
+
+    # -- the history
+    def history(self) -> list[Record]:
+        out = []
+        for t in self.study.get_trials(deepcopy=False):
+            d = t.user_attrs.get(ATTR)
+            if d is None:
+                continue
+            runs = [float(x) for x in d["runs"]]
+            ok = d["status"] == "ok"
+            loss = self.loss(statistics.median(runs)) if ok and runs else math.inf
+            out.append(Record(t.number, d["point"], runs, loss, d["status"], d.get("reason", ""),
+                              d.get("phase", ""), d.get("walls", []), d.get("extra", {})))
+        return out
+
+    def _store(self, rec: Record, proposal: Proposal | None) -> Record:
+        import optuna
+
+        attrs = {"point": rec.point, "runs": rec.runs, "status": rec.status,
+                 "reason": rec.reason, "phase": rec.phase, "walls": rec.walls,
+                 "extra": rec.extra}  # fmt: skip
+        value = statistics.median(rec.runs) if rec.ok else None
+        state = optuna.trial.TrialState.COMPLETE if rec.ok else optuna.trial.TrialState.FAIL
+        if proposal is not None and proposal.trial is not None:
+            proposal.trial.set_user_attr(ATTR, attrs)
+            frozen = self.study.tell(proposal.trial, value, state=state)
+            rec.number = frozen.number
+            return rec
+        params, dists = self.space.to_optuna(rec.point) if rec.point else ({}, {})
+        trial = optuna.trial.create_trial(params=params, distributions=dists, value=value,
+                                          state=state, user_attrs={ATTR: attrs})  # fmt: skip
+        self.study.add_trial(trial)
+        rec.number = self.study.get_trials(deepcopy=False)[-1].number
+        return rec
+
+    # -- measuring
+    def _run_dir(self, n: int, k: int) -> Path:
+        return self.work / f"t{n:04d}-p{os.getpid()}-r{k}"
+
+    def _measure_point(self, point: dict[str, Any], n: int, runs: int, timeout: float | None,
+                       keep_findings: bool = False,
+                       more: Callable[[list[float]], bool] | None = None) -> tuple[list[Run], str]:
+        """Run a point ``runs`` times (or once, then again while ``more`` says so)."""
+        doc = self.space.settings_doc(point) if point else {}
+        out: list[Run] = []
+        while True:
+            k = len(out)
+            r = measure(self.opts.command, doc, self.opts.objective, self._run_dir(n, k),
+                        launch=self.launch, timeout=timeout, verify=self.opts.verify,
+                        keep_findings=keep_findings and k == 0)  # fmt: skip
+            out.append(r)
+            if not r.ok:
+                reason = r.reason if k == 0 else f"run {k + 1}: {r.reason}"
+                return out, reason
+            values = [x.value for x in out if x.value is not None]
+            if len(out) >= runs or (more is not None and not more(values)):
+                return out, ""
+
+    def run(self) -> Outcome:
+        o = self.opts
+        if o.trials < 1 or o.repeats < 1:
+            raise InputError("--trials/--repeats", "must be 1 or more")
+        history = self.history()
+        default = next((r for r in history if r.phase == "default"), None)
+        if default is None:
+            runs, reason = self._measure_point({}, 0, o.repeats, o.timeout, keep_findings=True)
+            first = runs[0]
+            if reason:
+                raise InputError(" ".join(o.command), f"the default run failed: {reason}",
+                                 "fix the command before tuning it")  # fmt: skip
+            default = Record(0, {}, [r.value for r in runs if r.value is not None], 0.0, "ok",
+                             phase="default", walls=[r.seconds for r in runs],
+                             extra=observed(first))  # fmt: skip
+            default.loss = self.loss(statistics.median(default.runs))
+            self._store(default, None)
+            history = [default]
+            self.progress(default, default, 1)
+        findings = default.extra.get("findings", [])
+        self.space = self.space_for(default.extra)
+        from .generate import rank
+
+        noise = noise_of([self.loss(v) for v in default.runs])
+        timeout = o.timeout if o.timeout is not None else max(10.0, 5 * max(default.walls or [1]))
+        strategy = search.make(o.strategy)
+        ranking = rank(self.space, findings)
+        stopped = ""
+        while len(history) < o.trials:
+            best = min((r for r in history if r.ok and len(r.runs) >= o.repeats),
+                       key=lambda r: r.loss, default=default)  # fmt: skip
+            ctx = Context(self.space, history, o.seed, o.trials, noise, self.study, ranking,
+                          self.loss)  # fmt: skip
+            proposal = strategy.next(ctx)
+            if proposal is None:
+                stopped = strategy.stopped
+                break
+            if point_key(proposal.point) in {r.key for r in history}:  # a strategy's slip
+                raise AssertionError(f"{o.strategy} proposed a measured point")
+
+            def promising(values: list[float], best_loss: float = best.loss) -> bool:
+                # Only a candidate that may be the best earns the extra runs.
+                return self.loss(statistics.median(values)) <= best_loss * (1 + noise)
+
+            n = len(history)
+            runs, reason = self._measure_point(proposal.point, n, o.repeats, timeout,
+                                               more=promising)  # fmt: skip
+            values = [r.value for r in runs if r.value is not None]
+            rec = Record(n, proposal.point, values,
+                         self.loss(statistics.median(values)) if values and not reason
+                         else math.inf, "failed" if reason else "ok", reason, proposal.phase,
+                         [r.seconds for r in runs], proposal.extra)  # fmt: skip
+            rec = self._store(rec, proposal)
+            history.append(rec)
+            now = min((r for r in history if r.ok and len(r.runs) >= o.repeats),
+                      key=lambda r: r.loss, default=default)  # fmt: skip
+            self.progress(rec, now, len(history))
+        return self._outcome(history, default, noise, timeout, stopped, findings)
+
+    def _outcome(self, history: list[Record], default: Record, noise: float,
+                 timeout: float | None, stopped: str,
+                 findings: list[dict[str, Any]]) -> Outcome:  # fmt: skip
+        confirmed = [r for r in history if r.ok and len(r.runs) >= self.opts.repeats]
+        cand = min(confirmed, key=lambda r: r.loss, default=default)
+        if cand is default:
+            v = "the default was best"
+        else:
+            v = verdict(default.runs, cand.runs, self.maximize)
+        best = cand if v in ("win", "noise unknown") else default
+        return Outcome(self.space, history, default, best, cand, v, noise, timeout,
+                       stopped or f"{self.opts.trials} trials done", self.opts.study_name,
+                       findings)  # fmt: skip
+
+
+def observed(run: Run) -> dict[str, Any]:
+    """What the default's first run showed: its findings, the layers its I/O went
+    through, the number of processes (a generated space and the ranking use them)."""
+    layers = sorted(run.io.get("by_layer", {}).get("all_ranks", {}))
+    return {"findings": run.findings, "layers": layers, "nprocs": run.io.get("nprocs", 1)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def study_name(command: list[str], space_text: str, objective: str, strategy: str,
+               seed: int) -> str:  # fmt: skip
+    """A name that is the same when the same tuning is asked for again (to resume)."""
+    key = json.dumps([command, space_text, objective, strategy, seed])
+    return f"iopilot-tune-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
