@@ -97,3 +97,13 @@ def test_every_setting_is_well_formed() -> None:
         assert s.table in settings.TABLES and s.kind in settings.KINDS
         assert (s.kind == "enum") == bool(s.choices)
         assert s.help and s.where and s.layer
+
+
+def test_c_header_is_generated_from_the_table() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, str(root / "tools/gen_settings.py"), "--check"],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "core_private.h"
+#include "settings.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -194,6 +195,7 @@ static void child_after_fork(void) {
     cfg.ended = 0;
     tables_after_fork();
     records_after_fork();
+    iop_settings_after_fork();
     if (iop_enabled && choose_stem() != 0) give_up("cannot create the record file");
 }
 
@@ -288,6 +290,7 @@ __attribute__((constructor(101))) static void iop_init(void) {
     parse_excludes();
     iop_use_tsc = tsc_is_reliable();
     pthread_atfork(NULL, NULL, child_after_fork);
+    iop_settings_load(); /* before the first call is traced */
     iop_enabled = 1;
     errno = saved;
 }

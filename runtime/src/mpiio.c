@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 
 #include "core.h"
+#include "settings.h"
 
 static __thread int mpiio_depth; /* >0 inside a traced MPI-IO call */
 
@@ -397,19 +398,116 @@ static const char *file_name(const char *path) {
     return whole ? path : p + 1;
 }
 
+/* ------------------------------------------------------------------ */
+/* Settings: [mpiio] hints (and [mpiio.files."GLOB"]) are added to a copy of
+ * the caller's info at every open; the caller's object is never changed.
+ * After the open, MPI_File_get_info says what the library kept. */
+
+REAL_DECL(int, PMPI_Info_dup, (MPI_Info, MPI_Info *));
+REAL_DECL(int, PMPI_Info_create, (MPI_Info *));
+REAL_DECL(int, PMPI_Info_set, (MPI_Info, const char *, const char *));
+REAL_DECL(int, PMPI_Error_string, (int, char *, int *));
+
+/* Is Open MPI's OMPIO the io component?  It is the default of 4.x; ROMIO
+ * runs only when asked for (OMPI_MCA_io=romio321 ...). */
+static int ompio_in_use(void) {
+#ifdef OPEN_MPI
+    const char *io = getenv("OMPI_MCA_io");
+    return !(io && strstr(io, "romio") && io[0] != '^');
+#else
+    return 0;
+#endif
+}
+
+/* A new info: the caller's keys plus the hints for ``path``.  0 when there
+ * is nothing to add (then ``hints`` is all NULL and the caller's is used). */
+static int settings_info(const char *path, MPI_Info info, MPI_Info *mine,
+                         const iop_setting_value *hints[IOP_NSETTINGS]) {
+    if (iop_settings_hints_for(path, hints) == 0) return 0;
+    int r = info_given(info) ? REAL(PMPI_Info_dup)(info, mine) : REAL(PMPI_Info_create)(mine);
+    if (r != MPI_SUCCESS) {
+        for (int id = 0; id < IOP_NSETTINGS; id++) hints[id] = NULL;
+        return 0;
+    }
+    for (int id = 0; id < IOP_NSETTINGS; id++)
+        if (hints[id] && REAL(PMPI_Info_set)(*mine, iop_setting_name(id), hints[id]->text) !=
+                             MPI_SUCCESS) {
+            iop_setting_outcome(id, 0, NULL, hints[id]->text, IOP_SO_REJECTED,
+                                "MPI_Info_set failed");
+            hints[id] = NULL;
+        }
+    return 1;
+}
+
+static void settings_rejected(uint64_t file, const iop_setting_value *hints[IOP_NSETTINGS],
+                              int err) {
+    char why[MPI_MAX_ERROR_STRING + 40] = "MPI_File_open failed with the hints: ";
+    int len = 0;
+    size_t at = strlen(why);
+    if (REAL(PMPI_Error_string)(err, why + at, &len) != MPI_SUCCESS) why[at] = 0;
+    for (int id = 0; id < IOP_NSETTINGS; id++)
+        if (hints[id]) iop_setting_outcome(id, file, NULL, hints[id]->text, IOP_SO_REJECTED, why);
+}
+
+/* What the library kept of each hint, as MPI_File_get_info reports it. */
+static void settings_check(MPI_File fh, uint64_t file,
+                           const iop_setting_value *hints[IOP_NSETTINGS]) {
+    MPI_Info used;
+    char got[MPI_MAX_INFO_VAL + 1], detail[160];
+    int have = REAL(PMPI_File_get_info)(fh, &used) == MPI_SUCCESS && info_given(used);
+    int ompio = ompio_in_use();
+    for (int id = 0; id < IOP_NSETTINGS; id++) {
+        if (!hints[id]) continue;
+        int flag = 0;
+        if (have && REAL(PMPI_Info_get)(used, iop_setting_name(id), MPI_MAX_INFO_VAL, got,
+                                        &flag) != MPI_SUCCESS)
+            flag = 0;
+        got[MPI_MAX_INFO_VAL] = 0;
+        int outcome = IOP_SO_APPLIED;
+        detail[0] = 0;
+        if (!flag) {
+            outcome = IOP_SO_IGNORED;
+            snprintf(detail, sizeof detail, "not in MPI_File_get_info");
+        } else if (strcmp(got, hints[id]->text)) {
+            outcome = IOP_SO_IGNORED;
+            snprintf(detail, sizeof detail, "MPI_File_get_info says %.100s", got);
+        } else if (ompio && iop_setting_romio_only(id)) {
+            outcome = IOP_SO_IGNORED;
+            snprintf(detail, sizeof detail, "a ROMIO hint: Open MPI's OMPIO does not read it");
+        }
+        iop_setting_outcome(id, file, NULL, hints[id]->text, outcome, detail);
+    }
+    if (have) REAL(PMPI_Info_free)(&used);
+}
+
 REAL_DECL(int, PMPI_File_open, (MPI_Comm, const char *, int, MPI_Info, MPI_File *));
 IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                              MPI_File *fh) {
     if (!iop_active() || mpiio_depth || !filename || !fh)
         return REAL(PMPI_File_open)(comm, filename, amode, info, fh);
+    const iop_setting_value *hints[IOP_NSETTINGS];
+    MPI_Info mine;
+    int added = 0;
+    if (IOP_UNLIKELY(iop_settings_on)) added = settings_info(filename, info, &mine, hints);
     double t1 = iop_now();
     mpiio_depth++;
-    int r = REAL(PMPI_File_open)(comm, filename, amode, info, fh);
+    int r = REAL(PMPI_File_open)(comm, filename, amode, added ? mine : info, fh);
+    int rejected = 0;
+    if (IOP_UNLIKELY(added && r != MPI_SUCCESS)) { /* as the program asked, then */
+        int again = REAL(PMPI_File_open)(comm, filename, amode, info, fh);
+        if (again == MPI_SUCCESS) rejected = r;
+        r = again;
+    }
     mpiio_depth--;
     int e = errno;
     double t2 = iop_now();
+    if (added) REAL(PMPI_Info_free)(&mine);
     if (r == MPI_SUCCESS) {
         uint64_t id = iop_register_path(file_name(filename));
+        if (IOP_UNLIKELY(added)) {
+            if (rejected) settings_rejected(id, hints, rejected);
+            else settings_check(*fh, id, hints);
+        }
         iop_open *o = iop_handle_set(IOP_LAYER_MPIIO, (uintptr_t)*fh, id, amode);
         if (o) {
             int nprocs = 1;

@@ -1,6 +1,7 @@
 /* The per-process .json summary: a small growing buffer with JSON escaping. */
 #define _GNU_SOURCE
 #include "core_private.h"
+#include "settings.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -104,6 +105,45 @@ static const char *fcounter_names[] = {
 };
 
 /* "NAME": "value" of each variable of ``keys`` that is set. */
+/* "settings": the file named by IOPILOT_SETTINGS, its error if any, and
+ * [setting, value, "file id", object, outcome, detail, count] per outcome. */
+static void put_settings(sbuf *b) {
+    static const char *const outcomes[] = IOP_SETTING_OUTCOME_NAMES;
+    static const char *const tables[] = IOP_SETTING_TABLE_NAMES;
+    const char *path = iop_settings_path(), *err = iop_settings_error();
+    if (!path) return;
+    sb_printf(b, ",\n\"settings\": {\"file\": ");
+    sb_str(b, path);
+    sb_printf(b, ", \"error\": ");
+    if (err) sb_str(b, err);
+    else sb_put(b, "null", 4);
+    sb_printf(b, ", \"dropped\": %ld, \"outcomes\": [", iop_settings_dropped());
+    const iop_setting_event *ev;
+    int n = iop_settings_events(&ev), first = 1;
+    iop_settings_hold(1);
+    for (int i = 0; i < n; i++) {
+        const iop_setting_event *e = &ev[i];
+        if (!e->hash) continue;
+        char name[300];
+        snprintf(name, sizeof name, "%s.%s", tables[iop_setting_table(e->id)],
+                 iop_setting_name(e->id));
+        sb_put(b, first ? "\n[" : ",\n[", first ? 2 : 3);
+        first = 0;
+        sb_str(b, name);
+        sb_put(b, ", ", 2);
+        sb_str(b, e->value);
+        sb_printf(b, ", \"%llu\", ", (unsigned long long)e->file_id);
+        sb_str(b, e->object);
+        sb_put(b, ", ", 2);
+        sb_str(b, outcomes[e->outcome]);
+        sb_put(b, ", ", 2);
+        sb_str(b, e->detail);
+        sb_printf(b, ", %ld]", e->count);
+    }
+    iop_settings_hold(0);
+    sb_put(b, "]}", 2);
+}
+
 static void put_env(sbuf *b, const char *const *keys, int *first) {
     for (; keys && *keys; keys++) {
         const char *v = getenv(*keys);
@@ -235,7 +275,9 @@ void write_json(const char *reason) {
         sb_put(&b, "]", 1);
         first = 0;
     }
-    sb_put(&b, "]\n}\n", 4);
+    sb_put(&b, "]", 1);
+    put_settings(&b);
+    sb_put(&b, "\n}\n", 3);
     if (b.failed) {
         free(b.p);
         return;

@@ -42,6 +42,9 @@ from ..errors import InputError
 # Value kinds.  The C header names them IOP_SK_<KIND>; never reorder.
 KINDS: tuple[str, ...] = ("str", "enum", "int", "size", "bool", "ints")
 
+# What became of a setting, as the runtime records it; never reorder.
+OUTCOMES: tuple[str, ...] = ("applied", "ignored", "not_applicable", "rejected")
+
 # Bounds the C runtime holds in fixed arrays (the parser refuses more).
 MAX_STRING = 255  # characters of a string value or a file pattern
 MAX_PATTERNS = 16  # [mpiio.files."..."] tables
@@ -52,6 +55,7 @@ _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 _ENABLE = ("enable", "disable", "automatic")
+_ROMIO = ("cb_config_list", "ind_rd_buffer_size", "ind_wr_buffer_size")  # and romio_*
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,11 @@ class Setting:
     where: str  # where the runtime applies it
     help: str
     choices: tuple[str, ...] = ()  # allowed values of an "enum"
+
+    @property
+    def romio_only(self) -> bool:
+        """An MPI-IO hint only ROMIO reads: Open MPI's OMPIO ignores it."""
+        return self.table == "mpiio" and (self.name.startswith("romio_") or self.name in _ROMIO)
 
     @property
     def layer(self) -> str:
