@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -66,6 +67,12 @@ def _wait_until(ready, procs: list[subprocess.Popen], what: str, logs: list[Path
             tails = "\n".join(f"--- {log}\n{_tail(log)}" for log in logs)
             raise RuntimeError(f"{what} {why} within {START_TIMEOUT:.0f} s\n{tails}")
         time.sleep(0.05)
+
+
+def _short_tempdir(prefix: str) -> Path:
+    """A fresh directory with a short path that other accounts can enter:
+    under /tmp rather than a long or private TMPDIR."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp" if os.path.isdir("/tmp") else None))
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -124,8 +131,12 @@ def postgres_server(database: str = "iopilot") -> Iterator[Postgres]:
     if os.geteuid() == 0:
         if shutil.which("setpriv") is None:
             pytest.skip("setpriv is missing (Debian package util-linux)")
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("no postgres account (Debian package postgresql-common makes it)")
         as_user = ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups"]
-    d = Path(tempfile.mkdtemp(prefix="pg"))  # short: socket paths hold 107 bytes at most
+    d = _short_tempdir("pg")  # short: socket paths hold 107 bytes at most
     proc = None
     try:
         if as_user:
@@ -163,7 +174,7 @@ def postgres_server(database: str = "iopilot") -> Iterator[Postgres]:
 
 SLURM_CONF = """\
 ClusterName=iopilot
-SlurmctldHost={host}(127.0.0.1)
+SlurmctldHost={host}({addr})
 SlurmUser={user}
 SlurmdUser={user}
 SlurmctldPort={ctld_port}
@@ -186,7 +197,7 @@ ReturnToService=2
 KillWait=2
 InactiveLimit=0
 MinJobAge=300
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
+NodeName={host} NodeAddr={addr} CPUs={cpus} State=UNKNOWN
 PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """
 
@@ -227,13 +238,22 @@ def slurm_cluster(cpus: int = 2) -> Iterator[Slurm]:
     missing = _missing_slurm()
     if missing:
         pytest.skip(missing)
-    import getpass
-    d = Path(tempfile.mkdtemp(prefix="sl"))  # short: slurmstepd puts sockets in the spool
+    host = socket.gethostname().split(".")[0]
+    # With NoInAddrAny the daemons listen on the address the host name resolves
+    # to (127.0.0.1 or Debian's 127.0.1.1): only a loopback one keeps them local.
+    try:
+        addr = socket.gethostbyname(host)
+    except OSError as e:
+        pytest.skip(f"host name {host} does not resolve ({e}): Slurm needs it")
+    if not addr.startswith("127."):
+        pytest.skip(f"host name {host} resolves to {addr}, not a loopback address: "
+                    "a test cluster without authentication would listen on the network")
+    d = _short_tempdir("sl")  # short: slurmstepd puts sockets in the spool
     (d / "state").mkdir()
     (d / "spool").mkdir()
     conf = d / "slurm.conf"
     conf.write_text(SLURM_CONF.format(
-        host=socket.gethostname().split(".")[0], user=getpass.getuser(), dir=d, cpus=cpus,
+        host=host, addr=addr, user=pwd.getpwuid(os.geteuid()).pw_name, dir=d, cpus=cpus,
         ctld_port=free_port(), d_port=free_port()))
     cluster = Slurm(dir=d, conf=conf)
     env = cluster.client_env()
