@@ -131,7 +131,7 @@ def tpe_sampler(seed: int, startup: int) -> Any:
     # multivariate + group: conditional parameters are modelled together with
     # the choices that switch them on.
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True,
-                                      group=True, warn_independent_sampling=False)  # fmt: skip
+                                      group=True)  # fmt: skip
 
 
 class TPE(Strategy):
@@ -258,7 +258,15 @@ class GA(Strategy):
                 if rec is None:
                     return Proposal(point, f"ga generation {gen}")
                 genome.fitness.values = (rec.loss if rec.ok else FAILED_FITNESS,)
-            pop = self.breed(pop, params, f"{ctx.seed}/ga/{gen + 1}", tools)
+            known = set(seen)
+
+            def fresh(genome: list[Any], known: set[str] = known) -> bool:
+                key = point_key(self.decode(ctx.space, genome))
+                new = key not in known
+                known.add(key)
+                return new
+
+            pop = self.breed(pop, params, f"{ctx.seed}/ga/{gen + 1}", tools, fresh)
         self.stopped = f"{self.MAX_GENERATIONS} generations without a new point"
         return None
 
@@ -271,9 +279,12 @@ class GA(Strategy):
                 point[p.name] = v
         return point
 
-    def breed(self, pop: list[Any], params: list[Param], seed: str, tools: Any) -> list[Any]:
+    def breed(self, pop: list[Any], params: list[Param], seed: str, tools: Any,
+              fresh: Callable[[list[Any]], bool]) -> list[Any]:
         """Selection, crossover and mutation with DEAP's operators, which draw
-        from the global `random`: seeded here, and its state given back after."""
+        from the global `random`: seeded here, and its state given back after.
+        An offspring that is a point already measured is mutated again (a few
+        times at most): measuring it again would only spend a trial."""
         state = random.getstate()
         random.seed(seed)
         try:
@@ -285,6 +296,12 @@ class GA(Strategy):
                     tools.cxUniform(a, b, indpb=0.5)
             for ind in offspring:
                 if random.random() < self.MUTPB or len(params) == 1:
+                    i = random.randrange(len(params))
+                    ind[i] = params[i].sample(random)  # type: ignore[arg-type]
+            for ind in offspring:
+                for _ in range(8):
+                    if fresh(ind):
+                        break
                     i = random.randrange(len(params))
                     ind[i] = params[i].sample(random)  # type: ignore[arg-type]
             return [_clone(elite), *offspring]

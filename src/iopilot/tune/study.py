@@ -146,24 +146,7 @@ class Study:
         return out
 
     def _store(self, rec: Record, proposal: Proposal | None) -> Record:
-        import optuna
-
-        attrs = {"point": rec.point, "runs": rec.runs, "status": rec.status,
-                 "reason": rec.reason, "phase": rec.phase, "walls": rec.walls,
-                 "extra": rec.extra}  # fmt: skip
-        value = statistics.median(rec.runs) if rec.ok else None
-        state = optuna.trial.TrialState.COMPLETE if rec.ok else optuna.trial.TrialState.FAIL
-        if proposal is not None and proposal.trial is not None:
-            proposal.trial.set_user_attr(ATTR, attrs)
-            frozen = self.study.tell(proposal.trial, value, state=state)
-            rec.number = frozen.number
-            return rec
-        params, dists = self.space.to_optuna(rec.point) if rec.point else ({}, {})
-        trial = optuna.trial.create_trial(params=params, distributions=dists, value=value,
-                                          state=state, user_attrs={ATTR: attrs})  # fmt: skip
-        self.study.add_trial(trial)
-        rec.number = self.study.get_trials(deepcopy=False)[-1].number
-        return rec
+        return store(self.study, self.space, rec, proposal)
 
     # -- measuring
     def _run_dir(self, n: int, k: int) -> Path:
@@ -260,6 +243,27 @@ class Study:
         return Outcome(self.space, history, default, best, cand, v, noise, timeout,
                        stopped or f"{self.opts.trials} trials done", self.opts.study_name,
                        findings)  # fmt: skip
+
+
+def store(study: Any, space: Space, rec: Record, proposal: Proposal | None) -> Record:
+    """Keep a measured trial in the Optuna study (told, when the model proposed
+    it; added, otherwise), with its record as a user attribute."""
+    import optuna
+
+    attrs = {"point": rec.point, "runs": rec.runs, "status": rec.status,
+             "reason": rec.reason, "phase": rec.phase, "walls": rec.walls,
+             "extra": rec.extra}  # fmt: skip
+    value = statistics.median(rec.runs) if rec.ok else None
+    state = optuna.trial.TrialState.COMPLETE if rec.ok else optuna.trial.TrialState.FAIL
+    if proposal is not None and proposal.trial is not None:
+        proposal.trial.set_user_attr(ATTR, attrs)
+        rec.number = study.tell(proposal.trial, value, state=state).number
+        return rec
+    params, dists = space.to_optuna(rec.point) if rec.point else ({}, {})
+    study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=value,
+                                              state=state, user_attrs={ATTR: attrs}))  # fmt: skip
+    rec.number = study.get_trials(deepcopy=False)[-1].number
+    return rec
 
 
 def observed(run: Run) -> dict[str, Any]:
