@@ -64,7 +64,8 @@ def resolve_shim(command: Sequence[str]) -> list[str]:
 def traced_command(command: Sequence[str], env: dict[str, str]) -> list[str]:
     """The command line that carries the runtime's variables to every rank."""
     name = Path(command[0]).name
-    passed = ["LD_PRELOAD", "IOPILOT_TRACE_DIR", "IOPILOT_MAX_RECORDS", "IOPILOT_LAYERS"]
+    passed = ["LD_PRELOAD", "IOPILOT_TRACE_DIR", "IOPILOT_MAX_RECORDS", "IOPILOT_LAYERS",
+              "IOPILOT_SETTINGS"]
     passed = [k for k in passed if k in env]
     if name in OPENMPI_LAUNCHERS:
         extra: list[str] = []
@@ -99,10 +100,13 @@ class LaunchError(Exception):
 
 
 def traced_env(command: Sequence[str], trace_dir: Path, max_records: int | None,
-               layers: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:  # fmt: skip
-    """The command line and environment that run ``command`` under the runtime."""
+               layers: Sequence[str] | None,
+               extra: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that run ``command`` under the runtime
+    (``extra``: more variables for the job, e.g. those of a settings file)."""
     lib = library_path()
     env = dict(os.environ)
+    env.update(extra or {})
     env["IOPILOT_TRACE_DIR"] = str(trace_dir.resolve())
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)
@@ -122,10 +126,11 @@ def traced_env(command: Sequence[str], trace_dir: Path, max_records: int | None,
 
 
 def run(command: Sequence[str], trace: TraceDir, *, max_records: int | None = None,
-        layers: Sequence[str] | None = None) -> Outcome:  # fmt: skip
+        layers: Sequence[str] | None = None,
+        extra: dict[str, str] | None = None) -> Outcome:  # fmt: skip
     """Run ``command`` under the runtime with ``job.json`` in ``trace``; raise
     LaunchError when it cannot start."""
-    argv, env = traced_env(command, trace.path, max_records, layers)
+    argv, env = traced_env(command, trace.path, max_records, layers, extra)
     job = {
         "format": "iopilot-job",
         "version": 2,
@@ -134,8 +139,8 @@ def run(command: Sequence[str], trace: TraceDir, *, max_records: int | None = No
         "start": time.time(),
         "host": socket.gethostname(),
         "mounts": mounts(),
-        "env": {k: os.environ[k] for k in ("ROMIO_HINTS", "OMPI_MCA_io", "OMPI_MCA_fcoll",
-                                           "SLURM_JOB_ID") if k in os.environ},
+        "env": {k: env[k] for k in ("ROMIO_HINTS", "OMPI_MCA_io", "OMPI_MCA_fcoll",
+                                    "SLURM_JOB_ID", "IOPILOT_SETTINGS") if k in env},
     }  # fmt: skip
     trace.claim(job)
     try:
@@ -185,13 +190,14 @@ def main(args: argparse.Namespace) -> int:
     layers = args.layers.split(",") if args.layers else None
     if bad := [x for x in layers or () if x not in LAYERS]:
         raise InputError("--layers", f"unknown layer(s) {', '.join(bad)}; known: {LAYERS}")
+    extra = settings_env(args.settings) if getattr(args, "settings", None) else None
     library_path()  # before anything is created
     if args.trace_dir:
         trace = TraceDir.given(Path(args.trace_dir))
     else:
         trace = TraceDir.new_default(Path(_program(command)).name)
     try:
-        outcome = run(command, trace, max_records=args.max_records, layers=layers)
+        outcome = run(command, trace, max_records=args.max_records, layers=layers, extra=extra)
     except LaunchError as e:
         trace.discard()
         print(f"iopilot: {e}", file=sys.stderr)
@@ -204,6 +210,15 @@ def main(args: argparse.Namespace) -> int:
     if outcome.signal == signal.SIGINT:
         die_by_sigint()
     return status
+
+
+def settings_env(path: str) -> dict[str, str]:
+    """The job's variables for a settings file, checked before anything runs:
+    IOPILOT_SETTINGS for the runtime, OMPI_MCA_* for Open MPI's [ompi] choices."""
+    from ..tune import settings
+
+    doc = settings.load(path)  # InputError naming the table and key: exit 2
+    return {"IOPILOT_SETTINGS": str(Path(path).resolve()), **settings.job_env(doc)}
 
 
 def die_by_sigint() -> None:

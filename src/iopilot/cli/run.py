@@ -24,6 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="operation records kept per process (counters stay exact)")
     u.add_argument("--layers", metavar="L[,L...]",
                    help="trace only these layers: POSIX, STDIO, MPIIO, HDF5")
+    u.add_argument("--settings", metavar="FILE",
+                   help="apply this settings file (TOML: MPI-IO hints, HDF5 properties, ...) "
+                        "to the program without changing it")
     u.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     add_scope_options(u)
     u.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")

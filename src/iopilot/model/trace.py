@@ -320,6 +320,10 @@ class Trace:
     heatmaps: dict[str, Heatmap] | None = None
     # Time in MPI per rank and operation; None when the source has none.
     mpi: MpiProfile | None = None
+    # Settings applied at run time (IOPILOT_SETTINGS): the file, its errors
+    # and one entry per (setting, value, file, object, outcome, detail) with
+    # counts (plain data, see docs/json-report.md); None when none was given.
+    settings: dict[str, Any] | None = None
 
     def layer(self, name: str) -> Counters | None:
         """The counters of a layer, or None if the source had none."""

@@ -42,6 +42,7 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
             "status": program_status(job.exit_status, job.signal),
         },
         "processes": t.processes,
+        "settings": t.settings,
         "modules": [
             {"name": m.name, "partial": m.partial, "rows": m.rows, "used": m.read}
             for m in t.modules

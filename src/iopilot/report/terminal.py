@@ -95,6 +95,8 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
         add(style(f"  ! {w}", "33"))
     if procs:
         add(style(f"  i {procs['not_seen']}", "36"))
+    if report.get("settings"):
+        lines += settings_block(report["settings"], style, verbose=verbose)
     aside = report.get("set_aside")
     if aside and aside["files"]:
         add(style(f"  set aside {set_aside_line(aside)}", "36"))
@@ -151,6 +153,42 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
         add(style("  thresholds behind these findings: ", "2")
             + ", ".join(f"{k}={_fmt(v)}" for k, v in fired.items()))  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+OUTCOME_STYLE = {"applied": "32", "ignored": "33", "not_applicable": "36", "rejected": "31"}
+
+
+def settings_block(st: dict[str, Any], style: Style, *, verbose: bool = False) -> list[str]:
+    """The "Settings applied" block: each setting with its outcome and how often; ignored
+    and rejected ones said plainly, since the user asked for them."""
+    out = ["", style(f"  Settings applied (from {st['file']})", "1")]
+    for err in st["errors"]:
+        out.append(style(f"  ! the settings file was not used: {err}", LEVEL_STYLE["HIGH"]))
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for e in st["outcomes"]:
+        key = (e["setting"], e["value"], e["outcome"], e["detail"] or "")
+        groups.setdefault(key, []).append(e)
+    for (setting, value, outcome, detail), es in groups.items():
+        calls = sum(e["count"] for e in es)
+        where = sorted({e["file"] or e["object"] or "" for e in es} - {""})
+        places = (f" on {len(where)} file(s)/object(s)" if len(where) > 1
+                  else f" on {_short(where[0])}" if where else "")  # fmt: skip
+        said = style(outcome.replace("_", " "), OUTCOME_STYLE.get(outcome, "0"))
+        out.append(f"    {setting} = {value}: {said} ×{calls}{places}"
+                   + (f" ({detail})" if detail else ""))  # fmt: skip
+        if verbose and len(where) > 1:
+            out += [style(f"      - {w}", "2") for w in where]
+    ignored = sorted({e["setting"] for e in st["outcomes"]
+                      if e["outcome"] in ("ignored", "rejected")})  # fmt: skip
+    if ignored:
+        out.append(style(f"  ! the I/O stack did not take {', '.join(ignored)}: "
+                         "they changed nothing in this run", LEVEL_STYLE["WARN"]))  # fmt: skip
+    if not st["outcomes"] and not st["errors"]:
+        out.append(style("    nothing was applied: no call the settings apply to was made", "2"))
+    if st.get("dropped"):
+        out.append(style(f"  ! {st['dropped']} outcome(s) not recorded: the runtime's table "
+                         "was full", "33"))  # fmt: skip
+    return out
 
 
 def io_headline(it: dict[str, Any]) -> str:

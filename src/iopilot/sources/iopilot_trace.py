@@ -145,6 +145,7 @@ def read_trace(path: str) -> Trace:
         modules=modules,
         warnings=_warnings(procs),
         processes=_accounting(procs),
+        settings=_settings(procs, names),
     )
 
 
@@ -313,7 +314,7 @@ def _summary(p: Path) -> dict[str, Any]:
         ("nested_calls", "count", 0), ("overflows", "counts", {}), ("warnings", "strs", []),
         ("env", "dict", {}), ("layers", "strs", REQUIRED), ("counter_names", "strs", REQUIRED),
         ("fcounter_names", "strs", REQUIRED), ("counters", "list", REQUIRED),
-        ("names", "dict", {}), ("notes", "list", []),
+        ("names", "dict", {}), ("notes", "list", []), ("settings", "dict", {}),
     ):  # fmt: skip
         s[key] = f.get(key, kind, default)
     if not -1 <= s["rank"] < 2**31 - 1:
@@ -330,7 +331,63 @@ def _summary(p: Path) -> dict[str, Any]:
                 and isinstance(note[1], str)):  # fmt: skip
             raise f.bad(f"'notes' entry {i} should be [file id, text]")
     s["counters"] = [_counter_row(f, s, i, row) for i, row in enumerate(s["counters"])]
+    s["settings"] = _settings_part(f, s["settings"])
     return s
+
+
+_OUTCOME_FIELDS = ("setting", "value", "file", "object", "outcome", "detail", "count")
+
+
+def _settings_part(f: Fields, part: dict[str, Any]) -> dict[str, Any] | None:
+    """The checked "settings" part of a summary: None when no file was named."""
+    if not part:
+        return None
+    file, error = part.get("file"), part.get("error")
+    rows = part.get("outcomes", [])
+    if not isinstance(file, str) or not (error is None or isinstance(error, str)):
+        raise f.bad("'settings' should name its file and hold an error or null")
+    if not isinstance(rows, list):
+        raise f.bad("'settings' outcomes should be a list")
+    out = []
+    for i, row in enumerate(rows):
+        if not (isinstance(row, list) and len(row) == 7 and all(isinstance(x, str) for x in row[:6])
+                and parse_file_id(row[2]) is not None and isinstance(row[6], int)):  # fmt: skip
+            raise f.bad(f"'settings' outcome {i} should be {list(_OUTCOME_FIELDS)}")
+        out.append(row)
+    dropped = part.get("dropped", 0)
+    return {"file": file, "error": error, "outcomes": out,
+            "dropped": dropped if isinstance(dropped, int) else 0}  # fmt: skip
+
+
+def _settings(procs: list[_Proc], names: dict[int, str]) -> dict[str, Any] | None:
+    """What became of the run-time settings, over all processes: one entry per
+    (setting, value, file, object, outcome, detail) with the calls and the
+    processes it covers."""
+    parts = [p.summary["settings"] for p in procs if p.summary and p.summary["settings"]]
+    if not parts:
+        return None
+    merged: dict[tuple, dict[str, Any]] = {}
+    errors: list[str] = []
+    for part in parts:
+        if part["error"] and part["error"] not in errors:
+            errors.append(part["error"])
+        for setting, value, fid, obj, outcome, detail, count in part["outcomes"]:
+            file_id = parse_file_id(fid) or 0
+            path = names.get(file_id, "") if file_id else ""
+            key = (setting, value, path, obj, outcome, detail)
+            e = merged.setdefault(key, {"setting": setting, "value": value, "file": path or None,
+                                        "object": obj or None, "outcome": outcome,
+                                        "detail": detail or None, "count": 0,
+                                        "processes": 0})  # fmt: skip
+            e["count"] += count
+            e["processes"] += 1
+    return {
+        "file": parts[0]["file"],
+        "errors": errors,
+        "dropped": sum(part["dropped"] for part in parts),
+        "outcomes": sorted(merged.values(), key=lambda e: (e["setting"], e["file"] or "",
+                                                           e["object"] or "", e["outcome"])),
+    }  # fmt: skip
 
 
 def _counter_row(f: Fields, s: dict[str, Any], i: int, row: Any) -> tuple:

@@ -1,0 +1,162 @@
+"""Settings applied by the runtime to real programs (IOPILOT_SETTINGS,
+``iopilot run --settings``): MPI-IO hints at MPI_File_open, and what the
+trace and the report say became of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iopilot import api
+from iopilot.sources import load
+
+ROOT = Path(__file__).resolve().parents[1]
+LIB = ROOT / "src" / "iopilot" / "_lib" / "libiopilot.so"
+SOURCES = ROOT / "runtime" / "tests"
+TIMEOUT = 120
+HAVE_MPI = bool(shutil.which("mpicc") and shutil.which("mpirun"))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+
+pytestmark = pytest.mark.skipif(not LIB.exists(), reason="runtime not built (make -C runtime)")
+need_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpicc/mpirun not installed")
+
+
+@pytest.fixture(scope="module")
+def mpi_prog(tmp_path_factory) -> Path:
+    if not HAVE_MPI:
+        pytest.skip("mpicc/mpirun not installed")
+    exe = tmp_path_factory.mktemp("settings-bin") / "mpiio_settings"
+    subprocess.run(["mpicc", "-O1", "-Wall", "-o", str(exe), str(SOURCES / "mpiio_settings.c")],
+                   check=True, timeout=TIMEOUT)  # fmt: skip
+    return exe
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("IOPILOT_", "OMPI_MCA_io")) and k != "LD_PRELOAD"}  # fmt: skip
+    env.update(extra)
+    return env
+
+
+def traced_mpi(exe: Path, out: Path, trace: Path, settings: Path | None, *keys: str,
+               **env: str) -> subprocess.CompletedProcess:  # fmt: skip
+    trace.mkdir()
+    xs = ["-x", f"LD_PRELOAD={LIB}", "-x", f"IOPILOT_TRACE_DIR={trace}"]
+    if settings:
+        xs += ["-x", f"IOPILOT_SETTINGS={settings}"]
+    return subprocess.run([*MPIRUN, *xs, str(exe), str(out), *keys], env=clean_env(**env),
+                          capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+
+
+def iopilot(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "iopilot", *args], cwd=cwd, env=clean_env(),
+                          capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+
+
+@need_mpi
+def test_hints_reach_a_program_that_passes_mpi_info_null(mpi_prog: Path, tmp_path: Path) -> None:
+    s = tmp_path / "s.toml"
+    s.write_text('[mpiio]\ncb_nodes = 1\nromio_cb_write = "disable"\n'
+                 '[mpiio.files."*.h5"]\ncb_nodes = 2\nstriping_factor = 4\n')  # fmt: skip
+    r = traced_mpi(mpi_prog, tmp_path, tmp_path / "t", s, "cb_nodes", "romio_cb_write",
+                   "striping_factor")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert "null-info cb_nodes=1" in out
+    assert "null-info striping_factor unset" in out  # the pattern matched only *.h5
+    assert "own-info cb_nodes=2" in out  # the more specific table wins
+    assert "own-info striping_factor=4" in out
+    assert "caller info: 1 key(s), access_style=write_once -> unchanged" in out
+
+    st = load(str(tmp_path / "t")).settings
+    assert st and st["errors"] == []
+    got = {(e["setting"], e["value"], Path(e["file"]).name, e["outcome"]): e["count"]
+           for e in st["outcomes"]}  # fmt: skip
+    assert got[("mpiio.cb_nodes", "1", "null-info.dat", "applied")] == 2  # both ranks
+    assert got[("mpiio.cb_nodes", "2", "own-info.h5", "applied")] == 2
+    assert got[("mpiio.striping_factor", "4", "own-info.h5", "applied")] == 2
+    # OMPIO (Open MPI's default) echoes the key but does not read ROMIO hints.
+    assert got[("mpiio.romio_cb_write", "disable", "null-info.dat", "ignored")] == 2
+
+    doc = api.report(tmp_path / "t", "json")
+    doc = json.loads(doc) if isinstance(doc, str) else doc
+    rep = doc["reports"][0] if "reports" in doc else doc
+    assert any(e["setting"] == "mpiio.romio_cb_write" and e["outcome"] == "ignored"
+               for e in rep["settings"]["outcomes"])  # fmt: skip
+    text = api.report(tmp_path / "t", "terminal", color=False)
+    assert "Settings applied" in text
+    assert "mpiio.romio_cb_write = disable: ignored" in text
+    assert "did not take mpiio.romio_cb_write" in text
+
+
+@need_mpi
+def test_romio_hint_applied_under_romio_via_iopilot_run(mpi_prog: Path, tmp_path: Path) -> None:
+    s = tmp_path / "s.toml"
+    s.write_text('[ompi]\nio = "romio321"\n[mpiio]\nromio_cb_write = "disable"\ncb_nodes = 1\n')
+    r = iopilot("run", "--trace-dir", "t", "--settings", "s.toml", "--", *MPIRUN, str(mpi_prog),
+                str(tmp_path), "romio_cb_write", "cb_nodes", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "null-info romio_cb_write=disable" in r.stdout
+    assert "null-info cb_nodes=1" in r.stdout
+    st = load(str(tmp_path / "t")).settings
+    outcomes = {(e["setting"], e["outcome"]) for e in st["outcomes"]}
+    assert ("mpiio.romio_cb_write", "applied") in outcomes
+    assert ("ompi.io", "applied") in outcomes  # OMPI_MCA_io reached the ranks
+    assert "Settings applied" in r.stdout
+
+
+def test_bad_settings_stop_iopilot_run_before_the_program(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    for text, key in (('[mpiio]\ncb_nodez = 1\n', "[mpiio] cb_nodez"),
+                      ('[hdf5]\nalignment = "big"\n', "[hdf5] alignment"),
+                      ('[stdio]\nbuffer_size = true\n', "[stdio] buffer_size")):  # fmt: skip
+        (tmp_path / "s.toml").write_text(text)
+        r = iopilot("run", "--trace-dir", "t", "--settings", "s.toml", "--", "touch", str(marker),
+                    cwd=tmp_path)  # fmt: skip
+        assert r.returncode == 2
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and key in lines[0], r.stderr
+        assert not marker.exists() and not (tmp_path / "t").exists()
+
+
+PY_PROG = "import sys; print('out', open(sys.argv[1]).read()); sys.exit(3)"
+
+
+@pytest.mark.parametrize("text", [
+    "[mpiio\ncb_nodes = 1\n",                # broken TOML
+    "[mpiio]\ncb_nodes = \"many\"\n",        # wrong type
+    "[hdf5]\nfill_time = \"sometimes\"\n",   # bad value
+    "\x00\x01binary",
+])  # fmt: skip
+def test_broken_settings_file_changes_nothing_in_the_program(tmp_path: Path, text: str) -> None:
+    data = tmp_path / "in.txt"
+    data.write_text("hello")
+    s = tmp_path / "s.toml"
+    s.write_text(text)
+    cmd = [sys.executable, "-c", PY_PROG, str(data)]
+    plain = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=60)
+    (tmp_path / "t").mkdir()
+    traced = subprocess.run(cmd, env=clean_env(LD_PRELOAD=str(LIB), IOPILOT_SETTINGS=str(s),
+                                               IOPILOT_TRACE_DIR=str(tmp_path / "t")),
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert (traced.stdout, traced.stderr, traced.returncode) == (
+        plain.stdout, plain.stderr, plain.returncode) == ("out hello\n", "", 3)  # fmt: skip
+    st = load(str(tmp_path / "t")).settings
+    assert st and st["errors"] and st["outcomes"] == []
+    assert "not used" in api.report(tmp_path / "t", "terminal", color=False)
+
+
+def test_missing_settings_file_is_recorded(tmp_path: Path) -> None:
+    (tmp_path / "t").mkdir()
+    r = subprocess.run(["true"], env=clean_env(LD_PRELOAD=str(LIB), IOPILOT_SETTINGS="/nonexistent",
+                                               IOPILOT_TRACE_DIR=str(tmp_path / "t")),
+                       timeout=60)  # fmt: skip
+    assert r.returncode == 0
+    st = load(str(tmp_path / "t")).settings
+    assert st["errors"] == ["cannot be read"]
