@@ -76,6 +76,7 @@ class Context:
     study: Any  # the Optuna study
     ranking: list[str]  # parameter names, those the diagnosis names first
     loss_of: Callable[[float], float]  # objective value -> cost
+    repeats: int = 1  # runs a confirmed point has (the default's)
 
     def seen(self) -> dict[str, Record]:
         return {r.key: r for r in self.history}
@@ -203,7 +204,10 @@ class Guided(TPE):
                 if rec is None:
                     return Proposal(cand, f"one at a time: {param.name}")
                 tried.append(rec)
-            better = [r for r in tried if r.ok and r.loss < base_loss * (1 - ctx.noise)]
+            # A change is kept when its median, over as many runs as the default
+            # had, beats the base's: whether that is a win is decided at the end.
+            better = [r for r in tried if r.ok and len(r.runs) >= ctx.repeats
+                      and r.loss < base_loss]  # fmt: skip
             if better:
                 best = min(better, key=lambda r: r.loss)
                 base, base_loss = dict(best.point), best.loss

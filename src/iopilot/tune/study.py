@@ -187,6 +187,7 @@ class Study:
                              phase="default", walls=[r.seconds for r in runs],
                              extra=observed(first))  # fmt: skip
             default.loss = self.loss(statistics.median(default.runs))
+            self.space = self.space_for(default.extra)
             self._store(default, None)
             history = [default]
             self.progress(default, default, 1)
@@ -203,7 +204,7 @@ class Study:
             best = min((r for r in history if r.ok and len(r.runs) >= o.repeats),
                        key=lambda r: r.loss, default=default)  # fmt: skip
             ctx = Context(self.space, history, o.seed, o.trials, noise, self.study, ranking,
-                          self.loss)  # fmt: skip
+                          self.loss, o.repeats)  # fmt: skip
             proposal = strategy.next(ctx)
             if proposal is None:
                 stopped = strategy.stopped
