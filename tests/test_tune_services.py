@@ -160,6 +160,33 @@ def test_slurm_mpi_trial_runs_every_rank(slurm_env, tmp_path):
     assert sorted(result.stdout.split("\n")[:2]) == ["0 2", "1 2"]
 
 
+def test_slurm_runs_an_mpirun_command_once_in_a_job_of_its_ranks(slurm_env, tmp_path):
+    """`iopilot run ... -- mpirun -np 2 app` is one job of two tasks, in which
+    mpirun starts both ranks (srun would start one mpirun per task)."""
+    pytest.importorskip("mpi4py")
+    run = launcher("slurm")
+    code = ("import os; from mpi4py import MPI; c = MPI.COMM_WORLD;"
+            "print(c.Get_rank(), c.Get_size(), os.environ['SLURM_NTASKS'], flush=True)")
+    result = run(["mpirun", "-np", "2", PY, "-c", code],
+                 {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
+                 tmp_path, 60)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["0 2 2", "1 2 2"]
+
+
+def test_mpi_launcher_ranks():
+    from iopilot.tune.launch import mpi_launcher_ranks
+
+    assert mpi_launcher_ranks(["./app", "-n", "4"]) is None
+    assert mpi_launcher_ranks(["mpirun", "-np", "4", "./app"]) == 4
+    assert mpi_launcher_ranks(["/usr/bin/mpiexec", "--oversubscribe", "-n", "3", "x"]) == 3
+    assert mpi_launcher_ranks(["mpirun", "--np=6", "x"]) == 6
+    assert mpi_launcher_ranks(["mpirun", "x"]) == 1
+    wrapped = [PY, "-m", "iopilot", "run", "--trace-dir", "t", "--", "mpirun", "-np", "2", "a"]
+    assert mpi_launcher_ranks(wrapped) == 2
+    assert mpi_launcher_ranks([PY, "-m", "iopilot", "run", "--", "./a", "mpirun"]) is None
+
+
 def test_slurm_trial_failure_is_reported(slurm_env, tmp_path):
     run = launcher("slurm")
     result = run([PY, "-c", "import sys; print('partial'); sys.exit(3)"], {}, tmp_path, 30)
@@ -267,3 +294,40 @@ def test_local_launcher(tmp_path):
     assert late.timed_out and late.returncode != 0 and late.seconds < 10
     with pytest.raises(InputError, match="no such program"):
         run(["/nonexistent/prog"], {}, tmp_path, 5)
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_tune_cli_with_a_shared_study_and_slurm_trials(postgres, slurm_env, tmp_path):
+    """`iopilot tune --study postgresql://... --launcher slurm`: every trial is a
+    Slurm job and the study lives in PostgreSQL, under the URL a user types."""
+    import optuna
+
+    url = postgres.create_database("cli_study").replace("postgresql+psycopg://", "postgresql://")
+    (tmp_path / "space.toml").write_text(
+        '[ompi.io]\nvalues = ["ompio", "romio321"]\ndefault = "ompio"\n')
+    before = _slurm_jobs(slurm_env)
+    r = subprocess.run(
+        [PY, "-m", "iopilot", "tune", "--study", url, "--launcher", "slurm", "--trials", "3",
+         "--repeats", "1", "--objective", "wall", "--space", "space.toml", "--out", "out",
+         "--", PY, "-c", "open('data.bin', 'wb').write(b'x' * 4096)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "3 trial(s)" in r.stderr
+    assert (tmp_path / "out" / "best.toml").is_file()
+    jobs = {j: s for j, s in _slurm_jobs(slurm_env).items() if j not in before}
+    assert len(jobs) >= 3 and set(jobs.values()) == {"COMPLETED"}, jobs
+    (summary,) = optuna.get_all_study_summaries(storage=url)
+    assert summary.n_trials >= 3
+
+
+def _slurm_jobs(slurm) -> dict[str, str]:
+    """Job id -> state of the trials' jobs the controller remembers."""
+    out = slurm.run("scontrol", "show", "job", "-o").stdout
+    jobs = {}
+    for line in out.splitlines():
+        info = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        if info.get("JobName", "").startswith("iopilot-"):
+            jobs[info["JobId"]] = info["JobState"]
+    return jobs

@@ -9,13 +9,16 @@ adding a launcher is one factory registered with ``@register``.
   e.g. ``mpirun -n 4 prog``).
 - ``slurm``: the command as a Slurm job step (``srun``) inside the current
   allocation when ``SLURM_JOB_ID`` is set, otherwise as its own one-node job
-  (``srun -N1 -n<ranks>``), or as a batch job (``mode="sbatch"``).  A trial
-  past its timeout is cancelled with ``scancel``.
+  (``srun -N1 -n<ranks>``), or as a batch job (``mode="sbatch"``).  A command
+  that starts its own ranks (``mpirun -np N ...``) runs once, in a batch job
+  of N tasks (or as it is inside an allocation).  A trial past its timeout is
+  cancelled with ``scancel``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import re
@@ -174,20 +177,27 @@ class SlurmLauncher:
                  timeout: float | None) -> TrialRun:
         full = _merged_env(env)
         name = f"iopilot-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        ranks = mpi_launcher_ranks(command)
+        if ranks is not None:
+            # The command starts its own ranks (mpirun): inside an allocation it
+            # spreads them over it as it is; otherwise it becomes a batch job
+            # holding that many tasks, run once, not once per task by srun.
+            if "SLURM_JOB_ID" in full and self.mode == "srun":
+                return LAUNCHERS["local"]()(command, env, Path(cwd), timeout)
+            return self._sbatch(command, full, Path(cwd), timeout, name,
+                                self.ranks or ranks, direct=True)
         if self.mode == "sbatch":
-            return self._sbatch(command, full, Path(cwd), timeout, name)
+            return self._sbatch(command, full, Path(cwd), timeout, name, self.ranks)
         return self._srun(command, full, Path(cwd), timeout, name)
 
     # -- pieces shared by both modes
     def _options(self, env: Mapping[str, str], cwd: Path, timeout: float | None,
-                 name: str) -> list[str]:
+                 name: str, ranks: int | None, new_job: bool) -> list[str]:
         opts = ["--export=ALL", f"--chdir={cwd}", f"--job-name={name}"]
-        if self.ranks is not None:
-            opts.append(f"--ntasks={self.ranks}")
-        if self.mode == "sbatch" or "SLURM_JOB_ID" not in env:
-            opts.append("--nodes=1")
-            if self.ranks is None:
-                opts.append("--ntasks=1")
+        if new_job:
+            opts += ["--nodes=1", f"--ntasks={ranks or 1}"]
+        elif ranks is not None:
+            opts.append(f"--ntasks={ranks}")
         if timeout is not None:
             # A backstop in whole minutes; the launcher itself cancels on time.
             opts.append(f"--time={math.ceil(timeout / 60) + 1}")
@@ -199,7 +209,9 @@ class SlurmLauncher:
     # -- srun: a job step, or a job of its own
     def _srun(self, command: list[str], env: dict[str, str], cwd: Path,
               timeout: float | None, name: str) -> TrialRun:
-        argv = ["srun", *self._options(env, cwd, timeout, name), *self._mpi(), *command]
+        argv = ["srun", *self._options(env, cwd, timeout, name, self.ranks,
+                                       new_job="SLURM_JOB_ID" not in env),
+                *self._mpi(), *command]
         start = time.monotonic()
         try:
             proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
@@ -232,12 +244,16 @@ class SlurmLauncher:
 
     # -- sbatch: a batch job, polled
     def _sbatch(self, command: list[str], env: dict[str, str], cwd: Path,
-                timeout: float | None, name: str) -> TrialRun:
+                timeout: float | None, name: str, ranks: int | None,
+                direct: bool = False) -> TrialRun:
+        """A batch job whose script runs ``srun command`` (or, ``direct``, the
+        command itself: it starts its ranks in the job's allocation)."""
         # The output files sit in the trial's directory: the node must reach them.
         spool = Path(tempfile.mkdtemp(prefix=".iopilot-sbatch-", dir=cwd))
         out_file, err_file = spool / "stdout", spool / "stderr"
-        script = shlex.join(["srun", *self._mpi(), *command])
-        argv = ["sbatch", "--parsable", *self._options(env, cwd, timeout, name),
+        script = shlex.join(command if direct else ["srun", *self._mpi(), *command])
+        argv = ["sbatch", "--parsable",
+                *self._options(env, cwd, timeout, name, ranks, new_job=True),
                 f"--output={out_file}", f"--error={err_file}", f"--wrap={script}"]
         start = time.monotonic()
         try:
@@ -279,6 +295,30 @@ class SlurmLauncher:
 
 
 register("slurm")(SlurmLauncher)
+
+
+_MPI_LAUNCHERS = {"mpirun", "mpiexec", "orterun", "mpiexec.hydra", "mpirun.openmpi",
+                  "mpiexec.openmpi", "mpirun.mpich", "mpiexec.mpich"}
+_NP_FLAGS = {"-np", "--np", "-n", "--n", "-c"}
+
+
+def mpi_launcher_ranks(command: Sequence[str]) -> int | None:
+    """Ranks asked of mpirun when the command (or the program after a ``--``,
+    as in ``iopilot run ... -- mpirun -np 4 app``) is an MPI launcher: 1 when
+    it does not say; None when the command is no MPI launcher."""
+    starts = [0] + [i + 1 for i, a in enumerate(command) if a == "--"]
+    for i in starts:
+        if i < len(command) and os.path.basename(command[i]) in _MPI_LAUNCHERS:
+            args = command[i + 1:]
+            for flag, value in itertools.pairwise(args):
+                if flag in _NP_FLAGS and value.isdigit():
+                    return int(value)
+            for a in args:
+                key, _, value = a.partition("=")
+                if key in _NP_FLAGS and value.isdigit():
+                    return int(value)
+            return 1
+    return None
 
 
 def check_slurm(env: Mapping[str, str]) -> None:
