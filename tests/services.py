@@ -44,6 +44,25 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def processes_using(path: Path) -> list[int]:
+    """PIDs of the processes whose working directory, command line or
+    environment names ``path``: a server's children and its jobs' tasks
+    (Slurm's carry SLURM_CONF) included, which their PIDs alone would miss."""
+    needle = str(path).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if (os.readlink(entry / "cwd").encode().startswith(needle)
+                    or needle in (entry / "cmdline").read_bytes()
+                    or needle in (entry / "environ").read_bytes()):
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return [pid for pid in found if pid_alive(pid)]
+
+
 def _stop(proc: subprocess.Popen, sig: int, grace: float = 10.0) -> None:
     """Signal ``proc`` and reap it; SIGKILL if it outlives ``grace`` seconds."""
     if proc.poll() is not None:

@@ -14,7 +14,7 @@ import pytest
 
 from iopilot.errors import InputError
 from iopilot.tune.launch import TrialRun, launcher
-from services import pid_alive, postgres_server, slurm_cluster
+from services import pid_alive, postgres_server, processes_using, slurm_cluster
 
 PY = sys.executable
 
@@ -53,7 +53,9 @@ def test_services_start_quickly_and_leave_nothing_running():
         pg_started = time.monotonic() - t0
         pg_pid, pg_dir = pg.pid, pg.dir
         assert pid_alive(pg_pid)
+        assert len(processes_using(pg_dir)) > 1  # the postmaster and its helpers
     assert not pid_alive(pg_pid) and not pg_dir.exists()
+    assert processes_using(pg_dir) == []
 
     t0 = time.monotonic()
     with slurm_cluster() as sl:
@@ -63,7 +65,13 @@ def test_services_start_quickly_and_leave_nothing_running():
         # A job still running when the block ends is cancelled, not orphaned.
         r = sl.run("sbatch", "--parsable", "--wrap", "sleep 60")
         assert r.returncode == 0, r.stderr
+        deadline = time.monotonic() + 15
+        while "R" not in sl.run("squeue", "-h", "-o", "%t").stdout.split():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert len(processes_using(sl_dir)) > 2  # the daemons, slurmstepd, sleep
     assert not any(pid_alive(p) for p in sl_pids) and not sl_dir.exists()
+    assert processes_using(sl_dir) == []
     assert pg_started < 15 and sl_started < 15
 
 
