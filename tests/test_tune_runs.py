@@ -194,6 +194,3 @@ def test_bad_input_is_one_line(tmp_path):
     p = _tune(tmp_path, ["--out", str(tmp_path / "o"), "--repeats", "1"], ["false"],
               check=False)
     assert p.returncode == 2 and "the default run failed: exit status 1" in p.stderr
-    p = _tune(tmp_path, ["--launcher", "slurm", "--out", str(tmp_path / "o")], ["true"],
-              check=False)
-    assert p.returncode == 2 and "--launcher" in p.stderr
