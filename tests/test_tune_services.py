@@ -284,8 +284,15 @@ def test_unreachable_slurm_is_an_input_error(slurm_env, tmp_path, monkeypatch):
         "SlurmctldPort=1" if line.startswith("SlurmctldPort=") else line
         for line in text.splitlines()) + "\n")
     monkeypatch.setenv("SLURM_CONF", str(conf))
-    with pytest.raises(InputError, match="cannot reach the Slurm controller"):
+    with pytest.raises(InputError, match=r"cannot reach the Slurm controller: .* DOWN"):
         launcher("slurm")
+    # The command says so in one line, before any trial.
+    r = subprocess.run([PY, "-m", "iopilot", "tune", "--launcher", "slurm", "--trials", "2",
+                        "--out", str(tmp_path / "out"), "--", "true"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "error: --launcher slurm: cannot reach the Slurm controller" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_unknown_launcher_is_an_input_error():

@@ -336,7 +336,14 @@ def check_slurm(env: Mapping[str, str]) -> None:
         raise InputError("--launcher slurm", "the Slurm controller did not answer in 60 s",
                          "scontrol ping hangs") from None
     if ping.returncode != 0 or " is UP" not in ping.stdout:
-        said = " ".join((ping.stdout + ping.stderr).split())
+        # One line says it ("... is DOWN", else the last: "fatal: Could not ...");
+        # scontrol frames the first in a banner of asterisks.
+        lines = [line.strip() for line in (ping.stdout + ping.stderr).splitlines()
+                 if line.strip(" *")]
+        down = [line for line in lines if " is DOWN" in line]
+        said = (down or lines or [f"scontrol ping exited with status {ping.returncode}"])[-1]
+        for prefix in ("scontrol: ", "fatal: ", "error: "):
+            said = said.removeprefix(prefix)
         raise InputError("--launcher slurm", f"cannot reach the Slurm controller: {said}",
                          "is slurmctld running, and SLURM_CONF set for this cluster?")
 
