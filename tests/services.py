@@ -238,8 +238,10 @@ class Slurm:
         return {**env, **self.env}
 
     def run(self, *command: str, timeout: float = 30) -> subprocess.CompletedProcess:
-        return subprocess.run(list(command), env=self.client_env(), capture_output=True,
-                              text=True, timeout=timeout)
+        """A client command run in the cluster's directory (where a batch job's
+        slurm-N.out lands by default, removed with the rest)."""
+        return subprocess.run(list(command), env=self.client_env(), cwd=self.dir,
+                              capture_output=True, text=True, timeout=timeout)
 
 
 def _missing_slurm() -> str | None:
