@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -41,23 +40,6 @@ class Run:
     @property
     def ok(self) -> bool:
         return self.value is not None
-
-
-@cache
-def run_takes_settings() -> bool:
-    """Whether ``iopilot run`` applies a settings file (``--settings``)."""
-    from ..cli import build_parser
-
-    text = build_parser("run").format_help() + "".join(
-        sp.format_help() for sp in _subparsers(build_parser("run")))
-    return "--settings" in text
-
-
-def _subparsers(p: Any) -> list[Any]:
-    import argparse
-
-    return [sp for a in p._actions if isinstance(a, argparse._SubParsersAction)
-            for sp in a.choices.values()]  # fmt: skip
 
 
 def absolute_command(command: list[str], cwd: Path) -> list[str]:
@@ -129,10 +111,8 @@ def _measure(command: list[str], doc: dict[str, Any], objective: str, run_dir: P
     file = run_dir / "settings.toml"
     st.dump(doc, file)
     trace = run_dir / "trace"
-    argv = [sys.executable, "-m", "iopilot", "run", "--trace-only", "--trace-dir", str(trace)]
-    if run_takes_settings():
-        argv += ["--settings", str(file)]
-    argv += ["--", *command]
+    argv = [sys.executable, "-m", "iopilot", "run", "--trace-only", "--trace-dir", str(trace),
+            "--settings", str(file), "--", *command]  # fmt: skip
     # The [ompi] variables also go in the environment: launchers that do not
     # go through `iopilot run` still pass them on, and they are what mpirun reads.
     env = {**os.environ, **st.job_env(doc)}
