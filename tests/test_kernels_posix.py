@@ -98,23 +98,6 @@ def fpp_logical(rank: int, nranks: int, segments: int, block: int) -> np.ndarray
     return ((seg * np.uint64(nranks) + np.uint64(rank)) * np.uint64(block) + j).ravel()
 
 
-def file_bytes(path: Path, api: str) -> np.ndarray:
-    """The data a kernel wrote: the raw file, or /data of an HDF5 file."""
-    if api == "hdf5":
-        import h5py
-        with h5py.File(path, "r") as f:
-            return f["data"][...]
-    return np.fromfile(path, dtype=np.uint8)
-
-
-def flip_byte(path: Path, offset: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0xFF]))
-
-
 def hdf5_data_offset(path: Path) -> int:
     """File offset of the contiguous /data dataset."""
     import h5py
