@@ -87,22 +87,11 @@ def pattern(offsets: np.ndarray, seed: int) -> np.ndarray:
     return (x >> np.uint64(56)).astype(np.uint8)
 
 
-def shared_logical(nranks: int, segments: int, block: int) -> np.ndarray:
-    return np.arange(nranks * segments * block, dtype=np.uint64)
-
-
 def fpp_logical(rank: int, nranks: int, segments: int, block: int) -> np.ndarray:
     """Logical offsets of rank's own file: segment s holds (s * ranks + rank) * block + j."""
     seg = np.arange(segments, dtype=np.uint64)[:, None]
     j = np.arange(block, dtype=np.uint64)[None, :]
     return ((seg * np.uint64(nranks) + np.uint64(rank)) * np.uint64(block) + j).ravel()
-
-
-def hdf5_data_offset(path: Path) -> int:
-    """File offset of the contiguous /data dataset."""
-    import h5py
-    with h5py.File(path, "r") as f:
-        return f["data"].id.get_offset()
 
 
 # --------------------------------------------------------------------------
