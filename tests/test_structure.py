@@ -139,7 +139,8 @@ def test_one_cli_module_per_subcommand():
     from iopilot.cli import _subparsers, build_parser
 
     commands = _subparsers(build_parser())
-    assert set(commands) == {"report", "checks", "run", "export", "demo", "bench", "tune"}
+    assert set(commands) == {"report", "checks", "run", "export", "demo", "bench", "tune",
+                             "optimize"}
     for name, parser in commands.items():
         func = parser.get_default("func") or next(
             sp.get_default("func") for sp in _subparsers(parser).values())

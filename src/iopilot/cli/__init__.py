@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import InputError
-from . import bench, checks, demo, export, report, run, tune
+from . import bench, checks, demo, export, optimize, report, run, tune
 from .common import EXIT_BAD_INPUT, EXIT_OK
 
 # In the order ``iopilot --help`` lists them.
-COMMANDS = (report, checks, run, export, demo, bench, tune)
+COMMANDS = (report, checks, run, export, demo, bench, tune, optimize)
 
 # What each command does and how it is called, shown by its --help.
 _ABOUT: dict[str, tuple[str, str]] = {k: v for m in COMMANDS for k, v in m.ABOUT.items()}

@@ -47,6 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--launcher", choices=("local", "slurm"), default="local",
                    help="where trials run (default local)")
     t.add_argument("--json", metavar="OUT", help="write the study's summary as JSON")
+    t.add_argument("--html", metavar="PATH",
+                   help="write a self-contained page with the interactive convergence plot")
     t.add_argument("--out", metavar="DIR", default="iopilot-tune",
                    help="directory for best.toml, the plot, the study and the trials' "
                    "work (default ./iopilot-tune)")

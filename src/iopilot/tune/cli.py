@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,19 @@ from . import output
 from .engine import launcher
 from .objective import OBJECTIVES, absolute_command
 from .space import Space
-from .study import Options, Study, study_name
+from .study import Options, Outcome, Study, study_name
 
 
 def main(args: argparse.Namespace) -> int:
+    tune(args)
+    return 0
+
+
+def tune(args: argparse.Namespace, generated: Callable[[dict[str, Any]], Space] | None = None,
+         ) -> tuple[Outcome, dict[str, Any]]:
+    """Run the study ``args`` asks for, print its table and write its outputs;
+    the outcome and the JSON document.  ``generated`` builds the space when no
+    --space was given (default: from the diagnosis of the default's first run)."""
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -45,6 +55,8 @@ def main(args: argparse.Namespace) -> int:
     def space_for(observed: dict[str, Any]) -> Space:
         if given is not None:
             return given
+        if generated is not None:
+            return generated(observed)
         from .generate import generate
 
         return generate(observed)
@@ -71,10 +83,14 @@ def main(args: argparse.Namespace) -> int:
     made = output.plot(outcome, plot, unit, maximize)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    html = getattr(args, "html", None)
+    if html:
+        output.write_page(doc, Path(html))
     wrote = [str(best)] + ([str(plot)] if made else []) + ([args.json] if args.json else [])
+    wrote += [html] if html else []
     print(f"iopilot: {len(outcome.records)} trial(s), {outcome.stopped}; wrote "
           f"{', '.join(wrote)}; study {storage}", file=sys.stderr)  # fmt: skip
-    return 0
+    return outcome, doc
 
 
 def _tidy(work: Path) -> None:

@@ -160,6 +160,13 @@ def plot(outcome: Outcome, path: Path, unit: str, maximize: bool) -> bool:
     return True
 
 
+def write_page(doc: dict[str, Any], path: Path) -> None:
+    """The study's HTML page: its outcome and the interactive convergence plot."""
+    from ..report.tuning import render_tune_page
+
+    path.write_text(render_tune_page(doc), encoding="utf-8")
+
+
 class Progress:
     """A live line on stderr: a rich bar on a terminal, a line per trial otherwise."""
 

@@ -1,0 +1,131 @@
+"""iopilot optimize (trace, tune, trace again, compare) and the tuning pages."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from iopilot.bench.kernels import KERNEL_DIR
+from iopilot.report.tuning import convergence, render_optimize_page, render_tune_page
+from iopilot.tune import optimize
+
+IOPILOT = [sys.executable, "-m", "iopilot"]
+
+
+def _trial(n, runs, status="ok", point=None, phase="model", reason=""):
+    return {"number": n, "phase": phase, "point": point or {}, "runs": runs,
+            "status": status, "reason": reason, "settings": {}}
+
+
+TUNE = {
+    "command": ["./app"], "objective": "io", "unit": "s", "direction": "minimize",
+    "strategy": "guided", "seed": 0, "noise": 0.1, "stopped": "4 trials done",
+    "verdict": "win", "speedup": 4.0,
+    "default": {"objective": 2.0, "runs": [1.9, 2.0, 2.1], "settings": {}, "trial": 0},
+    "best": {"objective": 0.5, "runs": [0.5, 0.5, 0.6], "trial": 3,
+             "settings": {"ompi": {"io": "romio321"}}},
+    "trials": [_trial(0, [1.9, 2.0, 2.1], phase="default"),
+               _trial(1, [1.5], point={"ompi.fcoll": "vulcan"}),  # one run: not confirmed
+               _trial(2, [], status="failed", point={"ompi.fcoll": "two_phase"},
+                      reason="timed out after 10 s"),
+               _trial(3, [0.5, 0.5, 0.6], point={"ompi.io": "romio321"})],
+}
+
+
+def test_convergence_counts_only_confirmed_trials_and_marks_failures():
+    c = convergence(TUNE)
+    assert c["x"] == [1, 2, 4] and c["y"] == [2.0, 1.5, 0.5]
+    # the one-run trial 2 is drawn but does not move the best line
+    assert c["best_x"] == [1, 2, 3, 4] and c["best_y"] == [2.0, 2.0, 2.0, 0.5]
+    assert c["failed_x"] == [3] and "timed out" in c["failed_text"][0]
+    assert c["failed_y"] == [2.0]
+
+
+def test_tune_page_is_self_contained_and_interactive():
+    page = render_tune_page(TUNE)
+    assert "Plotly.newPlot('convergence'" in page
+    # plotly.js is in the page (megabytes), nothing is fetched
+    assert "<script src" not in page and len(page) > 1_000_000
+    assert "romio321" in page and "4.00x" in page
+
+
+def _side(io, findings):
+    return optimize.side({"io_time": {"slowest_rank_seconds": io, "run_seconds": 2.0,
+                                      "share": io / 2.0, "nprocs": 4},
+                          "findings": findings})
+
+
+def _f(check, cost, level="WARN", layer="MPIIO"):
+    return {"check": check, "layer": layer, "level": level, "cost_seconds": cost}
+
+
+def test_findings_are_matched_gone_remaining_and_new():
+    before = _side(1.0, [_f("mpiio-time-above-posix", 0.8),
+                         _f("posix-small-writes", 0.1, layer="POSIX"),
+                         _f("ok-check", 0.0, level="OK")])
+    after = _side(0.2, [_f("posix-small-writes", 0.05, layer="POSIX"), _f("mpiio-new", 0.01)])
+    assert before["findings_count"] == 2 and before["findings_cost"] == pytest.approx(0.9)
+    diff = optimize.findings_diff(before["findings"], after["findings"])
+    assert [(d["check"], d["state"]) for d in diff] == [
+        ("mpiio-time-above-posix", "gone"), ("posix-small-writes", "remains"),
+        ("mpiio-new", "new")]
+    assert diff[1]["cost_before"] == 0.1 and diff[1]["cost_after"] == 0.05
+    doc = {"command": ["./app"], "before": before, "after": after, "speedup": 5.0,
+           "best": TUNE["best"]["settings"], "findings_diff": diff, "tuning": TUNE,
+           "changes": optimize.changes(
+               {"ompi": {"io": "romio321"}, "mpiio": {"romio_cb_write": "disable",
+                                                     "cb_nodes": 2}},
+               {"outcomes": [{"setting": "mpiio.romio_cb_write", "value": "disable",
+                              "outcome": "applied", "count": 4},
+                             {"setting": "ompi.io", "value": "romio321",
+                              "outcome": "applied", "count": 4}]})}
+    assert [c["outcome"] for c in doc["changes"]] == [
+        "applied x4", "applied x4", "no outcome recorded (no call it applies to was made)"]
+    text = optimize.summary_text(doc)
+    assert "speedup: 5.00x" in text and "findings that went away:" in text
+    assert "mpiio-time-above-posix (MPIIO, WARN): 0.8 s" in text
+    assert "posix-small-writes (POSIX, WARN): 0.1 s -> 0.05 s" in text
+    page = render_optimize_page(doc)
+    assert "before (default)" in page and "after (best settings)" in page
+    assert "Plotly.newPlot('convergence'" in page and "mpiio-new" in page
+
+
+def test_optimize_needs_a_command():
+    p = subprocess.run([*IOPILOT, "optimize", "--trials", "2"], capture_output=True, text=True)
+    assert p.returncode == 2 and "no command given" in p.stderr
+
+
+@pytest.mark.skipif(not (KERNEL_DIR / "ior").exists(), reason="kernels not built (make)")
+def test_optimize_end_to_end_on_ior(tmp_path):
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+           str(KERNEL_DIR / "ior"), "--api", "mpiio", "--collective", "--transfer", "4k",
+           "--block", "1m", "--write"]
+    p = subprocess.run([*IOPILOT, "optimize", "--trials", "3", "--repeats", "1", "--out", "o",
+                        "--json", "o.json", "--html", "o.html", "--", *cmd], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "o.json").read_text())
+    assert set(doc) >= {"before", "after", "best", "speedup", "tuning"}
+    for side in ("before", "after"):
+        assert doc[side]["io_time"] > 0
+        assert all("cost_seconds" in f for f in doc[side]["findings"])
+    assert len(doc["tuning"]["trials"]) == 3 and doc["tuning"]["strategy"] == "guided"
+    assert "before (default settings):" in p.stdout and "speedup:" in p.stdout
+    assert "Plotly.newPlot" in (tmp_path / "o.html").read_text()
+    assert (tmp_path / "o" / "best.toml").exists() and (tmp_path / "o" / "after.trace").is_dir()
+
+
+def test_tune_html_writes_the_page(tmp_path):
+    (tmp_path / "prog.py").write_text(
+        "import os\nn = 200 if os.environ.get('OMPI_MCA_fcoll') == 'fast' else 5000\n"
+        "with open('out.dat', 'wb', buffering=0) as f:\n    for _ in range(n):\n"
+        "        f.write(b'x')\n")
+    (tmp_path / "space.toml").write_text('[ompi.fcoll]\nvalues = ["fast"]\n')
+    p = subprocess.run([*IOPILOT, "tune", "--space", "space.toml", "--trials", "2", "--repeats",
+                        "1", "--out", "o", "--html", "t.html", "--", "python3", "prog.py"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    page = (tmp_path / "t.html").read_text()
+    assert "Plotly.newPlot('convergence'" in page and "ompi.fcoll=fast" in page
+    assert (tmp_path / "o" / "convergence.png").exists()  # the PNG stays
