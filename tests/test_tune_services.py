@@ -337,12 +337,61 @@ def test_tune_cli_with_a_shared_study_and_slurm_trials(postgres, slurm_env, tmp_
     assert summary.n_trials >= 3
 
 
-def _slurm_jobs(slurm) -> dict[str, str]:
-    """Job id -> state of the trials' jobs the controller remembers."""
+def test_two_tune_workers_share_a_study_through_postgresql(postgres, slurm_env, tmp_path):
+    """A second `iopilot tune` on the same study (another machine's, say) runs
+    its trials beside the first's; the study holds both workers' trials."""
+    import optuna
+
+    url = postgres.create_database("workers").replace("postgresql+psycopg://", "postgresql://")
+    # Long enough that the first worker is still busy when the second starts.
+    trial = "import time; open('data.bin', 'wb').write(b'x' * 4096); time.sleep(0.5)"
+    (tmp_path / "space.toml").write_text(
+        '[ompi.io]\nvalues = ["ompio", "romio321"]\ndefault = "ompio"\n'
+        "[mpiio.cb_nodes]\nvalues = [1, 2, 4]\n")
+
+    def worker(out: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [PY, "-m", "iopilot", "tune", "--study", url, "--launcher", "slurm", "--trials", "4",
+             "--repeats", "1", "--objective", "wall", "--space", "space.toml", "--out", out,
+             "--", PY, "-c", trial],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    before = _slurm_jobs(slurm_env, names=True)
+    first = worker("one")
+    # The second joins once the first has made the study (Optuna's tables
+    # cannot be created by two processes at the same moment).
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if optuna.get_all_study_summaries(storage=url):
+                break
+        except Exception:  # the tables are not there yet
+            pass
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.1)
+    second = worker("two")
+    for w in (first, second):
+        _, err = w.communicate(timeout=90)
+        assert w.returncode == 0, err
+        assert "4 trial(s)" in err
+    (summary,) = optuna.get_all_study_summaries(storage=url)
+    study = optuna.load_study(study_name=summary.study_name, storage=url)
+    trials = study.get_trials(deepcopy=False)
+    assert len(trials) >= 5  # the default and the first change are measured once
+    assert len({t.number for t in trials}) == len(trials)
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    assert (tmp_path / "one" / "best.toml").is_file() and (tmp_path / "two" / "best.toml").is_file()
+    # Both ran trials as Slurm jobs (a job's name carries its tuner's PID).
+    tuners = {j.split("-")[1] for j in _slurm_jobs(slurm_env, names=True) if j not in before}
+    assert tuners == {str(first.pid), str(second.pid)}
+
+
+def _slurm_jobs(slurm, names: bool = False) -> dict[str, str]:
+    """Job id (or name) -> state of the trials' jobs the controller remembers."""
     out = slurm.run("scontrol", "show", "job", "-o").stdout
     jobs = {}
     for line in out.splitlines():
         info = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
         if info.get("JobName", "").startswith("iopilot-"):
-            jobs[info["JobId"]] = info["JobState"]
+            jobs[info["JobName" if names else "JobId"]] = info["JobState"]
     return jobs
