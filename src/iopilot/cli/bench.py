@@ -22,6 +22,11 @@ ABOUT: dict[str, tuple[str, str]] = {
     "bench runtime": ("Cost of tracing: nanoseconds per call, and the slowdown of an I/O "
                       "kernel.",
                       "iopilot bench runtime --repeat 7"),
+    "bench tune-efficiency": ("Measure every point of a case's space, then replay each "
+                              "tuning strategy against that table: the median number of "
+                              "trials to come within 5 % of the best.",
+                              "iopilot bench tune-efficiency --case ior --repeats 3\n"
+                              "  iopilot bench tune-efficiency --reuse --out tune-eff"),
 }  # fmt: skip
 
 
@@ -76,16 +81,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--block-kib", type=int, default=1024, help="block size of the kernel")
     o.add_argument("--repeat", type=int, default=5, help="runs of each variant; best is kept")
     o.add_argument("--dir", help="where the kernel writes (default: a temporary directory)")
+    e = bsub.add_parser("tune-efficiency",
+                        help="trials each tuning strategy needs, replayed on a measured table")
+    e.add_argument("--case", action="append", metavar="NAME",
+                   help="ior, vpicio or hacc (repeatable; default: all three)")
+    e.add_argument("--repeats", type=int, default=3, metavar="K",
+                   help="runs per point when measuring the table (default 3)")
+    e.add_argument("--seeds", type=int, default=5, metavar="N",
+                   help="replays per strategy, seeds 0..N-1 (default 5)")
+    e.add_argument("--strategies", metavar="S[,S...]",
+                   help="default guided,ga,random,tpe (grid also known)")
+    e.add_argument("--timeout", type=float, metavar="S",
+                   help="stop a run after S seconds (default 5x the default's run, >= 10 s)")
+    e.add_argument("--reuse", action="store_true",
+                   help="replay tables already in OUT instead of measuring them again")
+    e.add_argument("--out", default="tune-efficiency", metavar="DIR",
+                   help="where the tables and the JSON go (default ./tune-efficiency)")
+    e.add_argument("--json", metavar="PATH", help="the results (default OUT/tune-efficiency.json)")
     b.set_defaults(func=cmd_bench)  # fmt: skip
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..bench import diagnose_speed, html_speed, kernels, runtime_overhead, sweep
+    from ..bench import (
+        diagnose_speed,
+        html_speed,
+        kernels,
+        runtime_overhead,
+        sweep,
+        tune_efficiency,
+    )
 
     if args.bench in kernels.KERNELS:
         return kernels.main(args, args.kernel_args)
     if args.bench == "h5bench":
         return kernels.h5bench_main(args)
     tools = {"diagnose": diagnose_speed, "runtime": runtime_overhead, "sweep": sweep,
-             "html": html_speed}  # fmt: skip
+             "html": html_speed, "tune-efficiency": tune_efficiency}  # fmt: skip
     return tools[args.bench].main(args)
