@@ -245,6 +245,22 @@ def test_interrupted_slurm_trial_is_cancelled(slurm_env, tmp_path, mode):
         tuner.wait()
 
 
+@pytest.mark.parametrize("mode", ["srun", "sbatch"])
+def test_slurm_queue_wait_is_not_run_time(slurm_env, tmp_path, mode):
+    """A trial queued behind another job is not timed out for its wait, and
+    its time is its run's."""
+    blocker = slurm_env.run("sbatch", "--parsable", "-n2", "--wrap", "sleep 4")
+    assert blocker.returncode == 0, blocker.stderr
+    _wait_for_queue(slurm_env, empty=False)
+    t0 = time.monotonic()
+    run = launcher("slurm", mode=mode)
+    result = run([PY, "-c", "import time; time.sleep(0.3)"], {}, tmp_path, 2.5)
+    waited = time.monotonic() - t0
+    assert (result.returncode, result.timed_out) == (0, False), result.stderr
+    assert waited > 3 and result.seconds < 2.5
+    _wait_for_queue(slurm_env, empty=True)
+
+
 def test_slurm_batch_jobs(slurm_env, tmp_path):
     run = launcher("slurm", mode="sbatch")
     done = run([PY, "-c", "import sys; print('out'); sys.exit(4)"], {"A": "1"}, tmp_path, 30)

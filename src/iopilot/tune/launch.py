@@ -141,6 +141,8 @@ _SLURM_UNREACHABLE = re.compile(
     r"Batch job submission failed: .*|Could not establish a configuration source.*|"
     r"Unable to create step for job .*)")
 
+_WAITING_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "SUSPENDED", "REQUEUE_HOLD",
+                   "RESV_DEL_HOLD", "REQUEUE_FED"}
 _FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                  "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"}
 
@@ -156,6 +158,8 @@ class SlurmLauncher:
     mpi: ``--mpi`` plugin (default: the cluster's ``MpiDefault``; Debian's
     Open MPI needs ``pmix``).  srun_args: more options for srun/sbatch, by
     default from ``IOPILOT_SRUN_ARGS`` (e.g. ``-p debug -A proj``).
+    The timeout and ``TrialRun.seconds`` count from when the job runs: its
+    wait in the queue is left out (to within the polling interval).
     """
 
     mode: str = "srun"
@@ -163,6 +167,7 @@ class SlurmLauncher:
     mpi: str | None = None
     srun_args: Sequence[str] | None = None
     poll: float = 0.2
+    pending_poll: float = 0.5  # how often srun's job is looked at while it waits
     grace: float = 15.0  # seconds a cancelled trial has to end before SIGKILL
 
     def __post_init__(self) -> None:
@@ -220,21 +225,45 @@ class SlurmLauncher:
         except FileNotFoundError:
             raise _no_slurm("srun") from None
         timed_out = False
+        # The timeout and the time taken count from when the trial runs, not
+        # from its wait in the queue: while the job is pending, look every
+        # `pending_poll` s (a trial that ends sooner is never looked at).
+        since = start  # the last moment the trial was known not to be running
+        running = False
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _scancel_by_name(name, env)
-            try:
-                out, err = proc.communicate(timeout=self.grace)
-            except subprocess.TimeoutExpired:
-                _scancel_by_name(name, env, "--signal=KILL")
-                out, err = _stop_group(proc, grace=2.0)
+            while True:
+                if timeout is None:
+                    wait = None
+                elif running:
+                    wait = max(0.0, since + timeout - time.monotonic())
+                else:
+                    wait = min(self.pending_poll, max(0.0, since + timeout - time.monotonic()))
+                try:
+                    out, err = proc.communicate(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if not running:
+                    now = time.monotonic()
+                    running = _running(name, env)
+                    if not running:
+                        since = now
+                        continue
+                    if time.monotonic() < since + timeout:
+                        continue
+                timed_out = True
+                _scancel_by_name(name, env)
+                try:
+                    out, err = proc.communicate(timeout=self.grace)
+                except subprocess.TimeoutExpired:
+                    _scancel_by_name(name, env, "--signal=KILL")
+                    out, err = _stop_group(proc, grace=2.0)
+                break
         except BaseException:  # interrupted: cancel the job, not only srun
             _scancel_by_name(name, env)
             _stop_group(proc, grace=2.0)
             raise
-        seconds = time.monotonic() - start
+        seconds = time.monotonic() - since
         stderr = _text(err)
         if not timed_out and proc.returncode != 0:
             _raise_if_unreachable(stderr)
@@ -266,11 +295,14 @@ class SlurmLauncher:
                 _raise_if_unreachable(sub.stderr)
                 raise InputError("--launcher slurm", f"sbatch failed: {sub.stderr.strip()}")
             job = sub.stdout.strip().split(";")[0]
-            deadline = None if timeout is None else start + timeout
             timed_out = False
+            since = start  # the last moment the job was seen waiting (queue time is not run time)
             try:
                 while (info := _job_info(job, env)).get("JobState") not in _FINAL_STATES:
-                    if not timed_out and deadline is not None and time.monotonic() > deadline:
+                    now = time.monotonic()
+                    if info.get("JobState") in _WAITING_STATES:
+                        since = now
+                    elif not timed_out and timeout is not None and now > since + timeout:
                         timed_out = True
                         subprocess.run(["scancel", job], env=env, capture_output=True,
                                        timeout=30)
@@ -286,7 +318,7 @@ class SlurmLauncher:
                 returncode = 1  # cancelled or failed before the script set a status
             if timed_out and timeout is not None:
                 stderr += _timeout_note(timeout)
-            return TrialRun(returncode, stdout, stderr, time.monotonic() - start, timed_out)
+            return TrialRun(returncode, stdout, stderr, time.monotonic() - since, timed_out)
         finally:
             for f in (out_file, err_file):
                 f.unlink(missing_ok=True)
@@ -372,6 +404,21 @@ def _scancel_by_name(name: str, env: Mapping[str, str], *extra: str) -> None:
     cmd = ["scancel", *extra, *targets] if targets else ["scancel", *extra, f"--name={name}"]
     with contextlib.suppress(subprocess.TimeoutExpired):
         subprocess.run(cmd, env=dict(env), capture_output=True, timeout=30)
+
+
+def _running(name: str, env: Mapping[str, str]) -> bool:
+    """Whether the trial's job (or, inside an allocation, its step) has started."""
+    job = env.get("SLURM_JOB_ID")
+    argv = (["squeue", "-h", "-s", "-j", job, "-o", "%j"] if job
+            else ["squeue", "-h", f"--name={name}", "-o", "%T"])
+    try:
+        r = subprocess.run(argv, env=dict(env), capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return False
+    words = r.stdout.split()
+    if job:
+        return name in words
+    return bool(words) and words[0] not in _WAITING_STATES
 
 
 def _job_info(job: str, env: Mapping[str, str]) -> dict[str, str]:
