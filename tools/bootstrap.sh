@@ -30,7 +30,7 @@ if command -v dpkg-query >/dev/null; then
     # With them (one apt-get run), the real services of the `iopilot tune` tests:
     # a PostgreSQL server for shared studies and Slurm for trials as jobs; the
     # tests start and stop their own daemons.
-    apt_install build-essential pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools fio chromium chromium-driver \
+    apt_install build-essential pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libhdf5-dev hdf5-tools fio chromium chromium-driver \
         postgresql slurm-wlm
 fi
 
