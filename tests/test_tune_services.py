@@ -411,3 +411,18 @@ def _slurm_jobs(slurm, names: bool = False) -> dict[str, str]:
         if info.get("JobName", "").startswith("iopilot-"):
             jobs[info["JobName" if names else "JobId"]] = info["JobState"]
     return jobs
+
+
+def test_tune_workers_started_together_on_an_empty_database(postgres, tmp_path):
+    """Workers launched at the same moment race to create Optuna's tables and
+    the study: the one that loses loads what the other made instead of failing."""
+    url = postgres.create_database("together").replace("postgresql+psycopg://", "postgresql://")
+    (tmp_path / "space.toml").write_text('[ompi.io]\nvalues = ["ompio", "romio321"]\n')
+    workers = [subprocess.Popen(
+        [PY, "-m", "iopilot", "tune", "--study", url, "--trials", "2", "--repeats", "1",
+         "--objective", "wall", "--space", "space.toml", "--out", f"w{i}", "--", PY, "-c", "0"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(3)]  # fmt: skip
+    for w in workers:
+        _, err = w.communicate(timeout=120)
+        assert w.returncode == 0, err

@@ -18,6 +18,7 @@ import math
 import os
 import shutil
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,8 +100,7 @@ class Study:
         self.unit, direction = OBJECTIVES[opts.objective]
         self.maximize = direction == "maximize"
         try:
-            self.study = optuna.create_study(storage=opts.storage, study_name=opts.study_name,
-                                             direction=direction, load_if_exists=True)  # fmt: skip
+            self.study = _open_study(optuna, opts.storage, opts.study_name, direction)
         except (ImportError, ModuleNotFoundError) as e:
             raise InputError("--study", f"cannot open {opts.storage}: {e}") from None
         except Exception as e:  # SQLAlchemy's errors: a wrong URL, a server that does not answer
@@ -289,3 +289,21 @@ def study_name(command: list[str], space_text: str, objective: str, strategy: st
     """A name that is the same when the same tuning is asked for again (to resume)."""
     key = json.dumps([command, space_text, objective, strategy, seed])
     return f"iopilot-tune-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def _open_study(optuna: Any, storage: str, name: str, direction: str, tries: int = 5) -> Any:
+    """Create or load the study.  Workers that start together on an empty
+    database race to create its tables and the study; the loser's error is
+    only that the other one won, so it tries again and loads what was made."""
+    for attempt in range(tries):
+        try:
+            return optuna.create_study(storage=storage, study_name=name, direction=direction,
+                                       load_if_exists=True)  # fmt: skip
+        except Exception as e:
+            text = f"{type(e).__name__} {e}"
+            raced = any(w in text for w in ("IntegrityError", "UniqueViolation", "DuplicateTable",
+                                            "already exists"))  # fmt: skip
+            if not raced or attempt == tries - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
