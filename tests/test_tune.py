@@ -208,3 +208,15 @@ def test_generated_space_follows_the_findings():
 def test_record_median():
     r = Record(0, {}, [3.0, 1.0, 2.0], 2.0, "ok")
     assert statistics.median(r.runs) == 2.0 and r.key == "[]"
+
+
+def test_postgresql_urls_name_the_installed_driver():
+    import importlib.util
+
+    from iopilot.tune.study import storage_url
+
+    assert storage_url("sqlite:///x.db") == "sqlite:///x.db"
+    assert storage_url("postgresql+psycopg2://h/db") == "postgresql+psycopg2://h/db"
+    only_v3 = importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg")
+    want = "postgresql+psycopg://u@h/db" if only_v3 else "postgresql://u@h/db"
+    assert storage_url("postgresql://u@h/db") == want

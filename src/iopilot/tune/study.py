@@ -295,6 +295,7 @@ def _open_study(optuna: Any, storage: str, name: str, direction: str, tries: int
     """Create or load the study.  Workers that start together on an empty
     database race to create its tables and the study; the loser's error is
     only that the other one won, so it tries again and loads what was made."""
+    storage = storage_url(storage)
     for attempt in range(tries):
         try:
             return optuna.create_study(storage=storage, study_name=name, direction=direction,
@@ -307,3 +308,14 @@ def _open_study(optuna: Any, storage: str, name: str, direction: str, tries: int
                 raise
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def storage_url(url: str) -> str:
+    """A plain ``postgresql://`` URL names the psycopg2 driver before SQLAlchemy
+    2.1; when only psycopg 3 is installed, say so in the URL."""
+    import importlib.util
+
+    if url.startswith("postgresql://") and importlib.util.find_spec("psycopg2") is None \
+            and importlib.util.find_spec("psycopg") is not None:  # fmt: skip
+        return "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    return url
