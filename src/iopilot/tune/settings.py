@@ -285,19 +285,24 @@ def validate(doc: dict, where: str) -> None:
         _check_table(body, table, table, where)
 
 
-def load(path: str | Path) -> dict:
-    """The settings document in ``path``, checked; InputError when it cannot be used."""
+def read_toml(path: str | Path) -> dict:
+    """A TOML file as a dict; InputError naming the file when it cannot be read."""
     where = str(path)
     try:
         with open(path, "rb") as f:
-            doc = tomllib.load(f)
+            return tomllib.load(f)
     except OSError as e:
         raise InputError(where, f"cannot read: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(where, f"not valid TOML: {e}") from None
     except UnicodeDecodeError:
         raise InputError(where, "not valid TOML: not UTF-8") from None
-    validate(doc, where)
+
+
+def load(path: str | Path) -> dict:
+    """The settings document in ``path``, checked; InputError when it cannot be used."""
+    doc = read_toml(path)
+    validate(doc, str(path))
     return doc
 
 

@@ -397,12 +397,4 @@ def _canonical(name: str) -> str:
 
 def load(path: str | Path) -> Space:
     """The space in a TOML file."""
-    where = str(path)
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise InputError(where, f"cannot read: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(where, f"not valid TOML: {e}") from None
-    return from_dict(doc, where)
+    return from_dict(st.read_toml(path), str(path))
