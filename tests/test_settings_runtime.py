@@ -1,6 +1,7 @@
 """Settings applied by the runtime to real programs (IOPILOT_SETTINGS,
-``iopilot run --settings``): MPI-IO hints at MPI_File_open, and what the
-trace and the report say became of them."""
+``iopilot run --settings``): MPI-IO hints at MPI_File_open, STDIO buffers,
+Lustre striping, and what the trace and the report say became of them
+(HDF5: test_settings_hdf5.py)."""
 
 from __future__ import annotations
 
@@ -160,3 +161,49 @@ def test_missing_settings_file_is_recorded(tmp_path: Path) -> None:
     assert r.returncode == 0
     st = load(str(tmp_path / "t")).settings
     assert st["errors"] == ["cannot be read"]
+
+
+@pytest.fixture(scope="module")
+def stdio_prog(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("settings-bin") / "stdio_buffer"
+    subprocess.run(["cc", "-O1", "-Wall", "-Werror", "-o", str(exe),
+                    str(SOURCES / "stdio_buffer.c")], check=True, timeout=TIMEOUT)  # fmt: skip
+    return exe
+
+
+def run_stdio(exe: Path, out: Path, settings: str | None) -> tuple[str, int]:
+    """Run the STDIO program traced: its stdout and its write system calls."""
+    trace = out.with_suffix(".trace")
+    trace.mkdir()
+    env = clean_env(LD_PRELOAD=str(LIB), IOPILOT_TRACE_DIR=str(trace))
+    if settings is not None:
+        s = out.with_suffix(".toml")
+        s.write_text(settings)
+        env["IOPILOT_SETTINGS"] = str(s)
+    r = subprocess.run([str(exe), str(out)], env=env, capture_output=True, text=True,
+                       timeout=TIMEOUT)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return r.stdout, int(r.stderr.split("write calls ")[1].split()[0])
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="no /proc/self/io")
+def test_stdio_buffer_size_means_fewer_writes_same_bytes(stdio_prog: Path, tmp_path: Path) -> None:
+    plain_out, plain_writes = run_stdio(stdio_prog, tmp_path / "plain.txt", None)
+    out, writes = run_stdio(stdio_prog, tmp_path / "big.txt", '[stdio]\nbuffer_size = "1m"\n')
+    assert out == plain_out == "bytes 1000000 first 000000000\n"
+    assert (tmp_path / "big.txt").read_bytes() == (tmp_path / "plain.txt").read_bytes()
+    # glibc's 4 KiB buffer: ~245 writes of 1 MB; with 1 MiB, one (plus the runtime's own).
+    assert plain_writes > 200 and writes < plain_writes / 4, (plain_writes, writes)
+    st = load(str(tmp_path / "big.trace")).settings
+    got = {(e["outcome"], e["detail"]): e["count"] for e in st["outcomes"]
+           if Path(e["file"] or "").name == "big.txt"}  # fmt: skip
+    # fopen, fdopen, freopen, and 64 of the 80 streams open at once.
+    assert got == {("applied", None): 3 + 64, ("not_applicable", "buffer pool full"): 16}
+
+
+def test_stdio_unbuffered(stdio_prog: Path, tmp_path: Path) -> None:
+    plain_out, _ = run_stdio(stdio_prog, tmp_path / "plain.txt", None)
+    out, writes = run_stdio(stdio_prog, tmp_path / "none.txt", "[stdio]\nbuffer_size = 0\n")
+    assert out == plain_out
+    assert (tmp_path / "none.txt").read_bytes() == (tmp_path / "plain.txt").read_bytes()
+    assert writes >= 100000  # one write per fwrite

@@ -677,4 +677,5 @@ void iop_settings_load(void) {
     for (int id = 0; id < IOP_NSETTINGS; id++) iop_settings_on |= iop_settings_plain[id].set;
     iop_settings_on |= npatterns > 0;
     check_ompi();
+    iop_stdio_settings_init();
 }

@@ -52,6 +52,7 @@ void iop_setting_outcome(int id, uint64_t file_id, const char *object, const cha
 /* Core: read the file at start-up, forget counts in a forked child, and
  * what the summary writer shows. */
 void iop_settings_load(void);
+void iop_stdio_settings_init(void); /* stdio.c: the [stdio] buffer pool, at start-up */
 void iop_settings_after_fork(void);
 typedef struct {
     uint64_t hash; /* 0: free slot */

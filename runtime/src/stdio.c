@@ -5,13 +5,107 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core.h"
+#include "settings.h"
+
+/* ------------------------------------------------------------------ */
+/* Settings: [stdio] buffer_size, given to each stream with setvbuf right
+ * after a successful fopen, fdopen or freopen, before any I/O on it.
+ * glibc keeps its own buffer size when setvbuf gets no buffer, so the
+ * buffers come from a pool mapped once at start-up (pages are only
+ * touched when a stream uses them); a stream gives its buffer back when
+ * it is closed.  0 means unbuffered (_IONBF). */
+
+#define NBUFFERS 64
+#define POOL_MAX ((size_t)1 << 30) /* at most 1 GiB of address space */
+static char *buffers;
+static size_t buffer_bytes;
+static int nbuffers;
+static FILE *buffer_owner[NBUFFERS]; /* NULL: free */
+static const char *pool_missing = "no buffer pool";
+
+void iop_stdio_settings_init(void) {
+    const iop_setting_value *v = iop_setting(IOP_SET_STDIO_BUFFER_SIZE);
+    if (!v || v->i <= 0) return;
+    size_t each = (size_t)v->i;
+    int n = NBUFFERS;
+    while (n > 0 && each > POOL_MAX / (size_t)n) n--;
+    if (!n) {
+        pool_missing = "larger than the buffer pool (1 GiB)";
+        return;
+    }
+    void *p = mmap(NULL, each * (size_t)n, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        pool_missing = "no memory for the buffer pool";
+        return;
+    }
+    buffers = p;
+    buffer_bytes = each;
+    nbuffers = n;
+}
+
+/* The pool slot of ``fp``, or -1. */
+static int buffer_of(FILE *fp) {
+    if (!fp) return -1;
+    for (int i = 0; i < nbuffers; i++)
+        if (__atomic_load_n(&buffer_owner[i], __ATOMIC_ACQUIRE) == fp) return i;
+    return -1;
+}
+
+/* After the stream closed: its slot is free again.  The slot was found
+ * before the close, so a new stream at the same address keeps its own. */
+static void buffer_release(int slot, FILE *fp) {
+    if (slot >= 0) __atomic_compare_exchange_n(&buffer_owner[slot], &fp, NULL, 0,
+                                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+static void buffer_apply(FILE *fp, uint64_t file_id) {
+    const iop_setting_value *v = iop_setting(IOP_SET_STDIO_BUFFER_SIZE);
+    if (!v || !fp) return;
+    int id = IOP_SET_STDIO_BUFFER_SIZE, e = errno;
+    if (v->i == 0) {
+        int r = setvbuf(fp, NULL, _IONBF, 0);
+        iop_setting_outcome(id, file_id, NULL, v->text, r ? IOP_SO_REJECTED : IOP_SO_APPLIED,
+                            r ? "setvbuf failed" : "unbuffered");
+        errno = e;
+        return;
+    }
+    if (!buffers) {
+        iop_setting_outcome(id, file_id, NULL, v->text, IOP_SO_NOT_APPLICABLE, pool_missing);
+        return;
+    }
+    int slot = -1;
+    for (int i = 0; i < nbuffers && slot < 0; i++) {
+        FILE *none = NULL;
+        if (__atomic_compare_exchange_n(&buffer_owner[i], &none, fp, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            slot = i;
+    }
+    if (slot < 0) {
+        iop_setting_outcome(id, file_id, NULL, v->text, IOP_SO_NOT_APPLICABLE,
+                            "buffer pool full");
+        return;
+    }
+    if (setvbuf(fp, buffers + (size_t)slot * buffer_bytes, _IOFBF, buffer_bytes) != 0) {
+        buffer_release(slot, fp);
+        iop_setting_outcome(id, file_id, NULL, v->text, IOP_SO_REJECTED, "setvbuf failed");
+    } else {
+        iop_setting_outcome(id, file_id, NULL, v->text, IOP_SO_APPLIED, "");
+    }
+    errno = e;
+}
+
+/* ------------------------------------------------------------------ */
+/* Streams. */
 
 static void stream_opened(FILE *fp, const char *path, const char *mode, double t1, double t2,
                           int counter) {
     if (!fp) return;
     uint64_t id = iop_register_path(path);
+    if (IOP_UNLIKELY(iop_settings_on)) buffer_apply(fp, id);
     iop_open *o = iop_handle_set(IOP_LAYER_STDIO, (uintptr_t)fp, id, 0);
     if (!o) return;
     if (mode && mode[0] == 'a') o->offset = -1; /* appends: position unknown */
@@ -37,9 +131,11 @@ WRAP_FOPEN(fopen64)
     IOP_EXPORT FILE *name(const char *path, const char *mode, FILE *old) {         \
         if (!iop_active()) return REAL(name)(path, mode, old);                     \
         iop_handle_clear(IOP_LAYER_STDIO, (uintptr_t)old);                         \
+        int slot = IOP_UNLIKELY(nbuffers) ? buffer_of(old) : -1;                   \
         double t1 = iop_now();                                                     \
         FILE *fp = REAL(name)(path, mode, old);                                    \
         int e = errno;                                                             \
+        buffer_release(slot, old); /* freopen closed it: glibc let it go */        \
         if (path) stream_opened(fp, path, mode, t1, iop_now(), IOP_C_OPENS);       \
         errno = e;                                                                 \
         return fp;                                                                 \
@@ -56,6 +152,7 @@ IOP_EXPORT FILE *fdopen(int fd, const char *mode) {
     double t2 = iop_now();
     if (fp) {
         uint64_t id = iop_register_fd_path(fd);
+        if (IOP_UNLIKELY(iop_settings_on)) buffer_apply(fp, id);
         iop_open *o = iop_handle_set(IOP_LAYER_STDIO, (uintptr_t)fp, id, -1);
         if (o) { /* Darshan: an open, of the kind FDOPENS */
             iop_count(o->st, IOP_C_OPENS, 1);
@@ -89,6 +186,21 @@ IOP_EXPORT int fileno(FILE *fp) {
 
 REAL_DECL(int, fclose, (FILE *));
 IOP_EXPORT int fclose(FILE *fp) {
+    if (IOP_UNLIKELY(nbuffers)) {
+        int slot = buffer_of(fp);
+        if (slot >= 0) { /* our buffer: given back once the stream let it go */
+            iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL;
+            iop_stats *st = o ? o->st : NULL;
+            if (o) iop_handle_clear(IOP_LAYER_STDIO, (uintptr_t)fp);
+            double t1 = iop_now();
+            int r = REAL(fclose)(fp);
+            int e = errno;
+            buffer_release(slot, fp);
+            if (st) iop_meta_op(st, IOP_OP_CLOSE, -1, t1, iop_now(), 0);
+            errno = e;
+            return r;
+        }
+    }
     iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL;
     if (!o) return REAL(fclose)(fp);
     iop_stats *st = o->st;
