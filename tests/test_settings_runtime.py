@@ -207,3 +207,26 @@ def test_stdio_unbuffered(stdio_prog: Path, tmp_path: Path) -> None:
     assert out == plain_out
     assert (tmp_path / "none.txt").read_bytes() == (tmp_path / "plain.txt").read_bytes()
     assert writes >= 100000  # one write per fwrite
+
+
+@need_mpi
+def test_lustre_striping_not_applicable_off_lustre(mpi_prog: Path, tmp_path: Path) -> None:
+    if _on_lustre(tmp_path):
+        pytest.skip("this directory is on Lustre")
+    s = tmp_path / "s.toml"
+    s.write_text('[lustre]\nstripe_count = 4\nstripe_size = "1m"\n')
+    r = traced_mpi(mpi_prog, tmp_path, tmp_path / "t", s, "striping_factor", "striping_unit")
+    assert r.returncode == 0, r.stderr
+    assert "null-info striping_factor unset" in r.stdout.splitlines()  # no hint was added
+    st = load(str(tmp_path / "t")).settings
+    got = {(e["setting"], Path(e["file"]).name, e["outcome"], e["detail"]): e["count"]
+           for e in st["outcomes"]}  # fmt: skip
+    for name in ("lustre.stripe_count", "lustre.stripe_size"):
+        for f in ("null-info.dat", "own-info.h5"):
+            assert got[(name, f, "not_applicable", "not a Lustre file system")] == 2
+
+
+def _on_lustre(path: Path) -> bool:
+    r = subprocess.run(["stat", "-f", "-c", "%t", str(path)], capture_output=True, text=True,
+                       timeout=TIMEOUT)  # fmt: skip
+    return r.stdout.strip().lower() == "bd00bd0"

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include "core.h"
 #include "settings.h"
@@ -419,18 +420,79 @@ static int ompio_in_use(void) {
 #endif
 }
 
+/* [lustre] stripe_count and stripe_size travel as the MPI-IO hints
+ * striping_factor and striping_unit, at a create on Lustre only. */
+static const char *hint_key(int id) {
+    if (id == IOP_SET_LUSTRE_STRIPE_COUNT) return "striping_factor";
+    if (id == IOP_SET_LUSTRE_STRIPE_SIZE) return "striping_unit";
+    return iop_setting_name(id);
+}
+
+#define LUSTRE_SUPER_MAGIC 0x0BD00BD0
+
+/* Is the directory that holds (or will hold) ``path`` on Lustre? */
+static int on_lustre(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    struct statfs sf;
+    iop_enter(); /* our own look, not the program's */
+    int r = statfs(dir, &sf);
+    iop_leave();
+    return r == 0 && (unsigned long)sf.f_type == LUSTRE_SUPER_MAGIC;
+}
+
+/* The [lustre] settings as hints for an open; why[k] (k: 0 count, 1 size)
+ * says why one is not added, for the record after the open. */
+static void lustre_hints(const char *path, int amode, const iop_setting_value *hints[],
+                         const char *why[2]) {
+    static const int ids[2] = {IOP_SET_LUSTRE_STRIPE_COUNT, IOP_SET_LUSTRE_STRIPE_SIZE};
+    static const int mpi[2] = {IOP_SET_MPIIO_STRIPING_FACTOR, IOP_SET_MPIIO_STRIPING_UNIT};
+    int lustre = -1;
+    for (int k = 0; k < 2; k++) {
+        why[k] = NULL;
+        hints[ids[k]] = NULL;
+        const iop_setting_value *v = iop_setting(ids[k]);
+        if (!v) continue;
+        if (!(amode & MPI_MODE_CREATE)) {
+            why[k] = "the file is not created (no MPI_MODE_CREATE)";
+            continue;
+        }
+        if (lustre < 0) lustre = on_lustre(file_name(path));
+        if (!lustre) why[k] = "not a Lustre file system";
+        else if (hints[mpi[k]]) why[k] = "[mpiio] gives the hint itself";
+        else hints[ids[k]] = v;
+    }
+}
+
+static void lustre_record(uint64_t file, const char *why[2]) {
+    static const int ids[2] = {IOP_SET_LUSTRE_STRIPE_COUNT, IOP_SET_LUSTRE_STRIPE_SIZE};
+    for (int k = 0; k < 2; k++)
+        if (why[k])
+            iop_setting_outcome(ids[k], file, NULL, iop_setting(ids[k])->text,
+                                why[k][0] == '[' ? IOP_SO_IGNORED : IOP_SO_NOT_APPLICABLE,
+                                why[k]);
+}
+
 /* A new info: the caller's keys plus the hints for ``path``.  0 when there
  * is nothing to add (then ``hints`` is all NULL and the caller's is used). */
-static int settings_info(const char *path, MPI_Info info, MPI_Info *mine,
-                         const iop_setting_value *hints[IOP_NSETTINGS]) {
-    if (iop_settings_hints_for(path, hints) == 0) return 0;
+static int settings_info(const char *path, int amode, MPI_Info info, MPI_Info *mine,
+                         const iop_setting_value *hints[IOP_NSETTINGS], const char *why[2]) {
+    int n = iop_settings_hints_for(path, hints);
+    lustre_hints(path, amode, hints, why);
+    n += hints[IOP_SET_LUSTRE_STRIPE_COUNT] != NULL;
+    n += hints[IOP_SET_LUSTRE_STRIPE_SIZE] != NULL;
+    if (n == 0) return 0;
     int r = info_given(info) ? REAL(PMPI_Info_dup)(info, mine) : REAL(PMPI_Info_create)(mine);
     if (r != MPI_SUCCESS) {
         for (int id = 0; id < IOP_NSETTINGS; id++) hints[id] = NULL;
         return 0;
     }
     for (int id = 0; id < IOP_NSETTINGS; id++)
-        if (hints[id] && REAL(PMPI_Info_set)(*mine, iop_setting_name(id), hints[id]->text) !=
+        if (hints[id] && REAL(PMPI_Info_set)(*mine, hint_key(id), hints[id]->text) !=
                              MPI_SUCCESS) {
             iop_setting_outcome(id, 0, NULL, hints[id]->text, IOP_SO_REJECTED,
                                 "MPI_Info_set failed");
@@ -459,7 +521,7 @@ static void settings_check(MPI_File fh, uint64_t file,
     for (int id = 0; id < IOP_NSETTINGS; id++) {
         if (!hints[id]) continue;
         int flag = 0;
-        if (have && REAL(PMPI_Info_get)(used, iop_setting_name(id), MPI_MAX_INFO_VAL, got,
+        if (have && REAL(PMPI_Info_get)(used, hint_key(id), MPI_MAX_INFO_VAL, got,
                                         &flag) != MPI_SUCCESS)
             flag = 0;
         got[MPI_MAX_INFO_VAL] = 0;
@@ -486,9 +548,11 @@ IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI
     if (!iop_active() || mpiio_depth || !filename || !fh)
         return REAL(PMPI_File_open)(comm, filename, amode, info, fh);
     const iop_setting_value *hints[IOP_NSETTINGS];
+    const char *lustre_why[2] = {NULL, NULL};
     MPI_Info mine;
     int added = 0;
-    if (IOP_UNLIKELY(iop_settings_on)) added = settings_info(filename, info, &mine, hints);
+    if (IOP_UNLIKELY(iop_settings_on))
+        added = settings_info(filename, amode, info, &mine, hints, lustre_why);
     double t1 = iop_now();
     mpiio_depth++;
     int r = REAL(PMPI_File_open)(comm, filename, amode, added ? mine : info, fh);
@@ -508,6 +572,7 @@ IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI
             if (rejected) settings_rejected(id, hints, rejected);
             else settings_check(*fh, id, hints);
         }
+        if (IOP_UNLIKELY(lustre_why[0] || lustre_why[1])) lustre_record(id, lustre_why);
         iop_open *o = iop_handle_set(IOP_LAYER_MPIIO, (uintptr_t)*fh, id, amode);
         if (o) {
             int nprocs = 1;
