@@ -219,3 +219,25 @@ def test_settings_equal_to_defaults_change_nothing(
     assert dump == plain_dump
     got = outcomes(tmp_path / "t")
     assert got[("alignment", None)][0] == "applied"
+
+
+@pytest.mark.skipif(H5DUMP is None, reason="h5dump not installed")
+def test_page_buffer_at_open_needs_a_paged_file(serial: Path, tmp_path: Path) -> None:
+    run(serial, tmp_path / "plain.h5", None, None)  # HDF5's default: not paged
+    run(serial, tmp_path / "paged.h5", tmp_path / "t0", ALL)  # created paged
+    s = tmp_path / "page.toml"
+    s.write_text('[hdf5]\npage_buffer_size = "64k"\n')
+    for name, expected in (("paged.h5", "applied"), ("plain.h5", "not_applicable")):
+        trace = tmp_path / f"t-{name}"
+        trace.mkdir()
+        env = clean_env(LD_PRELOAD=str(LIB), IOPILOT_TRACE_DIR=str(trace),
+                        IOPILOT_SETTINGS=str(s))  # fmt: skip
+        plain = subprocess.run([H5DUMP, "-H", name], cwd=tmp_path, capture_output=True,
+                               env=clean_env(), timeout=TIMEOUT)  # fmt: skip
+        r = subprocess.run([H5DUMP, "-H", name], cwd=tmp_path, capture_output=True, env=env,
+                           timeout=TIMEOUT)  # fmt: skip
+        assert (r.returncode, r.stdout, r.stderr) == (0, plain.stdout, plain.stderr)
+        (outcome, detail, count), = outcomes(trace).values()  # fmt: skip
+        assert (outcome, count) == (expected, 1)
+        if expected == "not_applicable":
+            assert detail.startswith("the file is not paged")
