@@ -145,11 +145,12 @@ def measure_table(case: Case, repeats: int, timeout: float | None = None,
                   progress: bool = True) -> dict[str, Any]:  # fmt: skip
     """Every point of the case's space (and the default), ``repeats`` runs each,
     through the objective code of ``iopilot tune``."""
-    from ..tune.engine import run_trial
+    from ..tune.engine import launcher
     from ..tune.objective import measure
     from ..tune.space import from_dict
     from ..tune.study import observed
 
+    local = launcher("local")
     space = from_dict(tomllib.loads(case.space), f"case {case.name}")
     command = [*MPIRUN, str(KERNEL_DIR / case.command[0]), *case.command[1:]]
     points = all_points(space)
@@ -162,7 +163,7 @@ def measure_table(case: Case, repeats: int, timeout: float | None = None,
             walls: list[float] = []
             reason = ""
             for k in range(repeats):
-                r = measure(command, doc, "io", Path(tmp) / f"p{i}-r{k}", launch=run_trial,
+                r = measure(command, doc, "io", Path(tmp) / f"p{i}-r{k}", launch=local,
                             timeout=timeout, keep_findings=not point and k == 0)  # fmt: skip
                 walls.append(r.seconds)
                 if not r.ok:
