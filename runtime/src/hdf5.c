@@ -147,7 +147,6 @@ typedef herr_t t_H5Pset_file_space_strategy(hid_t, int, _Bool, hsize_t);
 typedef herr_t t_H5Pset_chunk(hid_t, int, const hsize_t *);
 typedef herr_t t_H5Pset_fill_time(hid_t, int);
 typedef herr_t t_H5Pset_dxpl_mpio(hid_t, int);
-typedef hid_t t_H5Iget_file_id(hid_t);
 typedef herr_t t_H5E_auto2(hid_t, void *);
 typedef herr_t t_H5Eget_auto2(hid_t, t_H5E_auto2 **, void **);
 typedef herr_t t_H5Eset_auto2(hid_t, t_H5E_auto2 *, void *);
@@ -183,7 +182,7 @@ typedef herr_t t_H5Ewalk2(hid_t, int, t_H5E_walk2 *, void *);
     X(H5Pset_meta_block_size) X(H5Pset_all_coll_metadata_ops)                           \
     X(H5Pset_coll_metadata_write) X(H5Pset_page_buffer_size)                            \
     X(H5Pset_file_space_strategy) X(H5Pset_chunk) X(H5Pset_fill_time)                   \
-    X(H5Pset_dxpl_mpio) X(H5Iget_file_id) X(H5Eget_auto2) X(H5Eset_auto2) X(H5Ewalk2)
+    X(H5Pset_dxpl_mpio) X(H5Eget_auto2) X(H5Eset_auto2) X(H5Ewalk2)
 
 enum h5_func {
 #define IOP_X(name) F_##name,
@@ -839,19 +838,18 @@ static hid_t dcpl_list(h5lib *L, hid_t space, hid_t dcpl_in, h5_outcomes *out) {
     return dcpl;
 }
 
-/* Does the file that holds ``obj`` use the MPI-IO driver? */
+/* Was the file that holds ``obj`` opened with the MPI-IO driver?  Read
+ * from what was noted at its open: asking HDF5 for the file's access list
+ * would duplicate its communicator, a collective call, and a transfer
+ * need not be collective. */
 static int object_in_mpio_file(h5lib *L, hid_t obj) {
-    t_H5Iget_file_id *gi = H5F_(L, H5Iget_file_id);
-    t_H5Fget_access_plist *ga = H5F_(L, H5Fget_access_plist);
-    t_H5Pget_driver *gd = H5F_(L, H5Pget_driver);
-    t_H5Fclose *fc = H5F_(L, H5Fclose);
-    hid_t file = gi ? gi(obj) : -1;
-    if (file < 0) return 0;
-    hid_t fapl = ga ? ga(file) : -1;
-    int mpio = fapl > 0 && gd && !strcmp(driver_name(L, gd(fapl)), "mpio");
-    close_plist(L, fapl);
-    if (fc) fc(file); /* only the reference H5Iget_file_id added */
-    return mpio;
+    char file[4096], abs[4096];
+    t_H5Fget_name *gf = H5F_(L, H5Fget_name);
+    ssize_t n = gf ? gf(obj, file, sizeof file) : -1;
+    if (n <= 0 || (size_t)n >= sizeof file) return 0;
+    absolute(file, abs, sizeof abs);
+    iop_stats *st = iop_stats_for(IOP_LAYER_H5F, iop_register_path(abs));
+    return st && __atomic_load_n(&st->c[IOP_C_USE_MPIIO], __ATOMIC_RELAXED) != 0;
 }
 
 /* Called inside iop_enter() and quiet_on(): a copy of the transfer list
@@ -867,7 +865,8 @@ static hid_t dxpl_list(h5lib *L, hid_t dset, hid_t dxpl_in, h5_outcomes *out) {
         return -1;
     }
     if (!object_in_mpio_file(L, dset)) {
-        pend(out, id, IOP_SO_NOT_APPLICABLE, "the file is not opened with the MPI-IO driver");
+        pend(out, id, IOP_SO_NOT_APPLICABLE,
+             "the file is not opened with the MPI-IO driver (or its open was not traced)");
         return -1;
     }
     hid_t dxpl = copy_list(L, dxpl_in, "H5P_CLS_DATASET_XFER_ID_g");
@@ -1009,6 +1008,14 @@ static hid_t file_call(h5lib *L, int create, const char *name, unsigned flags, h
     iop_leave();
     t_H5Fcreate *fc = H5F_(L, H5Fcreate);
     t_H5Fopen *fo = H5F_(L, H5Fopen);
+    if (my_fcpl < 0 && my_fapl < 0) { /* nothing to try: the program's call */
+        *t1 = iop_now();
+        hid_t r = create ? fc(name, flags, fcpl, fapl) : fo(name, flags, fapl);
+        int e = errno;
+        if (r >= 0 && name) record(&out, iop_register_path(name), NULL);
+        errno = e;
+        return r;
+    }
     hid_t use_fcpl = my_fcpl > 0 ? my_fcpl : fcpl, use_fapl = my_fapl > 0 ? my_fapl : fapl;
     char why[128] = "";
     *t1 = iop_now();
