@@ -15,7 +15,7 @@ A settings file is TOML.  Its tables are the layers of the I/O stack::
     [stdio]
     buffer_size = "1m"       # setvbuf right after a successful fopen
     [lustre]
-    stripe_count = 4         # only on Lustre
+    stripe_count = 4         # new files MPI-IO creates on Lustre
 
 ``SETTINGS`` below is the one definition of every name: its table, its type,
 the values it accepts, where the runtime applies it and what it does.
@@ -84,6 +84,7 @@ class Setting:
 _OPEN = "MPI_File_open"
 _ENV = "job environment"
 _FILE = "H5Fcreate/H5Fopen"
+_CREATE = "MPI_File_open(MPI_MODE_CREATE) on Lustre"
 
 SETTINGS: tuple[Setting, ...] = (
     # -- MPI-IO hints (ROMIO and OMPIO names); values go into the MPI_Info as strings.
@@ -182,8 +183,8 @@ SETTINGS: tuple[Setting, ...] = (
     # -- STDIO
     Setting("stdio", "buffer_size", "size", "fopen", "setvbuf(_IOFBF) after a successful fopen"),
     # -- Lustre (applied only when the file system is Lustre)
-    Setting("lustre", "stripe_count", "int", "open(O_CREAT)", "stripes of new files"),
-    Setting("lustre", "stripe_size", "size", "open(O_CREAT)", "stripe size of new files"),
+    Setting("lustre", "stripe_count", "int", _CREATE, "stripes of new files"),
+    Setting("lustre", "stripe_size", "size", _CREATE, "stripe size of new files"),
 )
 
 TABLES: tuple[str, ...] = ("mpiio", "ompi", "hdf5", "stdio", "lustre")
