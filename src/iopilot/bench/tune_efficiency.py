@@ -209,6 +209,8 @@ def replay(table: dict[str, Any], strategy: str, seed: int,
            trials: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """The points ``strategy`` measures, in order, when every measurement is
     the table's: the study of ``iopilot tune`` with a look-up for a run."""
+    import optuna
+
     from ..tune.objective import Run
     from ..tune.space import point_key
     from ..tune.study import Options, Study
@@ -245,7 +247,7 @@ def replay(table: dict[str, Any], strategy: str, seed: int,
     with tempfile.TemporaryDirectory(prefix="iopilot-replay-") as tmp:
         opts = Options(command=[f"(table {table['case']})"], objective="io", strategy=strategy,
                        trials=trials or len(rows), repeats=repeats, seed=seed,
-                       timeout=None, storage=None,  # type: ignore[arg-type]  # in memory
+                       timeout=None, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
                        work=Path(tmp), study_name=f"replay-{strategy}-{seed}")  # fmt: skip
         outcome = TableStudy(opts, lambda _observed: space, _no_launch).run()
     return [{"point": r.point, "median": rows[point_key(canonical(space, r.point))]["median"],

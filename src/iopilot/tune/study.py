@@ -315,6 +315,8 @@ def storage_url(url: str) -> str:
     2.1; when only psycopg 3 is installed, say so in the URL."""
     import importlib.util
 
+    if not isinstance(url, str):  # a storage object (in memory: replays of a measured table)
+        return url
     if url.startswith("postgresql://") and importlib.util.find_spec("psycopg2") is None \
             and importlib.util.find_spec("psycopg") is not None:  # fmt: skip
         return "postgresql+psycopg://" + url.removeprefix("postgresql://")
