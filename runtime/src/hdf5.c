@@ -1292,7 +1292,8 @@ static void object_opened(h5lib *L, hid_t obj, double t1, double t2) {
     out.n = 0;                                                               \
     hid_t mine = -1;                                                         \
     h5_quiet q;                                                              \
-    char why[128] = "";                                                      \
+    char why[128];                                                           \
+    why[0] = 0;                                                              \
     if (IOP_UNLIKELY(iop_settings_on)) {                                     \
         iop_enter();                                                         \
         quiet_on(L, &q);                                                     \
