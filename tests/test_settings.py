@@ -107,3 +107,21 @@ def test_c_header_is_generated_from_the_table() -> None:
     r = subprocess.run([sys.executable, str(root / "tools/gen_settings.py"), "--check"],
                        capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 0, r.stderr
+
+
+def test_terminal_names_the_dataset_a_setting_was_applied_to():
+    from iopilot.report.terminal import settings_block
+
+    def outcome(obj):
+        return {"setting": "hdf5.chunk", "value": "[64]", "outcome": "applied", "detail": "",
+                "count": 1, "file": "/scratch/run/out.h5", "object": obj}  # fmt: skip
+
+    st = {"file": "s.toml", "errors": [], "dropped": 0, "outcomes": [outcome("/a")]}
+    (line,) = [x for x in settings_block(st, lambda t, _c: t) if "hdf5.chunk" in x]
+    assert line.endswith("on out.h5 /a")
+    st["outcomes"].append(outcome("/b"))
+    text = "\n".join(settings_block(st, lambda t, _c: t, verbose=True))
+    assert "on 2 file(s)/object(s)" in text and "- out.h5 /a" in text and "- out.h5 /b" in text
+    st["outcomes"] = [dict(outcome(""), file="/x/f.dat")]
+    (line,) = [x for x in settings_block(st, lambda t, _c: t) if "hdf5.chunk" in x]
+    assert line.endswith("on f.dat")

@@ -170,9 +170,9 @@ def settings_block(st: dict[str, Any], style: Style, *, verbose: bool = False) -
         groups.setdefault(key, []).append(e)
     for (setting, value, outcome, detail), es in groups.items():
         calls = sum(e["count"] for e in es)
-        where = sorted({e["file"] or e["object"] or "" for e in es} - {""})
+        where = sorted({_place(e) for e in es} - {""})
         places = (f" on {len(where)} file(s)/object(s)" if len(where) > 1
-                  else f" on {_short(where[0])}" if where else "")  # fmt: skip
+                  else f" on {where[0]}" if where else "")  # fmt: skip
         said = style(outcome.replace("_", " "), OUTCOME_STYLE.get(outcome, "0"))
         out.append(f"    {setting} = {value}: {said} ×{calls}{places}"
                    + (f" ({detail})" if detail else ""))  # fmt: skip
@@ -189,6 +189,15 @@ def settings_block(st: dict[str, Any], style: Style, *, verbose: bool = False) -
         out.append(style(f"  ! {st['dropped']} outcome(s) not recorded: the runtime's table "
                          "was full", "33"))  # fmt: skip
     return out
+
+
+def _place(outcome: dict[str, Any]) -> str:
+    """Where a setting was applied: the file's name and, for a dataset, its name
+    in the file ("run.h5 /particles/x"), so two datasets' outcomes stay apart."""
+    file, obj = outcome.get("file") or "", outcome.get("object") or ""
+    if file and obj and obj != file:
+        return f"{_short(file)} {obj}"
+    return _short(file or obj) if file or obj else ""
 
 
 def io_headline(it: dict[str, Any]) -> str:
