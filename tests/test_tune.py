@@ -220,3 +220,32 @@ def test_postgresql_urls_name_the_installed_driver():
     only_v3 = importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg")
     want = "postgresql+psycopg://u@h/db" if only_v3 else "postgresql://u@h/db"
     assert storage_url("postgresql://u@h/db") == want
+
+
+def test_a_restart_fails_only_the_running_trials_of_gone_local_workers(tmp_path):
+    import subprocess
+
+    import optuna
+
+    from iopilot.tune import search
+    from iopilot.tune.study import Options, Study
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(storage=url, study_name="s")
+    host = search.owner().rsplit(":", 1)[0]
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer runs
+    owners = {"dead": f"{host}:{gone.pid}", "alive": search.owner(),
+              "elsewhere": "another-node:1", "unowned": None}  # fmt: skip
+    numbers = {}
+    for name, who in owners.items():
+        t = study.ask()
+        if who:
+            t.set_user_attr(search.OWNER, who)
+        numbers[name] = t.number
+    Study(Options(command=["true"], storage=url, study_name="s", work=tmp_path / "w"),
+          lambda d: None, None)  # fmt: skip
+    states = {n: study.get_trials(deepcopy=False)[i].state for n, i in numbers.items()}
+    running, failed = optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.FAIL
+    assert states == {"dead": failed, "alive": running, "elsewhere": running,
+                      "unowned": running}  # fmt: skip

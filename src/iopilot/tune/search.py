@@ -28,6 +28,15 @@ from typing import Any
 
 from .space import Param, Space, point_key
 
+OWNER = "iopilot_owner"  # "host:pid" of the worker that asked for a running trial
+
+
+def owner() -> str:
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
 STRATEGIES = ("guided", "tpe", "ga", "random", "grid")
 PATIENCE = 4  # model-based trials without a real improvement before guided stops
 DRAWS = 200  # random draws before a space counts as exhausted
@@ -154,6 +163,7 @@ class TPE(Strategy):
         seen = ctx.seen()
         for _ in range(DRAWS // 4):
             trial = ctx.study.ask()
+            trial.set_user_attr(OWNER, owner())  # a restart fails it only if we are gone
             point = ctx.space.suggest(trial)
             old = seen.get(point_key(point))
             if old is None:

@@ -125,8 +125,14 @@ class Study:
             pid = d.name.split("-p")[1].split("-")[0]
             if pid.isdigit() and not _alive(int(pid)):
                 shutil.rmtree(d, ignore_errors=True)
+        # Unfinished trials of a process of this host that is gone; a shared
+        # study's other workers (other hosts, or alive here) keep theirs.
+        host = search.owner().rsplit(":", 1)[0]
         for t in self.study.get_trials(deepcopy=False,
                                        states=(optuna.trial.TrialState.RUNNING,)):  # fmt: skip
+            who, _, pid = str(t.user_attrs.get(search.OWNER, "")).rpartition(":")
+            if who != host or not pid.isdigit() or _alive(int(pid)):
+                continue
             with contextlib.suppress(Exception):
                 self.study.tell(t.number, state=optuna.trial.TrialState.FAIL,
                                 skip_if_finished=True)  # fmt: skip
