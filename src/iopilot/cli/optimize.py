@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .tune import add_trial_options
+
 # What the command does and how it is called, shown by its --help.
 ABOUT: dict[str, tuple[str, str]] = {
     "optimize": ("Trace the program with the default settings, diagnose it, tune the "
@@ -19,20 +21,7 @@ ABOUT: dict[str, tuple[str, str]] = {
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """The ``optimize`` subcommand and its options."""
     o = sub.add_parser("optimize", help="trace, tune and compare a program in one command")
-    o.add_argument("--trials", type=int, default=20, metavar="N",
-                   help="tuning trials in all, the default included (default 20)")
-    o.add_argument("--repeats", type=int, default=3, metavar="K",
-                   help="runs of the default and of promising candidates (default 3)")
-    o.add_argument("--study", metavar="URL",
-                   help="Optuna storage (default sqlite:///OUT/study.db)")
-    o.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
-    o.add_argument("--timeout", type=float, metavar="S",
-                   help="stop a run after S seconds (trials default: 5x the default's "
-                   "slowest run, at least 10 s)")
-    o.add_argument("--verify", metavar="CMD",
-                   help="shell command run after each trial; a non-zero status fails it")
-    o.add_argument("--launcher", choices=("local", "slurm"), default="local",
-                   help="where the runs go (default local)")
+    add_trial_options(o)
     o.add_argument("--json", metavar="OUT", help="write before, after, best, speedup and "
                    "the tuning as JSON")
     o.add_argument("--html", metavar="PATH",

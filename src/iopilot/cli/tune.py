@@ -27,25 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--strategy", choices=STRATEGIES, default="guided",
                    help="guided (default): the default, one change at a time in the order "
                    "the diagnosis suggests, then TPE; tpe; ga (genetic); random; grid")
-    t.add_argument("--trials", type=int, default=20, metavar="N",
-                   help="trials in all, the default included (default 20)")
-    t.add_argument("--repeats", type=int, default=3, metavar="K",
-                   help="runs of the default and of promising candidates (default 3)")
-    t.add_argument("--study", metavar="URL",
-                   help="Optuna storage (sqlite:///file.db, postgresql://...); default "
-                   "sqlite:///OUT/study.db. Running the same tuning again continues it")
-    t.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    add_trial_options(t)
     t.add_argument("--objective", choices=("io", "wall", "bandwidth"), default="io",
                    help="io (default): slowest rank's I/O seconds in the trace; wall: "
                    "seconds to exit; bandwidth: MiB/s of a kernel's IOPILOT-RESULT line")
-    t.add_argument("--timeout", type=float, metavar="S",
-                   help="stop a trial after S seconds (default: 5x the default's slowest "
-                   "run, at least 10 s)")
-    t.add_argument("--verify", metavar="CMD",
-                   help="shell command run in the trial's directory after the program; a "
-                   "non-zero status fails the trial")
-    t.add_argument("--launcher", choices=("local", "slurm"), default="local",
-                   help="where trials run (default local)")
     t.add_argument("--json", metavar="OUT", help="write the study's summary as JSON")
     t.add_argument("--html", metavar="PATH",
                    help="write a self-contained page with the interactive convergence plot")
@@ -54,6 +39,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "work (default ./iopilot-tune)")
     t.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     t.set_defaults(func=cmd_tune)  # fmt: skip
+
+
+def add_trial_options(p: argparse.ArgumentParser) -> None:
+    """How trials are run and kept: shared by ``tune`` and ``optimize``."""
+    p.add_argument("--trials", type=int, default=20, metavar="N",
+                   help="trials in all, the default included (default 20)")
+    p.add_argument("--repeats", type=int, default=3, metavar="K",
+                   help="runs of the default and of promising candidates (default 3)")
+    p.add_argument("--study", metavar="URL",
+                   help="Optuna storage (sqlite:///file.db, postgresql://...); default "
+                   "sqlite:///OUT/study.db. Running the same tuning again continues it")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="stop a trial after S seconds (default: 5x the default's slowest "
+                   "run, at least 10 s)")
+    p.add_argument("--verify", metavar="CMD",
+                   help="shell command run in the trial's directory after the program; a "
+                   "non-zero status fails the trial")
+    p.add_argument("--launcher", choices=("local", "slurm"), default="local",
+                   help="where trials run (default local)")  # fmt: skip
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
