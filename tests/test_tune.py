@@ -249,3 +249,45 @@ def test_a_restart_fails_only_the_running_trials_of_gone_local_workers(tmp_path)
     running, failed = optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.FAIL
     assert states == {"dead": failed, "alive": running, "elsewhere": running,
                       "unowned": running}  # fmt: skip
+
+
+def test_workers_of_one_study_never_measure_a_point_twice(tmp_path):
+    """Worker B's first candidate is still being measured when worker A runs a
+    whole study on the same storage: A leaves B's point alone, and B goes on
+    from A's results instead of measuring them again."""
+    from iopilot.tune.objective import Run
+    from iopilot.tune.study import Options, Study
+
+    space = from_dict(SPACE)
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    measured: list[tuple[str, str]] = []
+
+    def cost(point):  # a plain function of the point, no program run
+        return 1.0 + 0.1 * len(point_key(point)) % 7
+
+    class Worker(Study):
+        name = ""
+        during_first = None  # something to do while measuring the first candidate
+
+        def _measure_point(self, point, n, runs, timeout, keep_findings=False, more=None):
+            if point and self.during_first is not None:
+                todo, self.during_first = self.during_first, None
+                todo()
+            measured.append((self.name, point_key(point)))
+            return [Run(cost(point), 0.01) for _ in range(runs)], ""
+
+    def worker(name, trials, work):
+        w = Worker(Options(command=["app"], objective="wall", strategy="guided", trials=trials,
+                           repeats=1, storage=url, study_name="s", work=tmp_path / work),
+                   lambda _observed: space, None)  # fmt: skip
+        w.name = name
+        return w
+
+    b = worker("B", 8, "b")
+    b.during_first = lambda: worker("A", 5, "a").run()
+    b.run()
+    points = [k for _, k in measured]
+    assert len(points) == len(set(points)), measured
+    assert {w for w, _ in measured} == {"A", "B"} and len(points) == 8
+    study = optuna.load_study(study_name="s", storage=url)
+    assert all(v == "" for k, v in study.user_attrs.items() if k.startswith("claim:"))

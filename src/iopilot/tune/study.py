@@ -34,6 +34,9 @@ from .space import Space, point_key
 ATTR = "iopilot"  # the user attribute holding a trial's record
 
 
+CLAIM = "claim:"  # study attribute prefix: a point a worker is measuring
+
+
 @dataclass
 class Options:
     command: list[str]
@@ -206,17 +209,24 @@ class Study:
         strategy = search.make(o.strategy)
         ranking = rank(self.space, findings)
         stopped = ""
-        while len(history) < o.trials:
+        while True:
+            # Other workers of a shared study: what they measured, and what they
+            # are measuring now (as records without runs), so nobody repeats it.
+            history = self.history()
+            taken = history + self._claimed({r.key for r in history})
+            if len(taken) >= o.trials:
+                break
             best = min((r for r in history if r.ok and len(r.runs) >= o.repeats),
                        key=lambda r: r.loss, default=default)  # fmt: skip
-            ctx = Context(self.space, history, o.seed, o.trials, noise, self.study, ranking,
+            ctx = Context(self.space, taken, o.seed, o.trials, noise, self.study, ranking,
                           self.loss, o.repeats)  # fmt: skip
             proposal = strategy.next(ctx)
             if proposal is None:
                 stopped = strategy.stopped
                 break
-            if point_key(proposal.point) in {r.key for r in history}:  # a strategy's slip
+            if point_key(proposal.point) in {r.key for r in taken}:  # a strategy's slip
                 raise AssertionError(f"{o.strategy} proposed a measured point")
+            self._claim(proposal.point, True)
 
             def promising(values: list[float], best_loss: float = best.loss) -> bool:
                 # Only a candidate that may be the best earns the extra runs.
@@ -231,11 +241,33 @@ class Study:
                          else math.inf, "failed" if reason else "ok", reason, proposal.phase,
                          [r.seconds for r in runs], proposal.extra)  # fmt: skip
             rec = self._store(rec, proposal)
+            self._claim(proposal.point, False)
             history.append(rec)
             now = min((r for r in history if r.ok and len(r.runs) >= o.repeats),
                       key=lambda r: r.loss, default=default)  # fmt: skip
             self.progress(rec, now, len(history))
-        return self._outcome(history, default, noise, timeout, stopped, findings)
+        return self._outcome(self.history(), default, noise, timeout, stopped, findings)
+
+    # -- points being measured (a shared study's workers)
+    def _claim(self, point: dict[str, Any], on: bool) -> None:
+        """Say (in the study) that this worker measures ``point`` now, or no longer."""
+        value = json.dumps({"owner": search.owner(), "point": point}) if on else ""
+        self.study.set_user_attr(CLAIM + point_key(point), value)
+
+    def _claimed(self, measured: set[str]) -> list[Record]:
+        """Points other live workers are measuring, as records without runs."""
+        host = search.owner().rsplit(":", 1)[0]
+        out = []
+        for name, value in self.study.user_attrs.items():
+            if not name.startswith(CLAIM) or not value or name[len(CLAIM):] in measured:
+                continue
+            claim = json.loads(value)
+            who, _, pid = claim["owner"].rpartition(":")
+            if who == host and pid.isdigit() and not _alive(int(pid)):
+                continue  # a worker that died mid-measurement: the point is free again
+            out.append(Record(-1, claim["point"], [], math.inf, "running",
+                              "being measured by another worker", "claimed"))  # fmt: skip
+        return out
 
     def _outcome(self, history: list[Record], default: Record, noise: float,
                  timeout: float | None, stopped: str,
