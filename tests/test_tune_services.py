@@ -162,8 +162,9 @@ def test_slurm_trial_runs_with_its_environment_and_directory(slurm_env, tmp_path
 def test_slurm_mpi_trial_runs_every_rank(slurm_env, tmp_path):
     pytest.importorskip("mpi4py")
     run = launcher("slurm", ranks=2)
-    code = ("from mpi4py import MPI; c = MPI.COMM_WORLD;"
-            "print(c.Get_rank(), c.allreduce(1), flush=True)")
+    # One write per rank: two ranks' print() calls can interleave mid-line.
+    code = ("import os; from mpi4py import MPI; c = MPI.COMM_WORLD;"
+            "os.write(1, f'{c.Get_rank()} {c.allreduce(1)}\\n'.encode())")
     result = run([PY, "-c", code], {}, tmp_path, 60)
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.split("\n")[:2]) == ["0 2", "1 2"]
@@ -175,7 +176,8 @@ def test_slurm_runs_an_mpirun_command_once_in_a_job_of_its_ranks(slurm_env, tmp_
     pytest.importorskip("mpi4py")
     run = launcher("slurm")
     code = ("import os; from mpi4py import MPI; c = MPI.COMM_WORLD;"
-            "print(c.Get_rank(), c.Get_size(), os.environ['SLURM_NTASKS'], flush=True)")
+            "n = os.environ['SLURM_NTASKS'];"
+            "os.write(1, f'{c.Get_rank()} {c.Get_size()} {n}\\n'.encode())")
     result = run(["mpirun", "-np", "2", PY, "-c", code],
                  {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
                  tmp_path, 60)
