@@ -4,7 +4,6 @@ imports it and the HTML page receives it in its data."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import os
@@ -137,7 +136,7 @@ def test_module_counter_names():
     # every MPI-IO operation counter is a runtime counter
     for d in v.DIRECTIONS:
         assert all(c.removeprefix("MPIIO_") in v.COUNTERS for c in v.mpiio_counters(d))
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         posix.name = "X"  # type: ignore[misc]
 
 

@@ -21,7 +21,7 @@ is regenerated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # ---------------------------------------------------------------------------
 # Operations of the per-operation records: the code is the index.  READ and
@@ -82,8 +82,7 @@ def mpiio_counters(direction: str, classes: tuple[str, ...] = tuple(MPIIO_OP_CLA
 # ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Module:
+class Module(NamedTuple):  # a named tuple: this file loads without the package
     """One I/O layer as every part of iopilot names it."""
 
     name: str  # layer name, also the prefix of its counters (MPIIO_BYTES_READ)

@@ -9,13 +9,13 @@ Registering is the ``@check`` decorator, so adding a check touches one file.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
 from enum import IntEnum
 from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
 
+from .._record import asdict, field, record
 from ..model import SIZE_BIN_UPPER, SIZE_BINS, Counters, Trace
 from ..model.aggregate import group_sum, unique
 
@@ -29,7 +29,7 @@ class Level(IntEnum):
     HIGH = 3
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileLocation:
     """A file the finding is about (its path, or ``<file 0x...>`` when unnamed)."""
 
@@ -37,7 +37,7 @@ class FileLocation:
     kind: ClassVar[str] = "file"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RankLocation:
     """An MPI rank (or process) the finding names."""
 
@@ -45,7 +45,7 @@ class RankLocation:
     kind: ClassVar[str] = "rank"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PhaseLocation:
     """An I/O phase: seconds from the start of the job, as the records' times."""
 
@@ -54,7 +54,7 @@ class PhaseLocation:
     kind: ClassVar[str] = "phase"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SourceLocation:
     """A place in the program's source.  Neither iopilot traces nor Darshan's
     DXT record call sites today, so no check fills it yet."""
@@ -73,7 +73,7 @@ def location_dict(loc: Location) -> dict[str, Any]:
     return {"kind": loc.kind, **asdict(loc)}
 
 
-@dataclass
+@record
 class FileEvidence:
     """One file responsible for a finding, with the numbers that make it so.
     Checks that list ranks or phases this way say so in ``location``."""
@@ -86,7 +86,7 @@ class FileEvidence:
         return self.location if self.location is not None else FileLocation(self.path)
 
 
-@dataclass
+@record
 class Finding:
     """One diagnosis result: what was seen, the numbers, and what to change."""
 

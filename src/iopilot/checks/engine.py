@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from .._record import field, record
 from ..model import COUNTER_LAYERS, Trace, display
 from ..model.aggregate import unique
 from ..vocabulary import MODULES
@@ -13,7 +13,7 @@ from .base import AnalysisCache, Context, Finding, Level, iter_registered
 from .iotime import IoTime, compute, io_time
 
 
-@dataclass
+@record
 class LayerSummary:
     layer: str
     files: int
@@ -31,7 +31,7 @@ class LayerSummary:
     syncs: int = 0  # fsync, fdatasync, MPI_File_sync, flushes
 
 
-@dataclass
+@record
 class Diagnosis:
     """What ``iopilot report`` shows: the job, per-layer totals, findings, warnings."""
 

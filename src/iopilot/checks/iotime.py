@@ -22,12 +22,12 @@ them in the finding.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from .._record import record
 from ..model import RECORD_LAYERS, Counters, Trace, display
 from ..model.aggregate import per_rank, unique
 from ..vocabulary import MODULE, SIZE_BIN_UPPER, SIZE_BINS
@@ -71,7 +71,7 @@ def _file_key(c: Counters) -> np.ndarray:
     return c.file_id
 
 
-@dataclass
+@record
 class IoTime:
     """I/O seconds per rank and layer, each operation at its highest layer."""
 

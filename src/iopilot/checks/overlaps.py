@@ -5,10 +5,10 @@ rewrites, re-reads.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 
+from .._record import record
 from ..model import OP_READ, OP_WRITE
 from ..model.aggregate import group_sum, isin, per_file, unique
 from . import advice
@@ -31,7 +31,7 @@ from .recordtools import (
 # ---------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Overlaps:
     """Bytes of one kind of access (reads or writes) accessed more than once.
 
@@ -74,7 +74,7 @@ def _by_kind_file(kf: np.ndarray, rank: np.ndarray, offset: np.ndarray) -> np.nd
     return order
 
 
-@dataclass
+@record
 class _Pass1:
     """Pass 1's sums per (kind, file) and the per-rank extents it leaves."""
 

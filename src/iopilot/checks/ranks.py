@@ -4,10 +4,10 @@ per-operation records or, without them, the per-rank counters."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 
+from .._record import record
 from ..model import OP_READ, OP_WRITE
 from ..model.aggregate import isin, per_rank, unique
 from ..vocabulary import MODULE
@@ -21,7 +21,7 @@ from .recordtools import _app_mask, _busy, _cached, _rank_list, chunks
 # ---------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class RankLoad:
     """Reads, writes, bytes and seconds per rank (index = rank)."""
 

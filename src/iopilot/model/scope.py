@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
 import numpy as np
 
+from .._record import record, replace
 from ..vocabulary import FS_LAYERS
 from .aggregate import isin, unique
 from .trace import Counters, Records, Trace
@@ -66,7 +66,7 @@ def matches(path: str, pattern: str) -> bool:
     return any(fnmatchcase(part, pattern) for part in path.split("/") if part)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileScope:
     """The files to analyse: not a default runtime file (unless ``defaults`` is
     off), not matching ``exclude``, and matching ``include_only`` if given."""

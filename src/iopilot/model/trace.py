@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .._record import field, record
 
 # Layers, operation codes and size bins are the shared vocabulary's
 # (:mod:`iopilot.vocabulary`).  Data operations (read, write) are in
@@ -41,7 +42,7 @@ def display(layer: str) -> str:
     return m.display if m else layer
 
 
-@dataclass
+@record
 class Counters:
     """Counters of one layer: a row per (file, rank), a column per counter."""
 
@@ -114,7 +115,7 @@ class Counters:
         )
 
 
-@dataclass
+@record
 class Records:
     """Per-operation records, one NumPy column per field.
 
@@ -163,7 +164,7 @@ class Records:
 _RECORD_FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start", "end")
 
 
-@dataclass
+@record
 class Striping:
     """Lustre layout of files: a row per file, OST lists stored flat."""
 
@@ -181,7 +182,7 @@ class Striping:
         return self.ost_ids[s : s + int(self.stripe_count[row])]
 
 
-@dataclass
+@record
 class Heatmap:
     """Bytes one layer moved per rank and time bin (Darshan's HEATMAP module).
 
@@ -214,7 +215,7 @@ class Heatmap:
         return int(getattr(self, direction).sum())
 
 
-@dataclass
+@record
 class MpiProfile:
     """Time spent in MPI per rank (AutoPerf's APMPI module in Darshan logs).
 
@@ -261,7 +262,7 @@ class MpiProfile:
         return float(self.comm_seconds.sum())
 
 
-@dataclass
+@record
 class ModuleInfo:
     """One module (layer) the source contained."""
 
@@ -271,7 +272,7 @@ class ModuleInfo:
     read: bool = True  # False: listed as present, contents not used
 
 
-@dataclass
+@record
 class Job:
     """What is known about the job as a whole."""
 
@@ -294,7 +295,7 @@ class Job:
     signal: int | None = None
 
 
-@dataclass
+@record
 class Trace:
     """Everything one source says about one run."""
 

@@ -17,7 +17,6 @@ import importlib.util
 import os
 import struct
 import zlib
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._record import record
 from ..errors import InputError
 from ..model import (
     OP_READ,
@@ -182,7 +182,7 @@ def _counter_names(prefix: str) -> tuple[str, ...]:
 # Header checks
 
 
-@dataclass
+@record
 class LogHeader:
     """What the fixed header of a log says, once checked."""
 

@@ -25,12 +25,12 @@ import os
 import re
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .._record import field, record
 from ..errors import InputError
 from ..model import RECORD_LAYERS, Counters, Job, ModuleInfo, Records, Trace
 from ..model.aggregate import unique
@@ -211,7 +211,7 @@ def _job_meta(p: Path) -> dict[str, Any]:
     return out
 
 
-@dataclass
+@record
 class _Proc:
     """One process image: what its files say, and what the reader made of it."""
 
