@@ -491,3 +491,26 @@ def test_dfs_and_daos_are_layers_and_keep_stdio_from_looking_dominant(tmp_path):
     assert "stdio-share" not in {f.check for f in diagnose(t, th).findings}
     without = load(str(LOG_341))
     assert "stdio-share" in {f.check for f in diagnose(without, th).findings}
+
+
+@pytest.mark.parametrize("how,want", [
+    ("segv", "crashed while reading: signal 11 (SIGSEGV)"),
+    ("hang", "timed out after 1 s while reading"),
+])  # fmt: skip
+def test_a_one_log_report_whose_child_dies_is_one_error_row(tmp_path, how, want):
+    # One log runs its whole report in one child; if that child dies or hangs,
+    # the parent still writes the error row and exits with status 2.
+    from iopilot.demo import example_dir
+
+    log = tmp_path / "x.darshan"
+    log.write_bytes((example_dir() / "dxt.darshan").read_bytes())
+    out = tmp_path / "r.json"
+    die = "os.kill(os.getpid(), signal.SIGSEGV)" if how == "segv" else "signal.pause()"
+    code = ("import os, signal, sys\nfrom iopilot.cli import main, report\n"
+            f"report._report = lambda args, isolate: {die}\n"
+            f"sys.exit(main(['report', '--timeout', '1', '--json', {str(out)!r}, {str(log)!r}]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    doc = json.loads(out.read_text())
+    assert doc["errors"] == [{"path": str(log), "reason": want}] and doc["reports"] == []
+    assert r.stderr.endswith(f"iopilot: error: {log}: {want}\n")

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from iopilot import _alloc
 
 
@@ -110,3 +112,104 @@ def test_a_fleet_summary_collects_garbage_for_its_whole_run():
             "    main()\n"
             "print(seen)")
     assert _run(code).split() == ["[True]"]
+
+
+def _program(*args: str) -> subprocess.CompletedProcess:
+    """``python -m iopilot ARGS`` as a user runs it, output through pipes."""
+    return subprocess.run([sys.executable, "-m", "iopilot", *args], capture_output=True,
+                          text=True)  # fmt: skip
+
+
+def test_the_program_delivers_all_its_output_and_status_when_it_exits_quickly(tmp_path):
+    # After a report the program skips the interpreter's shutdown: what it
+    # wrote to pipes and files must still arrive whole, with the status that
+    # main() returns in a caller's process.
+    import contextlib
+    import io
+
+    from iopilot.cli import main
+    from iopilot.demo import example_dir
+
+    logs = [str(p) for p in sorted(example_dir().iterdir()) if p.suffix == ".darshan"]
+    for chosen in (logs[:1], logs):  # one log (worked in a child), several (workers)
+        argv = ["report", "-v", "--fail-on-critical", "--color", "never", "--json"]
+        out = _program(*argv, str(tmp_path / "a.json"), *chosen)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+            code = main([*argv, str(tmp_path / "b.json"), *chosen])
+        assert out.returncode == code == 1, chosen  # the examples have HIGH findings
+        assert len(out.stdout) > 3000 and out.stdout == buf.getvalue()
+        a, b = (tmp_path / "a.json").read_text(), (tmp_path / "b.json").read_text()
+        assert a.rstrip().endswith("}") and len(a) == len(b)
+    bad = _program("report", str(tmp_path / "missing.darshan"))
+    assert bad.returncode == 2 and "missing.darshan" in bad.stderr
+
+
+def test_the_quick_exit_is_taken_only_when_nothing_else_runs(monkeypatch):
+    import threading
+
+    from iopilot import cli
+
+    class Quick(Exception):
+        pass
+
+    def fake_exit(code: int) -> None:
+        raise Quick(code)
+
+    monkeypatch.setattr(cli.os, "_exit", fake_exit)
+    with pytest.raises(Quick) as q:
+        cli._leave(3, quick=True)
+    assert q.value.args == (3,)
+    with pytest.raises(SystemExit) as e:
+        cli._leave(4, quick=False)
+    assert e.value.code == 4
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        with pytest.raises(SystemExit) as e:
+            cli._leave(5, quick=True)  # another thread may still have work to finish
+        assert e.value.code == 5
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_only_plain_reports_and_check_lists_exit_quickly(monkeypatch):
+    # Dask clients and Parquet writers need the orderly shutdown.
+    import contextlib
+    import io
+
+    from iopilot import cli
+
+    monkeypatch.setattr(cli.report, "cmd_report", lambda args: 0)
+    monkeypatch.setattr(_alloc, "quiet_start", lambda: None)  # keep this process's collector
+    seen = {}
+    for argv in (["checks"], ["report", "x.darshan"], ["report", "--parquet", "P", "x.darshan"],
+                 ["report", "--summary", "--scheduler", "local", "x.darshan"]):  # fmt: skip
+        monkeypatch.setattr(cli, "_quick_exit", None)
+        monkeypatch.setattr(sys, "argv", ["iopilot", *argv])
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert cli.main() == 0  # as the program
+        seen[argv[1] if len(argv) > 2 else argv[0]] = cli._quick_exit
+    assert seen == {"checks": True, "report": True, "--parquet": False, "--summary": False}
+    monkeypatch.setattr(cli, "_quick_exit", None)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(["checks"]) == 0  # a caller's (or nested) call leaves it alone
+    assert cli._quick_exit is None
+
+
+def test_a_one_log_report_leaves_the_heavy_modules_to_its_child():
+    # Forked before NumPy, the checks and the readers are loaded, the child
+    # makes its own pages instead of copying the parent's as it touches them.
+    from iopilot.demo import example_dir
+
+    log = str(example_dir() / "dxt.darshan")
+    code = ("import os, sys\nfrom iopilot.cli import main\n"
+            f"sys.argv = ['iopilot', 'report', '--json', os.devnull, {log!r}]\n"
+            "c = main()\n"
+            "print('LOADED', c, *(m in sys.modules for m in "
+            "('numpy', 'iopilot.checks', 'iopilot.sources')))")
+    assert _run(code).splitlines()[-1].split() == ["LOADED", "0", "False", "False", "False"]
+    two = code.replace(f"{log!r}]", f"{log!r}, {log!r}]")  # many logs: imports shared by workers
+    assert _run(two).splitlines()[-1].split() == ["LOADED", "0", "True", "True", "True"]

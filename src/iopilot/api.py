@@ -148,6 +148,14 @@ def inputs(items: Sequence[str]) -> list[str]:
     return expand_inputs(items)
 
 
+def failure_reason(code: int, late: bool, timeout: float | None) -> str:
+    """Why a log's worker gave no result, from its exit status (minus the
+    signal that killed it) and whether it ran past ``timeout``."""
+    from .sources.isolated import why
+
+    return why(code, late, timeout)
+
+
 def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int,
                  failed: Callable[[int, str], Any], timeout: float | None = None,
                  each: Callable[[], None] | None = None) -> list[Any]:  # fmt: skip

@@ -86,8 +86,56 @@ def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    if os.environ.get("IOPILOT_DEBUG"):  # in this process, so that a failure shows its traceback
+        return _report(args, isolate=False)
+    if _one_log_file(args):
+        return _one_log_in_child(args)
+    return _report(args, isolate=True)
+
+
+def _one_log_file(args: argparse.Namespace) -> bool:
+    """A report of one log file (not a directory, manifest or fleet summary),
+    written to the process's own output: a child's writes to a stream that a
+    caller put in place of it (``redirect_stdout``) would not reach the caller."""
+    (log,) = args.logs if len(args.logs) == 1 else (None,)
+    return (log is not None and not log.startswith("@") and os.path.isfile(log)
+            and not (args.summary or args.scheduler or args.parquet)
+            and sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__)  # fmt: skip
+
+
+def _one_log_in_child(args: argparse.Namespace) -> int:
+    """One log: the whole report (read, check, write) in one forked child.
+
+    Forked before anything heavy is imported, so the child does not copy the
+    parent's pages (``iopilot._child``).  A log that crashes the C library or
+    runs past ``--timeout`` still ends as its one-line error row, as in the
+    worker of many logs.
+    """
+    from .._child import run_in_child
+
+    def child() -> int:
+        try:
+            return _report(args, isolate=False)
+        except InputError as e:
+            print(f"iopilot: error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except BrokenPipeError:
+            return EXIT_OK
+
+    timeout = args.timeout or None
+    code, late = run_in_child(child, timeout)
+    if code >= 0 and not late:
+        return code
     from .. import api
-    from ..report import json_report, terminal
+
+    why = api.failure_reason(code, late, timeout)
+    return _write(args, args.logs, [{"error": {"path": args.logs[0], "reason": why}}])
+
+
+def _report(args: argparse.Namespace, isolate: bool) -> int:
+    """Read, check and write.  With ``isolate`` each log runs in a worker
+    that may die alone; else all run in this process."""
+    from .. import api
 
     thresholds = api.thresholds(args.config, args.set)
     only = set(args.checks.split(",")) if args.checks else None
@@ -101,23 +149,31 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _summary(args, paths, thresholds, only, scope)
     htmls = html_targets(args.html, paths)
     jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(paths)))
-    if not os.environ.get("IOPILOT_DEBUG"):
+    if isolate:
         # Each log in a worker that may die alone: one log that crashes the
-        # C library is one error row, never the end of the run.  One log too:
-        # a damaged log can abort the library in ways no header check
-        # foresees (a version string changed into another valid one); the
-        # worker costs ~10 ms a run, and only the findings travel back.
+        # C library is one error row, never the end of the run.  One log too
+        # (a directory or manifest that holds one): a damaged log can abort
+        # the library in ways no header check foresees (a version string
+        # changed into another valid one); only the findings travel back.
         def failed(i: int, why: str) -> dict[str, Any]:
             return {"error": {"path": paths[i], "reason": why}}
 
         items = [(p, thresholds, only, h, scope) for p, h in zip(paths, htmls, strict=True)]
         results = api.run_isolated(_analyse, items, jobs, failed, timeout=args.timeout or None)
-    else:  # in this process, so that a failure shows its traceback
+    else:
         results = [_analyse(p, thresholds, only, h, scope)
                    for p, h in zip(paths, htmls, strict=True)]  # fmt: skip
     from .._alloc import settled
 
     settled()
+    return _write(args, paths, results)
+
+
+def _write(args: argparse.Namespace, paths: list[str], results: list[dict[str, Any]]) -> int:
+    """The reports and error rows of ``results`` in the formats asked for;
+    the exit status."""
+    from ..report import json_report, terminal
+
     reports = [r["ok"] for r in results if "ok" in r]
     errors = [r["error"] for r in results if "error" in r]
 

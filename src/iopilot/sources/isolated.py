@@ -51,7 +51,7 @@ class _Worker:
             pass
 
 
-def _why(code: int, late: bool, timeout: float | None) -> str:
+def why(code: int, late: bool, timeout: float | None) -> str:
     """The one-line reason an item failed, from its worker's exit code."""
     return (f"timed out after {timeout:g} s while reading" if late else
             f"crashed while reading: {signal_name(-code)}" if code < 0 else
@@ -121,7 +121,7 @@ def _run_one(fn: Callable[..., Any], item: tuple[Any, ...], failed: Callable[[in
             return pickle.loads(b"".join(chunks))
         except Exception:  # cut short by a crash mid-write
             pass
-    return failed(0, _why(code, late, timeout))
+    return failed(0, why(code, late, timeout))
 
 
 def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int,
@@ -180,8 +180,8 @@ def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs:
                 continue
             w.proc.join()
             if w.task is not None and not done[w.task]:
-                why = _why(w.proc.exitcode or 0, bool(late), timeout)
-                results[w.task], done[w.task] = failed(w.task, why), True
+                reason = why(w.proc.exitcode or 0, bool(late), timeout)
+                results[w.task], done[w.task] = failed(w.task, reason), True
                 if each:
                     each()
             w.conn.close()
