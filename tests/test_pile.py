@@ -497,7 +497,8 @@ def test_dfs_and_daos_are_layers_and_keep_stdio_from_looking_dominant(tmp_path):
     ("segv", "crashed while reading: signal 11 (SIGSEGV)"),
     ("hang", "timed out after 1 s while reading"),
 ])  # fmt: skip
-def test_a_one_log_report_whose_child_dies_is_one_error_row(tmp_path, how, want):
+@pytest.mark.parametrize("entry", ["main", "program"])  # a fresh child, the program's warm one
+def test_a_one_log_report_whose_child_dies_is_one_error_row(tmp_path, how, want, entry):
     # One log runs its whole report in one child; if that child dies or hangs,
     # the parent still writes the error row and exits with status 2.
     from iopilot.demo import example_dir
@@ -506,9 +507,12 @@ def test_a_one_log_report_whose_child_dies_is_one_error_row(tmp_path, how, want)
     log.write_bytes((example_dir() / "dxt.darshan").read_bytes())
     out = tmp_path / "r.json"
     die = "os.kill(os.getpid(), signal.SIGSEGV)" if how == "segv" else "signal.pause()"
+    argv = ["report", "--timeout", "1", "--json", str(out), str(log)]
+    call = (f"sys.exit(main({argv!r}))" if entry == "main" else
+            f"sys.argv = ['iopilot', *{argv!r}]\nfrom iopilot.__main__ import main as program\n"
+            "program()")  # fmt: skip
     code = ("import os, signal, sys\nfrom iopilot.cli import main, report\n"
-            f"report._report = lambda args, isolate: {die}\n"
-            f"sys.exit(main(['report', '--timeout', '1', '--json', {str(out)!r}, {str(log)!r}]))")
+            f"report._report = lambda args, isolate: {die}\n{call}")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     doc = json.loads(out.read_text())

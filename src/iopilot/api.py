@@ -148,6 +148,14 @@ def inputs(items: Sequence[str]) -> list[str]:
     return expand_inputs(items)
 
 
+def preload() -> None:
+    """Import the readers, the checks and the renderers now (a process forked
+    to run a report loads them while its parent reads the command line)."""
+    from . import checks, sources  # noqa: F401
+    from .model import scope  # noqa: F401
+    from .report import json_report, terminal  # noqa: F401
+
+
 def failure_reason(code: int, late: bool, timeout: float | None) -> str:
     """Why a log's worker gave no result, from its exit status (minus the
     signal that killed it) and whether it ran past ``timeout``."""

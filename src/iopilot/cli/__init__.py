@@ -76,7 +76,12 @@ def _chosen(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Ar
 def run() -> NoReturn:
     """The program's entry point (``iopilot``, ``python -m iopilot``): ``main()``,
     then, after a report, a quick exit."""
-    code = main()
+    from .._child import release
+
+    try:
+        code = main()
+    finally:
+        release()  # a child the program started and nothing used (--help, usage errors)
     _leave(code, quick=_quick_exit)
 
 
@@ -89,10 +94,9 @@ def _leave(code: int, quick: bool) -> NoReturn:
     """Exit with ``code``.  With ``quick``, skip the interpreter's shutdown
     (about 10 ms, 5 % of a one-log report whose work ran in a child), but only
     when this process is all that is left: no other thread and no child."""
-    import threading
-
+    threading = sys.modules.get("threading")  # not loaded: no thread was started through it
     mp = sys.modules.get("multiprocessing")
-    if not quick or threading.active_count() > 1 or (mp and mp.active_children()):
+    if not quick or (threading and threading.active_count() > 1) or (mp and mp.active_children()):
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -111,9 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if program:
         quiet_start()
     single_threaded_blas()
-    keep_freed_memory()
     argv = list(sys.argv[1:] if argv is None else argv)
     first = argv[0] if argv else None
+    if first != "report":  # a report sets it for each big input (cli/report.py)
+        keep_freed_memory()
     parser = build_parser(first if first in {_command_of(m) for m in COMMANDS} else None)
     args, extra = parser.parse_known_args(argv)
     # Options `iopilot bench KERNEL` does not know belong to the kernel.

@@ -66,9 +66,9 @@ def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
              scope: FileScope | None = None) -> dict[str, Any]:  # fmt: skip
     """Load and diagnose one log (and write its HTML page); runs in a worker for many logs."""
     from .. import api
-    from .._alloc import keep_freed_memory
+    from .._alloc import keep_freed_memory_for
 
-    keep_freed_memory()  # also in worker processes
+    keep_freed_memory_for(path)  # also in worker processes
     try:
         d = api.diagnose(path, thresholds=thresholds, only=only, scope=scope)
         out: dict[str, Any] = {"ok": api.render(d, "dict")}
@@ -86,11 +86,21 @@ def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from .._child import release
+
     if os.environ.get("IOPILOT_DEBUG"):  # in this process, so that a failure shows its traceback
         return _report(args, isolate=False)
     if _one_log_file(args):
         return _one_log_in_child(args)
+    release()  # the child the program started for one log: not needed
     return _report(args, isolate=True)
+
+
+def preload() -> None:
+    """Import what a report needs (in the child the program starts for it)."""
+    from .. import api
+
+    api.preload()
 
 
 def _one_log_file(args: argparse.Namespace) -> bool:
@@ -113,23 +123,25 @@ def _one_log_in_child(args: argparse.Namespace) -> int:
     """
     from .._child import run_in_child
 
-    def child() -> int:
-        try:
-            return _report(args, isolate=False)
-        except InputError as e:
-            print(f"iopilot: error: {e}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        except BrokenPipeError:
-            return EXIT_OK
-
     timeout = args.timeout or None
-    code, late = run_in_child(child, timeout)
+    code, late = run_in_child(_child_report, (args,), timeout)
     if code >= 0 and not late:
         return code
     from .. import api
 
     why = api.failure_reason(code, late, timeout)
     return _write(args, args.logs, [{"error": {"path": args.logs[0], "reason": why}}])
+
+
+def _child_report(args: argparse.Namespace) -> int:
+    """The report of ``_one_log_in_child``, in its child."""
+    try:
+        return _report(args, isolate=False)
+    except InputError as e:
+        print(f"iopilot: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return EXIT_OK
 
 
 def _report(args: argparse.Namespace, isolate: bool) -> int:
