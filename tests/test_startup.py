@@ -147,6 +147,7 @@ def test_the_program_delivers_all_its_output_and_status_when_it_exits_quickly(tm
 
 def test_the_quick_exit_is_taken_only_when_nothing_else_runs(monkeypatch):
     import threading
+    import types
 
     from iopilot import cli
 
@@ -156,23 +157,25 @@ def test_the_quick_exit_is_taken_only_when_nothing_else_runs(monkeypatch):
     def fake_exit(code: int) -> None:
         raise Quick(code)
 
+    threads, children = [1], [[]]  # what this process has besides the main thread
     monkeypatch.setattr(cli.os, "_exit", fake_exit)
+    monkeypatch.setattr(threading, "active_count", lambda: threads[0])
+    monkeypatch.setitem(sys.modules, "multiprocessing",
+                        types.SimpleNamespace(active_children=lambda: children[0]))
     with pytest.raises(Quick) as q:
         cli._leave(3, quick=True)
     assert q.value.args == (3,)
     with pytest.raises(SystemExit) as e:
         cli._leave(4, quick=False)
     assert e.value.code == 4
-    stop = threading.Event()
-    t = threading.Thread(target=stop.wait)
-    t.start()
-    try:
-        with pytest.raises(SystemExit) as e:
-            cli._leave(5, quick=True)  # another thread may still have work to finish
-        assert e.value.code == 5
-    finally:
-        stop.set()
-        t.join()
+    threads[0] = 2  # another thread may still have work to finish
+    with pytest.raises(SystemExit) as e:
+        cli._leave(5, quick=True)
+    assert e.value.code == 5
+    threads[0], children[0] = 1, ["a worker"]  # so may a worker process
+    with pytest.raises(SystemExit) as e:
+        cli._leave(6, quick=True)
+    assert e.value.code == 6
 
 
 def test_only_plain_reports_and_check_lists_exit_quickly(monkeypatch):
