@@ -118,3 +118,17 @@ def test_the_allocator_setting_is_for_big_inputs_only(tmp_path, monkeypatch):
         calls.clear()
         _alloc.keep_freed_memory_for(str(path))
         assert len(calls) == want, path
+
+
+def test_work_that_cannot_be_sent_leaves_the_warm_child_to_release():
+    # A function or arguments that do not pickle fail in the parent, and the
+    # warm child is still stopped by release() (the program calls it last).
+    code = ("import os, sys\nfrom iopilot import _child\n"
+            "_child.warm_up(lambda: None)\npid = _child._warm[0]\n"
+            "try:\n    _child.run_in_child(print, (lambda: 0,))\n"
+            "except Exception as e:\n    print(type(e).__name__)\n"
+            "_child.release()\n"
+            "try:\n    os.kill(pid, 0)\n    print('alive')\n"
+            "except ProcessLookupError:\n    print('gone')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.split() == ["PicklingError", "gone"], r.stderr

@@ -121,9 +121,9 @@ def run_in_child(fn: Callable[..., int], args: tuple[Any, ...],
     if _warm:
         import pickle
 
+        data = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)  # before: may fail
         pid, work_w, r = _warm
         _warm.clear()
-        data = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
         try:
             with os.fdopen(work_w, "wb") as pipe:  # closed: the child sees the end of its work
                 pipe.write(data)
