@@ -27,7 +27,8 @@ from typing import Any
 _warm: list[int] = []
 
 
-def _flush_std() -> None:
+def flush_std() -> None:
+    """Flush standard output and error; a stream that cannot be flushed is left."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -55,7 +56,7 @@ def _child_runs(work: Callable[[], tuple[Callable[..., int], tuple[Any, ...]] | 
 
         traceback.print_exc()
     finally:
-        _flush_std()
+        flush_std()
         os._exit(code)
 
 
@@ -64,7 +65,7 @@ def warm_up(preload: Callable[[], None]) -> None:
     ``preload()`` (imports), then waits for its work or for end of file."""
     if _warm:
         return
-    _flush_std()  # else the child would write out the parent's buffered text again
+    flush_std()  # else the child would write out the parent's buffered text again
     work_r, work_w = os.pipe()
     done_r, done_w = os.pipe()
     pid = os.fork()
@@ -130,7 +131,7 @@ def run_in_child(fn: Callable[..., int], args: tuple[Any, ...],
         except BrokenPipeError:  # it died before it read: its exit status says how
             pass
     else:
-        _flush_std()
+        flush_std()
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
+from .._child import flush_std
 from .darshan_log import signal_name
 
 
@@ -58,16 +59,6 @@ def why(code: int, late: bool, timeout: float | None) -> str:
             f"the worker exited with status {code} while reading")  # fmt: skip
 
 
-def _flush_std() -> None:
-    import sys
-
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (AttributeError, ValueError, OSError):
-            pass
-
-
 def _run_one(fn: Callable[..., Any], item: tuple[Any, ...], failed: Callable[[int, str], Any],
              timeout: float | None) -> Any:  # fmt: skip
     """``fn(*item)`` in one forked child, with a pipe and pickle.
@@ -79,7 +70,7 @@ def _run_one(fn: Callable[..., Any], item: tuple[Any, ...], failed: Callable[[in
     import pickle
     import select
 
-    _flush_std()  # else the child would write out the parent's buffered text again
+    flush_std()  # else the child would write out the parent's buffered text again
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child; its effects are tested through the parent
@@ -98,7 +89,7 @@ def _run_one(fn: Callable[..., Any], item: tuple[Any, ...], failed: Callable[[in
 
             traceback.print_exc()
         finally:
-            _flush_std()
+            flush_std()
             os._exit(code)
     os.close(w)
     chunks: list[bytes] = []
