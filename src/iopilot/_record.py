@@ -155,9 +155,3 @@ def replace(obj: T, **changes: Any) -> T:
 def asdict(obj: Any) -> dict[str, Any]:
     """The fields of record ``obj`` by name (values as they are, not copied)."""
     return {n: getattr(obj, n) for n in type(obj).__record_fields__}
-
-
-def fields(obj_or_cls: Any) -> tuple[str, ...]:
-    """The field names of a record class or instance, in order."""
-    cls = obj_or_cls if isinstance(obj_or_cls, type) else type(obj_or_cls)
-    return tuple(cls.__record_fields__)
