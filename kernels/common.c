@@ -132,6 +132,16 @@ static void list_options(const char *const *valued, const char *const *flags) {
     exit(0);
 }
 
+/* --help (or -h where no option has that name): the usage, and stop. */
+static void help(const char *usage) {
+    if (k_rank == 0) {
+        fputs(usage, stdout);
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    exit(0);
+}
+
 void k_check_options(int argc, char **argv, const char *const *valued,
                      const char *const *flags, const char *usage) {
     if (argc == 2 && !strcmp(argv[1], "--list-options")) list_options(valued, flags);
@@ -140,6 +150,7 @@ void k_check_options(int argc, char **argv, const char *const *valued,
         if (listed(arg, valued)) {
             if (++i >= argc) why = "needs a value";
         } else if (!listed(arg, flags)) {
+            if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) help(usage);
             why = "unknown option";
         }
         if (why && why[0] == 'u') k_usage_die(usage, "unknown option '%s'", arg);

@@ -223,3 +223,13 @@ def test_io_per_step_counts_reads_too():
     s = summarise({"iterations": [step(0.0, 2.0), step(1.0, 0.0)]})
     assert s["compute"]["io_mean_s"] == pytest.approx((2.3 + 1.3) / 2)
     assert s["compute"]["mean_s"] == 1.0
+
+
+def test_every_kernel_answers_help_with_its_usage():
+    # A kernel run by hand: --help prints the usage on standard output and
+    # exits 0, with nothing from the MPI library on standard error.
+    for name in KERNELS:
+        r = subprocess.run([str(KERNEL_DIR / name), "--help"], capture_output=True, text=True,
+                           timeout=60)  # fmt: skip
+        assert r.returncode == 0 and r.stdout.startswith(f"usage: {name}"), (name, r.stderr)
+        assert r.stderr == "", name
