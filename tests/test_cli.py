@@ -198,6 +198,9 @@ def test_every_command_has_a_description_and_an_example():
     (["report", "x.darshan", "--jsno"], "report", "--jsno"),
     (["export", "counters", "x", "--bad"], "export counters", "--bad"),
     (["bench", "diagnose", "--repeats", "2"], "bench diagnose", "--repeats"),  # 2: a log
+    # run's own positional is named "command" too: it must not be taken for a subcommand
+    (["run", "-o", "t1", "--", "true"], "run", "-o"),
+    (["tune", "--trails", "3", "--", "true"], "tune", "--trails"),
 ])  # fmt: skip
 def test_a_mistyped_option_gets_the_subcommands_usage(capsys, argv, command, bad):
     with pytest.raises(SystemExit) as e:

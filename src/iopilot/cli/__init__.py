@@ -64,10 +64,14 @@ def _describe(p: argparse.ArgumentParser, path: str = "") -> None:
         _describe(sp, key)
 
 
-def _chosen(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+def _chosen(p: argparse.ArgumentParser, args: argparse.Namespace,
+            first: str | None) -> argparse.ArgumentParser:
     """The (sub)command parser the command line chose, for its usage line."""
     for dest in ("command", "export", "bench"):
-        sp = _subparsers(p).get(getattr(args, dest, None) or "")
+        name = getattr(args, dest, None)
+        if dest == "command":  # `run` and `tune` keep their program under that name too
+            name = first
+        sp = _subparsers(p).get(name) if isinstance(name, str) else None
         if sp is not None:
             p = sp
     return p
@@ -127,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "bench", None) in KERNELS:
         args.kernel_args = extra
     elif extra:
-        _chosen(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+        _chosen(parser, args, first).error(f"unrecognized arguments: {' '.join(extra)}")
     if program:  # not a nested call (demo runs report) nor a caller's
         global _quick_exit
         _quick_exit = first in {"report", "checks"} and not (
