@@ -202,6 +202,21 @@ def test_layer_summary_counts_metadata_operations_of_each_kind():
     assert got == {"POSIX": (3, 5, 7, 3), "MPI-IO": (10, 0, 0, 9), "STDIO": (1, 0, 2, 3)}
 
 
+def test_layer_summary_counts_large_and_misaligned_requests():
+    """Above 100 KiB means the 100K_1M bin and up, reads and writes alike; the
+    10K_100K bin (up to 100 KiB) is not large."""
+    from iopilot.checks.engine import summarize
+
+    posix = counters("POSIX", [
+        {"file": 1, "rank": 0, "POSIX_SIZE_READ_10K_100K": 100, "POSIX_SIZE_WRITE_10K_100K": 50,
+         "POSIX_SIZE_READ_100K_1M": 3, "POSIX_SIZE_WRITE_1M_4M": 5, "POSIX_FILE_NOT_ALIGNED": 7},
+        {"file": 2, "rank": 0, "POSIX_SIZE_WRITE_1G_PLUS": 2, "POSIX_SIZE_READ_4M_10M": 1,
+         "POSIX_FILE_NOT_ALIGNED": 4}])  # fmt: skip
+    stdio = counters("STDIO", [{"file": 3, "rank": 0, "STDIO_WRITES": 9}])
+    got = {s.layer: (s.large_requests, s.misaligned) for s in summarize(trace(posix, stdio))}
+    assert got == {"POSIX": (11, 11), "STDIO": (0, 0)}
+
+
 @pytest.mark.parametrize(("check", "direction"), [("posix-small-reads", "READ"),
                                                   ("posix-small-writes", "WRITE")])  # fmt: skip
 @pytest.mark.parametrize("exe", ["./sim input.cfg", "/usr/bin/python3 analysis.py"])

@@ -177,6 +177,16 @@ def test_sanitizer_build_selftest(tmp_path):
     assert p.returncode == 0, p.stderr
     t = load(str(trace))
     assert row(t, "POSIX", tmp_path / "selftest.dat")["POSIX_WRITES"] == 2000
+    # [posix] direct: twins, bounce buffers, a close-all under them.
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d.toml").write_text("[posix]\ndirect = true\n")
+    (tmp_path / "dtrace").mkdir()
+    p = subprocess.run([str(out / "direct-asan"), str(tmp_path / "d")],
+                       env=dict(env, IOPILOT_TRACE_DIR=str(tmp_path / "dtrace"),
+                                IOPILOT_SETTINGS=str(tmp_path / "d.toml")),
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 0 and "WRONG" not in p.stdout, p.stdout + p.stderr
+    assert "odirect 1 cloexec 1" in p.stderr
 
 
 def test_damaged_trace_directories_are_one_line_errors(traced, tmp_path):

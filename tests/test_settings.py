@@ -64,7 +64,9 @@ def test_job_env_names_the_open_mpi_variables() -> None:
     ({"mpiio": {"files": {"*.h5": {"cb_nodes": True}}}}, ['[mpiio.files."*.h5"] cb_nodes']),
     ({"hdf5": {"chunk": [0]}}, ["[hdf5] chunk", "positive"]),
     ({"hdf5": {"coll_metadata_ops": 1}}, ["[hdf5] coll_metadata_ops", "true or false"]),
-    ({"posix": {}}, ["[posix]", "unknown table"]),
+    ({"nfs": {}}, ["[nfs]", "unknown table"]),
+    ({"posix": {"direct": "yes"}}, ["[posix] direct", "true or false"]),
+    ({"posix": {"direct_min_size": -1}}, ["[posix] direct_min_size", "negative"]),
     ({"ompi": {"io": ""}}, ["[ompi] io"]),
 ])  # fmt: skip
 def test_validate_names_table_key_and_reason(doc: dict, words: list[str]) -> None:
@@ -125,3 +127,22 @@ def test_terminal_names_the_dataset_a_setting_was_applied_to():
     st["outcomes"] = [dict(outcome(""), file="/x/f.dat")]
     (line,) = [x for x in settings_block(st, lambda t, _c: t) if "hdf5.chunk" in x]
     assert line.endswith("on f.dat")
+
+
+@pytest.mark.parametrize(("outcomes", "said"), [
+    (["applied", "applied"], None),
+    (["ignored"], "did not take posix.direct"),
+    (["rejected", "ignored"], "did not take posix.direct"),
+    (["applied", "ignored"], "posix.direct was taken 2 time(s) and refused 3"),
+    (["rejected", "applied"], "posix.direct was taken 3 time(s) and refused 2"),
+])  # fmt: skip
+def test_terminal_tells_a_setting_refused_from_one_taken_in_part(outcomes, said):
+    from iopilot.report.terminal import settings_block
+
+    st = {"file": "s.toml", "errors": [], "dropped": 0, "outcomes": [
+        {"setting": "posix.direct", "value": "true", "outcome": o, "detail": f"why {i}",
+         "count": 2 + i, "file": "/x/f.dat", "object": None} for i, o in enumerate(outcomes)]}
+    warnings = [x for x in settings_block(st, lambda t, _c: t) if x.startswith("  !")]
+    assert warnings == ([] if said is None else [warnings[0]])
+    if said:
+        assert said in warnings[0]

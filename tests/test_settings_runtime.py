@@ -163,12 +163,17 @@ def test_missing_settings_file_is_recorded(tmp_path: Path) -> None:
     assert st["errors"] == ["cannot be read"]
 
 
+def build_c(tmp_path_factory, name: str) -> Path:
+    """runtime/tests/NAME.c built as a plain program (no MPI)."""
+    exe = tmp_path_factory.mktemp("settings-bin") / name
+    subprocess.run(["cc", "-O1", "-Wall", "-Werror", "-o", str(exe),
+                    str(SOURCES / f"{name}.c")], check=True, timeout=TIMEOUT)  # fmt: skip
+    return exe
+
+
 @pytest.fixture(scope="module")
 def stdio_prog(tmp_path_factory) -> Path:
-    exe = tmp_path_factory.mktemp("settings-bin") / "stdio_buffer"
-    subprocess.run(["cc", "-O1", "-Wall", "-Werror", "-o", str(exe),
-                    str(SOURCES / "stdio_buffer.c")], check=True, timeout=TIMEOUT)  # fmt: skip
-    return exe
+    return build_c(tmp_path_factory, "stdio_buffer")
 
 
 def run_stdio(exe: Path, out: Path, settings: str | None) -> tuple[str, int]:
@@ -230,3 +235,84 @@ def _on_lustre(path: Path) -> bool:
     r = subprocess.run(["stat", "-f", "-c", "%t", str(path)], capture_output=True, text=True,
                        timeout=TIMEOUT)  # fmt: skip
     return r.stdout.strip().lower() == "bd00bd0"
+
+
+# -- [posix] direct -------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def direct_prog(tmp_path_factory) -> Path:
+    return build_c(tmp_path_factory, "posix_direct")
+
+
+def run_direct(exe: Path, where: Path, settings: str | None) -> tuple[str, dict[str, int]]:
+    """Run the direct-I/O program (traced when ``settings`` is given): its
+    stdout, and the figures it prints on stderr."""
+    where.mkdir()
+    env = clean_env()
+    if settings is not None:
+        (where.parent / f"{where.name}.toml").write_text(settings)
+        (where.parent / f"{where.name}.trace").mkdir()
+        env.update(LD_PRELOAD=str(LIB), IOPILOT_TRACE_DIR=str(where.parent / f"{where.name}.trace"),
+                   IOPILOT_SETTINGS=str(where.parent / f"{where.name}.toml"))  # fmt: skip
+    r = subprocess.run([str(exe), str(where)], env=env, capture_output=True, text=True,
+                       timeout=TIMEOUT)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    words = r.stderr.split()
+    figures = {"resident": int(words[words.index("resident") + 1]),
+               "pages": int(words[words.index("of") + 1]),
+               "odirect": int(words[words.index("odirect") + 1]),
+               "cloexec": int(words[words.index("cloexec") + 1])}  # fmt: skip
+    return r.stdout, figures
+
+
+def direct_outcomes(trace: Path) -> dict[tuple[str, str, str], int]:
+    st = load(str(trace)).settings
+    return {(Path(e["file"]).name, e["outcome"], e["detail"]): e["count"]
+            for e in st["outcomes"] if e["setting"] == "posix.direct"}  # fmt: skip
+
+
+def test_posix_direct_bypasses_the_page_cache_and_changes_nothing_the_program_sees(
+        direct_prog: Path, tmp_path: Path) -> None:  # fmt: skip
+    plain_out, plain = run_direct(direct_prog, tmp_path / "plain", None)
+    out, direct = run_direct(direct_prog, tmp_path / "direct", "[posix]\ndirect = true\n")
+    # Same results, same bytes, and the program's descriptor never shows O_DIRECT.
+    assert out == plain_out and "WRONG" not in out
+    assert "flags have O_DIRECT: 0" in out
+    assert ((tmp_path / "direct" / "data.bin").read_bytes()
+            == (tmp_path / "plain" / "data.bin").read_bytes())  # fmt: skip
+    # The 7 MiB written with large aligned requests left the page cache alone.
+    assert plain["pages"] == direct["pages"] == 1792
+    assert plain["resident"] > 0.9 * 1792 and direct["resident"] < 0.1 * 1792, (plain, direct)
+    # One twin open beside the program's descriptor, gone at exec.
+    assert plain["odirect"] == 0 and direct["odirect"] == direct["cloexec"] == 1
+    got = direct_outcomes(tmp_path / "direct.trace")
+    assert got == {
+        # the program's open, and the one it uses to look at the page cache
+        ("data.bin", "applied", "opened with O_DIRECT beside the program's descriptor"): 2,
+        # aligned 1 MiB, misaligned buffer 1 MiB, misaligned buffer 5 MiB (in pieces)
+        ("data.bin", "applied", "write with O_DIRECT"): 3,
+        # read 2 MiB, pread 5 MiB into a misaligned buffer, pread past the end
+        ("data.bin", "applied", "read with O_DIRECT"): 3,
+        ("data.bin", "ignored", "offset or length not a multiple of 4096: page cache"): 1,
+        ("data.bin", "rejected", "the O_DIRECT descriptor was closed under us: page cache"): 1,
+        ("log.txt", "not_applicable", "opened with O_APPEND: each write goes to the end"): 1,
+    }
+
+
+@pytest.mark.parametrize(("min_size", "writes"), [("1m", 3), ("1048577", 1), ("5m", 1),
+                                                  ("5242881", 0)])  # fmt: skip
+def test_posix_direct_min_size_both_sides(direct_prog: Path, tmp_path: Path, min_size: str,
+                                          writes: int) -> None:  # fmt: skip
+    """Writes of 1, 1 and 5 MiB: the smallest size sent with O_DIRECT decides."""
+    out, _ = run_direct(direct_prog, tmp_path / "d",
+                        f'[posix]\ndirect = true\ndirect_min_size = "{min_size}"\n')
+    assert "WRONG" not in out
+    got = direct_outcomes(tmp_path / "d.trace")
+    assert got.get(("data.bin", "applied", "write with O_DIRECT"), 0) == writes
+
+
+def test_posix_direct_off_opens_no_twin(direct_prog: Path, tmp_path: Path) -> None:
+    out, figures = run_direct(direct_prog, tmp_path / "d", "[posix]\ndirect = false\n")
+    assert "WRONG" not in out and figures["odirect"] == 0
+    assert figures["resident"] > 0.9 * figures["pages"]
+    assert direct_outcomes(tmp_path / "d.trace") == {}

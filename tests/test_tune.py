@@ -205,6 +205,39 @@ def test_generated_space_follows_the_findings():
         generate({"layers": ["POSIX"], "findings": []})
 
 
+def _posix(reads: int, writes: int, large: int, misaligned: int) -> dict:
+    return {"layers": ["POSIX"], "findings": [], "nprocs": 1, "layer_summaries": [
+        {"layer": "POSIX", "reads": reads, "writes": writes, "large_requests": large,
+         "misaligned": misaligned}]}  # fmt: skip
+
+
+@pytest.mark.parametrize(("reads", "writes", "large", "misaligned", "offered"), [
+    (0, 64, 64, 0, True),
+    (10, 10, 10, 5, True),     # half large, a quarter misaligned: both edges in
+    (10, 10, 9, 0, False),     # one large request short of half
+    (10, 10, 10, 6, False),    # one misaligned request past a quarter
+    (0, 0, 0, 0, False),       # no POSIX data at all
+])  # fmt: skip
+def test_generated_space_offers_direct_io_for_large_aligned_posix(reads, writes, large,
+                                                                  misaligned, offered):
+    from iopilot.tune.generate import direct_io_fits
+
+    observed = _posix(reads, writes, large, misaligned)
+    assert direct_io_fits(observed) is offered
+    if not offered:
+        with pytest.raises(InputError, match="nothing to tune"):
+            generate(observed)
+        return
+    s = generate(observed)
+    assert [p.name for p in s.params] == ["posix.direct", "posix.direct_min_size"]
+    assert s.by_name["posix.direct_min_size"].when == {"posix.direct": [True]}
+    rng = random.Random(0)
+    docs = [s.settings_doc(s.sample(rng)) for _ in range(50)]
+    for d in docs:
+        settings.validate(d, "generated")
+    assert {bool(d.get("posix", {}).get("direct")) for d in docs} == {False, True}
+
+
 def test_record_median():
     r = Record(0, {}, [3.0, 1.0, 2.0], 2.0, "ok")
     assert statistics.median(r.runs) == 2.0 and r.key == "[]"

@@ -14,8 +14,8 @@ enum { IOP_SO_APPLIED, IOP_SO_IGNORED, IOP_SO_NOT_APPLICABLE, IOP_SO_REJECTED, I
 #define IOP_SETTING_OUTCOME_NAMES {"applied", "ignored", "not_applicable", "rejected"}
 
 /* Tables of a settings file. */
-enum { IOP_ST_MPIIO, IOP_ST_OMPI, IOP_ST_HDF5, IOP_ST_STDIO, IOP_ST_LUSTRE, IOP_NTABLES };
-#define IOP_SETTING_TABLE_NAMES {"mpiio", "ompi", "hdf5", "stdio", "lustre"}
+enum { IOP_ST_MPIIO, IOP_ST_OMPI, IOP_ST_HDF5, IOP_ST_STDIO, IOP_ST_LUSTRE, IOP_ST_POSIX, IOP_NTABLES };
+#define IOP_SETTING_TABLE_NAMES {"mpiio", "ompi", "hdf5", "stdio", "lustre", "posix"}
 
 /* X(ID, table, name, kind, choices separated by '|', ROMIO only) */
 #define IOP_SETTINGS(X) \
@@ -57,6 +57,8 @@ enum { IOP_ST_MPIIO, IOP_ST_OMPI, IOP_ST_HDF5, IOP_ST_STDIO, IOP_ST_LUSTRE, IOP_
     X(HDF5_TRANSFER, IOP_ST_HDF5, "transfer", IOP_SK_ENUM, "collective|independent", 0) \
     X(STDIO_BUFFER_SIZE, IOP_ST_STDIO, "buffer_size", IOP_SK_SIZE, "", 0) \
     X(LUSTRE_STRIPE_COUNT, IOP_ST_LUSTRE, "stripe_count", IOP_SK_INT, "", 0) \
-    X(LUSTRE_STRIPE_SIZE, IOP_ST_LUSTRE, "stripe_size", IOP_SK_SIZE, "", 0)
+    X(LUSTRE_STRIPE_SIZE, IOP_ST_LUSTRE, "stripe_size", IOP_SK_SIZE, "", 0) \
+    X(POSIX_DIRECT, IOP_ST_POSIX, "direct", IOP_SK_BOOL, "", 0) \
+    X(POSIX_DIRECT_MIN_SIZE, IOP_ST_POSIX, "direct_min_size", IOP_SK_SIZE, "", 0)
 
 #endif

@@ -51,6 +51,12 @@ typedef struct iop_open {
     int64_t offset;     /* current position, tracked without system calls */
     int64_t alignment;  /* file-system block size at open */
     int append;         /* O_APPEND: each write lands at the end of the moment */
+    /* [posix] direct: a second descriptor of the same file, opened by us with
+     * O_DIRECT (-1: none), the file it must still name, and whether a request
+     * through it was refused (the program's descriptor is used from then on). */
+    int direct_fd;
+    int direct_refused;
+    uint64_t direct_dev, direct_ino;
 } iop_open;
 
 /* Initial-exec TLS: a plain %fs-relative load instead of a __tls_get_addr

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "direct.h"
 
 /* ------------------------------------------------------------------ */
 /* Opening.  Variadic mode argument only when a file may be created. */
@@ -46,7 +47,9 @@ static void opened_id(int fd, uint64_t id, int flags, mode_t mode, double t1, do
 }
 
 static void opened(int fd, const char *path, int flags, mode_t mode, double t1, double t2) {
-    if (fd >= 0) opened_id(fd, iop_register_path(path), flags, mode, t1, t2);
+    if (fd < 0) return;
+    opened_id(fd, iop_register_path(path), flags, mode, t1, t2);
+    if (IOP_UNLIKELY(iop_direct_on)) iop_direct_opened(iop_fd(fd), fd, AT_FDCWD, path, flags);
 }
 
 #define WRAP_OPEN(name)                                                 \
@@ -74,8 +77,11 @@ static void opened(int fd, const char *path, int flags, mode_t mode, double t1, 
         if (fd >= 0) {                                                  \
             if (path[0] == '/' || dirfd == AT_FDCWD)                    \
                 opened(fd, path, flags, mode, t1, t2);                  \
-            else /* relative to a directory: the kernel knows the name */ \
+            else { /* relative to a directory: the kernel knows the name */ \
                 opened_id(fd, iop_register_fd_path(fd), flags, mode, t1, t2); \
+                if (IOP_UNLIKELY(iop_direct_on))                        \
+                    iop_direct_opened(iop_fd(fd), fd, dirfd, path, flags); \
+            }                                                           \
         }                                                               \
         errno = e;                                                      \
         return fd;                                                      \
@@ -127,6 +133,7 @@ IOP_EXPORT int close(int fd) {
     iop_open *o = iop_active() ? iop_fd(fd) : NULL;
     if (!o) return REAL(close)(fd);
     iop_stats *st = o->st;
+    if (IOP_UNLIKELY(o->direct_fd >= 0)) iop_direct_closing(o);
     iop_fd_clear(fd);
     double t1 = iop_now();
     int r = REAL(close)(fd);
@@ -149,11 +156,19 @@ static void appended(int fd, iop_open *o, ssize_t r) {
     errno = e;
 }
 
-#define DATA_AT_POSITION(op, fd, BUF, CALL)                             \
+/* ``N``: the request's length for [posix] direct (0: never direct, as for
+ * the vector forms). */
+#define DIRECT_OR(o, fd, op, BUF, N, OFF, CALL)                          \
+    ssize_t r = IOP_DIRECT_NOT_TAKEN;                                   \
+    if (IOP_UNLIKELY((o)->direct_fd >= 0) && (N))                       \
+        r = iop_direct_io(o, fd, op, (void *)(BUF), (N), (OFF));        \
+    if (r == IOP_DIRECT_NOT_TAKEN) r = CALL
+
+#define DATA_AT_POSITION(op, fd, BUF, N, CALL)                          \
     iop_open *o = iop_active() ? iop_fd(fd) : NULL;                     \
     if (!o) return CALL;                                                \
     double t1 = iop_now();                                              \
-    ssize_t r = CALL;                                                   \
+    DIRECT_OR(o, fd, op, BUF, N, -1, CALL);                             \
     int e = errno;                                                      \
     double t2 = iop_now();                                              \
     if (IOP_UNLIKELY(o->append) && op == IOP_OP_WRITE && r > 0)         \
@@ -162,11 +177,11 @@ static void appended(int fd, iop_open *o, ssize_t r) {
     errno = e;                                                          \
     return r
 
-#define DATA_AT_OFFSET(op, fd, BUF, OFF, CALL)                          \
+#define DATA_AT_OFFSET(op, fd, BUF, N, OFF, CALL)                       \
     iop_open *o = iop_active() ? iop_fd(fd) : NULL;                     \
     if (!o) return CALL;                                                \
     double t1 = iop_now();                                              \
-    ssize_t r = CALL;                                                   \
+    DIRECT_OR(o, fd, op, BUF, N, (int64_t)(OFF) < 0 ? INT64_MAX : (int64_t)(OFF), CALL); \
     int e = errno;                                                      \
     double t2 = iop_now();                                              \
     iop_data_op(o->st, op, (int64_t)(OFF), r, BUF, o->alignment, t1, t2, 0); \
@@ -176,33 +191,33 @@ static void appended(int fd, iop_open *o, ssize_t r) {
 #define WRAP_RW(name, op, BUFT)                                               \
     REAL_DECL(ssize_t, name, (int, BUFT, size_t));                            \
     IOP_EXPORT ssize_t name(int fd, BUFT buf, size_t n) {                     \
-        DATA_AT_POSITION(op, fd, buf, REAL(name)(fd, buf, n));                \
+        DATA_AT_POSITION(op, fd, buf, n, REAL(name)(fd, buf, n));             \
     }
 
 #define WRAP_PRW(name, op, BUFT, OFFT)                                        \
     REAL_DECL(ssize_t, name, (int, BUFT, size_t, OFFT));                      \
     IOP_EXPORT ssize_t name(int fd, BUFT buf, size_t n, OFFT off) {           \
-        DATA_AT_OFFSET(op, fd, buf, off, REAL(name)(fd, buf, n, off));        \
+        DATA_AT_OFFSET(op, fd, buf, n, off, REAL(name)(fd, buf, n, off));     \
     }
 
 #define WRAP_RWV(name, op)                                                    \
     REAL_DECL(ssize_t, name, (int, const struct iovec *, int));               \
     IOP_EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt) {       \
-        DATA_AT_POSITION(op, fd, cnt > 0 ? iov[0].iov_base : NULL,            \
+        DATA_AT_POSITION(op, fd, cnt > 0 ? iov[0].iov_base : NULL, 0,         \
                          REAL(name)(fd, iov, cnt));                           \
     }
 
 #define WRAP_PRWV(name, op, OFFT)                                             \
     REAL_DECL(ssize_t, name, (int, const struct iovec *, int, OFFT));         \
     IOP_EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt, OFFT off) { \
-        DATA_AT_OFFSET(op, fd, cnt > 0 ? iov[0].iov_base : NULL, off,         \
+        DATA_AT_OFFSET(op, fd, cnt > 0 ? iov[0].iov_base : NULL, 0, off,      \
                        REAL(name)(fd, iov, cnt, off));                        \
     }
 
 #define WRAP_PRWV2(name, op, OFFT)                                            \
     REAL_DECL(ssize_t, name, (int, const struct iovec *, int, OFFT, int));    \
     IOP_EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt, OFFT off, int fl) { \
-        DATA_AT_OFFSET(op, fd, cnt > 0 ? iov[0].iov_base : NULL, off,         \
+        DATA_AT_OFFSET(op, fd, cnt > 0 ? iov[0].iov_base : NULL, 0, off,      \
                        REAL(name)(fd, iov, cnt, off, fl));                    \
     }
 
@@ -224,15 +239,16 @@ WRAP_PRWV2(pwritev2, IOP_OP_WRITE, off_t)
 /* Fortified reads (-D_FORTIFY_SOURCE): an extra buffer-length argument. */
 REAL_DECL(ssize_t, __read_chk, (int, void *, size_t, size_t));
 IOP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen) {
-    DATA_AT_POSITION(IOP_OP_READ, fd, buf, REAL(__read_chk)(fd, buf, n, buflen));
+    DATA_AT_POSITION(IOP_OP_READ, fd, buf, n, REAL(__read_chk)(fd, buf, n, buflen));
 }
 REAL_DECL(ssize_t, __pread_chk, (int, void *, size_t, off_t, size_t));
 IOP_EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen) {
-    DATA_AT_OFFSET(IOP_OP_READ, fd, buf, off, REAL(__pread_chk)(fd, buf, n, off, buflen));
+    DATA_AT_OFFSET(IOP_OP_READ, fd, buf, n, off, REAL(__pread_chk)(fd, buf, n, off, buflen));
 }
 REAL_DECL(ssize_t, __pread64_chk, (int, void *, size_t, off64_t, size_t));
 IOP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen) {
-    DATA_AT_OFFSET(IOP_OP_READ, fd, buf, off, REAL(__pread64_chk)(fd, buf, n, off, buflen));
+    DATA_AT_OFFSET(IOP_OP_READ, fd, buf, n, off,
+                   REAL(__pread64_chk)(fd, buf, n, off, buflen));
 }
 
 /* ------------------------------------------------------------------ */
@@ -644,6 +660,7 @@ __asm__(".text\n"
 /* The module, as the core sees it (modules.c). */
 
 static void posix_after_fork(void) {
+    iop_direct_after_fork();
     aio_lock = 0;
     aio_overflows = 0;
 }

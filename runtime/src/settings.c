@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "settings.h"
+#include "direct.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -678,4 +679,5 @@ void iop_settings_load(void) {
     iop_settings_on |= npatterns > 0;
     check_ompi();
     iop_stdio_settings_init();
+    iop_direct_init();
 }

@@ -235,6 +235,8 @@ void iop_fd_set(int layer, int fd, uint64_t id, int64_t offset) {
     if (offset < 0) offset = 0;
     iop_fds[fd].offset = offset;
     iop_fds[fd].alignment = align;
+    iop_fds[fd].direct_fd = -1; /* the POSIX module adds one after an open */
+    iop_fds[fd].direct_refused = 0;
     __atomic_store_n(&iop_fds[fd].st, st, __ATOMIC_RELEASE);
     iop_set(st, IOP_C_FILE_ALIGNMENT, align);
 }
@@ -246,6 +248,7 @@ void iop_fd_clear(int fd) {
 void iop_fd_copy(int from, int to) {
     if (from < 0 || from >= iop_nfds || to < 0 || to >= iop_nfds) return;
     iop_fds[to] = iop_fds[from];
+    iop_fds[to].direct_fd = -1; /* the O_DIRECT twin stays with the descriptor it was made for */
 }
 
 handle_slot *handles;
@@ -286,6 +289,7 @@ iop_open *iop_handle_set(int layer, uintptr_t key, uint64_t id, int64_t offset) 
             handles[i].o.st = st;
             handles[i].o.offset = offset;
             handles[i].o.alignment = 4096;
+            handles[i].o.direct_fd = -1;
             o = &handles[i].o;
             break;
         }

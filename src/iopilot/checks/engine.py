@@ -7,7 +7,7 @@ from typing import Any
 from .._record import field, record
 from ..model import COUNTER_LAYERS, Trace, display
 from ..model.aggregate import unique
-from ..vocabulary import MODULES
+from ..vocabulary import MODULES, SIZE_BIN_UPPER, SIZE_BINS
 from . import thresholds as th
 from .base import AnalysisCache, Context, Finding, Level, iter_registered
 from .iotime import IoTime, compute, io_time
@@ -29,6 +29,11 @@ class LayerSummary:
     stats: int = 0
     seeks: int = 0
     syncs: int = 0  # fsync, fdatasync, MPI_File_sync, flushes
+    # Reads and writes above 100 KiB (the size bins from 100K_1M up), and
+    # those at offsets off the file system's alignment: whether direct I/O
+    # is worth trying (the tuner's generated space).  0 where not counted.
+    large_requests: int = 0
+    misaligned: int = 0
 
 
 @record
@@ -68,6 +73,9 @@ _TOTALS = {m.name: (m.op_counters("READ"), m.op_counters("WRITE"),
 # Counter-name endings of each kind of metadata operation, in every layer
 # (POSIX_OPENS, MPIIO_COLL_OPENS, H5F_FLUSHES ...; STDIO_FDOPENS is no open).
 _META_OPS = (("_OPENS",), ("_STATS",), ("_SEEKS",), ("_FSYNCS", "_FDSYNCS", "_SYNCS", "_FLUSHES"))
+# Size bins above 100 KiB: a bin's lower edge is the previous bin's upper edge.
+_LARGE_BINS = tuple(b for b, below in zip(SIZE_BINS[1:], SIZE_BIN_UPPER, strict=False)
+                    if below >= 100 * 1024)  # fmt: skip
 
 
 def summarize(trace: Trace) -> list[LayerSummary]:
@@ -82,9 +90,13 @@ def summarize(trace: Trace) -> list[LayerSummary]:
             names = name if isinstance(name, tuple) else (name,)
             vals.append(sum(c.total(n) for n in names if c.has(n)))
         meta = [sum(c.total(n) for n in c.int_names if n.endswith(ends)) for ends in _META_OPS]
-        out.append(
-            LayerSummary(display(layer), int(unique(c.file_id).shape[0]), *vals, *meta)
-        )
+        large = sum(c.total(n) for d in ("READ", "WRITE") for b in _LARGE_BINS
+                    if c.has(n := f"{layer}_SIZE_{d}_{b}"))  # fmt: skip
+        off = f"{layer}_FILE_NOT_ALIGNED"
+        misaligned = c.total(off) if c.has(off) else 0
+        files = int(unique(c.file_id).shape[0])
+        out.append(LayerSummary(display(layer), files, *vals, *meta, large_requests=int(large),
+                                misaligned=int(misaligned)))
     return out
 
 

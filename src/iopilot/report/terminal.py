@@ -178,11 +178,20 @@ def settings_block(st: dict[str, Any], style: Style, *, verbose: bool = False) -
                    + (f" ({detail})" if detail else ""))  # fmt: skip
         if verbose and len(where) > 1:
             out += [style(f"      - {w}", "2") for w in where]
-    ignored = sorted({e["setting"] for e in st["outcomes"]
-                      if e["outcome"] in ("ignored", "rejected")})  # fmt: skip
+    refused: dict[str, int] = {}
+    taken: dict[str, int] = {}
+    for e in st["outcomes"]:
+        if e["outcome"] in ("ignored", "rejected"):
+            refused[e["setting"]] = refused.get(e["setting"], 0) + e["count"]
+        elif e["outcome"] == "applied":
+            taken[e["setting"]] = taken.get(e["setting"], 0) + e["count"]
+    ignored = sorted(s for s in refused if s not in taken)
     if ignored:
         out.append(style(f"  ! the I/O stack did not take {', '.join(ignored)}: "
                          "they changed nothing in this run", LEVEL_STYLE["WARN"]))  # fmt: skip
+    for s in sorted(s for s in refused if s in taken):
+        out.append(style(f"  ! {s} was taken {taken[s]} time(s) and refused {refused[s]}: "
+                         "see the reasons above", LEVEL_STYLE["WARN"]))  # fmt: skip
     if not st["outcomes"] and not st["errors"]:
         out.append(style("    nothing was applied: no call the settings apply to was made", "2"))
     if st.get("dropped"):

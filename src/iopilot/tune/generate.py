@@ -39,7 +39,8 @@ POINTS_AT: tuple[tuple[str, list[str]], ...] = (
     ("lustre", ["lustre.stripe_count", "lustre.stripe_size", "mpiio.striping_factor",
                 "mpiio.striping_unit"]),
 )
-_TABLES_OF_LAYER = {"MPIIO": ("mpiio", "ompi"), "POSIX": ("mpiio", "ompi", "stdio", "lustre"),
+_TABLES_OF_LAYER = {"MPIIO": ("mpiio", "ompi"),
+                    "POSIX": ("mpiio", "ompi", "stdio", "lustre", "posix"),
                     "HDF5": ("hdf5",), "STDIO": ("stdio",), "LUSTRE": ("lustre",)}  # fmt: skip
 
 
@@ -96,6 +97,18 @@ def rank(space: Space, findings: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def direct_io_fits(observed: dict[str, Any]) -> bool:
+    """Whether direct I/O is worth a trial: at least half of the POSIX reads
+    and writes are above 100 KiB, and at most a quarter at offsets off the
+    file system's alignment (O_DIRECT takes only aligned requests)."""
+    for s in observed.get("layer_summaries", []):
+        if s.get("layer") == "POSIX":
+            n = int(s.get("reads", 0)) + int(s.get("writes", 0))
+            return (n > 0 and 2 * int(s.get("large_requests", 0)) >= n
+                    and 4 * int(s.get("misaligned", 0)) <= n)  # fmt: skip
+    return False
+
+
 def generate(observed: dict[str, Any]) -> Space:
     """A search space for what the default run showed: the layers its I/O went
     through, the findings and the number of processes."""
@@ -137,12 +150,18 @@ def generate(observed: dict[str, Any]) -> Space:
             doc["hdf5"]["transfer"] = {"values": ["collective", "independent"]}
     if "STDIO" in layers:
         doc["stdio"] = {"buffer_size": {"values": ["64k", "1m", "8m"]}}
+    if direct_io_fits(observed):
+        doc["posix"] = {"direct": {"values": [False, True], "default": False},
+                        "direct_min_size": {"values": ["128k", "1m", "4m"],
+                                            "when": {"posix.direct": True}}}  # fmt: skip
     if ompi:
         doc["ompi"] = ompi
     if mpiio:
         doc["mpiio"] = mpiio
     if not doc:
         raise InputError("iopilot tune", "nothing to tune: the program's I/O goes through none "
-                         "of the layers a settings file reaches (MPI-IO, HDF5, STDIO)",
+                         "of the layers a settings file reaches (MPI-IO, HDF5, STDIO), "
+                         "and its POSIX requests are not large and aligned enough for "
+                         "direct I/O",
                          "give a space with --space FILE")  # fmt: skip
     return from_dict(doc, "the generated space")

@@ -90,7 +90,9 @@ def io_seconds(trace: Path, *, keep_findings: bool) -> tuple[float, list[dict[st
     doc = api.render(api.diagnose(trace), "dict")
     findings = [{k: f.get(k) for k in ("check", "layer", "level", "cost_seconds")}
                 for f in doc["findings"]] if keep_findings else []  # fmt: skip
-    return float(doc["io_time"]["slowest_rank_seconds"]), findings, doc["io_time"]
+    # per-layer totals ride along: the generated space looks at request sizes
+    io = dict(doc["io_time"], layer_summaries=doc["layers"])
+    return float(doc["io_time"]["slowest_rank_seconds"]), findings, io
 
 
 def measure(command: list[str], doc: dict[str, Any], objective: str, run_dir: Path, *,

@@ -196,7 +196,8 @@ def main(args: argparse.Namespace) -> int:
                              for f in before_doc["findings"]],
                 "layers": sorted(before_doc["io_time"].get("by_layer", {})
                                  .get("all_ranks", {})),
-                "nprocs": before_doc["io_time"].get("nprocs", 1)}  # fmt: skip
+                "nprocs": before_doc["io_time"].get("nprocs", 1),
+                "layer_summaries": before_doc["layers"]}  # fmt: skip
 
     def space_from_diagnosis(_first_run: dict[str, Any]) -> Space:
         from .generate import generate

@@ -16,6 +16,9 @@ A settings file is TOML.  Its tables are the layers of the I/O stack::
     buffer_size = "1m"       # setvbuf right after a successful fopen
     [lustre]
     stripe_count = 4         # new files MPI-IO creates on Lustre
+    [posix]
+    direct = true            # large aligned requests bypass the page cache (O_DIRECT)
+    direct_min_size = "1m"   # smaller requests keep using it
 
 ``SETTINGS`` below is the one definition of every name: its table, its type,
 the values it accepts, where the runtime applies it and what it does.
@@ -62,7 +65,7 @@ _ROMIO = ("cb_config_list", "ind_rd_buffer_size", "ind_wr_buffer_size")  # and r
 class Setting:
     """One name a settings file may hold."""
 
-    table: str  # "mpiio", "ompi", "hdf5", "stdio", "lustre"
+    table: str  # one of TABLES
     name: str  # the key; for [mpiio] the MPI hint's name
     kind: str  # one of KINDS
     where: str  # where the runtime applies it
@@ -78,7 +81,7 @@ class Setting:
     def layer(self) -> str:
         """The layer of the I/O stack the setting belongs to."""
         return {"mpiio": "MPI-IO", "ompi": "Open MPI", "hdf5": "HDF5", "stdio": "STDIO",
-                "lustre": "Lustre"}[self.table]  # fmt: skip
+                "lustre": "Lustre", "posix": "POSIX"}[self.table]  # fmt: skip
 
 
 _OPEN = "MPI_File_open"
@@ -185,9 +188,15 @@ SETTINGS: tuple[Setting, ...] = (
     # -- Lustre (applied only when the file system is Lustre)
     Setting("lustre", "stripe_count", "int", _CREATE, "stripes of new files"),
     Setting("lustre", "stripe_size", "size", _CREATE, "stripe size of new files"),
+    # -- POSIX: direct I/O as a mechanism, chosen per request by size and alignment
+    Setting("posix", "direct", "bool", "open",
+            "requests of at least direct_min_size whose offset and length are multiples "
+            "of 4 KiB go through a second, O_DIRECT descriptor of the file"),
+    Setting("posix", "direct_min_size", "size", "open",
+            "smallest request sent with O_DIRECT (default 1 MiB); smaller ones stay buffered"),
 )
 
-TABLES: tuple[str, ...] = ("mpiio", "ompi", "hdf5", "stdio", "lustre")
+TABLES: tuple[str, ...] = ("mpiio", "ompi", "hdf5", "stdio", "lustre", "posix")
 BY_KEY: dict[tuple[str, str], Setting] = {(s.table, s.name): s for s in SETTINGS}
 
 

@@ -309,7 +309,8 @@ def observed(run: Run) -> dict[str, Any]:
     """What the default's first run showed: its findings, the layers its I/O went
     through, the number of processes (a generated space and the ranking use them)."""
     layers = sorted(run.io.get("by_layer", {}).get("all_ranks", {}))
-    return {"findings": run.findings, "layers": layers, "nprocs": run.io.get("nprocs", 1)}
+    return {"findings": run.findings, "layers": layers, "nprocs": run.io.get("nprocs", 1),
+            "layer_summaries": run.io.get("layer_summaries", [])}  # fmt: skip
 
 
 def _alive(pid: int) -> bool:
