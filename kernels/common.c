@@ -288,12 +288,22 @@ void k_iteration(const k_iter *mine) {
     n_iters++;
 }
 
+static double total_s = -1;
+
+void k_total_time(double seconds) {
+    double slowest;
+    MPI_Reduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (k_rank == 0) total_s = slowest;
+}
+
 int k_finish(void) {
     if (k_rank == 0) {
         if (iters_f) fflush(iters_f);
-        printf("IOPILOT-RESULT {\"kernel\": \"%s\", \"ranks\": %d, \"params\": {%s}, "
+        char total[64] = "";
+        if (total_s >= 0) snprintf(total, sizeof total, "\"total_s\": %.9f, ", total_s);
+        printf("IOPILOT-RESULT {\"kernel\": \"%s\", \"ranks\": %d, \"params\": {%s}, %s"
                "\"iterations\": [%s], \"notes\": [%s]}\n",
-               kernel_name, k_size, params, iters ? iters : "", notes);
+               kernel_name, k_size, params, total, iters ? iters : "", notes);
         fflush(stdout);
         if (iters_f) fclose(iters_f);
         free(iters);

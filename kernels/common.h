@@ -66,6 +66,9 @@ void k_extra_count(const char *key, long long n);
 
 /* Combine this rank's iteration over all ranks and append it to the result. */
 void k_iteration(const k_iter *mine);
+/* The wall time of the whole run on this rank: the slowest rank's goes into
+ * the result as "total_s" (collective). */
+void k_total_time(double seconds);
 /* Print the result line, MPI_Finalize, and return the exit status. */
 int k_finish(void);
 

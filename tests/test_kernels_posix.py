@@ -153,11 +153,39 @@ def test_epochs_file_per_process_and_cleanup(kernels, tmp_path, api):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("np_", [1, 2])
+def test_epochs_async_writes_the_same_bytes_and_reports_total_time(kernels, tmp_path, np_):
+    """--async: the same file as the synchronous run, open + fsync + close per
+    step and rank, the wait for the previous step's I/O, and total_s."""
+    common = "--api posix --steps 3 --compute 0.05 --size 1m --transfer 256k --fsync --keep"
+    results = {}
+    for mode in ("sync", "async"):
+        d = tmp_path / mode
+        d.mkdir()
+        extra = ["--async"] if mode == "async" else []
+        results[mode], _ = run(kernels, "epochs", [*common.split(), "--file", "e.dat", *extra],
+                               np_, d)  # fmt: skip
+    assert (tmp_path / "sync/e.dat").read_bytes() == (tmp_path / "async/e.dat").read_bytes()
+    sync, asy = results["sync"], results["async"]
+    assert sync["params"]["async"] == 0 and asy["params"]["async"] == 1
+    for r in (sync, asy):
+        its = r["iterations"]
+        assert [it["bytes_written"] for it in its] == [np_ << 20] * 3
+        assert [it["write_ops"] for it in its] == [np_ * 4] * 3
+        assert [it["meta_ops"] for it in its] == [np_ * 3] * 3
+        steps = sum(it["compute_s"] + it["write_s"] for it in its)
+        assert r["total_s"] >= 0.9 * steps - 0.05  # the whole run, not one step
+    assert all("wait_s" in it for it in asy["iterations"])
+    assert not any("wait_s" in it for it in sync["iterations"])
+
+
 def test_epochs_bad_options(kernels, tmp_path):
     _, done = run(kernels, "epochs", ["--steps", "0"], 2, tmp_path, status=2)
     assert "usage: epochs" in done.stderr and "--steps must be" in done.stderr
     _, done = run(kernels, "epochs", ["--api", "stdio"], 1, tmp_path, status=2)
     assert "--api must be" in done.stderr
+    _, done = run(kernels, "epochs", ["--api", "mpiio", "--async"], 1, tmp_path, status=2)
+    assert "--async needs --api posix" in done.stderr
 
 
 # --------------------------------------------------------------------------

@@ -202,6 +202,8 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
         io = [it["write_s"] + it["read_s"] + it["open_s"] + it["close_s"]
               for it in result["iterations"]]  # fmt: skip
         out["compute"] = {"mean_s": sum(comp) / len(comp), "io_mean_s": sum(io) / len(io)}
+    if "total_s" in result:  # the whole run's wall time, slowest rank (epochs)
+        out["total_s"] = result["total_s"]
     checks = [it["check_s"] for it in result["iterations"] if "check_s" in it]
     if checks:
         out["check_s"] = sum(checks)
@@ -259,6 +261,8 @@ def render(result: dict[str, Any]) -> str:
     if "compute" in s:
         c = s["compute"]
         lines.append(f"compute per step {c['mean_s']:.4f} s, I/O per step {c['io_mean_s']:.4f} s")
+    if "total_s" in s:
+        lines.append(f"whole run {s['total_s']:.4f} s (slowest rank)")
     lines.append("")
     if "write" in s or "read" in s:
         lines.append(f"{'Operation':<9} {'Max(MiB)':>10} {'Min(MiB)':>10} {'Mean(MiB)':>10} "

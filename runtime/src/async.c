@@ -1,0 +1,317 @@
+/* The asynchronous I/O engine (include/iopilot_async.h): one queue and one
+ * background thread per event set.
+ *
+ * One thread per set keeps the contract simple to state and to keep: the
+ * operations of a set run in submission order, so a write is on the file
+ * before a later read or fsync of the same descriptor runs, and nothing
+ * needs per-file dependency tracking.  The queue is a linked list under one
+ * mutex; the thread takes an operation, drops the lock for the system call,
+ * and takes it again to account and to wake waiters. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../include/iopilot_async.h"
+
+#define DEFAULT_CAP ((size_t)1 << 30)
+
+typedef struct es_op {
+    struct es_op *next;
+    uint64_t id;
+    int kind, fd, copied;
+    int64_t offset;
+    size_t n;
+    char *buf;
+    size_t *got;
+    double queued; /* monotonic seconds */
+} es_op;
+
+struct iopilot_es {
+    pthread_mutex_t mu;
+    pthread_cond_t work; /* the thread waits for operations */
+    pthread_cond_t done; /* callers wait for completions */
+    es_op *head, *tail;
+    uint64_t next_id;
+    size_t pending;       /* queued + running */
+    size_t copied_bytes;  /* held in copies not yet written */
+    size_t cap;
+    int stop;
+    iopilot_es_failure *fails;
+    size_t nfails, capfails;
+    iopilot_es_stats st;
+    pthread_t thread;
+};
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The tracer, when preloaded, takes each operation's times (trace "async"). */
+typedef void (*event_hook)(int op, int fd, int64_t offset, size_t bytes, size_t done, int error,
+                           double queued, double issued, double completed);
+static event_hook hook;
+static pthread_once_t hook_once = PTHREAD_ONCE_INIT;
+static void find_hook(void) { hook = (event_hook)dlsym(RTLD_DEFAULT, "iopilot_async_event"); }
+
+static size_t cap_from_env(void) {
+    const char *v = getenv("IOPILOT_ASYNC_MAX_BYTES");
+    if (!v || !*v) return DEFAULT_CAP;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    unsigned long long unit = 1;
+    if (*end == 'k' || *end == 'K') unit = 1ULL << 10;
+    else if (*end == 'm' || *end == 'M') unit = 1ULL << 20;
+    else if (*end == 'g' || *end == 'G') unit = 1ULL << 30;
+    else if (*end) return DEFAULT_CAP;
+    return x ? (size_t)(x * unit) : DEFAULT_CAP;
+}
+
+/* Run one operation; returns 0 or an errno, with *moved the bytes moved. */
+static int perform(const es_op *o, size_t *moved) {
+    size_t done = 0;
+    if (o->kind == IOPILOT_ES_FSYNC) {
+        *moved = 0;
+        return fsync(o->fd) == 0 ? 0 : errno;
+    }
+    while (done < o->n) {
+        ssize_t r = o->kind == IOPILOT_ES_WRITE
+                        ? pwrite(o->fd, o->buf + done, o->n - done, o->offset + (int64_t)done)
+                        : pread(o->fd, o->buf + done, o->n - done, o->offset + (int64_t)done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            *moved = done;
+            return errno;
+        }
+        if (r == 0) break; /* a read at the end of the file; a write that moved nothing */
+        done += (size_t)r;
+    }
+    *moved = done;
+    if (o->kind == IOPILOT_ES_WRITE && done < o->n) return ENOSPC;
+    return 0;
+}
+
+static void *worker(void *arg) {
+    iopilot_es *es = arg;
+    pthread_mutex_lock(&es->mu);
+    for (;;) {
+        while (!es->head && !es->stop) pthread_cond_wait(&es->work, &es->mu);
+        es_op *o = es->head;
+        if (!o) break; /* stopping, and nothing left */
+        es->head = o->next;
+        if (!es->head) es->tail = NULL;
+        pthread_mutex_unlock(&es->mu);
+
+        double issued = now();
+        size_t moved = 0;
+        int err = perform(o, &moved);
+        double completed = now();
+        if (o->got && !err) *o->got = moved;
+        if (hook)
+            hook(o->kind, o->fd, o->offset, o->n, moved, err, o->queued, issued, completed);
+
+        pthread_mutex_lock(&es->mu);
+        es->st.busy_seconds += completed - issued;
+        es->st.queued_seconds += issued - o->queued;
+        es->st.completed++;
+        if (o->kind == IOPILOT_ES_WRITE) es->st.bytes_written += moved;
+        if (o->kind == IOPILOT_ES_READ) es->st.bytes_read += moved;
+        if (err) {
+            es->st.failed++;
+            if (es->nfails == es->capfails) {
+                size_t c = es->capfails ? 2 * es->capfails : 8;
+                iopilot_es_failure *f = realloc(es->fails, c * sizeof *f);
+                if (f) {
+                    es->fails = f;
+                    es->capfails = c;
+                }
+            }
+            if (es->nfails < es->capfails)
+                es->fails[es->nfails++] = (iopilot_es_failure){o->id, o->kind, o->fd, o->offset,
+                                                               o->n, moved, err};
+        }
+        if (o->copied) es->copied_bytes -= o->n;
+        es->pending--;
+        pthread_cond_broadcast(&es->done);
+        pthread_mutex_unlock(&es->mu);
+        if (o->copied) free(o->buf);
+        free(o);
+        pthread_mutex_lock(&es->mu);
+    }
+    pthread_mutex_unlock(&es->mu);
+    return NULL;
+}
+
+iopilot_es *iopilot_es_create(void) {
+    pthread_once(&hook_once, find_hook);
+    iopilot_es *es = calloc(1, sizeof *es);
+    if (!es) return NULL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* timeouts immune to clock changes */
+    pthread_mutex_init(&es->mu, NULL);
+    pthread_cond_init(&es->work, &ca);
+    pthread_cond_init(&es->done, &ca);
+    pthread_condattr_destroy(&ca);
+    es->cap = cap_from_env();
+    int rc = pthread_create(&es->thread, NULL, worker, es);
+    if (rc) {
+        pthread_cond_destroy(&es->work);
+        pthread_cond_destroy(&es->done);
+        pthread_mutex_destroy(&es->mu);
+        free(es);
+        errno = rc;
+        return NULL;
+    }
+    return es;
+}
+
+static uint64_t submit(iopilot_es *es, int kind, int fd, char *buf, size_t n, int64_t offset,
+                       int copied, size_t *got) {
+    es_op *o = malloc(sizeof *o);
+    if (!o) {
+        errno = ENOMEM;
+        return 0;
+    }
+    *o = (es_op){NULL, 0, kind, fd, copied, offset, n, buf, got, now()};
+    pthread_mutex_lock(&es->mu);
+    o->id = ++es->next_id;
+    es->st.submitted++;
+    es->pending++;
+    if (es->tail) es->tail->next = o;
+    else es->head = o;
+    es->tail = o;
+    pthread_cond_signal(&es->work);
+    uint64_t id = o->id;
+    pthread_mutex_unlock(&es->mu);
+    return id;
+}
+
+static int usable(const iopilot_es *es, int fd, const void *buf, size_t n, int64_t offset) {
+    if (!es || __atomic_load_n(&es->stop, __ATOMIC_ACQUIRE) || fd < 0 || offset < 0 ||
+        (!buf && n)) {
+        errno = EINVAL;
+        return 0;
+    }
+    return 1;
+}
+
+uint64_t iopilot_es_write(iopilot_es *es, int fd, const void *buf, size_t n, int64_t offset,
+                          int flags) {
+    if (!usable(es, fd, buf, n, offset)) return 0;
+    if (flags & IOPILOT_ES_NOCOPY) return submit(es, IOPILOT_ES_WRITE, fd, (char *)buf, n, offset,
+                                                 0, NULL);
+    /* Room for the copy: wait while the queue holds more than the cap
+     * (never when nothing is queued, or one large write would wait forever). */
+    double t0 = now();
+    pthread_mutex_lock(&es->mu);
+    while (es->copied_bytes && es->copied_bytes + n > es->cap)
+        pthread_cond_wait(&es->done, &es->mu);
+    es->copied_bytes += n;
+    if (es->copied_bytes > es->st.max_queued_bytes) es->st.max_queued_bytes = es->copied_bytes;
+    double t1 = now();
+    es->st.wait_seconds += t1 - t0;
+    pthread_mutex_unlock(&es->mu);
+    char *copy = malloc(n ? n : 1);
+    if (copy) memcpy(copy, buf, n);
+    double t2 = now();
+    pthread_mutex_lock(&es->mu);
+    es->st.copy_seconds += t2 - t1;
+    if (!copy) es->copied_bytes -= n;
+    pthread_mutex_unlock(&es->mu);
+    if (!copy) {
+        errno = ENOMEM;
+        return 0;
+    }
+    uint64_t id = submit(es, IOPILOT_ES_WRITE, fd, copy, n, offset, 1, NULL);
+    if (!id) {
+        free(copy);
+        pthread_mutex_lock(&es->mu);
+        es->copied_bytes -= n;
+        pthread_cond_broadcast(&es->done);
+        pthread_mutex_unlock(&es->mu);
+    }
+    return id;
+}
+
+uint64_t iopilot_es_read(iopilot_es *es, int fd, void *buf, size_t n, int64_t offset,
+                         size_t *got) {
+    if (!usable(es, fd, buf, n, offset)) return 0;
+    return submit(es, IOPILOT_ES_READ, fd, buf, n, offset, 0, got);
+}
+
+uint64_t iopilot_es_fsync(iopilot_es *es, int fd) {
+    if (!usable(es, fd, NULL, 0, 0)) return 0;
+    return submit(es, IOPILOT_ES_FSYNC, fd, NULL, 0, 0, 0, NULL);
+}
+
+int iopilot_es_wait(iopilot_es *es, double timeout, size_t *pending,
+                    iopilot_es_failure *failures, size_t *nfailures) {
+    if (!es || (failures && !nfailures)) {
+        errno = EINVAL;
+        return -1;
+    }
+    double t0 = now();
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    if (timeout > 0) {
+        double whole = (double)(long long)timeout;
+        deadline.tv_sec += (time_t)whole;
+        deadline.tv_nsec += (long)((timeout - whole) * 1e9);
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&es->mu);
+    while (es->pending && timeout != 0) {
+        if (timeout < 0) {
+            pthread_cond_wait(&es->done, &es->mu);
+        } else if (pthread_cond_timedwait(&es->done, &es->mu, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    size_t left = es->pending, nf = es->nfails;
+    if (pending) *pending = left;
+    if (nfailures) {
+        size_t room = failures ? *nfailures : 0;
+        if (failures && room) memcpy(failures, es->fails, (nf < room ? nf : room) * sizeof *failures);
+        *nfailures = nf;
+    }
+    es->nfails = 0; /* reported */
+    es->st.wait_seconds += now() - t0;
+    pthread_mutex_unlock(&es->mu);
+    return nf ? 2 : left ? 1 : 0;
+}
+
+void iopilot_es_get_stats(iopilot_es *es, iopilot_es_stats *out) {
+    if (!es || !out) return;
+    pthread_mutex_lock(&es->mu);
+    *out = es->st;
+    pthread_mutex_unlock(&es->mu);
+}
+
+int iopilot_es_close(iopilot_es *es) {
+    if (!es) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&es->mu);
+    __atomic_store_n(&es->stop, 1, __ATOMIC_RELEASE);
+    pthread_cond_signal(&es->work);
+    pthread_mutex_unlock(&es->mu);
+    pthread_join(es->thread, NULL); /* it runs what is queued, then ends */
+    int rc = es->nfails ? 2 : 0;
+    free(es->fails);
+    pthread_cond_destroy(&es->work);
+    pthread_cond_destroy(&es->done);
+    pthread_mutex_destroy(&es->mu);
+    free(es);
+    return rc;
+}
