@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .checks import Check, Diagnosis
     from .model import Trace
     from .model.scope import FileScope
+    from .overlap.advise import Advice
 
 FORMATS = ("dict", "json", "csv", "terminal", "html")
 
@@ -113,6 +114,18 @@ def report(path: str | Path, fmt: str = "terminal", *,
     """The whole pipeline in one call: ``render(diagnose(path, ...), fmt, ...)``."""
     d = diagnose(path, thresholds=thresholds, only=only, scope=scope)
     return render(d, fmt, **options)
+
+
+def advise_async(source: Trace | str | Path, *, cores: int | None = None,
+                 scope: FileScope | None = None) -> Advice:
+    """Whether asynchronous I/O pays for the run in ``source``: the predicted
+    run time with and without it, per phase, and whether reordering is safe
+    (calibrated on this machine; ``cores`` per node when it differs)."""
+    from .overlap.advise import advise
+    from .overlap.calibrate import measure
+
+    trace = load(str(source)) if isinstance(source, (str, Path)) else source
+    return advise(derive(trace, scope), measure(cores))
 
 
 # ---------------------------------------------------------------------------

@@ -15,11 +15,11 @@ from typing import NoReturn
 
 from .. import __version__
 from ..errors import InputError
-from . import bench, checks, demo, export, optimize, report, run, tune
+from . import advise, bench, checks, demo, export, optimize, report, run, tune
 from .common import EXIT_BAD_INPUT, EXIT_OK
 
 # In the order ``iopilot --help`` lists them.
-COMMANDS = (report, checks, run, export, demo, bench, tune, optimize)
+COMMANDS = (report, checks, run, export, demo, bench, tune, optimize, advise)
 
 # What each command does and how it is called, shown by its --help.
 _ABOUT: dict[str, tuple[str, str]] = {k: v for m in COMMANDS for k, v in m.ABOUT.items()}
@@ -67,7 +67,7 @@ def _describe(p: argparse.ArgumentParser, path: str = "") -> None:
 def _chosen(p: argparse.ArgumentParser, args: argparse.Namespace,
             first: str | None) -> argparse.ArgumentParser:
     """The (sub)command parser the command line chose, for its usage line."""
-    for dest in ("command", "export", "bench"):
+    for dest in ("command", "export", "bench", "advise"):
         name = getattr(args, dest, None)
         if dest == "command":  # `run` and `tune` keep their program under that name too
             name = first

@@ -1,0 +1,348 @@
+"""Would asynchronous I/O pay for this program?  A prediction from its trace.
+
+The model follows the program's own timeline, rank by rank:
+
+* **Phases.**  The POSIX reads, writes and syncs of all ranks are grouped
+  into I/O phases (bursts separated by idle time, as the report's phase
+  view finds them).  For each rank and phase: the I/O seconds (the calls'
+  durations), the rank's other time inside the phase (filling buffers,
+  opens, closes: its own thread's work), the bytes written and the
+  operations.  What lies between one phase and the next is computation.
+* **Without async** the rank's time is what the trace measured.
+* **With async** the rank's thread computes, then at each phase does its
+  own part of the phase plus the engine's overhead (copying the bytes
+  written at the measured copy rate, and one hand-off per operation),
+  while the background thread does the I/O.  One phase is in flight at a
+  time: a phase first waits for the previous one's I/O (as a double-buffered
+  checkpoint does), and the end of the run waits for the last.  When a
+  node's ranks and their I/O threads outnumber its cores, the write calls'
+  CPU time (copies into the page cache) is taken from the computation
+  they overlap.
+* The prediction for the run is the slowest rank's; the recommendation is
+  on when it saves at least ``min_gain`` of the run and nothing in the
+  trace makes reordering unsafe.
+
+**Safety.**  Async moves a write later in time.  When bytes one rank (or
+process) wrote are read or written by another rank afterwards with no
+sync or close of that file by the writer in between, the second access
+could see the old bytes (or land first): the advisor lists such pairs and
+says async is unsafe there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._record import record
+from ..model import OP_WRITE, Records, Trace
+from ..vocabulary import OP_NAMES, RECORD_LAYERS
+from .calibrate import Calibration
+
+OP_SYNC = OP_NAMES.index("sync")
+OP_CLOSE = OP_NAMES.index("close")
+MIN_GAIN = 0.05  # share of the run async must save to be recommended
+MAX_CONFLICTS = 10  # listed; all are counted
+
+
+@record
+class Phase:
+    index: int
+    start: float
+    end: float
+    rank: int  # the rank that decides the run
+    compute_before_seconds: float
+    io_seconds: float
+    own_seconds: float  # the rank's other time inside the phase
+    bytes_written: int
+    operations: int
+    overhead_seconds: float
+    stall_seconds: float  # waiting for the previous phase's I/O, with async
+    hidden_seconds: float  # I/O seconds async takes off the run
+
+
+@record
+class Conflict:
+    file: str
+    first_rank: int
+    second_rank: int
+    first_op: str
+    second_op: str
+    offset: int
+    bytes: int
+    first_end: float
+    second_start: float
+
+
+@record
+class Advice:
+    source: str
+    ranks: int
+    phases: list[Phase]
+    sync_seconds: float
+    async_seconds: float
+    slowest_rank: int
+    calibration: Calibration
+    conflicts: list[Conflict]
+    conflicts_total: int
+    recommendation: str  # "on" or "off"
+    reason: str
+
+    @property
+    def saved_seconds(self) -> float:
+        return self.sync_seconds - self.async_seconds
+
+    def as_dict(self) -> dict[str, Any]:
+        from .._record import asdict
+
+        return {
+            "source": self.source,
+            "ranks": self.ranks,
+            "predicted": {"sync_seconds": self.sync_seconds,
+                          "async_seconds": self.async_seconds,
+                          "saved_seconds": self.saved_seconds,
+                          "saved_share": (self.saved_seconds / self.sync_seconds
+                                          if self.sync_seconds > 0 else 0.0),
+                          "slowest_rank": self.slowest_rank},
+            "recommendation": self.recommendation,
+            "reason": self.reason,
+            "safe": not self.conflicts_total,
+            "conflicts_total": self.conflicts_total,
+            "conflicts": [asdict(c) for c in self.conflicts],
+            "calibration": self.calibration.as_dict(),
+            "phases": [asdict(p) for p in self.phases],
+        }  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# The timeline
+
+
+def _io_records(trace: Trace) -> tuple[Records, Records]:
+    """The POSIX operations async can take over (reads, writes, syncs), and the
+    POSIX metadata calls that stay on the program's thread."""
+    posix = RECORD_LAYERS.index("POSIX")
+    data = trace.records.select(trace.records.layer == posix)
+    meta = trace.meta_records.select(trace.meta_records.layer == posix)
+    syncs = meta.op == OP_SYNC
+    return Records.concat([data, meta.select(syncs)]), meta.select(~syncs)
+
+
+def _phase_bounds(recs: Records) -> np.ndarray:
+    """Start time of each I/O phase (all ranks together), in order."""
+    from ..checks.phases import phases
+
+    return np.asarray(phases(recs)["start"], float)
+
+
+def _contention(trace: Trace, cal: Calibration) -> float:
+    """Share of the write calls' time taken from computation they overlap:
+    0 when each rank and its I/O thread have a core, up to 1 when the node's
+    ranks already fill its cores."""
+    hosts = len(set(trace.job.hosts.values())) or 1
+    per_node = max(1, -(-max(trace.job.nprocs, 1) // hosts))
+    return float(min(1.0, max(0.0, (2 * per_node - cal.cores) / per_node)))
+
+
+def _simulate(c: np.ndarray, io: np.ndarray, own: np.ndarray, over: np.ndarray,
+              cpu_io: np.ndarray, tail: float, steal: float) -> tuple[float, np.ndarray]:
+    """One rank's run with async: its end time and the stall at each phase."""
+    t = 0.0
+    bg_free = 0.0
+    prev_cpu = 0.0
+    stall = np.zeros(len(c))
+    for k in range(len(c)):
+        ck = c[k] + steal * min(c[k], prev_cpu)
+        t += ck
+        stall[k] = max(0.0, bg_free - t)
+        t += stall[k] + own[k] + over[k]
+        bg_free = t + io[k]
+        prev_cpu = cpu_io[k]
+    t += tail + steal * min(tail, prev_cpu)
+    end = max(t, bg_free)
+    return end, stall
+
+
+def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float, int]:
+    io_recs, _ = _io_records(trace)
+    run = float(trace.job.runtime)
+    if not len(io_recs):
+        return [], run, run, 0
+    starts = _phase_bounds(io_recs)
+    n_ph = len(starts)
+    phase = np.searchsorted(starts, io_recs.start, side="right") - 1
+    ranks = np.unique(io_recs.rank)
+    steal = _contention(trace, cal)
+    dur = np.maximum(io_recs.end - io_recs.start, 0.0)
+    best: tuple[float, int, list[Phase]] | None = None
+    run_end = max(run, float(io_recs.end.max()))
+    for r in ranks:
+        m = io_recs.rank == r
+        ph, d, s, e = phase[m], dur[m], io_recs.start[m], io_recs.end[m]
+        op, length = io_recs.op[m], io_recs.length[m]
+        io = np.bincount(ph, d, n_ph)
+        cpu_io = np.bincount(ph, np.where(op == OP_WRITE, d, 0.0), n_ph)
+        wbytes = np.bincount(ph, np.where(op == OP_WRITE, np.maximum(length, 0), 0), n_ph)
+        ops = np.bincount(ph, None, n_ph)
+        first = np.full(n_ph, np.inf)
+        last = np.full(n_ph, -np.inf)
+        np.minimum.at(first, ph, s)
+        np.maximum.at(last, ph, e)
+        active = ops > 0
+        # A rank without I/O in a phase: its time there is computation.
+        first = np.where(active, first, 0.0)
+        last = np.where(active, last, 0.0)
+        own = np.where(active, np.maximum(last - first - io, 0.0), 0.0)
+        ends = np.maximum.accumulate(np.where(active, last, 0.0))
+        prev_end = np.concatenate([[0.0], ends[:-1]])
+        c = np.where(active, np.maximum(first - prev_end, 0.0), 0.0)
+        tail = max(run_end - float(ends[-1]), 0.0)
+        over = wbytes / cal.copy_bytes_per_second + ops * cal.handoff_seconds
+        end, stall = _simulate(c, io, own, over, cpu_io, tail, steal)
+        if best is None or end > best[0]:
+            nxt = np.concatenate([stall[1:], [0.0]])
+            last_phase = np.arange(n_ph) == n_ph - 1
+            hidden = np.where(last_phase, 0.0, np.maximum(io - nxt, 0.0)) - over
+            if n_ph:  # the end of the run waits for the last phase's I/O
+                hidden[-1] = min(io[-1], tail) - over[-1]
+            phases = [Phase(k, float(starts[k]), float(last[k]) if active[k] else float(starts[k]),
+                            int(r), float(c[k]), float(io[k]), float(own[k]), int(wbytes[k]),
+                            int(ops[k]), float(over[k]), float(stall[k]), float(hidden[k]))
+                      for k in range(n_ph)]  # fmt: skip
+            best = (end, int(r), phases)
+    assert best is not None
+    end, slowest, phases = best
+    return phases, run_end, end, slowest
+
+
+# ---------------------------------------------------------------------------
+# Safety: accesses async could reorder
+
+
+def _conflicts(trace: Trace) -> tuple[list[Conflict], int]:
+    """Pairs of overlapping accesses by different ranks, at least one a write,
+    the first of them a write with no sync or close of the file by its rank
+    before the second began.  Each access is paired with the earlier one (in
+    offset order, within its file) that reaches furthest: the one it overlaps
+    if it overlaps any."""
+    from ..checks.recordtools import _prev_max
+
+    posix = RECORD_LAYERS.index("POSIX")
+    recs = trace.records.select(trace.records.layer == posix)
+    if len(recs) < 2 or len(np.unique(recs.rank)) < 2:
+        return [], 0
+    order = np.lexsort((recs.start, recs.offset, recs.file_id))
+    f, off = recs.file_id[order], recs.offset[order]
+    end = off + np.maximum(recs.length[order], 0)
+    rank, op = recs.rank[order], recs.op[order]
+    t0, t1 = recs.start[order], recs.end[order]
+    group = np.cumsum(np.concatenate([[0], f[1:] != f[:-1]]))
+    reach, holder = _prev_max(group, end, holders=True)
+    assert holder is not None
+    j = np.maximum(holder, 0)
+    cand = (holder >= 0) & (off < reach) & (rank != rank[j]) & (
+        (op == OP_WRITE) | (op[j] == OP_WRITE))
+    i = np.flatnonzero(cand)
+    j = j[i]
+    first_is_j = t0[j] <= t0[i]
+    a = np.where(first_is_j, j, i)
+    b = np.where(first_is_j, i, j)
+    keep = op[a] == OP_WRITE  # a read, then a write: the read already had its bytes
+    a, b = a[keep], b[keep]
+    open_ = ~_fenced(trace, f[a], rank[a], t1[a], t0[b])
+    a, b = a[open_], b[open_]
+    out = []
+    for x, y in zip(a[:MAX_CONFLICTS].tolist(), b[:MAX_CONFLICTS].tolist(), strict=True):
+        lo, hi = max(off[x], off[y]), min(end[x], end[y])
+        out.append(Conflict(trace.names.get(int(f[x]), str(int(f[x]))), int(rank[x]),
+                            int(rank[y]), OP_NAMES[int(op[x])], OP_NAMES[int(op[y])],
+                            int(lo), int(hi - lo), float(t1[x]), float(t0[y])))  # fmt: skip
+    return out, len(a)
+
+
+def _fenced(trace: Trace, file_id: np.ndarray, rank: np.ndarray, after: np.ndarray,
+            before: np.ndarray) -> np.ndarray:
+    """Whether the rank synced or closed the file between ``after`` and
+    ``before`` (one answer per element)."""
+    meta = trace.meta_records
+    posix = RECORD_LAYERS.index("POSIX")
+    fences = meta.select((meta.layer == posix) & np.isin(meta.op, (OP_SYNC, OP_CLOSE)))
+    if not len(file_id) or not len(fences):
+        return np.zeros(len(file_id), bool)
+    # One key per (file, rank): files numbered densely, times the ranks.
+    files = np.unique(np.concatenate([fences.file_id, file_id]))
+    width = int(max(fences.rank.max(), rank.max())) + 1
+    fkey = np.searchsorted(files, fences.file_id).astype(np.int64) * width + fences.rank
+    want = np.searchsorted(files, file_id).astype(np.int64) * width + rank
+    # All fences on one time line, each (file, rank) group after the previous.
+    keys, gid = np.unique(fkey, return_inverse=True)
+    span = float(max(fences.end.max(), before.max())) + 1.0
+    line = fences.start + gid.ravel() * span
+    order = np.argsort(line, kind="stable")
+    line, fend, fgid = line[order], fences.end[order], gid.ravel()[order]
+    k = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+    pid = np.where(keys[k] == want, k, -1)
+    # The first fence of the group at or after ``after``: it must end by ``before``.
+    pos = np.minimum(np.searchsorted(line, after + np.maximum(pid, 0) * span), len(line) - 1)
+    found = (pid >= 0) & (fgid[pos] == pid) & (line[pos] >= after + pid * span)
+    return found & (fend[pos] <= before)
+
+
+# ---------------------------------------------------------------------------
+
+
+def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Advice:
+    """The prediction and recommendation for ``trace`` on a machine like ``cal``."""
+    phases, sync_s, async_s, slowest = _timeline(trace, cal)
+    conflicts, n_conf = _conflicts(trace)
+    saved = sync_s - async_s
+    ranks = len(np.unique(trace.records.rank)) or trace.job.nprocs
+    if not phases:
+        rec, why = "off", "the trace has no POSIX reads, writes or syncs to move to a thread"
+    elif n_conf:
+        rec, why = "off", (f"{n_conf} access(es) by one rank to bytes another rank wrote with "
+                           "no sync or close in between: delaying those writes could change "
+                           "what is read or which write lands last")  # fmt: skip
+    elif saved >= min_gain * sync_s and saved > 0:
+        rec, why = "on", (f"hides {saved:.3f} s of I/O behind computation "
+                          f"({saved / sync_s:.0%} of the run)")  # fmt: skip
+    elif saved > 0:
+        rec, why = "off", (f"would save only {saved:.3f} s ({saved / sync_s:.1%} of the run, "
+                           f"less than {min_gain:.0%}): not worth a second thread and the copies")
+    else:
+        rec, why = "off", (f"would cost {-saved:.3f} s more: the computation between I/O "
+                           "phases is too short to hide the I/O and the engine's overhead")
+    return Advice(trace.source, ranks, phases, sync_s, async_s, slowest, cal, conflicts, n_conf,
+                  rec, why)  # fmt: skip
+
+
+def render_text(a: Advice) -> str:
+    """The terminal report."""
+    c = a.calibration
+    lines = [f"iopilot advise async: {a.source}",
+             f"  {len(a.phases)} I/O phase(s), {a.ranks} rank(s); slowest rank {a.slowest_rank}",
+             f"  predicted run without async {a.sync_seconds:.3f} s, with async "
+             f"{a.async_seconds:.3f} s ({a.saved_seconds:+.3f} s saved)",
+             f"  calibration: copies at {c.copy_bytes_per_second / 2**30:.1f} GiB/s, "
+             f"{c.handoff_seconds * 1e6:.1f} us per operation handed to the I/O thread, "
+             f"{c.cores} core(s)",
+             f"  recommendation: {a.recommendation.upper()}: {a.reason}"]  # fmt: skip
+    if a.phases:
+        lines += ["", f"  {'phase':>5} {'start(s)':>9} {'compute before':>15} {'I/O(s)':>9} "
+                      f"{'overhead(s)':>12} {'stall(s)':>9} {'hidden(s)':>10}"]  # fmt: skip
+        shown = a.phases if len(a.phases) <= 20 else a.phases[:10] + a.phases[-10:]
+        for p in shown:
+            lines.append(f"  {p.index:>5} {p.start:>9.3f} {p.compute_before_seconds:>15.3f} "
+                         f"{p.io_seconds:>9.3f} {p.overhead_seconds:>12.4f} "
+                         f"{p.stall_seconds:>9.3f} {p.hidden_seconds:>10.3f}")  # fmt: skip
+        if len(shown) < len(a.phases):
+            lines.append(f"  ... {len(a.phases) - len(shown)} phase(s) not shown (--json has all)")
+    if a.conflicts_total:
+        lines += ["", f"  unsafe to reorder ({a.conflicts_total} pair(s)):"]
+        for k in a.conflicts:
+            lines.append(f"    {k.file}: rank {k.first_rank} {k.first_op} then rank "
+                         f"{k.second_rank} {k.second_op} of {k.bytes} bytes at {k.offset}, "
+                         f"{k.second_start - k.first_end:.3f} s apart, no sync or close "
+                         "between")  # fmt: skip
+    return "\n".join(lines)

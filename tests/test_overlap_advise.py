@@ -1,0 +1,188 @@
+"""The async advisor: timelines worked out by hand on both sides of each
+rule, the safety check, and the command on a real traced run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iopilot._record import replace
+from iopilot.model import Records
+from iopilot.overlap.advise import advise
+from iopilot.overlap.calibrate import Calibration
+from iopilot.vocabulary import OP_NAMES, RECORD_LAYERS
+from kit import records, trace
+
+FREE = Calibration(float("inf"), 0.0, 64, measured=False)  # no overhead, cores to spare
+MB = 100_000_000
+
+
+def meta(rows: list[tuple]) -> Records:
+    """Metadata records from (rank, op name, file, start, end)."""
+    col = list(zip(*rows, strict=True)) if rows else [()] * 5
+    n = len(rows)
+    return Records(np.array(col[0], np.int32), np.full(n, RECORD_LAYERS.index("POSIX"), np.uint8),
+                   np.array([OP_NAMES.index(o) for o in col[1]], np.uint8),
+                   np.array(col[2], np.uint64), np.full(n, -1, np.int64), np.zeros(n, np.int64),
+                   np.array(col[3], np.float64), np.array(col[4], np.float64))  # fmt: skip
+
+
+def epochs(compute: float, io: float, steps: int = 4, ranks: int = 1, runtime: float | None = None,
+           hosts: dict[int, str] | None = None, metas: list[tuple] | None = None):
+    """Each rank: compute, then one write of 100 MB taking ``io`` seconds, per step."""
+    rows = [(r, "w", 1 + r, k * MB, MB, compute + k * (compute + io),
+             (k + 1) * (compute + io)) for r in range(ranks) for k in range(steps)]  # fmt: skip
+    t = trace(recs=records(rows), nprocs=ranks, hosts=hosts)
+    t = replace(t, meta_records=meta(metas or []))
+    t.job.runtime = runtime if runtime is not None else steps * (compute + io)
+    return t
+
+
+def test_compute_longer_than_io_hides_all_but_the_last_phase():
+    a = advise(epochs(2.0, 1.0), FREE)
+    # 4 x max(2, 1) + min(2, 1): the last write is never hidden
+    assert a.sync_seconds == pytest.approx(12.0) and a.async_seconds == pytest.approx(9.0)
+    assert a.recommendation == "on" and "3.000 s" in a.reason
+    assert [p.stall_seconds for p in a.phases] == pytest.approx([0, 0, 0, 0])
+    assert [p.hidden_seconds for p in a.phases] == pytest.approx([1, 1, 1, 0])
+    assert [p.compute_before_seconds for p in a.phases] == pytest.approx([2, 2, 2, 2])
+
+
+def test_compute_shorter_than_io_hides_the_compute():
+    a = advise(epochs(0.5, 1.0), FREE)
+    assert a.sync_seconds == pytest.approx(6.0) and a.async_seconds == pytest.approx(4.5)
+    assert [p.stall_seconds for p in a.phases] == pytest.approx([0, 0.5, 0.5, 0.5])
+    assert a.recommendation == "on"
+
+
+def test_overhead_longer_than_compute_makes_async_slower():
+    slow_copy = Calibration(1e8, 0.0, 64, measured=False)  # 1 s to copy each 100 MB
+    a = advise(epochs(0.5, 1.0), slow_copy)
+    assert a.async_seconds == pytest.approx(8.5) and a.sync_seconds == pytest.approx(6.0)
+    assert a.recommendation == "off" and "would cost 2.500 s more" in a.reason
+    assert [p.overhead_seconds for p in a.phases] == pytest.approx([1.0] * 4)
+    handoffs = Calibration(1e15, 0.25, 64, measured=False)  # per operation
+    assert advise(epochs(0.5, 1.0), handoffs).async_seconds == pytest.approx(5.5)
+
+
+@pytest.mark.parametrize(("cores", "expected"), [(2, 12.0), (3, 10.5), (4, 9.0)])
+def test_io_threads_without_cores_of_their_own_slow_the_compute(cores, expected):
+    """Two ranks on one node: their I/O threads need two more cores; with
+    fewer, the write calls' time is taken from the computation they overlap."""
+    t = epochs(2.0, 1.0, ranks=2, hosts={0: "n1", 1: "n1"})
+    a = advise(t, Calibration(1e15, 0.0, cores, measured=False))
+    assert a.async_seconds == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("io", "rec"), [(0.5, "on"), (0.49, "off")])
+def test_the_gain_must_reach_five_percent_of_the_run(io, rec):
+    t = trace(recs=records([(0, "w", 1, 0, MB, 9.0, 9.0 + io)]))
+    t = replace(t, meta_records=meta([]))
+    t.job.runtime = 10.0
+    a = advise(t, FREE)
+    assert a.sync_seconds == pytest.approx(10.0)
+    assert a.saved_seconds == pytest.approx(io)
+    assert a.recommendation == rec
+
+
+def test_syncs_move_to_the_thread_and_opens_stay():
+    metas = [(0, "open", 1, 1.9, 2.0), (0, "sync", 1, 3.0, 3.5), (0, "close", 1, 3.5, 3.6)]
+    t = trace(recs=records([(0, "w", 1, 0, MB, 2.0, 3.0)]))
+    t = replace(t, meta_records=meta(metas))
+    t.job.runtime = 6.0
+    (p,) = advise(t, FREE).phases
+    assert p.io_seconds == pytest.approx(1.5)  # the write and the fsync
+    assert p.compute_before_seconds == pytest.approx(2.0)
+
+
+def test_no_posix_io_is_no_advice():
+    t = replace(trace(recs=records([])), meta_records=meta([]))
+    a = advise(t, FREE)
+    assert a.recommendation == "off" and "no POSIX" in a.reason and a.phases == []
+
+
+def _two_ranks(second: tuple, metas: list[tuple]):
+    rows = [(0, "w", 1, 0, 100, 1.0, 2.0), second]
+    t = trace(recs=records(rows), nprocs=2)
+    t = replace(t, meta_records=meta(metas))
+    t.job.runtime = 5.0
+    return advise(t, FREE)
+
+
+@pytest.mark.parametrize(("second", "metas", "unsafe"), [
+    ((1, "r", 1, 50, 100, 3.0, 4.0), [], True),                          # read after write
+    ((1, "w", 1, 99, 10, 3.0, 4.0), [], True),                           # write after write
+    ((1, "r", 1, 100, 100, 3.0, 4.0), [], False),                        # touching, no overlap
+    ((1, "r", 1, 50, 100, 3.0, 4.0), [(0, "sync", 1, 2.1, 2.2)], False),  # writer synced
+    ((1, "r", 1, 50, 100, 3.0, 4.0), [(0, "close", 1, 2.1, 2.2)], False),  # writer closed
+    ((1, "r", 1, 50, 100, 3.0, 4.0), [(1, "sync", 1, 2.1, 2.2)], True),   # the reader synced
+    ((1, "r", 1, 50, 100, 3.0, 4.0), [(0, "sync", 2, 2.1, 2.2)], True),   # another file
+    ((1, "r", 1, 50, 100, 3.0, 4.0), [(0, "sync", 1, 3.5, 3.6)], True),   # too late
+    ((1, "r", 1, 50, 100, 0.1, 0.2), [], False),                         # read first
+    ((0, "r", 1, 50, 100, 3.0, 4.0), [], False),                         # the same rank
+    ((1, "r", 2, 50, 100, 3.0, 4.0), [], False),                         # another file
+])  # fmt: skip
+def test_reordering_is_unsafe_only_across_ranks_without_a_sync(second, metas, unsafe):
+    a = _two_ranks(second, metas)
+    assert (a.conflicts_total == 1) is unsafe
+    if unsafe:
+        assert a.recommendation == "off" and "no sync or close" in a.reason
+        (c,) = a.conflicts
+        assert (c.first_rank, c.second_rank, c.first_op) == (0, second[0], "write")
+        assert c.offset == second[3]
+        assert c.bytes == min(100, second[3] + second[4]) - c.offset
+    else:
+        assert a.conflicts == []
+
+
+def test_json_fields(tmp_path):
+    d = advise(epochs(2.0, 1.0), FREE).as_dict()
+    assert set(d["predicted"]) >= {"sync_seconds", "async_seconds", "saved_seconds"}
+    assert d["recommendation"] == "on" and d["safe"] is True
+    assert len(d["phases"]) == 4 and {"io_seconds", "compute_before_seconds",
+                                      "hidden_seconds"} <= set(d["phases"][0])  # fmt: skip
+    json.dumps(d)
+
+
+# ---------------------------------------------------------------------------
+# The command on a real run
+
+ROOT = Path(__file__).resolve().parents[1]
+EPOCHS = ROOT / "build" / "kernels" / "epochs"
+
+
+def _iopilot(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return subprocess.run([sys.executable, "-m", "iopilot", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+@pytest.mark.skipif(not EPOCHS.exists(), reason="kernels not built (make -C kernels)")
+def test_advise_async_on_a_traced_run(tmp_path):
+    r = _iopilot("run", "--trace-dir", "t", "--trace-only", "--", str(EPOCHS), "--api", "posix",
+                 "--steps", "3", "--compute", "0.2", "--size", "4m", "--fsync", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = _iopilot("advise", "async", "t", "--json", "a.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = json.loads((tmp_path / "a.json").read_text())
+    assert len(d["phases"]) == 3 and d["ranks"] == 1
+    assert all(p["bytes_written"] == 4 << 20 and p["operations"] == 2 for p in d["phases"])
+    assert d["predicted"]["async_seconds"] < d["predicted"]["sync_seconds"]
+    assert d["calibration"]["measured"] and d["calibration"]["copy_bytes_per_second"] > 1e8
+    assert "recommendation:" in r.stdout and "phase" in r.stdout
+
+
+def test_advise_async_bad_input_is_one_line(tmp_path):
+    r = _iopilot("advise", "async", str(tmp_path / "missing"), cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+    assert "missing" in r.stderr
+    r = _iopilot("advise", "async", str(tmp_path), "--cores", "0", cwd=tmp_path)
+    assert r.returncode == 2 and "--cores" in r.stderr and "Traceback" not in r.stderr
+    r = _iopilot("advise", "sync", "x", cwd=tmp_path)
+    assert r.returncode == 2 and "usage: iopilot advise" in r.stderr
