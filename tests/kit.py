@@ -183,3 +183,29 @@ def shared_logs(pattern: str = "*.darshan", keep=None) -> list:
     if SHARED.is_dir():
         return sorted(p.name for p in SHARED.glob(pattern) if keep is None or keep(p.name))
     return [pytest.param(None, marks=pytest.mark.skip(reason=CORPUS_ABSENT))]
+
+
+def killed_after_durable_steps(cmd: list[str], path, steps: int, env=None) -> int:
+    """Run ``cmd`` (a program printing "durable K" after step K's bytes are
+    synced: 1 MiB of the byte K % 251 at K MiB of ``path``), SIGKILL it once
+    ``steps`` steps are durable, and check every durable step's bytes.
+    Returns the last durable step."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    assert p.stdout is not None
+    last, deadline = -1, time.monotonic() + 60
+    while last < steps and time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if line.startswith("durable"):
+            last = int(line.split()[1])
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert last >= steps
+    data = open(path, "rb").read()
+    for step in range(last + 1):
+        assert data[step << 20:(step + 1) << 20] == bytes([step % 251]) * (1 << 20), step
+    return last

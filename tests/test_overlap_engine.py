@@ -7,16 +7,15 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from iopilot.overlap.engine import AsyncIOError, EventSet
+from kit import killed_after_durable_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "runtime"
@@ -160,23 +159,7 @@ _STEPS = textwrap.dedent("""
 
 def test_kill_9_keeps_every_byte_up_to_the_last_completed_fsync(tmp_path: Path) -> None:
     path = tmp_path / "steps.dat"
-    p = subprocess.Popen([sys.executable, "-c", _STEPS, str(path)], stdout=subprocess.PIPE,
-                         text=True)  # fmt: skip
-    assert p.stdout is not None
-    last = -1
-    deadline = time.monotonic() + 60
-    while last < 20 and time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if line.startswith("durable"):
-            last = int(line.split()[1])
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
-    assert last >= 20
-    data = path.read_bytes()
-    assert len(data) >= (last + 1) << 20
-    for step in range(last + 1):
-        chunk = data[step << 20:(step + 1) << 20]
-        assert chunk == bytes([step % 251]) * (1 << 20), step
+    killed_after_durable_steps([sys.executable, "-c", _STEPS, str(path)], path, 20)
 
 
 @pytest.mark.skipif(not HAVE_MPI, reason="mpirun not installed")

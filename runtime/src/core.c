@@ -4,6 +4,7 @@
  * and the core knows them only through the table in modules.c.
  */
 #define _GNU_SOURCE
+#include "behind.h"
 #include "core_private.h"
 #include "settings.h"
 
@@ -291,6 +292,7 @@ __attribute__((constructor(101))) static void iop_init(void) {
     iop_use_tsc = tsc_is_reliable();
     pthread_atfork(NULL, NULL, child_after_fork);
     iop_settings_load(); /* before the first call is traced */
+    iop_behind_init();
     iop_enabled = 1;
     errno = saved;
 }
@@ -298,6 +300,7 @@ __attribute__((constructor(101))) static void iop_init(void) {
 __attribute__((destructor)) static void iop_fini(void) {
     if (!cfg.dir[0] || !pool || cfg.ended || !this_is_our_process()) return;
     int saved = errno;
+    iop_behind_fence_all(); /* deferred writes land before the program is gone */
     iop_enabled = 0; /* nothing after this point is traced */
     flush_all("exit");
     cfg.ended = 1;
@@ -309,6 +312,7 @@ __attribute__((destructor)) static void iop_fini(void) {
 void iop_before_exec(void) {
     if (!iop_enabled || iop_in_runtime || !this_is_our_process()) return;
     int saved = errno;
+    iop_behind_fence_all();
     cfg.exec_count++;
     flush_all("exec");
     errno = saved;
@@ -318,6 +322,7 @@ void iop_before_exec(void) {
 void iop_before_exit(int status) {
     if (!iop_enabled || iop_in_runtime || !this_is_our_process()) return;
     int saved = errno;
+    iop_behind_fence_all();
     iop_enabled = 0;
     cfg.exit_code = status & 0xff;
     flush_all("_exit");

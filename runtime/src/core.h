@@ -56,6 +56,7 @@ typedef struct iop_open {
      * through it was refused (the program's descriptor is used from then on). */
     int direct_fd;
     int direct_refused;
+    int behind_ok; /* IOPILOT_ASYNC: writes on this descriptor may be deferred */
     uint64_t direct_dev, direct_ino;
 } iop_open;
 

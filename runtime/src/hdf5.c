@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "behind.h"
 #include "core.h"
 #include "settings.h"
 
@@ -1119,6 +1120,7 @@ IOP_EXPORT herr_t H5Fflush(hid_t obj, int scope) {
     t_H5Fflush *f = H5F_(L, H5Fflush);
     if (!f) return -1;
     if (!iop_active()) return f(obj, scope);
+    iop_behind_fence_all(); /* flushed means handed to the system, pending writes too */
     double t1 = iop_now();
     herr_t r = f(obj, scope);
     int e = errno;

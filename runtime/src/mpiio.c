@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include "behind.h"
 #include "core.h"
 #include "settings.h"
 
@@ -555,6 +556,7 @@ IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI
         added = settings_info(filename, amode, info, &mine, hints, lustre_why);
     double t1 = iop_now();
     mpiio_depth++;
+    iop_inside_mpi_open++; /* its descriptors are MPI-IO's: never write-behind */
     int r = REAL(PMPI_File_open)(comm, filename, amode, added ? mine : info, fh);
     int rejected = 0;
     if (IOP_UNLIKELY(added && r != MPI_SUCCESS)) { /* as the program asked, then */
@@ -562,6 +564,7 @@ IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI
         if (again == MPI_SUCCESS) rejected = r;
         r = again;
     }
+    iop_inside_mpi_open--;
     mpiio_depth--;
     int e = errno;
     double t2 = iop_now();
@@ -606,10 +609,18 @@ IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI
     return r;
 }
 
+/* Another rank may read after a barrier what this one wrote before it. */
+REAL_DECL(int, PMPI_Barrier, (MPI_Comm));
+IOP_EXPORT int MPI_Barrier(MPI_Comm comm) {
+    if (IOP_UNLIKELY(iop_behind_pending) && iop_active()) iop_behind_fence_all();
+    return REAL(PMPI_Barrier)(comm);
+}
+
 REAL_DECL(int, PMPI_File_close, (MPI_File *));
 IOP_EXPORT int MPI_File_close(MPI_File *fh) {
     iop_open *o = fh ? traced(*fh) : NULL;
     if (!o) return REAL(PMPI_File_close)(fh);
+    iop_behind_fence_all();
     uintptr_t key = (uintptr_t)*fh; /* the call sets *fh to MPI_FILE_NULL */
     iop_stats *st = o->st;
     double t1 = iop_now();
@@ -630,6 +641,7 @@ IOP_EXPORT int MPI_File_close(MPI_File *fh) {
     IOP_EXPORT int name params {                                             \
         iop_open *o = traced(fh);                                            \
         if (!o) return REAL(P##name) args;                                   \
+        iop_behind_fence_all(); /* the program's deferred POSIX writes too */ \
         double t1 = iop_now();                                               \
         mpiio_depth++;                                                       \
         int r = REAL(P##name) args;                                          \

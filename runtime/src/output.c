@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "core_private.h"
 #include "settings.h"
+#include "behind.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -144,6 +145,20 @@ static void put_settings(sbuf *b) {
     sb_put(b, "]}", 2);
 }
 
+/* "write_behind": what IOPILOT_ASYNC deferred, and what it cost. */
+static void put_behind(sbuf *b) {
+    if (!iop_behind_on && !iop_behind_relaxed) return;
+    iop_behind_stats s;
+    iop_behind_stats_get(&s);
+    sb_printf(b, ",\n\"write_behind\": {\"relaxed\": %d, \"writes\": %ld, \"bytes\": %llu, "
+              "\"bytes_written\": %llu, \"synchronous\": %ld, \"waits\": %ld, \"errors\": %ld, "
+              "\"max_bytes\": %zu, \"busy_seconds\": %.9f, \"queued_seconds\": %.9f, "
+              "\"wait_seconds\": %.9f}",
+              iop_behind_relaxed, s.writes, (unsigned long long)s.bytes,
+              (unsigned long long)s.bytes_written, s.synchronous, s.waits, s.errors, s.max_bytes,
+              s.busy_seconds, s.queued_seconds, s.wait_seconds);
+}
+
 static void put_env(sbuf *b, const char *const *keys, int *first) {
     for (; keys && *keys; keys++) {
         const char *v = getenv(*keys);
@@ -277,6 +292,7 @@ void write_json(const char *reason) {
     }
     sb_put(&b, "]", 1);
     put_settings(&b);
+    put_behind(&b);
     sb_put(&b, "\n}\n", 3);
     if (b.failed) {
         free(b.p);

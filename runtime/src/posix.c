@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "behind.h"
 #include "direct.h"
 
 /* ------------------------------------------------------------------ */
@@ -46,10 +47,24 @@ static void opened_id(int fd, uint64_t id, int flags, mode_t mode, double t1, do
     iop_meta_op(o->st, IOP_OP_OPEN, IOP_C_OPENS, t1, t2, 0);
 }
 
+/* IOPILOT_ASYNC: may this descriptor's writes be deferred? */
+static void behind_decide(int fd, int flags) {
+    iop_open *o = iop_fd(fd);
+    if (!o) return;
+    struct stat sb;
+    iop_enter();
+    int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+    iop_leave();
+    o->behind_ok = regular && !iop_inside_mpi_open &&
+                   !(flags & (O_APPEND | O_DIRECT | O_SYNC | O_DSYNC | O_PATH)) &&
+                   (flags & O_ACCMODE) != O_RDONLY;
+}
+
 static void opened(int fd, const char *path, int flags, mode_t mode, double t1, double t2) {
     if (fd < 0) return;
     opened_id(fd, iop_register_path(path), flags, mode, t1, t2);
     if (IOP_UNLIKELY(iop_direct_on)) iop_direct_opened(iop_fd(fd), fd, AT_FDCWD, path, flags);
+    if (IOP_UNLIKELY(iop_behind_on)) behind_decide(fd, flags);
 }
 
 #define WRAP_OPEN(name)                                                 \
@@ -81,6 +96,7 @@ static void opened(int fd, const char *path, int flags, mode_t mode, double t1, 
                 opened_id(fd, iop_register_fd_path(fd), flags, mode, t1, t2); \
                 if (IOP_UNLIKELY(iop_direct_on))                        \
                     iop_direct_opened(iop_fd(fd), fd, dirfd, path, flags); \
+                if (IOP_UNLIKELY(iop_behind_on)) behind_decide(fd, flags); \
             }                                                           \
         }                                                               \
         errno = e;                                                      \
@@ -130,13 +146,23 @@ IOP_EXPORT int __openat64_2(int dirfd, const char *path, int flags) {
 
 REAL_DECL(int, close, (int));
 IOP_EXPORT int close(int fd) {
+    if (IOP_UNLIKELY(iop_behind_on) && iop_active()) iop_behind_losing(fd, fd);
     iop_open *o = iop_active() ? iop_fd(fd) : NULL;
     if (!o) return REAL(close)(fd);
     iop_stats *st = o->st;
     if (IOP_UNLIKELY(o->direct_fd >= 0)) iop_direct_closing(o);
+    int deferred = 0;
+    if (IOP_UNLIKELY(iop_behind_on)) { /* the file's writes land first; their error is ours */
+        iop_behind_closing(st->file_id);
+        deferred = iop_behind_take_error(st->file_id);
+    }
     iop_fd_clear(fd);
     double t1 = iop_now();
     int r = REAL(close)(fd);
+    if (deferred && r == 0) {
+        r = -1;
+        errno = deferred;
+    }
     int e = errno;
     iop_meta_op(st, IOP_OP_CLOSE, -1, t1, iop_now(), r < 0 ? IOP_FLAG_ERROR : 0);
     errno = e;
@@ -160,7 +186,11 @@ static void appended(int fd, iop_open *o, ssize_t r) {
  * the vector forms). */
 #define DIRECT_OR(o, fd, op, BUF, N, OFF, CALL)                          \
     ssize_t r = IOP_DIRECT_NOT_TAKEN;                                   \
-    if (IOP_UNLIKELY((o)->direct_fd >= 0) && (N))                       \
+    if (IOP_UNLIKELY((o)->behind_ok) && (op) == IOP_OP_WRITE && (N))    \
+        r = iop_behind_write(o, fd, (BUF), (N), (OFF));                 \
+    else                                                                \
+        iop_behind_fence(o); /* reads and vector writes: after the pending ones */ \
+    if (r == IOP_DIRECT_NOT_TAKEN && IOP_UNLIKELY((o)->direct_fd >= 0) && (N)) \
         r = iop_direct_io(o, fd, op, (void *)(BUF), (N), (OFF));        \
     if (r == IOP_DIRECT_NOT_TAKEN) r = CALL
 
@@ -278,6 +308,7 @@ static int aio_finished(const void *cb, double *t1, int *op) {
     REAL_DECL(int, name, (CB *));                                   \
     IOP_EXPORT int name(CB *cb) {                                   \
         if (!iop_active() || !iop_fd(cb->aio_fildes)) return REAL(name)(cb); \
+        iop_behind_fence(iop_fd(cb->aio_fildes));                   \
         double t1 = iop_now();                                      \
         int r = REAL(name)(cb);                                     \
         if (r == 0) aio_submitted((const void *)cb, op, t1);        \
@@ -315,6 +346,7 @@ WRAP_AIO_RETURN(aio_return64, struct aiocb64)
     IOP_EXPORT OFFT name(int fd, OFFT off, int whence) {                  \
         iop_open *o = iop_active() ? iop_fd(fd) : NULL;                   \
         if (!o) return REAL(name)(fd, off, whence);                       \
+        if (whence != SEEK_SET && whence != SEEK_CUR) iop_behind_fence(o); \
         double t1 = iop_now();                                            \
         OFFT r = REAL(name)(fd, off, whence);                             \
         int e = errno;                                                    \
@@ -332,6 +364,7 @@ WRAP_SEEK(lseek64, off64_t)
     IOP_EXPORT ret name params {                                          \
         iop_open *o = iop_active() ? iop_fd(fd) : NULL;                   \
         if (!o) return REAL(name) args;                                   \
+        iop_behind_fence(o); /* sizes and contents include pending writes */ \
         double t1 = iop_now();                                            \
         ret r = REAL(name) args;                                          \
         int e = errno;                                                    \
@@ -340,8 +373,31 @@ WRAP_SEEK(lseek64, off64_t)
         return r;                                                         \
     }
 
-WRAP_FD_META(int, fsync, (int fd), (fd), IOP_OP_SYNC, IOP_C_FSYNCS)
-WRAP_FD_META(int, fdatasync, (int fd), (fd), IOP_OP_SYNC, IOP_C_FDSYNCS)
+/* fsync, fdatasync: pending writes first (queued, in relaxed mode), and a
+ * deferred write error is the call's. */
+#define WRAP_SYNC(name, counter, data_only)                               \
+    REAL_DECL(int, name, (int));                                          \
+    IOP_EXPORT int name(int fd) {                                         \
+        iop_open *o = iop_active() ? iop_fd(fd) : NULL;                   \
+        if (!o) return REAL(name)(fd);                                    \
+        double t1 = iop_now();                                            \
+        int r = IOP_BEHIND_NOT_TAKEN, deferred = 0;                       \
+        if (IOP_UNLIKELY(iop_behind_on)) {                                \
+            r = iop_behind_sync(o, fd, data_only);                        \
+            deferred = r == IOP_BEHIND_NOT_TAKEN ? iop_behind_take_error(o->st->file_id) : 0; \
+        }                                                                 \
+        if (r == IOP_BEHIND_NOT_TAKEN) r = REAL(name)(fd);                \
+        if (deferred && r == 0) {                                         \
+            r = -1;                                                       \
+            errno = deferred;                                             \
+        }                                                                 \
+        int e = errno;                                                    \
+        iop_meta_op(o->st, IOP_OP_SYNC, counter, t1, iop_now(), r < 0 ? IOP_FLAG_ERROR : 0); \
+        errno = e;                                                        \
+        return r;                                                         \
+    }
+WRAP_SYNC(fsync, IOP_C_FSYNCS, 0)
+WRAP_SYNC(fdatasync, IOP_C_FDSYNCS, 1)
 WRAP_FD_META(int, ftruncate, (int fd, off_t len), (fd, len), IOP_OP_TRUNCATE, -1)
 WRAP_FD_META(int, ftruncate64, (int fd, off64_t len), (fd, len), IOP_OP_TRUNCATE, -1)
 WRAP_FD_META(int, fstat, (int fd, struct stat *sb), (fd, sb), IOP_OP_STAT, IOP_C_STATS)
@@ -356,6 +412,7 @@ WRAP_FD_META(int, __fxstat64, (int ver, int fd, struct stat64 *sb), (ver, fd, sb
     IOP_EXPORT void *name(void *addr, size_t len, int prot, int flags, int fd, OFFT off) { \
         iop_open *o = iop_active() ? iop_fd(fd) : NULL;                            \
         if (!o) return REAL(name)(addr, len, prot, flags, fd, off);                \
+        iop_behind_fence(o);                                                       \
         double t1 = iop_now();                                                     \
         void *r = REAL(name)(addr, len, prot, flags, fd, off);                     \
         int e = errno;                                                             \
@@ -369,6 +426,11 @@ WRAP_MMAP(mmap64, off64_t)
 /* ------------------------------------------------------------------ */
 /* Metadata by path: stat, unlink, rename, mkdir, truncate. */
 
+/* IOPILOT_ASYNC: a call by name sees the file with its pending writes. */
+static void behind_fence_path(const char *path) {
+    if (path) iop_behind_fence_file(iop_register_path(path));
+}
+
 static void path_meta(const char *path, int op, int counter, double t1, double t2) {
     if (!path) return;
     iop_stats *st = iop_stats_for(IOP_LAYER_POSIX, iop_register_path(path));
@@ -379,6 +441,7 @@ static void path_meta(const char *path, int op, int counter, double t1, double t
     REAL_DECL(ret, name, params);                                    \
     IOP_EXPORT ret name params {                                     \
         if (!iop_active()) return REAL(name) args;                   \
+        if (IOP_UNLIKELY(iop_behind_pending)) behind_fence_path(path); \
         double t1 = iop_now();                                       \
         ret r = REAL(name) args;                                     \
         int e = errno;                                               \
@@ -460,8 +523,20 @@ static void duplicated(int fd, int r, double t1) {
         return r;                                         \
     }
 WRAP_DUP(dup, (int fd), (fd), fd)
-WRAP_DUP(dup2, (int fd, int to), (fd, to), fd)
-WRAP_DUP(dup3, (int fd, int to, int flags), (fd, to, flags), fd)
+/* dup2 and dup3 close the target first: its file's writes land before. */
+#define WRAP_DUP_ONTO(name, params, args)                 \
+    REAL_DECL(int, name, params);                         \
+    IOP_EXPORT int name params {                          \
+        if (!iop_active()) return REAL(name) args;        \
+        iop_behind_fence(iop_fd(to));                     \
+        if (IOP_UNLIKELY(iop_behind_on)) iop_behind_losing(to, to); \
+        double t1 = iop_now();                            \
+        int r = REAL(name) args;                          \
+        duplicated(fd, r, t1);                            \
+        return r;                                         \
+    }
+WRAP_DUP_ONTO(dup2, (int fd, int to), (fd, to))
+WRAP_DUP_ONTO(dup3, (int fd, int to, int flags), (fd, to, flags))
 
 /* fcntl's F_DUPFD forms are dups too; other commands pass straight through.
  * The third argument is read as a pointer-sized word whatever it is. */
@@ -523,6 +598,9 @@ WRAP_NEW_FD_PAIR(socketpair, (int d, int t, int p, int sv[2]), (d, t, p, sv))
 #endif
 REAL_DECL(int, close_range, (unsigned, unsigned, int));
 IOP_EXPORT int close_range(unsigned first, unsigned last, int flags) {
+    if (IOP_UNLIKELY(iop_behind_on) && iop_active() && !(flags & CLOSE_RANGE_CLOEXEC))
+        iop_behind_losing((int)(first > INT32_MAX ? INT32_MAX : first),
+                          (int)(last > INT32_MAX ? INT32_MAX : last));
     int r = REAL(close_range)(first, last, flags);
     if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && iop_active())
         for (unsigned fd = first; fd <= last && fd < (unsigned)INT32_MAX && iop_fd_known_below((int)fd);
@@ -532,6 +610,7 @@ IOP_EXPORT int close_range(unsigned first, unsigned last, int flags) {
 }
 REAL_DECL(void, closefrom, (int));
 IOP_EXPORT void closefrom(int lowfd) {
+    if (IOP_UNLIKELY(iop_behind_on) && iop_active()) iop_behind_losing(lowfd, INT32_MAX);
     if (iop_active())
         for (int fd = lowfd < 0 ? 0 : lowfd; iop_fd_known_below(fd); fd++) iop_fd_clear(fd);
     REAL(closefrom)(lowfd);
@@ -543,35 +622,70 @@ IOP_EXPORT void closefrom(int lowfd) {
 
 REAL_DECL(int, execve, (const char *, char *const[], char *const[]));
 IOP_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(execve)(path, argv, envp);
 }
 REAL_DECL(int, execv, (const char *, char *const[]));
 IOP_EXPORT int execv(const char *path, char *const argv[]) {
+    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(execv)(path, argv);
 }
 REAL_DECL(int, execvp, (const char *, char *const[]));
 IOP_EXPORT int execvp(const char *file, char *const argv[]) {
+    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(execvp)(file, argv);
 }
 REAL_DECL(int, execvpe, (const char *, char *const[], char *const[]));
 IOP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(execvpe)(file, argv, envp);
 }
 
 REAL_DECL(int, fexecve, (int, char *const[], char *const[]));
 IOP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(fexecve)(fd, argv, envp);
 }
 REAL_DECL(int, execveat, (int, const char *, char *const[], char *const[], int));
 IOP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
                         int flags) {
+    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(execveat)(dirfd, path, argv, envp, flags);
+}
+
+/* Programs started without fork or our exec (posix_spawn, and system and
+ * popen, which glibc builds on it) read what we wrote. */
+#include <spawn.h>
+REAL_DECL(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actions_t *,
+                             const posix_spawnattr_t *, char *const[], char *const[]));
+IOP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    if (iop_active()) iop_behind_fence_all();
+    return REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
+}
+REAL_DECL(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *,
+                              const posix_spawnattr_t *, char *const[], char *const[]));
+IOP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                            const posix_spawnattr_t *attr, char *const argv[],
+                            char *const envp[]) {
+    if (iop_active()) iop_behind_fence_all();
+    return REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
+}
+REAL_DECL(int, system, (const char *));
+IOP_EXPORT int system(const char *command) {
+    if (iop_active()) iop_behind_fence_all();
+    return REAL(system)(command);
+}
+REAL_DECL(FILE *, popen, (const char *, const char *));
+IOP_EXPORT FILE *popen(const char *command, const char *type) {
+    if (iop_active()) iop_behind_fence_all();
+    return REAL(popen)(command, type);
 }
 
 /* The list forms: collect the arguments, then use the vector forms. */

@@ -65,7 +65,8 @@ def traced_command(command: Sequence[str], env: dict[str, str]) -> list[str]:
     """The command line that carries the runtime's variables to every rank."""
     name = Path(command[0]).name
     passed = ["LD_PRELOAD", "IOPILOT_TRACE_DIR", "IOPILOT_MAX_RECORDS", "IOPILOT_LAYERS",
-              "IOPILOT_SETTINGS"]
+              "IOPILOT_SETTINGS", "IOPILOT_ASYNC", "IOPILOT_ASYNC_RELAXED",
+              "IOPILOT_ASYNC_MAX_BYTES"]
     passed = [k for k in passed if k in env]
     if name in OPENMPI_LAUNCHERS:
         extra: list[str] = []
@@ -191,6 +192,8 @@ def main(args: argparse.Namespace) -> int:
     if bad := [x for x in layers or () if x not in LAYERS]:
         raise InputError("--layers", f"unknown layer(s) {', '.join(bad)}; known: {LAYERS}")
     extra = settings_env(args.settings) if getattr(args, "settings", None) else None
+    if getattr(args, "async_writes", False) or getattr(args, "async_relaxed", False):
+        extra = {**(extra or {}), **async_env(args)}
     library_path()  # before anything is created
     if args.trace_dir:
         trace = TraceDir.given(Path(args.trace_dir))
@@ -210,6 +213,25 @@ def main(args: argparse.Namespace) -> int:
     if outcome.signal == signal.SIGINT:
         die_by_sigint()
     return status
+
+
+def async_env(args: argparse.Namespace) -> dict[str, str]:
+    """The runtime's write-behind variables for --async, --async-relaxed and
+    --async-max-bytes."""
+    env = {"IOPILOT_ASYNC": "1"}
+    if args.async_relaxed:
+        env["IOPILOT_ASYNC_RELAXED"] = "1"
+    if args.async_max_bytes:
+        from ..tune.settings import parse_size
+
+        try:
+            n = parse_size(args.async_max_bytes)
+        except ValueError as e:
+            raise InputError("--async-max-bytes", str(e)) from None
+        if n < 1:
+            raise InputError("--async-max-bytes", "must be at least 1 byte")
+        env["IOPILOT_ASYNC_MAX_BYTES"] = str(n)
+    return env
 
 
 def settings_env(path: str) -> dict[str, str]:

@@ -27,6 +27,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     u.add_argument("--settings", metavar="FILE",
                    help="apply this settings file (TOML: MPI-IO hints, HDF5 properties, ...) "
                         "to the program without changing it")
+    u.add_argument("--async", dest="async_writes", action="store_true",
+                   help="write-behind: the program's POSIX writes are made by a background "
+                   "thread while it goes on; reads, stats, syncs and closes wait for them, "
+                   "and a deferred error comes back at the next fsync or close")
+    u.add_argument("--async-relaxed", action="store_true",
+                   help="with --async, also run fsync and fdatasync in the background "
+                   "(durability is then the thread's: ask for it knowingly)")
+    u.add_argument("--async-max-bytes", metavar="SIZE",
+                   help="memory for pending writes (default 256m); a write that does not "
+                   "fit is made at once")
     u.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     add_scope_options(u)
     u.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")

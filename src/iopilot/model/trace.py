@@ -325,6 +325,10 @@ class Trace:
     # and one entry per (setting, value, file, object, outcome, detail) with
     # counts (plain data, see docs/json-report.md); None when none was given.
     settings: dict[str, Any] | None = None
+    # What write-behind (IOPILOT_ASYNC) deferred and what it cost, summed over
+    # the processes (writes, bytes, errors, busy/queued/wait seconds); None
+    # when it was off.
+    write_behind: dict[str, Any] | None = None
 
     def layer(self, name: str) -> Counters | None:
         """The counters of a layer, or None if the source had none."""

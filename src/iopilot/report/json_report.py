@@ -43,6 +43,7 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
         },
         "processes": t.processes,
         "settings": t.settings,
+        "write_behind": t.write_behind,
         "modules": [
             {"name": m.name, "partial": m.partial, "rows": m.rows, "used": m.read}
             for m in t.modules

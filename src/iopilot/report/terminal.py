@@ -97,6 +97,8 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
         add(style(f"  i {procs['not_seen']}", "36"))
     if report.get("settings"):
         lines += settings_block(report["settings"], style, verbose=verbose)
+    if report.get("write_behind"):
+        lines += behind_block(report["write_behind"], style)
     aside = report.get("set_aside")
     if aside and aside["files"]:
         add(style(f"  set aside {set_aside_line(aside)}", "36"))
@@ -156,6 +158,21 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
 
 
 OUTCOME_STYLE = {"applied": "32", "ignored": "33", "not_applicable": "36", "rejected": "31"}
+
+
+def behind_block(wb: dict[str, Any], style: Style) -> list[str]:
+    """What write-behind did: the writes it took, the time its thread spent on
+    them while the program went on, and what the program waited for."""
+    mib = wb["bytes"] / 2**20
+    title = "  Write-behind" + (" (relaxed: syncs in the background)" if wb.get("relaxed") else "")
+    out = ["", style(title, "1"),
+           f"    {wb['writes']:,} writes ({mib:,.1f} MiB) made by the background thread in "
+           f"{wb['busy_seconds']:.3f} s; the program waited {wb['wait_seconds']:.3f} s for "
+           f"pending writes; {wb['synchronous']:,} written at once (buffer full)"]
+    if wb.get("errors"):
+        out.append(style(f"  ! {wb['errors']:,} deferred write(s) failed: reported to the "
+                         "program at its next fsync or close", LEVEL_STYLE["HIGH"]))  # fmt: skip
+    return out
 
 
 def settings_block(st: dict[str, Any], style: Style, *, verbose: bool = False) -> list[str]:

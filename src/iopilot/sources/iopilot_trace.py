@@ -146,6 +146,7 @@ def read_trace(path: str) -> Trace:
         warnings=_warnings(procs),
         processes=_accounting(procs),
         settings=_settings(procs, names),
+        write_behind=_write_behind(procs),
     )
 
 
@@ -315,6 +316,7 @@ def _summary(p: Path) -> dict[str, Any]:
         ("env", "dict", {}), ("layers", "strs", REQUIRED), ("counter_names", "strs", REQUIRED),
         ("fcounter_names", "strs", REQUIRED), ("counters", "list", REQUIRED),
         ("names", "dict", {}), ("notes", "list", []), ("settings", "dict", {}),
+        ("write_behind", "dict", {}),
     ):  # fmt: skip
         s[key] = f.get(key, kind, default)
     if not -1 <= s["rank"] < 2**31 - 1:
@@ -388,6 +390,31 @@ def _settings(procs: list[_Proc], names: dict[int, str]) -> dict[str, Any] | Non
         "outcomes": sorted(merged.values(), key=lambda e: (e["setting"], e["file"] or "",
                                                            e["object"] or "", e["outcome"])),
     }  # fmt: skip
+
+
+_BEHIND_FIELDS = ("writes", "bytes", "bytes_written", "synchronous", "waits", "errors",
+                  "busy_seconds", "queued_seconds", "wait_seconds")  # fmt: skip
+
+
+def _write_behind(procs: list[_Proc]) -> dict[str, Any] | None:
+    """Write-behind's figures summed over the processes that had it on (the
+    largest buffer use of any one process); None when none had."""
+    parts = [p.summary["write_behind"] for p in procs if p.summary and p.summary["write_behind"]]
+    if not parts:
+        return None
+    out: dict[str, Any] = {k: 0 for k in _BEHIND_FIELDS}
+    out["max_bytes"] = 0
+    out["relaxed"] = False
+    for part in parts:
+        for k in _BEHIND_FIELDS:
+            v = part.get(k, 0)
+            if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0:
+                out[k] += v
+        m = part.get("max_bytes", 0)
+        out["max_bytes"] = max(out["max_bytes"], m if isinstance(m, int) else 0)
+        out["relaxed"] = out["relaxed"] or bool(part.get("relaxed"))
+    out["processes"] = len(parts)
+    return out
 
 
 def _counter_row(f: Fields, s: dict[str, Any], i: int, row: Any) -> tuple:

@@ -1,0 +1,462 @@
+/* Write-behind (IOPILOT_ASYNC=1, `iopilot run --async`): the program's POSIX
+ * writes to regular files are copied into a bounded buffer and written by
+ * a background thread, in the order they were made, while the program goes
+ * on.
+ *
+ * The contract (README, "Asynchronous I/O"):
+ * - write, pwrite and pwrite64 on a regular file the program opened itself
+ *   (not with O_APPEND, O_DIRECT, O_SYNC or O_DSYNC, not inside
+ *   MPI_File_open) return at once with every byte taken; the file position
+ *   moves as the call would have moved it.
+ * - Anything that could see the file's bytes or size waits for the file's
+ *   pending writes first: reads, vector writes, stat, lseek to the end,
+ *   truncate, mmap, fsync, fdatasync, close, dup2 onto the descriptor.
+ *   exec, fork, exit, MPI_Barrier, MPI_File_sync, MPI_File_close and
+ *   H5Fflush wait for every pending write.
+ * - A deferred failure (EIO, ENOSPC, EFBIG ...) is reported by the next
+ *   fsync, fdatasync or close of that file: the call returns -1 with that
+ *   errno (close still closes the descriptor).
+ * - A write that does not fit in the buffer (IOPILOT_ASYNC_MAX_BYTES,
+ *   default 256 MiB) waits for the file's pending writes and is made at
+ *   once, as without the setting.
+ * - With IOPILOT_ASYNC_RELAXED=1, fsync and fdatasync are queued too and
+ *   return at once: durability is then the background thread's, and a
+ *   failure is reported at the next sync or close.
+ *
+ * The background thread writes through its own descriptor of the file (a
+ * close-on-exec duplicate, kept until the program closes the file), so a
+ * descriptor the program closes or reuses never receives a deferred
+ * write.  Its system calls are made directly, untraced.
+ *
+ * Bookkeeping uses the runtime's lock (a spin lock, never held across a
+ * blocking call) and futexes for waiting, so a signal handler that writes
+ * finds either a free lock or, if it interrupted the bookkeeping of its
+ * own thread, passes through and writes synchronously.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "behind.h"
+#include "core.h"
+
+#define NOPS 65536   /* operations queued at once */
+#define NFILES 4096  /* files with deferred writes in one process */
+#define DEFAULT_CAP ((size_t)256 << 20)
+
+enum { OP_WRITE, OP_SYNC, OP_DATASYNC };
+
+typedef struct {
+    uint64_t file_id;
+    int fd;       /* the thread's descriptor */
+    int kind;
+    int64_t offset;
+    size_t n, skip; /* bytes, and ring bytes skipped before them (wrap) */
+    size_t at;      /* where in the ring */
+    double queued;
+} bop;
+
+typedef struct {
+    uint64_t id; /* 0: free slot */
+    int fd;      /* our duplicate, -1 when none */
+    int pending;
+    int error;
+} bfile;
+
+int iop_behind_on;
+int iop_behind_relaxed;
+long iop_behind_pending; /* queued or running: the wrappers' one check */
+IOP_TLS int iop_inside_mpi_open;
+
+static iop_lock_t lock;
+static char *ring;
+static size_t cap;
+static uint64_t r_head, r_tail; /* bytes handed out and given back, ever */
+static bop ops[NOPS];
+static uint64_t op_head, op_tail;
+static bfile files[NFILES];
+static int work_seq, done_seq; /* futex words */
+static int started;
+static int fd_floor;
+static iop_behind_stats st;
+
+static void before_fork(void);
+static void child_after_fork(void);
+
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void futex_wait(int *word, int seen) {
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+static void futex_wake(int *word) {
+    __atomic_add_fetch(word, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static size_t env_size(const char *name, size_t dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10), unit = 1;
+    if (*end == 'k' || *end == 'K') unit = 1ULL << 10;
+    else if (*end == 'm' || *end == 'M') unit = 1ULL << 20;
+    else if (*end == 'g' || *end == 'G') unit = 1ULL << 30;
+    else if (*end) return dflt;
+    return x ? (size_t)(x * unit) : dflt;
+}
+
+void iop_behind_init(void) {
+    const char *on = getenv("IOPILOT_ASYNC");
+    if (!on || strcmp(on, "1") != 0) return;
+    const char *relaxed = getenv("IOPILOT_ASYNC_RELAXED");
+    iop_behind_relaxed = relaxed && !strcmp(relaxed, "1");
+    cap = env_size("IOPILOT_ASYNC_MAX_BYTES", DEFAULT_CAP);
+    struct rlimit rl;
+    long limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                     ? (long)rl.rlim_cur : 1024;
+    fd_floor = (int)(limit / 2);
+    /* Address space only: pages are touched as writes are copied in. */
+    void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED || fd_floor < 64) return;
+    ring = p;
+    for (int i = 0; i < NFILES; i++) files[i].fd = -1;
+    pthread_atfork(before_fork, NULL, child_after_fork);
+    iop_behind_on = 1;
+}
+
+/* The file's slot, made when ``create``; NULL when the table is full. */
+static bfile *file_slot(uint64_t id, int create) {
+    size_t h = (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 20) % NFILES;
+    for (int k = 0; k < NFILES; k++, h = (h + 1) % NFILES) {
+        if (files[h].id == id) return &files[h];
+        if (!files[h].id) {
+            if (!create) return NULL;
+            files[h].id = id;
+            files[h].fd = -1;
+            return &files[h];
+        }
+    }
+    return NULL;
+}
+
+static long sys_pwrite(int fd, const char *buf, size_t n, int64_t off) {
+    size_t done = 0;
+    while (done < n) {
+        long r = syscall(SYS_pwrite64, fd, buf + done, n - done, off + (int64_t)done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) {
+            errno = ENOSPC;
+            return -1;
+        }
+        done += (size_t)r;
+    }
+    return (long)done;
+}
+
+static void *worker(void *arg) {
+    (void)arg;
+    iop_in_runtime = 1; /* nothing this thread does is the program's */
+    for (;;) {
+        iop_lock(&lock);
+        if (op_tail == op_head) {
+            int seen = __atomic_load_n(&work_seq, __ATOMIC_ACQUIRE);
+            iop_unlock(&lock);
+            futex_wait(&work_seq, seen);
+            continue;
+        }
+        bop o = ops[op_tail % NOPS];
+        iop_unlock(&lock);
+
+        double issued = mono();
+        int err = 0;
+        if (o.kind == OP_WRITE) {
+            if (sys_pwrite(o.fd, ring + o.at, o.n, o.offset) < 0) err = errno;
+        } else if (syscall(o.kind == OP_SYNC ? SYS_fsync : SYS_fdatasync, o.fd) != 0) {
+            err = errno;
+        }
+        double completed = mono();
+
+        iop_lock(&lock);
+        op_tail++;
+        r_tail += o.skip + o.n;
+        bfile *f = file_slot(o.file_id, 0);
+        if (f) {
+            f->pending--;
+            if (err && !f->error) f->error = err;
+        }
+        st.busy_seconds += completed - issued;
+        st.queued_seconds += issued - o.queued;
+        if (o.kind == OP_WRITE) st.bytes_written += err ? 0 : o.n;
+        if (err) st.errors++;
+        __atomic_sub_fetch(&iop_behind_pending, 1, __ATOMIC_RELEASE);
+        iop_unlock(&lock);
+        futex_wake(&done_seq);
+    }
+    return NULL;
+}
+
+static int start_worker(void) {
+    if (started) return 1;
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    int ok = pthread_create(&t, &a, worker, NULL) == 0;
+    pthread_attr_destroy(&a);
+    started = ok;
+    return ok;
+}
+
+/* Our descriptor for the file, duplicated from the program's ``fd``. */
+static int thread_fd(bfile *f, int fd) {
+    if (f->fd >= 0) return f->fd;
+    int d = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, fd_floor);
+    if (d < 0) return -1;
+    f->fd = d;
+    return d;
+}
+
+/* Wait until ``done`` holds. */
+#define WAIT_UNTIL(done)                                                  \
+    do {                                                                  \
+        for (;;) {                                                        \
+            int seen_ = __atomic_load_n(&done_seq, __ATOMIC_ACQUIRE);     \
+            if (done) break;                                              \
+            futex_wait(&done_seq, seen_);                                 \
+        }                                                                 \
+    } while (0)
+
+static int file_pending(uint64_t id) {
+    iop_lock(&lock);
+    bfile *f = file_slot(id, 0);
+    int n = f ? f->pending : 0;
+    iop_unlock(&lock);
+    return n;
+}
+
+static void waited(double since) {
+    iop_lock(&lock);
+    st.waits++;
+    st.wait_seconds += mono() - since;
+    iop_unlock(&lock);
+}
+
+void iop_behind_fence_file(uint64_t id) {
+    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE) || !id) return;
+    int e = errno;
+    iop_busy_enter();
+    double t0 = mono();
+    if (file_pending(id)) {
+        WAIT_UNTIL(!file_pending(id));
+        waited(t0);
+    }
+    iop_busy_leave();
+    errno = e;
+}
+
+void iop_behind_fence_all(void) {
+    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE)) return;
+    int e = errno;
+    iop_busy_enter();
+    double t0 = mono();
+    WAIT_UNTIL(!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE));
+    waited(t0);
+    iop_busy_leave();
+    errno = e;
+}
+
+void iop_behind_losing(int first, int last) {
+    if (!iop_behind_on || last < fd_floor) return;
+    int ours = 0;
+    iop_busy_enter();
+    iop_lock(&lock);
+    for (int i = 0; i < NFILES && !ours; i++)
+        ours = files[i].id && files[i].fd >= first && files[i].fd <= last;
+    iop_unlock(&lock);
+    iop_busy_leave();
+    if (!ours) return;
+    iop_behind_fence_all(); /* its writes land while it is still open */
+    iop_busy_enter();
+    iop_lock(&lock);
+    for (int i = 0; i < NFILES; i++)
+        if (files[i].id && files[i].fd >= first && files[i].fd <= last) files[i].fd = -1;
+    iop_unlock(&lock);
+    iop_busy_leave();
+}
+
+void iop_behind_wait_quietly(void) {
+    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE)) return;
+    int e = errno;
+    WAIT_UNTIL(!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE));
+    errno = e;
+}
+
+int iop_behind_take_error(uint64_t id) {
+    if (!iop_behind_on || !id) return 0;
+    iop_busy_enter();
+    iop_lock(&lock);
+    bfile *f = file_slot(id, 0);
+    int err = f ? f->error : 0;
+    if (f) f->error = 0;
+    iop_unlock(&lock);
+    iop_busy_leave();
+    return err;
+}
+
+void iop_behind_closing(uint64_t id) {
+    if (!iop_behind_on || !id) return;
+    iop_behind_fence_file(id);
+    iop_busy_enter();
+    iop_lock(&lock);
+    bfile *f = file_slot(id, 0);
+    int d = f ? f->fd : -1;
+    if (f) f->fd = -1;
+    iop_unlock(&lock);
+    iop_busy_leave();
+    if (d >= 0) syscall(SYS_close, d); /* the program's close drops its locks anyway */
+}
+
+/* Queue an operation; the lock is held.  0 when there is no room. */
+static int enqueue(bfile *f, int d, int kind, const void *buf, size_t n, int64_t off) {
+    if (op_head - op_tail >= NOPS) return 0;
+    size_t at = (size_t)(r_head % cap), skip = 0;
+    if (kind == OP_WRITE) {
+        if (at + n > cap) { /* does not fit before the end: start again at 0 */
+            skip = cap - at;
+            at = 0;
+        }
+        if (r_head - r_tail + skip + n > cap) return 0;
+        memcpy(ring + at, buf, n);
+        r_head += skip + n;
+        size_t used = (size_t)(r_head - r_tail);
+        if (used > st.max_bytes) st.max_bytes = used;
+    }
+    ops[op_head % NOPS] = (bop){f->id, d, kind, off, kind == OP_WRITE ? n : 0, skip, at, mono()};
+    op_head++;
+    f->pending++;
+    __atomic_add_fetch(&iop_behind_pending, 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
+ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t off) {
+    uint64_t id = o->st->file_id;
+    if (!n || n > cap || !id) {
+        iop_behind_fence_file(id);
+        return IOP_BEHIND_NOT_TAKEN;
+    }
+    int e = errno;
+    int64_t pos = off;
+    if (off < 0) {
+        /* Take the range and move the position in one system call: the
+         * kernel orders it with every other read, write and seek of the
+         * descriptor (other threads', a signal handler's). */
+        int64_t end = (int64_t)syscall(SYS_lseek, fd, (int64_t)n, SEEK_CUR);
+        if (end < 0) {
+            errno = e;
+            iop_behind_fence_file(id);
+            return IOP_BEHIND_NOT_TAKEN;
+        }
+        pos = end - (int64_t)n;
+    }
+    iop_busy_enter();
+    iop_lock(&lock);
+    int taken = 0;
+    bfile *f = start_worker() ? file_slot(id, 1) : NULL;
+    int d = f ? thread_fd(f, fd) : -1;
+    if (d >= 0 && enqueue(f, d, OP_WRITE, buf, n, pos)) {
+        taken = 1;
+        st.writes++;
+        st.bytes += n;
+        __atomic_add_fetch(&work_seq, 1, __ATOMIC_RELEASE);
+    } else {
+        st.synchronous++;
+    }
+    iop_unlock(&lock);
+    iop_busy_leave();
+    if (taken) {
+        syscall(SYS_futex, &work_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        errno = e;
+        return (ssize_t)n;
+    }
+    iop_behind_fence_file(id); /* in order: the file's queued writes first */
+    if (off >= 0) {
+        errno = e;
+        return IOP_BEHIND_NOT_TAKEN; /* the caller's pwrite */
+    }
+    /* The range is ours already: write it there now. */
+    long r = syscall(SYS_pwrite64, fd, buf, n, pos);
+    if (r != (long)n) { /* short or failed: the position ends where the bytes did */
+        int we = errno;
+        syscall(SYS_lseek, fd, pos + (r > 0 ? r : 0), SEEK_SET);
+        errno = we;
+        return r;
+    }
+    errno = e;
+    return (ssize_t)r;
+}
+
+int iop_behind_sync(iop_open *o, int fd, int data_only) {
+    uint64_t id = o->st->file_id;
+    if (iop_behind_relaxed) {
+        iop_busy_enter();
+        iop_lock(&lock);
+        bfile *f = start_worker() ? file_slot(id, 1) : NULL;
+        int d = f ? thread_fd(f, fd) : -1;
+        int taken = d >= 0 && enqueue(f, d, data_only ? OP_DATASYNC : OP_SYNC, NULL, 0, 0);
+        int err = f && taken ? f->error : 0;
+        if (taken && f) f->error = 0;
+        if (taken) __atomic_add_fetch(&work_seq, 1, __ATOMIC_RELEASE);
+        iop_unlock(&lock);
+        iop_busy_leave();
+        if (taken) {
+            syscall(SYS_futex, &work_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+            if (err) {
+                errno = err;
+                return -1;
+            }
+            return 0;
+        }
+    }
+    iop_behind_fence_file(id);
+    return IOP_BEHIND_NOT_TAKEN;
+}
+
+static void before_fork(void) { iop_behind_fence_all(); }
+
+static void child_after_fork(void) {
+    /* No thread followed: the child writes synchronously (its parent's
+     * queue was empty at the fork).  Its copies of our descriptors go. */
+    iop_behind_on = 0;
+    iop_behind_pending = 0;
+    lock = 0;
+    started = 0;
+    for (int i = 0; i < NFILES; i++) {
+        if (files[i].fd >= 0) syscall(SYS_close, files[i].fd);
+        files[i].fd = -1;
+    }
+}
+
+void iop_behind_stats_get(iop_behind_stats *out) {
+    iop_busy_enter();
+    iop_lock(&lock);
+    *out = st;
+    iop_unlock(&lock);
+    iop_busy_leave();
+}

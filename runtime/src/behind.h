@@ -1,0 +1,55 @@
+/* Write-behind (behind.c): the program's writes made by a background thread. */
+#ifndef IOPILOT_BEHIND_H
+#define IOPILOT_BEHIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core.h"
+
+#define IOP_BEHIND_NOT_TAKEN (-2) /* the caller makes the call itself */
+
+extern int iop_behind_on;       /* IOPILOT_ASYNC=1 and the buffer is mapped */
+extern int iop_behind_relaxed;  /* IOPILOT_ASYNC_RELAXED=1: syncs are queued too */
+extern long iop_behind_pending; /* operations queued or running */
+/* Set by the MPI-IO module while MPI_File_open runs: those descriptors are
+ * MPI-IO's, and stay synchronous. */
+extern IOP_TLS int iop_inside_mpi_open;
+
+typedef struct {
+    long writes, synchronous, waits, errors;
+    uint64_t bytes, bytes_written;
+    size_t max_bytes;
+    double busy_seconds;   /* the thread in write and sync calls */
+    double queued_seconds; /* operations waiting for the thread */
+    double wait_seconds;   /* the program waiting for pending writes */
+} iop_behind_stats;
+
+void iop_behind_init(void);
+/* A write of ``n`` bytes at ``off`` (-1: the descriptor's position):
+ * queued, returning ``n``, or IOP_BEHIND_NOT_TAKEN once the file's pending
+ * writes are done (the caller then writes). */
+ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t off);
+/* fsync / fdatasync: queued in relaxed mode (0, or -1 with a deferred
+ * errno), else IOP_BEHIND_NOT_TAKEN once the file's writes are done. */
+int iop_behind_sync(iop_open *o, int fd, int data_only);
+void iop_behind_fence_file(uint64_t file_id); /* wait for the file's pending writes */
+void iop_behind_fence_all(void);
+/* The same, changing nothing of ours: for a vfork child about to exec,
+ * which shares our memory (the parent's I/O thread runs on meanwhile). */
+void iop_behind_wait_quietly(void);
+int iop_behind_take_error(uint64_t file_id);  /* a deferred errno, forgotten once taken */
+void iop_behind_closing(uint64_t file_id);    /* before the program closes the file */
+/* Before descriptors first..last are closed or replaced by the program: if
+ * one is ours, pending writes land first and it is forgotten. */
+void iop_behind_losing(int first, int last);
+void iop_behind_stats_get(iop_behind_stats *out);
+
+/* The one check a wrapper makes: is anything pending at all? */
+static inline void iop_behind_fence(const iop_open *o) {
+    if (IOP_UNLIKELY(__atomic_load_n(&iop_behind_pending, __ATOMIC_RELAXED)) && o && o->st)
+        iop_behind_fence_file(o->st->file_id);
+}
+
+#endif

@@ -1,0 +1,184 @@
+"""Write-behind (``iopilot run --async``, IOPILOT_ASYNC=1): the program sees
+what it would see without it, deferred errors come back at the next sync or
+close, and the runtime's hard cases (signals, threads, descriptors closed
+under it, vfork, exec, kill -9) behave."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from iopilot.capture.run import library_path
+from iopilot.sources import load
+from kit import killed_after_durable_steps
+from test_runtime_safety import (  # noqa: F401  (faults: the fixture)
+    PY,
+    VFORK_PY,
+    Run,
+    blocks,
+    faults,
+    same_behaviour,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ROOT / "runtime" / "tests"
+ASYNC = {"IOPILOT_ASYNC": "1"}
+
+
+@pytest.fixture(scope="module")
+def behind_prog(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("bin") / "behind"
+    subprocess.run(["cc", "-O1", "-Wall", "-Werror", "-pthread", "-o", str(exe),
+                    str(SOURCES / "behind.c")], check=True, timeout=120)  # fmt: skip
+    return exe
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 1 MiB tmpfs, or a skip naming why none can be mounted here."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)  # fmt: skip
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a size-limited tmpfs here: {r.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+def _run(exe: Path, work: Path, env: dict[str, str], *extra: str) -> tuple[str, Path]:
+    work.mkdir()
+    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
+    e = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_") and k != "LD_PRELOAD"}
+    if env is not None:
+        e.update(env, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    r = subprocess.run([str(exe), str(work), *extra], env=e, capture_output=True, text=True,
+                       timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout, trace
+
+
+def _files(work: Path) -> dict[str, bytes]:
+    """The files, but the signal handler's, whose length is the number of
+    timer ticks (the program checks that one itself)."""
+    return {f.name: f.read_bytes() for f in sorted(work.iterdir())
+            if f.is_file() and f.name != "signal.dat"}  # fmt: skip
+
+
+def test_the_program_sees_what_it_would_without_write_behind(behind_prog, tmp_path):
+    plain, _ = _run(behind_prog, tmp_path / "plain", None)
+    deferred, trace = _run(behind_prog, tmp_path / "async", ASYNC)
+    assert deferred == plain and "failed" not in plain
+    # the same numbers every way the file can be seen, and the child's and
+    # the shell's view after fork and system()
+    assert "position 145000 end 145000 fstat 145000 stat 145000" in plain
+    assert "same fd 'OVagainTE' other fd 'OVagainTE'" in plain
+    assert f"{8 * 2**20 + 11}\n" in plain  # wc -c saw the parent's writes and the child's
+    assert _files(tmp_path / "async") == _files(tmp_path / "plain")
+    wb = load(str(trace)).write_behind
+    assert wb is not None and wb["writes"] > 9000 and wb["errors"] == 0
+    assert wb["bytes"] == wb["bytes_written"]  # every deferred byte landed
+
+
+def test_a_full_file_system_is_reported_at_the_next_fsync(behind_prog, tmp_path, small_fs):
+    plain, _ = _run(behind_prog, tmp_path / "plain", None, str(small_fs))
+    deferred, trace = _run(behind_prog, tmp_path / "async", ASYNC, str(small_fs))
+    assert "full at write" in plain
+    assert "full at fsync" in deferred
+    assert deferred.replace("full at fsync", "full at write") == plain
+    wb = load(str(trace)).write_behind
+    assert wb["errors"] > 0
+
+
+def test_a_small_buffer_writes_at_once_in_order(behind_prog, tmp_path):
+    plain, _ = _run(behind_prog, tmp_path / "plain", None)
+    small, trace = _run(behind_prog, tmp_path / "async", {**ASYNC,
+                                                          "IOPILOT_ASYNC_MAX_BYTES": "64k"})
+    assert small == plain
+    assert _files(tmp_path / "async") == _files(tmp_path / "plain")
+    wb = load(str(trace)).write_behind
+    assert wb["synchronous"] > 0 and wb["writes"] > 0  # 1 MiB writes do not fit: made at once
+
+
+@pytest.mark.parametrize("how", ["closeall", "close_range", "closefrom", "rlimit"])
+def test_descriptors_closed_or_scarce(faults, how):  # noqa: F811
+    run = same_behaviour([str(faults), how, "WORK"], env=ASYNC)
+    assert run.procs()[0].json.get("write_behind") is not None
+
+
+def test_64_threads_on_one_descriptor_with_write_behind(faults):  # noqa: F811
+    run = same_behaviour([str(faults), "threads64", "WORK"], env=ASYNC, content=blocks)
+    (proc,) = run.procs()
+    wb = proc.json["write_behind"]
+    # queued, or written at once when the queue of operations was full
+    assert wb["writes"] + wb["synchronous"] == 64 * 2000 and wb["writes"] > 0
+
+
+def test_signal_handlers_writing_with_write_behind(faults):  # noqa: F811
+    run = Run([str(faults), "signals", "WORK", "50000"], traced=True, timeout=30, env=ASYNC)
+    assert run.p.returncode == 0, run.p.stderr
+    main, handler = (int(x) for x in run.p.stdout.split()[1::2])
+    assert main == 50000 and handler > 0
+    assert (run.work / "signals.dat").stat().st_size == main + handler
+
+
+def test_cancelled_threads_with_write_behind(faults):  # noqa: F811
+    run = Run([str(faults), "cancel", "WORK"], traced=True, timeout=60, env=ASYNC)
+    assert run.p.returncode == 0 and b"cancelled 800" in run.p.stdout
+
+
+def test_vfork_and_exec_see_the_writes(faults):  # noqa: F811
+    run = same_behaviour([PY, "-c", VFORK_PY, "WORK"], env=ASYNC)
+    assert (run.work / "out.bin").stat().st_size == 6 + 20000 + 9000
+    script = ('exec 3>WORK/sh.out; echo a >&3; cat WORK/sh.out > WORK/copy; echo b >&3; '
+              'wc -c < WORK/sh.out >&3')  # fmt: skip
+    run = same_behaviour(["/bin/sh", "-c", script.replace("WORK", "$0"), "WORK"], env=ASYNC)
+    assert (run.work / "copy").read_bytes() == b"a\n"
+    assert (run.work / "sh.out").read_bytes() == b"a\nb\n4\n"
+
+
+_STEPS = textwrap.dedent("""
+    import os, sys
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+    step = 0
+    while True:
+        os.write(fd, bytes([step % 251]) * (1 << 20))
+        os.fsync(fd)
+        print("durable", step, flush=True)
+        step += 1
+""")
+
+
+def test_kill_9_keeps_every_byte_up_to_the_last_completed_fsync(tmp_path):
+    trace = tmp_path / "t"
+    trace.mkdir()
+    env = dict(os.environ, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace),
+               **ASYNC)  # fmt: skip
+    path = tmp_path / "steps.dat"
+    killed_after_durable_steps([sys.executable, "-c", _STEPS, str(path)], path, 15, env)
+
+
+def test_iopilot_run_async_shows_what_was_deferred(behind_prog, tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    r = subprocess.run([sys.executable, "-m", "iopilot", "run", "--async", "--color", "never",
+                        "--trace-dir", str(tmp_path / "t"), "--", str(behind_prog), str(work)],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "Write-behind" in r.stdout and "made by the background thread" in r.stdout
+    d = json.loads(subprocess.run([sys.executable, "-m", "iopilot", "report", "--json", "-",
+                                   str(tmp_path / "t")], capture_output=True, text=True,
+                                  timeout=120).stdout)  # fmt: skip
+    assert d["reports"][0]["write_behind"]["writes"] > 9000
+    bad = subprocess.run([sys.executable, "-m", "iopilot", "run", "--async",
+                          "--async-max-bytes", "lots", "--", "true"], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert bad.returncode == 2 and "--async-max-bytes" in bad.stderr
+    assert "Traceback" not in bad.stderr
