@@ -18,13 +18,15 @@ import pytest
 from iopilot.capture.run import library_path
 from iopilot.sources import load
 from kit import killed_after_durable_steps
-from test_runtime_safety import (  # noqa: F401  (faults: the fixture)
+from test_runtime_safety import (  # noqa: F401  (faults, sanitized: fixtures)
     PY,
+    SANITIZED_CASES,
     VFORK_PY,
     Run,
     blocks,
     faults,
     same_behaviour,
+    sanitized,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +78,7 @@ def test_the_program_sees_what_it_would_without_write_behind(behind_prog, tmp_pa
     plain, _ = _run(behind_prog, tmp_path / "plain", None)
     deferred, trace = _run(behind_prog, tmp_path / "async", ASYNC)
     assert deferred == plain and "failed" not in plain
+    assert "handlers ran on the program's thread: yes" in plain
     # the same numbers every way the file can be seen, and the child's and
     # the shell's view after fork and system()
     assert "position 145000 end 145000 fstat 145000 stat 145000" in plain
@@ -182,3 +185,21 @@ def test_iopilot_run_async_shows_what_was_deferred(behind_prog, tmp_path):
                          text=True, timeout=60)  # fmt: skip
     assert bad.returncode == 2 and "--async-max-bytes" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("tool", ["asan", "tsan"])
+@pytest.mark.parametrize("case", ["threads64", "signals", "cancel", "closeall", "close_range"])
+def test_fault_cases_with_write_behind_under_sanitizers(sanitized, tool, case):  # noqa: F811
+    work = Path(tempfile.mkdtemp(prefix="iop-work-"))
+    trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
+    env = dict(os.environ, IOPILOT_TRACE_DIR=str(trace), ASAN_OPTIONS="detect_leaks=0",
+               TSAN_OPTIONS="halt_on_error=1 exitcode=66", **ASYNC)  # fmt: skip
+    env.pop("LD_PRELOAD", None)
+    extra = ["20000"] if case == "signals" else []
+    p = subprocess.run([str(sanitized / f"faults-{tool}"), case, str(work), *extra], env=env,
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
+    assert p.returncode == 0, p.stderr
+    assert (work / SANITIZED_CASES[case]).stat().st_size > 0
+    (summary,) = trace.glob("p*.json")
+    assert json.loads(summary.read_text())["write_behind"]["writes"] > 0

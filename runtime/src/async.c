@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -160,7 +161,12 @@ iopilot_es *iopilot_es_create(void) {
     pthread_cond_init(&es->done, &ca);
     pthread_condattr_destroy(&ca);
     es->cap = cap_from_env();
+    /* The thread takes no signal: the program's handlers run on its threads. */
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &was);
     int rc = pthread_create(&es->thread, NULL, worker, es);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
     if (rc) {
         pthread_cond_destroy(&es->work);
         pthread_cond_destroy(&es->done);

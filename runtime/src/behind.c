@@ -39,6 +39,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,7 +219,13 @@ static int start_worker(void) {
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    /* The thread takes no signal: the program's handlers run on its own
+     * threads, as they would without us. */
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &was);
     int ok = pthread_create(&t, &a, worker, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
     pthread_attr_destroy(&a);
     started = ok;
     return ok;

@@ -116,11 +116,13 @@ static void fork_exec(void) {
 }
 
 /* Two threads write their own files at once; a signal handler writes a third. */
-static volatile sig_atomic_t ticks;
+static volatile sig_atomic_t ticks, elsewhere;
 static int sig_fd;
+static pid_t main_tid;
 static void on_alarm(int s) {
     (void)s;
     ticks++;
+    if (gettid() != main_tid) elsewhere = 1; /* only the main thread takes SIGALRM here */
     write(sig_fd, "t", 1);
 }
 static void *writer(void *arg) {
@@ -138,12 +140,18 @@ static void *writer(void *arg) {
     return NULL;
 }
 static void threads(void) {
+    main_tid = gettid();
     sig_fd = open(at("signal.dat"), O_CREAT | O_WRONLY | O_TRUNC, 0644);
     signal(SIGALRM, on_alarm);
     struct itimerval it = {{0, 1000}, {0, 1000}};
     setitimer(ITIMER_REAL, &it, NULL);
     pthread_t th[2];
+    sigset_t alarm;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alarm, NULL); /* the writers start with it blocked */
     for (long t = 0; t < 2; t++) pthread_create(&th[t], NULL, writer, (void *)t);
+    pthread_sigmask(SIG_UNBLOCK, &alarm, NULL);
     for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
     while (ticks < 50) usleep(1000);
     struct itimerval off = {{0, 0}, {0, 0}};
@@ -153,6 +161,7 @@ static void threads(void) {
     struct stat sb;
     stat(at("signal.dat"), &sb);
     printf("signal writes complete: %s\n", sb.st_size == n ? "yes" : "no");
+    printf("handlers ran on the program's thread: %s\n", elsewhere ? "no" : "yes");
     for (int t = 0; t < 2; t++) {
         char name[32];
         long size;
