@@ -141,6 +141,31 @@ def test_reordering_is_unsafe_only_across_ranks_without_a_sync(second, metas, un
         assert a.conflicts == []
 
 
+def test_both_timelines_of_the_slowest_rank():
+    a = advise(epochs(0.5, 1.0, steps=2), FREE)
+    got = [(lane, kind, k, round(s, 6), round(e, 6)) for lane, kind, k, s, e in a.lanes]
+    assert [x for x in got if x[0] == "sync"] == [
+        ("sync", "compute", 0, 0.0, 0.5), ("sync", "io", 0, 0.5, 1.5),
+        ("sync", "compute", 1, 1.5, 2.0), ("sync", "io", 1, 2.0, 3.0)]
+    assert [x for x in got if x[0] != "sync" and x[4] > x[3]] == [
+        ("async", "compute", 0, 0.0, 0.5), ("thread", "io", 0, 0.5, 1.5),
+        ("async", "compute", 1, 0.5, 1.0), ("async", "wait", 1, 1.0, 1.5),
+        ("thread", "io", 1, 1.5, 2.5), ("async", "wait", 2, 1.5, 2.5)]
+
+
+def test_the_page_draws_both_timelines_and_fetches_nothing():
+    from iopilot.overlap.page import render_html
+
+    a = advise(epochs(0.5, 1.0, steps=2), FREE)
+    page = render_html(a)
+    assert page.count('<rect class="io"') == 4  # two phases, as traced and in the thread
+    assert page.count('<rect class="wait"') == 2
+    for label in ("without async: program", "with async: program", "with async: I/O thread"):
+        assert label in page
+    assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "<script" not in page and "ON</b>" in page
+
+
 def test_json_fields(tmp_path):
     d = advise(epochs(2.0, 1.0), FREE).as_dict()
     assert set(d["predicted"]) >= {"sync_seconds", "async_seconds", "saved_seconds"}
@@ -168,8 +193,9 @@ def test_advise_async_on_a_traced_run(tmp_path):
     r = _iopilot("run", "--trace-dir", "t", "--trace-only", "--", str(EPOCHS), "--api", "posix",
                  "--steps", "3", "--compute", "0.2", "--size", "4m", "--fsync", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    r = _iopilot("advise", "async", "t", "--json", "a.json", cwd=tmp_path)
+    r = _iopilot("advise", "async", "t", "--json", "a.json", "--html", "a.html", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    assert "<svg" in (tmp_path / "a.html").read_text()
     d = json.loads((tmp_path / "a.json").read_text())
     assert len(d["phases"]) == 3 and d["ranks"] == 1
     assert all(p["bytes_written"] == 4 << 20 and p["operations"] == 2 for p in d["phases"])
@@ -186,3 +212,20 @@ def test_advise_async_bad_input_is_one_line(tmp_path):
     assert r.returncode == 2 and "--cores" in r.stderr and "Traceback" not in r.stderr
     r = _iopilot("advise", "sync", "x", cwd=tmp_path)
     assert r.returncode == 2 and "usage: iopilot advise" in r.stderr
+
+
+@pytest.mark.skipif(not EPOCHS.exists(), reason="kernels not built (make -C kernels)")
+def test_bench_async_runs_and_reports_every_figure(tmp_path):
+    r = _iopilot("bench", "async", "--steps", "2", "--size", "1m", "--scenarios", "equal",
+                 "--dir", "runs", "--json", "b.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = json.loads((tmp_path / "b.json").read_text())
+    (row,) = d["scenarios"]
+    assert row["scenario"] == "equal" and row["recommendation"] in ("on", "off")
+    for key in ("sync_total_s", "async_total_s", "ideal_total_s", "traced_async_run_s",
+                "predicted_async_run_s", "prediction_error"):
+        assert isinstance(row[key], float), key
+    assert row["ideal_total_s"] <= row["sync_total_s"]
+    assert "equal" in r.stdout and "predicted" in r.stdout
+    r = _iopilot("bench", "async", "--scenarios", "sideways", cwd=tmp_path)
+    assert r.returncode == 2 and "sideways" in r.stderr and "Traceback" not in r.stderr

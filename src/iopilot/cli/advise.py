@@ -27,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = topics.add_parser("async", help="would asynchronous I/O pay for this run?")
     p.add_argument("trace", help="an iopilot trace directory or a Darshan log with DXT")
     p.add_argument("--json", metavar="OUT", help="write the advice as JSON to OUT ('-': stdout)")
+    p.add_argument("--html", metavar="OUT",
+                   help="write a page with both timelines (as traced, and with async)")
     p.add_argument("--cores", type=int, metavar="N",
                    help="cores per node where the program runs (default: this machine's)")
     add_scope_options(p)
@@ -44,6 +46,10 @@ def cmd_advise_async(args: argparse.Namespace) -> int:
     advice = api.advise_async(args.trace, cores=args.cores, scope=file_scope(args))
     if args.json:
         emit(args.json, json.dumps(advice.as_dict(), indent=2) + "\n")
+    if args.html:
+        from ..overlap.page import render_html
+
+        emit(args.html, render_html(advice))
     if args.json != "-":
         print(render_text(advice))
     return EXIT_OK

@@ -27,6 +27,11 @@ ABOUT: dict[str, tuple[str, str]] = {
                               "trials to come within 5 % of the best.",
                               "iopilot bench tune-efficiency --case ior --repeats 3\n"
                               "  iopilot bench tune-efficiency --reuse --out tune-eff"),
+    "bench async": ("Run the epochs kernel with computation per step much longer than, "
+                    "equal to and much shorter than its durable I/O per step, without and "
+                    "with asynchronous I/O, and compare with the ideal overlap and with "
+                    "what `iopilot advise async` predicted from the synchronous trace.",
+                    "iopilot bench async --steps 5 --size 128m --json async.json"),
 }  # fmt: skip
 
 
@@ -98,6 +103,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--out", default="tune-efficiency", metavar="DIR",
                    help="where the tables and the JSON go (default ./tune-efficiency)")
     e.add_argument("--json", metavar="PATH", help="the results (default OUT/tune-efficiency.json)")
+    a = bsub.add_parser("async", help="async I/O against sync, the ideal and the advisor")
+    a.add_argument("--steps", type=int, default=5, help="steps per run (default 5)")
+    a.add_argument("--size", default="128m", help="bytes written per step (default 128m)")
+    a.add_argument("--scenarios", type=lambda v: [x for x in v.split(",") if x],
+                   default=["longer", "equal", "shorter"], metavar="S[,S...]",
+                   help="computation much longer than, equal to, much shorter than the I/O")
+    a.add_argument("--dir", help="where the runs write (default: a temporary directory)")
+    a.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     b.set_defaults(func=cmd_bench)  # fmt: skip
 
 
@@ -106,6 +119,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         diagnose_speed,
         html_speed,
         kernels,
+        overlap,
         runtime_overhead,
         sweep,
         tune_efficiency,
@@ -116,5 +130,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.bench == "h5bench":
         return kernels.h5bench_main(args)
     tools = {"diagnose": diagnose_speed, "runtime": runtime_overhead, "sweep": sweep,
-             "html": html_speed, "tune-efficiency": tune_efficiency}  # fmt: skip
+             "html": html_speed, "tune-efficiency": tune_efficiency,
+             "async": overlap}  # fmt: skip
     return tools[args.bench].main(args)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .._record import record
+from .._record import field, record
 from ..model import OP_WRITE, Records, Trace
 from ..vocabulary import OP_NAMES, RECORD_LAYERS
 from .calibrate import Calibration
@@ -88,6 +88,11 @@ class Advice:
     conflicts_total: int
     recommendation: str  # "on" or "off"
     reason: str
+    # The slowest rank's two timelines: (lane, kind, phase, start, end) with
+    # lane "sync" (as traced), "async" (its thread) or "thread" (the I/O
+    # thread) and kind compute, io, own (its part of a phase, with the
+    # engine's overhead) or wait.
+    lanes: list[tuple[str, str, int, float, float]] = field(default_factory=list)
 
     @property
     def saved_seconds(self) -> float:
@@ -112,6 +117,8 @@ class Advice:
             "conflicts": [asdict(c) for c in self.conflicts],
             "calibration": self.calibration.as_dict(),
             "phases": [asdict(p) for p in self.phases],
+            "timelines": [{"lane": a, "kind": b, "phase": k, "start": s, "end": e}
+                          for a, b, k, s, e in self.lanes],
         }  # fmt: skip
 
 
@@ -146,29 +153,47 @@ def _contention(trace: Trace, cal: Calibration) -> float:
 
 
 def _simulate(c: np.ndarray, io: np.ndarray, own: np.ndarray, over: np.ndarray,
-              cpu_io: np.ndarray, tail: float, steal: float) -> tuple[float, np.ndarray]:
-    """One rank's run with async: its end time and the stall at each phase."""
+              cpu_io: np.ndarray, tail: float, steal: float,
+              lanes: list[tuple[str, str, int, float, float]] | None = None,
+              ) -> tuple[float, np.ndarray]:  # fmt: skip
+    """One rank's run with async: its end time and the stall at each phase;
+    with ``lanes``, the segments of both threads' timelines are appended
+    (lane, kind, phase, start, end)."""
     t = 0.0
     bg_free = 0.0
     prev_cpu = 0.0
     stall = np.zeros(len(c))
     for k in range(len(c)):
         ck = c[k] + steal * min(c[k], prev_cpu)
+        if lanes is not None:
+            lanes.append(("async", "compute", k, t, t + ck))
         t += ck
         stall[k] = max(0.0, bg_free - t)
-        t += stall[k] + own[k] + over[k]
+        if lanes is not None and stall[k] > 0:
+            lanes.append(("async", "wait", k, t, t + stall[k]))
+        t += stall[k]
+        if lanes is not None:
+            lanes.append(("async", "own", k, t, t + own[k] + over[k]))
+        t += own[k] + over[k]
+        if lanes is not None:
+            lanes.append(("thread", "io", k, t, t + io[k]))
         bg_free = t + io[k]
         prev_cpu = cpu_io[k]
-    t += tail + steal * min(tail, prev_cpu)
+    t_tail = tail + steal * min(tail, prev_cpu)
+    if lanes is not None and t_tail > 0:
+        lanes.append(("async", "compute", len(c), t, t + t_tail))
+    t += t_tail
     end = max(t, bg_free)
+    if lanes is not None and bg_free > t:
+        lanes.append(("async", "wait", len(c), t, bg_free))
     return end, stall
 
 
-def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float, int]:
+def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float, int, list]:
     io_recs, _ = _io_records(trace)
     run = float(trace.job.runtime)
     if not len(io_recs):
-        return [], run, run, 0
+        return [], run, run, 0, []
     starts = _phase_bounds(io_recs)
     n_ph = len(starts)
     phase = np.searchsorted(starts, io_recs.start, side="right") - 1
@@ -199,8 +224,15 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
         c = np.where(active, np.maximum(first - prev_end, 0.0), 0.0)
         tail = max(run_end - float(ends[-1]), 0.0)
         over = wbytes / cal.copy_bytes_per_second + ops * cal.handoff_seconds
-        end, stall = _simulate(c, io, own, over, cpu_io, tail, steal)
+        lanes: list[tuple[str, str, int, float, float]] = []
+        end, stall = _simulate(c, io, own, over, cpu_io, tail, steal, lanes)
         if best is None or end > best[0]:
+            for k in np.flatnonzero(active):
+                lanes.append(("sync", "compute", int(k), float(prev_end[k]), float(first[k])))
+                lanes.append(("sync", "io", int(k), float(first[k]), float(last[k])))
+            if float(ends[-1]) < run_end:
+                lanes.append(("sync", "compute", n_ph, float(ends[-1]), run_end))
+            timeline = lanes
             nxt = np.concatenate([stall[1:], [0.0]])
             last_phase = np.arange(n_ph) == n_ph - 1
             hidden = np.where(last_phase, 0.0, np.maximum(io - nxt, 0.0)) - over
@@ -210,10 +242,10 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
                             int(r), float(c[k]), float(io[k]), float(own[k]), int(wbytes[k]),
                             int(ops[k]), float(over[k]), float(stall[k]), float(hidden[k]))
                       for k in range(n_ph)]  # fmt: skip
-            best = (end, int(r), phases)
+            best = (end, int(r), phases, timeline)
     assert best is not None
-    end, slowest, phases = best
-    return phases, run_end, end, slowest
+    end, slowest, phases, timeline = best
+    return phases, run_end, end, slowest, timeline
 
 
 # ---------------------------------------------------------------------------
@@ -294,7 +326,7 @@ def _fenced(trace: Trace, file_id: np.ndarray, rank: np.ndarray, after: np.ndarr
 
 def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Advice:
     """The prediction and recommendation for ``trace`` on a machine like ``cal``."""
-    phases, sync_s, async_s, slowest = _timeline(trace, cal)
+    phases, sync_s, async_s, slowest, lanes = _timeline(trace, cal)
     conflicts, n_conf = _conflicts(trace)
     saved = sync_s - async_s
     ranks = len(np.unique(trace.records.rank)) or trace.job.nprocs
@@ -314,7 +346,7 @@ def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Adv
         rec, why = "off", (f"would cost {-saved:.3f} s more: the computation between I/O "
                            "phases is too short to hide the I/O and the engine's overhead")
     return Advice(trace.source, ranks, phases, sync_s, async_s, slowest, cal, conflicts, n_conf,
-                  rec, why)  # fmt: skip
+                  rec, why, lanes)  # fmt: skip
 
 
 def render_text(a: Advice) -> str:

@@ -1,0 +1,130 @@
+"""``iopilot bench async``: does asynchronous I/O hide the I/O, and does the
+advisor predict it?
+
+The epochs kernel (POSIX, one rank, durable steps with --fsync) runs in
+three scenarios whose computation per step is a multiple of its I/O per
+step (measured first): much longer, about equal, much shorter.  For each:
+
+1. the synchronous run, traced: its total time, and per step the I/O time
+   and the rest (computation, filling the buffer, opens and closes);
+2. ``iopilot advise async`` on that trace: the predicted run time with
+   async;
+3. the same run with ``--async`` (the engine's event set: step k's writes
+   and fsync overlap step k+1's computation), traced the same way.
+
+Figures: the ideal async time, steps x max(c, io) + min(c, io) with c and
+io per step from the synchronous run; the share of the ideal saving that
+async reached; and the advisor's error against the measured async run
+(both runs' whole traced time, start-up included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .kernels import RESULT_TAG, kernel_path
+
+SCENARIOS = {"longer": 4.0, "equal": 1.0, "shorter": 0.1}  # computation / I/O per step
+
+
+def _epochs(workdir: Path, trace: Path, compute: float, args: argparse.Namespace,
+            asynchronous: bool) -> tuple[dict[str, Any], float]:  # fmt: skip
+    """One traced epochs run: its result and the traced run time (s)."""
+    from .. import api
+
+    cmd = [sys.executable, "-m", "iopilot", "run", "--trace-dir", str(trace), "--trace-only",
+           "--", str(kernel_path("epochs")), "--api", "posix", "--fsync",
+           "--steps", str(args.steps), "--compute", f"{compute:.6f}", "--size", args.size,
+           "--file", str(workdir / "epochs.dat")]  # fmt: skip
+    if asynchronous:
+        cmd.append("--async")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_TAG)]
+    if done.returncode != 0 or not lines:
+        raise InputError("iopilot bench async", f"the epochs kernel failed: "
+                         f"{(done.stderr or done.stdout).strip()[-300:]}")  # fmt: skip
+    return json.loads(lines[-1][len(RESULT_TAG):]), float(api.load(str(trace)).job.runtime)
+
+
+def _per_step(result: dict[str, Any]) -> tuple[float, float]:
+    """(c, io) per step of a synchronous run: I/O is open + write + fsync +
+    close; the rest of the run's time per step is computation."""
+    its = result["iterations"]
+    io = statistics.fmean(it["open_s"] + it["write_s"] + it["close_s"] for it in its)
+    c = result["total_s"] / len(its) - io
+    return max(c, 0.0), io
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from .. import api
+
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-async-"))
+    base.mkdir(parents=True, exist_ok=True)
+    probe, _ = _epochs(base, base / "probe.trace", 0.0, args, False)
+    io_step = _per_step(probe)[1]
+    print(f"iopilot bench async: {args.steps} steps of {args.size} with fsync, "
+          f"I/O {io_step:.3f} s per step", file=sys.stderr)  # fmt: skip
+    rows = []
+    for name in args.scenarios:
+        compute = SCENARIOS[name] * io_step
+        sync, sync_run = _epochs(base, base / f"{name}-sync.trace", compute, args, False)
+        advice = api.advise_async(str(base / f"{name}-sync.trace"))
+        asy, async_run = _epochs(base, base / f"{name}-async.trace", compute, args, True)
+        c, io = _per_step(sync)
+        n = len(sync["iterations"])
+        ideal = n * max(c, io) + min(c, io)
+        reach = ((sync["total_s"] - asy["total_s"]) / (sync["total_s"] - ideal)
+                 if sync["total_s"] - ideal > 1e-9 else None)  # fmt: skip
+        predicted = advice.async_seconds
+        rows.append({
+            "scenario": name, "compute_per_step_s": c, "io_per_step_s": io,
+            "sync_total_s": sync["total_s"], "async_total_s": asy["total_s"],
+            "ideal_total_s": ideal, "share_of_ideal_overlap": reach,
+            "traced_sync_run_s": sync_run, "traced_async_run_s": async_run,
+            "predicted_sync_run_s": advice.sync_seconds, "predicted_async_run_s": predicted,
+            "prediction_error": (predicted - async_run) / async_run if async_run else None,
+            "recommendation": advice.recommendation,
+        })  # fmt: skip
+        print(f"  {name}: done", file=sys.stderr)
+    return {"steps": args.steps, "size": args.size, "io_per_step_s": io_step,
+            "calibration": advice.calibration.as_dict(), "scenarios": rows}  # fmt: skip
+
+
+def render(doc: dict[str, Any]) -> str:
+    lines = [f"{'scenario':<9} {'c/step':>7} {'io/step':>8} {'sync':>8} {'async':>8} "
+             f"{'ideal':>8} {'reached':>8} {'run async':>10} {'predicted':>10} {'error':>7}  "
+             "advice"]  # fmt: skip
+    for r in doc["scenarios"]:
+        reach = "-" if r["share_of_ideal_overlap"] is None else f"{r['share_of_ideal_overlap']:.0%}"
+        lines.append(f"{r['scenario']:<9} {r['compute_per_step_s']:>7.3f} "
+                     f"{r['io_per_step_s']:>8.3f} {r['sync_total_s']:>8.3f} "
+                     f"{r['async_total_s']:>8.3f} {r['ideal_total_s']:>8.3f} {reach:>8} "
+                     f"{r['traced_async_run_s']:>10.3f} {r['predicted_async_run_s']:>10.3f} "
+                     f"{r['prediction_error']:>+7.1%}  {r['recommendation']}")  # fmt: skip
+    lines.append("(seconds; sync/async/ideal: the kernel's steps; run async / predicted: the "
+                 "whole traced run, start-up included)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    bad = [s for s in args.scenarios if s not in SCENARIOS]
+    if bad:
+        raise InputError("--scenarios", f"unknown {', '.join(bad)} (known: {', '.join(SCENARIOS)})")
+    if args.steps < 2:
+        raise InputError("--steps", "at least 2 (one step's I/O has nothing to overlap)")
+    doc = run(args)
+    print(render(doc))
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"iopilot: wrote {args.json}", file=sys.stderr)
+    return 0
