@@ -146,3 +146,16 @@ def test_terminal_tells_a_setting_refused_from_one_taken_in_part(outcomes, said)
     assert warnings == ([] if said is None else [warnings[0]])
     if said:
         assert said in warnings[0]
+
+
+@pytest.mark.parametrize(("busy", "waited", "hidden"), [(2.0, 0.5, "1.500"), (0.5, 2.0, "0.000")])
+def test_write_behind_block_states_the_overlap_in_seconds(busy, waited, hidden):
+    from iopilot.report.terminal import behind_block
+
+    wb = {"writes": 10, "bytes": 2**21, "busy_seconds": busy, "wait_seconds": waited,
+          "synchronous": 1, "errors": 0, "relaxed": False}  # fmt: skip
+    text = "\n".join(behind_block(wb, lambda t, _c: t))
+    assert f"overlap achieved: {hidden} s" in text and "2.0 MiB" in text
+    assert "failed" not in text
+    text = "\n".join(behind_block(dict(wb, errors=3, relaxed=True), lambda t, _c: t))
+    assert "3 deferred write(s) failed" in text and "relaxed" in text

@@ -164,11 +164,14 @@ def behind_block(wb: dict[str, Any], style: Style) -> list[str]:
     """What write-behind did: the writes it took, the time its thread spent on
     them while the program went on, and what the program waited for."""
     mib = wb["bytes"] / 2**20
+    hidden = max(wb["busy_seconds"] - wb["wait_seconds"], 0.0)
     title = "  Write-behind" + (" (relaxed: syncs in the background)" if wb.get("relaxed") else "")
     out = ["", style(title, "1"),
            f"    {wb['writes']:,} writes ({mib:,.1f} MiB) made by the background thread in "
            f"{wb['busy_seconds']:.3f} s; the program waited {wb['wait_seconds']:.3f} s for "
-           f"pending writes; {wb['synchronous']:,} written at once (buffer full)"]
+           f"pending writes; {wb['synchronous']:,} written at once (buffer full)",
+           f"    overlap achieved: {hidden:.3f} s of the thread's I/O ran while the program "
+           "went on"]
     if wb.get("errors"):
         out.append(style(f"  ! {wb['errors']:,} deferred write(s) failed: reported to the "
                          "program at its next fsync or close", LEVEL_STYLE["HIGH"]))  # fmt: skip
