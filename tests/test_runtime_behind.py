@@ -83,6 +83,7 @@ def test_the_program_sees_what_it_would_without_write_behind(behind_prog, tmp_pa
     # the shell's view after fork and system()
     assert "position 145000 end 145000 fstat 145000 stat 145000" in plain
     assert "same fd 'OVagainTE' other fd 'OVagainTE'" in plain
+    assert "stream 'OVagainTE'" in plain
     assert f"{8 * 2**20 + 11}\n" in plain  # wc -c saw the parent's writes and the child's
     assert _files(tmp_path / "async") == _files(tmp_path / "plain")
     wb = load(str(trace)).write_behind

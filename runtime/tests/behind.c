@@ -66,6 +66,12 @@ static void sequence(void) {
     long pos = lseek(fd, 0, SEEK_CUR);
     if (pwrite(fd, "OVERWRITE", 9, 100) != 9) printf("pwrite failed\n");
     if (pwrite(fd, "again", 5, 102) != 5) printf("pwrite failed\n");
+    char viastream[16] = {0};
+    FILE *sf = fopen(at("seq.dat"), "r"); /* a stream's reads bypass the wrappers */
+    fseek(sf, 100, SEEK_SET);
+    if (fread(viastream, 1, 9, sf) != 9) printf("fread failed\n");
+    fclose(sf);
+    printf("stream '%s'\n", viastream);
     char back[16] = {0};
     pread(fd, back, 9, 100); /* the same descriptor */
     int other = open(at("seq.dat"), O_RDONLY);
