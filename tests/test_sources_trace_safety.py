@@ -708,3 +708,37 @@ def test_loading_takes_at_most_60_bytes_per_record(tmp_path):
                          text=True, check=True).stdout.split()  # fmt: skip
     assert int(out[0]) == n
     assert int(out[1]) <= 60 * n, f"{int(out[1]) / n:.0f} bytes per record"
+
+
+def test_newer_format_is_refused_by_the_reader_itself(tmp_path):
+    from iopilot.errors import InputError
+    from iopilot.sources import load
+
+    root = serial_trace(tmp_path / "t")
+    p = root / "pnode1-100-0.json"
+    p.write_text(p.read_text().replace('"version": 2', '"version": 3'))
+    with pytest.raises(InputError) as e:
+        load(str(root))
+    assert str(e.value) == f"{p}: written by a newer iopilot (format 3); upgrade iopilot"
+
+
+@pytest.mark.parametrize(("notes", "ok"), [
+    ([[str(fid(b"/data/out.dat")), "hint cb_nodes=2"]], True),
+    ([], True),
+    ([[str(fid(b"/data/out.dat"))]], False),                    # no text
+    ([[str(fid(b"/data/out.dat")), 5]], False),                 # text not a string
+    ([["not an id", "text"]], False),                                # no file id
+    (["%016x text"], False),                                         # not a pair
+])  # fmt: skip
+def test_process_notes_are_checked(tmp_path, notes, ok):
+    from iopilot.errors import InputError
+    from iopilot.sources import load
+
+    root = tmp_path / "t"
+    root.mkdir()
+    write_proc(root, 100, {b"/data/out.dat": (2, 100)}, extra={"notes": notes})
+    if ok:
+        assert len(load(str(root)).records) > 0
+    else:
+        with pytest.raises(InputError, match="'notes' entry 0 should be"):
+            load(str(root))
