@@ -82,13 +82,31 @@ def test_io_threads_without_cores_of_their_own_slow_the_compute(cores, expected)
 
 @pytest.mark.parametrize(("io", "rec"), [(0.5, "on"), (0.49, "off")])
 def test_the_gain_must_reach_five_percent_of_the_run(io, rec):
-    t = trace(recs=records([(0, "w", 1, 0, MB, 9.0, 9.0 + io)]))
+    """Two phases: the first one's I/O hides behind the 5 s of computation
+    after it; the last one's (0.1 s) never hides."""
+    t = trace(recs=records([(0, "w", 1, 0, MB, 4.0, 4.0 + io), (0, "w", 1, MB, MB, 9.5, 9.6)]))
     t = replace(t, meta_records=meta([]))
     t.job.runtime = 10.0
     a = advise(t, FREE)
     assert a.sync_seconds == pytest.approx(10.0)
     assert a.saved_seconds == pytest.approx(io)
     assert a.recommendation == rec
+
+
+def test_the_last_phase_is_never_hidden_behind_what_follows():
+    t = trace(recs=records([(0, "w", 1, 0, MB, 4.0, 5.0)]))
+    t = replace(t, meta_records=meta([]))
+    t.job.runtime = 10.0  # 5 s after the only phase: async gains nothing
+    a = advise(t, FREE)
+    assert a.async_seconds == pytest.approx(10.0) and a.recommendation == "off"
+
+
+@pytest.mark.parametrize(("interference", "expected"), [(0.0, 9.0), (0.5, 10.5), (1.0, 12.0)])
+def test_measured_interference_slows_computation_and_writes(interference, expected):
+    """One rank with a core to spare: what the calibration measured is still
+    taken from the computation a write overlaps (and from the write)."""
+    cal = Calibration(float("inf"), 0.0, 64, measured=False, interference=interference)
+    assert advise(epochs(2.0, 1.0), cal).async_seconds == pytest.approx(expected)
 
 
 def test_syncs_move_to_the_thread_and_opens_stay():

@@ -32,6 +32,14 @@ typedef struct es_op {
     double queued; /* monotonic seconds */
 } es_op;
 
+/* A copy buffer given back: kept for the next write of that size or less,
+ * so a program writing the same checkpoint every step does not pay for
+ * fresh pages (a large malloc is a new mapping, faulted in page by page). */
+typedef struct spare {
+    struct spare *next;
+    size_t size;
+} spare;
+
 struct iopilot_es {
     pthread_mutex_t mu;
     pthread_cond_t work; /* the thread waits for operations */
@@ -41,6 +49,8 @@ struct iopilot_es {
     size_t pending;       /* queued + running */
     size_t copied_bytes;  /* held in copies not yet written */
     size_t cap;
+    spare *spares;        /* buffers kept for reuse (the header sits in the buffer) */
+    size_t spare_bytes;
     int stop;
     iopilot_es_failure *fails;
     size_t nfails, capfails;
@@ -140,6 +150,14 @@ static void *worker(void *arg) {
         if (o->copied) es->copied_bytes -= o->n;
         es->pending--;
         pthread_cond_broadcast(&es->done);
+        if (o->copied && o->n >= sizeof(spare) && es->spare_bytes + o->n <= es->cap) {
+            spare *k = (spare *)o->buf; /* kept: the next copy of this size reuses its pages */
+            k->size = o->n;
+            k->next = es->spares;
+            es->spares = k;
+            es->spare_bytes += o->n;
+            o->copied = 0;
+        }
         pthread_mutex_unlock(&es->mu);
         if (o->copied) free(o->buf);
         free(o);
@@ -223,8 +241,18 @@ uint64_t iopilot_es_write(iopilot_es *es, int fd, const void *buf, size_t n, int
     if (es->copied_bytes > es->st.max_queued_bytes) es->st.max_queued_bytes = es->copied_bytes;
     double t1 = now();
     es->st.wait_seconds += t1 - t0;
+    char *copy = NULL;
+    for (spare **k = &es->spares; *k; k = &(*k)->next) {
+        if ((*k)->size >= n && (*k)->size <= 2 * n + 4096) { /* not much larger than needed */
+            spare *got = *k;
+            *k = got->next;
+            es->spare_bytes -= got->size;
+            copy = (char *)got;
+            break;
+        }
+    }
     pthread_mutex_unlock(&es->mu);
-    char *copy = malloc(n ? n : 1);
+    if (!copy) copy = malloc(n ? n : 1);
     if (copy) memcpy(copy, buf, n);
     double t2 = now();
     pthread_mutex_lock(&es->mu);
@@ -314,6 +342,11 @@ int iopilot_es_close(iopilot_es *es) {
     pthread_mutex_unlock(&es->mu);
     pthread_join(es->thread, NULL); /* it runs what is queued, then ends */
     int rc = es->nfails ? 2 : 0;
+    while (es->spares) {
+        spare *k = es->spares;
+        es->spares = k->next;
+        free(k);
+    }
     free(es->fails);
     pthread_cond_destroy(&es->work);
     pthread_cond_destroy(&es->done);

@@ -1,7 +1,8 @@
 """``iopilot bench async``: does asynchronous I/O hide the I/O, and does the
 advisor predict it?
 
-The epochs kernel (POSIX, one rank, durable steps with --fsync) runs in
+The epochs kernel (POSIX, one rank by default, durable steps with --fsync;
+``--ranks N`` shares the cores between ranks and their I/O threads) runs in
 three scenarios whose computation per step is a multiple of its I/O per
 step (measured first): much longer, about equal, much shorter.  For each:
 
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .kernels import RESULT_TAG, kernel_path
+from .kernels import RESULT_TAG, kernel_path, mpirun_command
 
 SCENARIOS = {"longer": 4.0, "equal": 1.0, "shorter": 0.1}  # computation / I/O per step
 
@@ -41,8 +42,9 @@ def _epochs(workdir: Path, trace: Path, compute: float, args: argparse.Namespace
     """One traced epochs run: its result and the traced run time (s)."""
     from .. import api
 
+    launch = mpirun_command(args.ranks) if args.ranks > 1 else []
     cmd = [sys.executable, "-m", "iopilot", "run", "--trace-dir", str(trace), "--trace-only",
-           "--", str(kernel_path("epochs")), "--api", "posix", "--fsync",
+           "--", *launch, str(kernel_path("epochs")), "--api", "posix", "--fsync",
            "--steps", str(args.steps), "--compute", f"{compute:.6f}", "--size", args.size,
            "--file", str(workdir / "epochs.dat")]  # fmt: skip
     if asynchronous:
@@ -72,8 +74,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     base.mkdir(parents=True, exist_ok=True)
     probe, _ = _epochs(base, base / "probe.trace", 0.0, args, False)
     io_step = _per_step(probe)[1]
-    print(f"iopilot bench async: {args.steps} steps of {args.size} with fsync, "
-          f"I/O {io_step:.3f} s per step", file=sys.stderr)  # fmt: skip
+    print(f"iopilot bench async: {args.ranks} rank(s), {args.steps} steps of {args.size} "
+          f"with fsync, I/O {io_step:.3f} s per step", file=sys.stderr)  # fmt: skip
     rows = []
     for name in args.scenarios:
         compute = SCENARIOS[name] * io_step
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "recommendation": advice.recommendation,
         })  # fmt: skip
         print(f"  {name}: done", file=sys.stderr)
-    return {"steps": args.steps, "size": args.size, "io_per_step_s": io_step,
+    return {"ranks": args.ranks, "steps": args.steps, "size": args.size, "io_per_step_s": io_step,
             "calibration": advice.calibration.as_dict(), "scenarios": rows}  # fmt: skip
 
 
@@ -120,6 +122,8 @@ def main(args: argparse.Namespace) -> int:
     bad = [s for s in args.scenarios if s not in SCENARIOS]
     if bad:
         raise InputError("--scenarios", f"unknown {', '.join(bad)} (known: {', '.join(SCENARIOS)})")
+    if args.ranks < 1:
+        raise InputError("--ranks", "at least 1")
     if args.steps < 2:
         raise InputError("--steps", "at least 2 (one step's I/O has nothing to overlap)")
     doc = run(args)

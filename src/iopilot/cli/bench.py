@@ -105,6 +105,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--json", metavar="PATH", help="the results (default OUT/tune-efficiency.json)")
     a = bsub.add_parser("async", help="async I/O against sync, the ideal and the advisor")
     a.add_argument("--steps", type=int, default=5, help="steps per run (default 5)")
+    a.add_argument("--ranks", "-n", type=int, default=1,
+                   help="MPI ranks (default 1: the I/O thread has a core of its own)")
     a.add_argument("--size", default="128m", help="bytes written per step (default 128m)")
     a.add_argument("--scenarios", type=lambda v: [x for x in v.split(",") if x],
                    default=["longer", "equal", "shorter"], metavar="S[,S...]",

@@ -145,11 +145,12 @@ def _phase_bounds(recs: Records) -> np.ndarray:
 
 def _contention(trace: Trace, cal: Calibration) -> float:
     """Share of the write calls' time taken from computation they overlap:
-    0 when each rank and its I/O thread have a core, up to 1 when the node's
-    ranks already fill its cores."""
+    up to 1 when the node's ranks already fill its cores, and at least what
+    the calibration measured beside a free core."""
     hosts = len(set(trace.job.hosts.values())) or 1
     per_node = max(1, -(-max(trace.job.nprocs, 1) // hosts))
-    return float(min(1.0, max(0.0, (2 * per_node - cal.cores) / per_node)))
+    crowded = min(1.0, max(0.0, (2 * per_node - cal.cores) / per_node))
+    return float(max(crowded, cal.interference))
 
 
 def _simulate(c: np.ndarray, io: np.ndarray, own: np.ndarray, over: np.ndarray,
@@ -162,8 +163,9 @@ def _simulate(c: np.ndarray, io: np.ndarray, own: np.ndarray, over: np.ndarray,
     t = 0.0
     bg_free = 0.0
     prev_cpu = 0.0
-    stall = np.zeros(len(c))
-    for k in range(len(c)):
+    n = len(c)
+    stall = np.zeros(n)
+    for k in range(n):
         ck = c[k] + steal * min(c[k], prev_cpu)
         if lanes is not None:
             lanes.append(("async", "compute", k, t, t + ck))
@@ -175,18 +177,19 @@ def _simulate(c: np.ndarray, io: np.ndarray, own: np.ndarray, over: np.ndarray,
         if lanes is not None:
             lanes.append(("async", "own", k, t, t + own[k] + over[k]))
         t += own[k] + over[k]
+        # The write calls slow down too while the next computation runs.
+        io_k = io[k] + (steal * min(cpu_io[k], c[k + 1]) if k + 1 < n else 0.0)
         if lanes is not None:
-            lanes.append(("thread", "io", k, t, t + io[k]))
-        bg_free = t + io[k]
+            lanes.append(("thread", "io", k, t, t + io_k))
+        bg_free = t + io_k
         prev_cpu = cpu_io[k]
-    t_tail = tail + steal * min(tail, prev_cpu)
-    if lanes is not None and t_tail > 0:
-        lanes.append(("async", "compute", len(c), t, t + t_tail))
-    t += t_tail
-    end = max(t, bg_free)
+    # The last phase's I/O is never hidden: the run's end waits for it.
     if lanes is not None and bg_free > t:
-        lanes.append(("async", "wait", len(c), t, bg_free))
-    return end, stall
+        lanes.append(("async", "wait", n, t, bg_free))
+    t = max(t, bg_free)
+    if lanes is not None and tail > 0:
+        lanes.append(("async", "compute", n, t, t + tail))
+    return t + tail, stall
 
 
 def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float, int, list]:
@@ -236,8 +239,6 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
             nxt = np.concatenate([stall[1:], [0.0]])
             last_phase = np.arange(n_ph) == n_ph - 1
             hidden = np.where(last_phase, 0.0, np.maximum(io - nxt, 0.0)) - over
-            if n_ph:  # the end of the run waits for the last phase's I/O
-                hidden[-1] = min(io[-1], tail) - over[-1]
             phases = [Phase(k, float(starts[k]), float(last[k]) if active[k] else float(starts[k]),
                             int(r), float(c[k]), float(io[k]), float(own[k]), int(wbytes[k]),
                             int(ops[k]), float(over[k]), float(stall[k]), float(hidden[k]))

@@ -1,11 +1,13 @@
 """What asynchronous I/O costs on this machine: the copy of a write's buffer
 and the hand-off of an operation to the background thread.
 
-Measured in about a tenth of a second each time the advisor runs: a copy of
-a buffer larger than the caches (best of three), and small operations sent
+Measured in about a second each time the advisor runs: a copy of a
+buffer larger than the caches (best of three), small operations sent
 through an event set of the real engine one at a time (submit, wait), less
-the system call itself.  Both are what the engine adds to the program's own
-thread, so they are the overhead the advisor charges per I/O phase.
+the system call itself, and how much a computing loop slows while the
+engine's thread writes 64 MiB beside it.  The first two are what the
+engine adds to the program's own thread per I/O phase; the third is what
+overlapped writes cost the computation even when a core is free.
 """
 
 from __future__ import annotations
@@ -29,11 +31,15 @@ class Calibration:
     handoff_seconds: float  # per operation, beyond the system call
     cores: int  # processors of this machine, for one node's ranks and I/O threads
     measured: bool = True  # False: given by the caller
+    # Seconds of computation lost per second of write calls running beside
+    # it, even with a core to spare (shared memory bandwidth, the kernel's
+    # own writeback threads, virtual CPUs on one physical core).
+    interference: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {"copy_bytes_per_second": self.copy_bytes_per_second,
                 "handoff_seconds": self.handoff_seconds, "cores": self.cores,
-                "measured": self.measured}  # fmt: skip
+                "interference": self.interference, "measured": self.measured}  # fmt: skip
 
 
 def _copy_rate() -> float:
@@ -67,6 +73,40 @@ def _handoff() -> float:
     return max(through - direct, 0.0)
 
 
+def _spin(n: int) -> float:
+    """Seconds for ``n`` rounds of a pure-computation loop."""
+    t0 = time.perf_counter()
+    x = 1.0
+    for _ in range(n):
+        x = x * 0.9999999 + 1e-7
+    return time.perf_counter() - t0
+
+
+def _interference() -> float:
+    """Computation lost per second of write calls the engine's thread makes
+    beside it: the same loop alone and while 64 MiB are written (median of
+    three), over the thread's time in the write."""
+    from .engine import EventSet
+
+    n = 200_000
+    alone = min(_spin(n) for _ in range(3))
+    n = max(int(n * 0.15 / alone), 1000)  # about 150 ms of loop
+    alone = min(_spin(n) for _ in range(3))
+    block = np.ones(COPY_BYTES, np.uint8)
+    losses = []
+    with tempfile.TemporaryFile() as f, EventSet() as es:
+        for _ in range(3):
+            before = es.stats()["busy_seconds"]
+            es.write(f.fileno(), block, 0)
+            spun = _spin(n)
+            es.wait()
+            busy = es.stats()["busy_seconds"] - before
+            overlap = min(spun, busy)
+            losses.append(max(spun - alone, 0.0) / overlap if overlap > 0 else 0.0)
+    return float(min(max(sorted(losses)[1], 0.0), 1.0))
+
+
 def measure(cores: int | None = None) -> Calibration:
-    """Calibrate on this machine (about 0.1 s)."""
-    return Calibration(_copy_rate(), _handoff(), int(cores or os.cpu_count() or 1))
+    """Calibrate on this machine (about a second)."""
+    return Calibration(_copy_rate(), _handoff(), int(cores or os.cpu_count() or 1),
+                       interference=_interference())
