@@ -225,7 +225,7 @@ def test_a_command_builds_only_its_own_options():
 
     assert set(_subparsers(build_parser("report"))) == {"report"}
     assert set(_subparsers(build_parser())) == {"report", "checks", "run", "export", "demo",
-                                                "bench", "tune", "optimize"}  # fmt: skip
+                                                "bench", "tune", "optimize", "advise"}  # fmt: skip
 
 
 def test_a_mistyped_command_lists_every_command(capsys):

@@ -37,6 +37,7 @@ import numpy as np
 
 from .._record import field, record
 from ..model import OP_WRITE, Records, Trace
+from ..model.aggregate import unique
 from ..vocabulary import OP_NAMES, RECORD_LAYERS
 from .calibrate import Calibration
 
@@ -200,7 +201,7 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
     starts = _phase_bounds(io_recs)
     n_ph = len(starts)
     phase = np.searchsorted(starts, io_recs.start, side="right") - 1
-    ranks = np.unique(io_recs.rank)
+    ranks = unique(io_recs.rank)
     steal = _contention(trace, cal)
     dur = np.maximum(io_recs.end - io_recs.start, 0.0)
     best: tuple[float, int, list[Phase]] | None = None
@@ -263,7 +264,7 @@ def _conflicts(trace: Trace) -> tuple[list[Conflict], int]:
 
     posix = RECORD_LAYERS.index("POSIX")
     recs = trace.records.select(trace.records.layer == posix)
-    if len(recs) < 2 or len(np.unique(recs.rank)) < 2:
+    if len(recs) < 2 or len(unique(recs.rank)) < 2:
         return [], 0
     order = np.lexsort((recs.start, recs.offset, recs.file_id))
     f, off = recs.file_id[order], recs.offset[order]
@@ -304,7 +305,7 @@ def _fenced(trace: Trace, file_id: np.ndarray, rank: np.ndarray, after: np.ndarr
     if not len(file_id) or not len(fences):
         return np.zeros(len(file_id), bool)
     # One key per (file, rank): files numbered densely, times the ranks.
-    files = np.unique(np.concatenate([fences.file_id, file_id]))
+    files = unique(np.concatenate([fences.file_id, file_id]))
     width = int(max(fences.rank.max(), rank.max())) + 1
     fkey = np.searchsorted(files, fences.file_id).astype(np.int64) * width + fences.rank
     want = np.searchsorted(files, file_id).astype(np.int64) * width + rank
@@ -330,7 +331,7 @@ def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Adv
     phases, sync_s, async_s, slowest, lanes = _timeline(trace, cal)
     conflicts, n_conf = _conflicts(trace)
     saved = sync_s - async_s
-    ranks = len(np.unique(trace.records.rank)) or trace.job.nprocs
+    ranks = len(unique(trace.records.rank)) or trace.job.nprocs
     if not phases:
         rec, why = "off", "the trace has no POSIX reads, writes or syncs to move to a thread"
     elif n_conf:
