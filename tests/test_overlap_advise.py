@@ -71,6 +71,18 @@ def test_overhead_longer_than_compute_makes_async_slower():
     assert advise(epochs(0.5, 1.0), handoffs).async_seconds == pytest.approx(5.5)
 
 
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("wakeup_seconds", 0.25, 5.5),   # once per phase, on the program's side
+    ("thread_seconds", 0.5, 6.5),    # per operation, on the thread's side: async loses
+    ("thread_seconds", 0.0, 4.5),
+])  # fmt: skip
+def test_engine_costs_per_phase_and_per_operation(field, value, expected):
+    cal = Calibration(float("inf"), 0.0, 64, measured=False, **{field: value})
+    a = advise(epochs(0.5, 1.0), cal)
+    assert a.async_seconds == pytest.approx(expected)
+    assert a.recommendation == ("off" if expected > 6.0 else "on")
+
+
 @pytest.mark.parametrize(("cores", "expected"), [(2, 12.0), (3, 10.5), (4, 9.0)])
 def test_io_threads_without_cores_of_their_own_slow_the_compute(cores, expected):
     """Two ranks on one node: their I/O threads need two more cores; with

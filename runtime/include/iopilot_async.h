@@ -94,6 +94,14 @@ int iopilot_es_wait(iopilot_es *es, double timeout, size_t *pending,
 
 void iopilot_es_get_stats(iopilot_es *es, iopilot_es_stats *out);
 
+/* What the engine costs on this machine, from ``n`` one-byte writes to a
+ * temporary file: the seconds one submission takes the caller while the
+ * thread is busy, the extra seconds of a round trip to an idle thread (its
+ * wake-up), and the thread's own seconds per operation beyond the system
+ * call.  0, or -1 with errno. */
+int iopilot_es_calibrate(int n, double *submit_seconds, double *wakeup_seconds,
+                         double *thread_seconds);
+
 /* Wait for everything, stop the thread, free the set.  Returns what a
  * final iopilot_es_wait would (0, or 2 when some operation failed and was
  * never reported). */

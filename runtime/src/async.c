@@ -35,6 +35,7 @@ typedef struct es_op {
 /* A copy buffer given back: kept for the next write of that size or less,
  * so a program writing the same checkpoint every step does not pay for
  * fresh pages (a large malloc is a new mapping, faulted in page by page). */
+#define SPARE_MIN ((size_t)64 << 10) /* smaller copies come cheaply from malloc's own lists */
 typedef struct spare {
     struct spare *next;
     size_t size;
@@ -150,7 +151,7 @@ static void *worker(void *arg) {
         if (o->copied) es->copied_bytes -= o->n;
         es->pending--;
         pthread_cond_broadcast(&es->done);
-        if (o->copied && o->n >= sizeof(spare) && es->spare_bytes + o->n <= es->cap) {
+        if (o->copied && o->n >= SPARE_MIN && es->spare_bytes + o->n <= es->cap) {
             spare *k = (spare *)o->buf; /* kept: the next copy of this size reuses its pages */
             k->size = o->n;
             k->next = es->spares;
@@ -353,4 +354,48 @@ int iopilot_es_close(iopilot_es *es) {
     pthread_mutex_destroy(&es->mu);
     free(es);
     return rc;
+}
+
+int iopilot_es_calibrate(int n, double *submit_seconds, double *wakeup_seconds,
+                         double *thread_seconds) {
+    if (n < 1 || !submit_seconds || !wakeup_seconds || !thread_seconds) {
+        errno = EINVAL;
+        return -1;
+    }
+    char name[] = "/tmp/iopilot-es-calibrate-XXXXXX";
+    int fd = mkstemp(name);
+    if (fd < 0) return -1;
+    unlink(name);
+    iopilot_es *es = iopilot_es_create();
+    if (!es) {
+        close(fd);
+        return -1;
+    }
+    char b = 'x';
+    iopilot_es_write(es, fd, &b, 1, 0, 0); /* the thread is up, the file warm */
+    iopilot_es_wait(es, -1, NULL, NULL, NULL);
+    double t0 = now();
+    for (int i = 0; i < n; i++) iopilot_es_write(es, fd, &b, 1, 0, 0);
+    double t1 = now();
+    iopilot_es_wait(es, -1, NULL, NULL, NULL);
+    double t1b = now();
+    int rounds = n / 10 > 0 ? n / 10 : 1;
+    double t2 = now();
+    for (int i = 0; i < rounds; i++) {
+        iopilot_es_write(es, fd, &b, 1, 0, 0);
+        iopilot_es_wait(es, -1, NULL, NULL, NULL);
+    }
+    double t3 = now();
+    double direct0 = now();
+    for (int i = 0; i < rounds; i++)
+        if (pwrite(fd, &b, 1, 0) != 1) break;
+    double direct = (now() - direct0) / rounds;
+    iopilot_es_close(es);
+    close(fd);
+    *submit_seconds = (t1 - t0) / n;
+    double trip = (t3 - t2) / rounds - direct - *submit_seconds;
+    *wakeup_seconds = trip > 0 ? trip : 0;
+    double per_op = (t1b - t0) / n - direct; /* the thread's own cost beyond the call */
+    *thread_seconds = per_op > 0 ? per_op : 0;
+    return 0;
 }

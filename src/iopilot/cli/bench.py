@@ -109,8 +109,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="MPI ranks (default 1: the I/O thread has a core of its own)")
     a.add_argument("--size", default="128m", help="bytes written per step (default 128m)")
     a.add_argument("--scenarios", type=lambda v: [x for x in v.split(",") if x],
-                   default=["longer", "equal", "shorter"], metavar="S[,S...]",
-                   help="computation much longer than, equal to, much shorter than the I/O")
+                   default=["longer", "equal", "shorter", "overhead"], metavar="S[,S...]",
+                   help="computation much longer than, equal to, much shorter than the I/O, "
+                   "and none with many 4 KiB transfers (the engine's own cost)")
     a.add_argument("--dir", help="where the runs write (default: a temporary directory)")
     a.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     b.set_defaults(func=cmd_bench)  # fmt: skip

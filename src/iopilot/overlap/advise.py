@@ -11,7 +11,8 @@ The model follows the program's own timeline, rank by rank:
 * **Without async** the rank's time is what the trace measured.
 * **With async** the rank's thread computes, then at each phase does its
   own part of the phase plus the engine's overhead (copying the bytes
-  written at the measured copy rate, and one hand-off per operation),
+  written at the measured copy rate, one submission per operation and one
+  wake-up of the thread per phase),
   while the background thread does the I/O.  One phase is in flight at a
   time: a phase first waits for the previous one's I/O (as a double-buffered
   checkpoint does), and the end of the run waits for the last.  When a
@@ -210,7 +211,7 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
         m = io_recs.rank == r
         ph, d, s, e = phase[m], dur[m], io_recs.start[m], io_recs.end[m]
         op, length = io_recs.op[m], io_recs.length[m]
-        io = np.bincount(ph, d, n_ph)
+        io_sync = np.bincount(ph, d, n_ph)
         cpu_io = np.bincount(ph, np.where(op == OP_WRITE, d, 0.0), n_ph)
         wbytes = np.bincount(ph, np.where(op == OP_WRITE, np.maximum(length, 0), 0), n_ph)
         ops = np.bincount(ph, None, n_ph)
@@ -222,12 +223,14 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
         # A rank without I/O in a phase: its time there is computation.
         first = np.where(active, first, 0.0)
         last = np.where(active, last, 0.0)
-        own = np.where(active, np.maximum(last - first - io, 0.0), 0.0)
+        own = np.where(active, np.maximum(last - first - io_sync, 0.0), 0.0)
         ends = np.maximum.accumulate(np.where(active, last, 0.0))
         prev_end = np.concatenate([[0.0], ends[:-1]])
         c = np.where(active, np.maximum(first - prev_end, 0.0), 0.0)
         tail = max(run_end - float(ends[-1]), 0.0)
-        over = wbytes / cal.copy_bytes_per_second + ops * cal.handoff_seconds
+        over = (wbytes / cal.copy_bytes_per_second + ops * cal.handoff_seconds
+                + np.where(ops > 0, cal.wakeup_seconds, 0.0))
+        io = io_sync + ops * cal.thread_seconds  # the thread's own cost per operation
         lanes: list[tuple[str, str, int, float, float]] = []
         end, stall = _simulate(c, io, own, over, cpu_io, tail, steal, lanes)
         if best is None or end > best[0]:

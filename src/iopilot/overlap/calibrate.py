@@ -2,9 +2,9 @@
 and the hand-off of an operation to the background thread.
 
 Measured in about a second each time the advisor runs: a copy of a
-buffer larger than the caches (best of three), small operations sent
-through an event set of the real engine one at a time (submit, wait), less
-the system call itself, and how much a computing loop slows while the
+buffer larger than the caches (best of three), what the C engine itself
+measures for a submission while its thread is busy and for waking it when
+idle, and how much a computing loop slows while the
 engine's thread writes 64 MiB beside it.  The first two are what the
 engine adds to the program's own thread per I/O phase; the third is what
 overlapped writes cost the computation even when a core is free.
@@ -28,9 +28,14 @@ HANDOFF_OPS = 200
 @record(frozen=True)
 class Calibration:
     copy_bytes_per_second: float
-    handoff_seconds: float  # per operation, beyond the system call
+    handoff_seconds: float  # per operation submitted while the thread is busy
     cores: int  # processors of this machine, for one node's ranks and I/O threads
     measured: bool = True  # False: given by the caller
+    # Waking the idle thread for a phase's first operation.
+    wakeup_seconds: float = 0.0
+    # The thread's own time per operation beyond the system call (taking it
+    # off the queue, accounting, freeing the copy).
+    thread_seconds: float = 0.0
     # Seconds of computation lost per second of write calls running beside
     # it, even with a core to spare (shared memory bandwidth, the kernel's
     # own writeback threads, virtual CPUs on one physical core).
@@ -38,8 +43,10 @@ class Calibration:
 
     def as_dict(self) -> dict[str, Any]:
         return {"copy_bytes_per_second": self.copy_bytes_per_second,
-                "handoff_seconds": self.handoff_seconds, "cores": self.cores,
-                "interference": self.interference, "measured": self.measured}  # fmt: skip
+                "handoff_seconds": self.handoff_seconds, "wakeup_seconds": self.wakeup_seconds,
+                "thread_seconds": self.thread_seconds,
+                "cores": self.cores, "interference": self.interference,
+                "measured": self.measured}  # fmt: skip
 
 
 def _copy_rate() -> float:
@@ -51,26 +58,6 @@ def _copy_rate() -> float:
         np.copyto(dst, src)
         best = min(best, time.perf_counter() - t0)
     return COPY_BYTES / best
-
-
-def _handoff() -> float:
-    from .engine import EventSet
-
-    with tempfile.TemporaryFile() as f:
-        fd = f.fileno()
-        t0 = time.perf_counter()
-        for _ in range(HANDOFF_OPS):
-            os.pwrite(fd, b"x", 0)
-        direct = (time.perf_counter() - t0) / HANDOFF_OPS
-        with EventSet() as es:
-            es.write(fd, b"x", 0)
-            es.wait()  # the thread is up and the file warm
-            t0 = time.perf_counter()
-            for _ in range(HANDOFF_OPS):
-                es.write(fd, b"x", 0)
-                es.wait()
-            through = (time.perf_counter() - t0) / HANDOFF_OPS
-    return max(through - direct, 0.0)
 
 
 def _spin(n: int) -> float:
@@ -108,5 +95,9 @@ def _interference() -> float:
 
 def measure(cores: int | None = None) -> Calibration:
     """Calibrate on this machine (about a second)."""
-    return Calibration(_copy_rate(), _handoff(), int(cores or os.cpu_count() or 1),
+    from .engine import costs
+
+    submit, wake, thread = costs()
+    return Calibration(_copy_rate(), submit, int(cores or os.cpu_count() or 1),
+                       wakeup_seconds=wake, thread_seconds=thread,
                        interference=_interference())

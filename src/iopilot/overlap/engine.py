@@ -111,8 +111,24 @@ def _load() -> Any:
         lib.iopilot_es_get_stats.argtypes = [es_p, ctypes.POINTER(_Stats)]
         lib.iopilot_es_close.restype = ctypes.c_int
         lib.iopilot_es_close.argtypes = [es_p]
+        lib.iopilot_es_calibrate.restype = ctypes.c_int
+        dp = ctypes.POINTER(ctypes.c_double)
+        lib.iopilot_es_calibrate.argtypes = [ctypes.c_int, dp, dp, dp]
         _lib = lib
     return _lib
+
+
+def costs(n: int = 2000) -> tuple[float, float, float]:
+    """(seconds per submission while the thread is busy, extra seconds to wake
+    an idle thread, the thread's own seconds per operation beyond the system
+    call), measured by the C engine itself."""
+    lib = _load()
+    submit, wake, thread = ctypes.c_double(0), ctypes.c_double(0), ctypes.c_double(0)
+    if lib.iopilot_es_calibrate(n, ctypes.byref(submit), ctypes.byref(wake),
+                                ctypes.byref(thread)) != 0:  # fmt: skip
+        e = ctypes.get_errno()
+        raise OSError(e, f"cannot calibrate the engine: {os.strerror(e)}")
+    return float(submit.value), float(wake.value), float(thread.value)
 
 
 def _fileno(f: int | Any) -> int:
@@ -242,4 +258,4 @@ class EventSet:
                 pass
 
 
-__all__: Sequence[str] = ("AsyncIOError", "EventSet", "Failure", "Read", "library_path")
+__all__: Sequence[str] = ("AsyncIOError", "EventSet", "Failure", "Read", "costs", "library_path")
