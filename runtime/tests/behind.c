@@ -133,9 +133,9 @@ static void on_alarm(int s) {
 }
 static void *writer(void *arg) {
     long t = (long)arg;
-    char name[32];
-    snprintf(name, sizeof name, "thread%ld.dat", t);
-    int fd = open(at(name), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    char path[4200]; /* not at(): its buffers are shared, and threads race */
+    snprintf(path, sizeof path, "%s/thread%ld.dat", dir, t);
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
     char buf[4096];
     for (int i = 0; i < 2000; i++) {
         memset(buf, 'a' + (i + (int)t) % 26, sizeof buf);
