@@ -278,6 +278,11 @@ void iop_behind_fence_file(uint64_t id) {
     errno = e;
 }
 
+void iop_behind_fence_path(const char *path) {
+    if (__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE) && path)
+        iop_behind_fence_file(iop_register_path(path));
+}
+
 void iop_behind_fence_all(void) {
     if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE)) return;
     int e = errno;

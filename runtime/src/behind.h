@@ -36,6 +36,8 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
 int iop_behind_sync(iop_open *o, int fd, int data_only);
 void iop_behind_fence_file(uint64_t file_id); /* wait for the file's pending writes */
 void iop_behind_fence_all(void);
+/* A call by name (stat, fopen ...) sees the file with its pending writes. */
+void iop_behind_fence_path(const char *path);
 /* The same, changing nothing of ours: for a vfork child about to exec,
  * which shares our memory (the parent's I/O thread runs on meanwhile). */
 void iop_behind_wait_quietly(void);

@@ -310,9 +310,11 @@ __attribute__((destructor)) static void iop_fini(void) {
 /* Called by the exec wrappers: the new image will not run our destructor.
  * If exec fails the program goes on, and so does the trace. */
 void iop_before_exec(void) {
+    /* Deferred writes land first: the new program reads what we wrote.  A
+     * vfork child waits too, changing nothing of ours. */
+    iop_behind_wait_quietly();
     if (!iop_enabled || iop_in_runtime || !this_is_our_process()) return;
     int saved = errno;
-    iop_behind_fence_all();
     cfg.exec_count++;
     flush_all("exec");
     errno = saved;

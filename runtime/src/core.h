@@ -57,6 +57,7 @@ typedef struct iop_open {
     int direct_fd;
     int direct_refused;
     int behind_ok; /* IOPILOT_ASYNC: writes on this descriptor may be deferred */
+    int regular;   /* a regular file (fstat at open) */
     uint64_t direct_dev, direct_ino;
 } iop_open;
 

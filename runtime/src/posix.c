@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,11 +52,7 @@ static void opened_id(int fd, uint64_t id, int flags, mode_t mode, double t1, do
 static void behind_decide(int fd, int flags) {
     iop_open *o = iop_fd(fd);
     if (!o) return;
-    struct stat sb;
-    iop_enter();
-    int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
-    iop_leave();
-    o->behind_ok = regular && !iop_inside_mpi_open &&
+    o->behind_ok = o->regular && !iop_inside_mpi_open &&
                    !(flags & (O_APPEND | O_DIRECT | O_SYNC | O_DSYNC | O_PATH)) &&
                    (flags & O_ACCMODE) != O_RDONLY;
 }
@@ -426,11 +423,6 @@ WRAP_MMAP(mmap64, off64_t)
 /* ------------------------------------------------------------------ */
 /* Metadata by path: stat, unlink, rename, mkdir, truncate. */
 
-/* IOPILOT_ASYNC: a call by name sees the file with its pending writes. */
-static void behind_fence_path(const char *path) {
-    if (path) iop_behind_fence_file(iop_register_path(path));
-}
-
 static void path_meta(const char *path, int op, int counter, double t1, double t2) {
     if (!path) return;
     iop_stats *st = iop_stats_for(IOP_LAYER_POSIX, iop_register_path(path));
@@ -441,7 +433,7 @@ static void path_meta(const char *path, int op, int counter, double t1, double t
     REAL_DECL(ret, name, params);                                    \
     IOP_EXPORT ret name params {                                     \
         if (!iop_active()) return REAL(name) args;                   \
-        if (IOP_UNLIKELY(iop_behind_pending)) behind_fence_path(path); \
+        if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_path(path); \
         double t1 = iop_now();                                       \
         ret r = REAL(name) args;                                     \
         int e = errno;                                               \
@@ -622,46 +614,39 @@ IOP_EXPORT void closefrom(int lowfd) {
 
 REAL_DECL(int, execve, (const char *, char *const[], char *const[]));
 IOP_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
-    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(execve)(path, argv, envp);
 }
 REAL_DECL(int, execv, (const char *, char *const[]));
 IOP_EXPORT int execv(const char *path, char *const argv[]) {
-    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(execv)(path, argv);
 }
 REAL_DECL(int, execvp, (const char *, char *const[]));
 IOP_EXPORT int execvp(const char *file, char *const argv[]) {
-    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(execvp)(file, argv);
 }
 REAL_DECL(int, execvpe, (const char *, char *const[], char *const[]));
 IOP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
-    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(execvpe)(file, argv, envp);
 }
 
 REAL_DECL(int, fexecve, (int, char *const[], char *const[]));
 IOP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
-    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(fexecve)(fd, argv, envp);
 }
 REAL_DECL(int, execveat, (int, const char *, char *const[], char *const[], int));
 IOP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
                         int flags) {
-    iop_behind_wait_quietly(); /* the new program reads what we wrote */
     iop_before_exec();
     return REAL(execveat)(dirfd, path, argv, envp, flags);
 }
 
 /* Programs started without fork or our exec (posix_spawn, and system and
  * popen, which glibc builds on it) read what we wrote. */
-#include <spawn.h>
 REAL_DECL(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actions_t *,
                              const posix_spawnattr_t *, char *const[], char *const[]));
 IOP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,

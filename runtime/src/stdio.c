@@ -115,15 +115,11 @@ static void stream_opened(FILE *fp, const char *path, const char *mode, double t
 
 /* Write-behind: a stream's own reads and writes bypass our wrappers, so a
  * file with pending writes is brought up to date when a stream opens it. */
-static void behind_fence_path(const char *path) {
-    if (IOP_UNLIKELY(iop_behind_pending) && path) iop_behind_fence_file(iop_register_path(path));
-}
-
 #define WRAP_FOPEN(name)                                                  \
     REAL_DECL(FILE *, name, (const char *, const char *));                \
     IOP_EXPORT FILE *name(const char *path, const char *mode) {           \
         if (!iop_active()) return REAL(name)(path, mode);                 \
-        behind_fence_path(path);                                          \
+        iop_behind_fence_path(path);                                          \
         double t1 = iop_now();                                            \
         FILE *fp = REAL(name)(path, mode);                                \
         int e = errno;                                                    \
@@ -139,7 +135,7 @@ WRAP_FOPEN(fopen64)
     IOP_EXPORT FILE *name(const char *path, const char *mode, FILE *old) {         \
         if (!iop_active()) return REAL(name)(path, mode, old);                     \
         iop_handle_clear(IOP_LAYER_STDIO, (uintptr_t)old);                         \
-        behind_fence_path(path);                                                   \
+        iop_behind_fence_path(path);                                                   \
         int slot = IOP_UNLIKELY(nbuffers) ? buffer_of(old) : -1;                   \
         double t1 = iop_now();                                                     \
         FILE *fp = REAL(name)(path, mode, old);                                    \

@@ -238,6 +238,7 @@ void iop_fd_set(int layer, int fd, uint64_t id, int64_t offset) {
     iop_fds[fd].direct_fd = -1; /* the POSIX module adds one after an open */
     iop_fds[fd].direct_refused = 0;
     iop_fds[fd].behind_ok = 0; /* the POSIX module decides after an open */
+    iop_fds[fd].regular = ok && S_ISREG(sb.st_mode);
     __atomic_store_n(&iop_fds[fd].st, st, __ATOMIC_RELEASE);
     iop_set(st, IOP_C_FILE_ALIGNMENT, align);
 }

@@ -128,14 +128,13 @@ class Advice:
 # The timeline
 
 
-def _io_records(trace: Trace) -> tuple[Records, Records]:
-    """The POSIX operations async can take over (reads, writes, syncs), and the
-    POSIX metadata calls that stay on the program's thread."""
+def _io_records(trace: Trace) -> Records:
+    """The POSIX operations async can take over: reads, writes, syncs.  Other
+    metadata calls stay on the program's thread, counted as its own time."""
     posix = RECORD_LAYERS.index("POSIX")
     data = trace.records.select(trace.records.layer == posix)
-    meta = trace.meta_records.select(trace.meta_records.layer == posix)
-    syncs = meta.op == OP_SYNC
-    return Records.concat([data, meta.select(syncs)]), meta.select(~syncs)
+    meta = trace.meta_records
+    return Records.concat([data, meta.select((meta.layer == posix) & (meta.op == OP_SYNC))])
 
 
 def _phase_bounds(recs: Records) -> np.ndarray:
@@ -195,7 +194,7 @@ def _simulate(c: np.ndarray, io: np.ndarray, own: np.ndarray, over: np.ndarray,
 
 
 def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float, int, list]:
-    io_recs, _ = _io_records(trace)
+    io_recs = _io_records(trace)
     run = float(trace.job.runtime)
     if not len(io_recs):
         return [], run, run, 0, []

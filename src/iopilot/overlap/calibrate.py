@@ -22,7 +22,6 @@ import numpy as np
 from .._record import record
 
 COPY_BYTES = 64 << 20
-HANDOFF_OPS = 200
 
 
 @record(frozen=True)
