@@ -62,6 +62,8 @@ def render(v: ModuleType) -> str:
     out += [
         "\n/* Operations: the code is the position.  READ and WRITE move data. */\n",
         _xmacro("IOP_OPS", [f"X({n.upper()})" for n in v.OP_NAMES]),
+        "\n/* Bits of a record's flags (see iopilot_format.h). */\n",
+        *(f"#define IOP_FLAG_{n} {hex(b)}\n" for n, b in v.RECORD_FLAGS.items()),
         "\n/* Darshan's access-size bins: inclusive upper edges; the last bin has none. */\n",
         f"#define IOP_NSIZE_BINS {len(v.SIZE_BINS)}\n",
         "#define IOP_SIZE_BIN_UPPER {" + ", ".join(str(x) for x in v.SIZE_BIN_UPPER[:-1]) + "}\n",

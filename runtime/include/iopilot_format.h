@@ -85,8 +85,13 @@ struct iop_record {
     uint16_t flags;        /* IOP_FLAG_* */
 };
 
-#define IOP_FLAG_COLLECTIVE 0x1  /* MPI-IO collective / HDF5 collective transfer */
-#define IOP_FLAG_NONBLOCKING 0x2
-#define IOP_FLAG_ERROR 0x4       /* the call failed (returned -1 / error) */
+/* IOP_FLAG_* (iopilot_vocab.h): COLLECTIVE, an MPI-IO collective or HDF5
+ * collective transfer; NONBLOCKING; ERROR, the call failed.  Background I/O
+ * (write-behind, IOPILOT_ASYNC): the program's call that queued an operation
+ * rather than made it is DEFERRED (it returned at ``end``).  The background
+ * thread then writes two records back to back: QUEUED (start = queued by the
+ * call, end = issued by the thread) and BACKGROUND (start = issued, end =
+ * completed).  They describe the program's own call once more: readers keep
+ * them apart from the program's records. */
 
 #endif

@@ -16,6 +16,14 @@
 #define IOP_OPS(X) X(READ) X(WRITE) X(OPEN) X(CLOSE) X(SEEK) X(SYNC) X(STAT) X(TRUNCATE)  \
     X(MMAP) X(FLUSH) X(UNLINK) X(RENAME) X(MKDIR)
 
+/* Bits of a record's flags (see iopilot_format.h). */
+#define IOP_FLAG_COLLECTIVE 0x1
+#define IOP_FLAG_NONBLOCKING 0x2
+#define IOP_FLAG_ERROR 0x4
+#define IOP_FLAG_DEFERRED 0x8
+#define IOP_FLAG_QUEUED 0x10
+#define IOP_FLAG_BACKGROUND 0x20
+
 /* Darshan's access-size bins: inclusive upper edges; the last bin has none. */
 #define IOP_NSIZE_BINS 10
 #define IOP_SIZE_BIN_UPPER {100, 1024, 10240, 102400, 1048576, 4194304, 10485760, 104857600, 1073741824}

@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../include/iopilot_async.h"
 #include "behind.h"
 #include "core.h"
 
@@ -65,7 +66,8 @@ typedef struct {
     int64_t offset;
     size_t n, skip; /* bytes, and ring bytes skipped before them (wrap) */
     size_t at;      /* where in the ring */
-    double queued;
+    double queued;  /* monotonic seconds, for the totals */
+    double queued_t; /* the runtime's clock, for the trace */
 } bop;
 
 typedef struct {
@@ -185,7 +187,7 @@ static void *worker(void *arg) {
         bop o = ops[op_tail % NOPS];
         iop_unlock(&lock);
 
-        double issued = mono();
+        double issued = mono(), issued_t = iop_now();
         int err = 0;
         if (o.kind == OP_WRITE) {
             if (sys_pwrite(o.fd, ring + o.at, o.n, o.offset) < 0) err = errno;
@@ -193,6 +195,12 @@ static void *worker(void *arg) {
             err = errno;
         }
         double completed = mono();
+        /* in the trace before the operation counts as done: the exit path
+         * writes the buffers once nothing is pending */
+        int write = o.kind == OP_WRITE;
+        iop_background_op(IOP_LAYER_POSIX, write ? IOP_OP_WRITE : IOP_OP_SYNC, o.file_id,
+                          write ? o.offset : -1, write ? (int64_t)o.n : 0, o.queued_t, issued_t,
+                          iop_now(), err != 0);
 
         iop_lock(&lock);
         op_tail++;
@@ -360,14 +368,16 @@ static int enqueue(bfile *f, int d, int kind, const void *buf, size_t n, int64_t
         size_t used = (size_t)(r_head - r_tail);
         if (used > st.max_bytes) st.max_bytes = used;
     }
-    ops[op_head % NOPS] = (bop){f->id, d, kind, off, kind == OP_WRITE ? n : 0, skip, at, mono()};
+    ops[op_head % NOPS] = (bop){f->id, d, kind, off, kind == OP_WRITE ? n : 0, skip, at, mono(),
+                                iop_now()};
     op_head++;
     f->pending++;
     __atomic_add_fetch(&iop_behind_pending, 1, __ATOMIC_RELEASE);
     return 1;
 }
 
-ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t off) {
+ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t off,
+                         unsigned *flags) {
     uint64_t id = o->st->file_id;
     if (!n || n > cap || !id) {
         iop_behind_fence_file(id);
@@ -404,6 +414,7 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
     iop_busy_leave();
     if (taken) {
         syscall(SYS_futex, &work_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        *flags |= IOP_FLAG_DEFERRED;
         errno = e;
         return (ssize_t)n;
     }
@@ -424,7 +435,7 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
     return (ssize_t)r;
 }
 
-int iop_behind_sync(iop_open *o, int fd, int data_only) {
+int iop_behind_sync(iop_open *o, int fd, int data_only, unsigned *flags) {
     uint64_t id = o->st->file_id;
     if (iop_behind_relaxed) {
         iop_busy_enter();
@@ -439,6 +450,7 @@ int iop_behind_sync(iop_open *o, int fd, int data_only) {
         iop_busy_leave();
         if (taken) {
             syscall(SYS_futex, &work_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+            *flags |= IOP_FLAG_DEFERRED;
             if (err) {
                 errno = err;
                 return -1;
@@ -471,4 +483,39 @@ void iop_behind_stats_get(iop_behind_stats *out) {
     *out = st;
     iop_unlock(&lock);
     iop_busy_leave();
+}
+
+/* ------------------------------------------------------------------ */
+/* The event-set engine (async.c, iopilot_async.h) reports each operation
+ * here when the runtime is preloaded.  Its thread's own calls are not
+ * traced (op -1, sent once when the thread starts): the operation is
+ * counted and recorded once, as the program's deferred call at the time
+ * it was queued, followed by the QUEUED/BACKGROUND pair, as for write-behind. */
+
+static double ticks_at(double mono_seconds, double now_mono, double now_ticks, double spt) {
+    return now_ticks - (now_mono - mono_seconds) / spt;
+}
+
+IOP_EXPORT void iopilot_async_event(int op, int fd, int64_t offset, size_t bytes, size_t done,
+                                    int error, double queued, double issued, double completed) {
+    if (op < 0) { /* the engine's thread: its system calls are the operations reported here */
+        iop_in_runtime = 1;
+        return;
+    }
+    iop_open *o = iop_enabled ? iop_fd(fd) : NULL;
+    if (!o || !o->st) return;
+    int e = errno;
+    double spt = seconds_per_tick(), nm = mono(), nt = iop_now();
+    double q = ticks_at(queued, nm, nt, spt), i = ticks_at(issued, nm, nt, spt),
+           c = ticks_at(completed, nm, nt, spt);
+    int rop = op == IOPILOT_ES_WRITE ? IOP_OP_WRITE : op == IOPILOT_ES_READ ? IOP_OP_READ
+                                                                          : IOP_OP_SYNC;
+    unsigned flags = IOP_FLAG_DEFERRED | (error ? IOP_FLAG_ERROR : 0);
+    if (rop == IOP_OP_SYNC)
+        iop_meta_op(o->st, IOP_OP_SYNC, IOP_C_FSYNCS, q, q, flags);
+    else /* a failure moved nothing the counters would count (as for the program's own calls) */
+        iop_data_op(o->st, rop, offset, error ? -1 : (int64_t)done, NULL, o->alignment, q, q, flags);
+    iop_background_op(o->st->layer, rop, o->st->file_id, rop == IOP_OP_SYNC ? -1 : offset,
+                      rop == IOP_OP_SYNC ? 0 : (int64_t)bytes, q, i, c, error != 0);
+    errno = e;
 }

@@ -168,6 +168,7 @@ typedef struct iop_module {
 extern int iop_use_tsc;
 extern uint64_t iop_tsc0;
 double iop_clock_ticks(void);
+double seconds_per_tick(void); /* of iop_now(), measured over the run so far */
 #if defined(__x86_64__)
 #include <x86intrin.h>
 static inline double iop_now(void) {
@@ -214,6 +215,10 @@ void iop_data_op_at(iop_stats *st, int op, int64_t *pos, int64_t bytes, const vo
                     int64_t alignment, double t1, double t2, unsigned flags);
 /* Record and count one metadata operation (open, close, seek, stat, ...). */
 void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsigned flags);
+/* Record a background thread's operation on the program's behalf (queued,
+ * issued and completed times); records only, counters untouched. */
+void iop_background_op(int layer, int op, uint64_t file_id, int64_t offset, int64_t len,
+                       double queued, double issued, double completed, int failed);
 /* Change counters under the file's lock. */
 void iop_count(iop_stats *st, int counter, int64_t delta);
 void iop_set(iop_stats *st, int counter, int64_t value);

@@ -68,7 +68,7 @@ typedef struct note { struct note *next; uint64_t id; char text[]; } note;
 /* core.c */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void give_up(const char *why);
-double seconds_per_tick(void);
+
 int this_is_our_process(void); /* not a vfork or clone child sharing our memory */
 void iop_watch_exit_status(void); /* once the program runs (see core.c) */
 

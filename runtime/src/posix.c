@@ -183,8 +183,9 @@ static void appended(int fd, iop_open *o, ssize_t r) {
  * the vector forms). */
 #define DIRECT_OR(o, fd, op, BUF, N, OFF, CALL)                          \
     ssize_t r = IOP_DIRECT_NOT_TAKEN;                                   \
+    unsigned rflags = 0;                                                \
     if (IOP_UNLIKELY((o)->behind_ok) && (op) == IOP_OP_WRITE && (N))    \
-        r = iop_behind_write(o, fd, (BUF), (N), (OFF));                 \
+        r = iop_behind_write(o, fd, (BUF), (N), (OFF), &rflags);        \
     else                                                                \
         iop_behind_fence(o); /* reads and vector writes: after the pending ones */ \
     if (r == IOP_DIRECT_NOT_TAKEN && IOP_UNLIKELY((o)->direct_fd >= 0) && (N)) \
@@ -200,7 +201,7 @@ static void appended(int fd, iop_open *o, ssize_t r) {
     double t2 = iop_now();                                              \
     if (IOP_UNLIKELY(o->append) && op == IOP_OP_WRITE && r > 0)         \
         appended(fd, o, r);                                             \
-    iop_data_op_at(o->st, op, &o->offset, r, BUF, o->alignment, t1, t2, 0); \
+    iop_data_op_at(o->st, op, &o->offset, r, BUF, o->alignment, t1, t2, rflags); \
     errno = e;                                                          \
     return r
 
@@ -211,7 +212,7 @@ static void appended(int fd, iop_open *o, ssize_t r) {
     DIRECT_OR(o, fd, op, BUF, N, (int64_t)(OFF) < 0 ? INT64_MAX : (int64_t)(OFF), CALL); \
     int e = errno;                                                      \
     double t2 = iop_now();                                              \
-    iop_data_op(o->st, op, (int64_t)(OFF), r, BUF, o->alignment, t1, t2, 0); \
+    iop_data_op(o->st, op, (int64_t)(OFF), r, BUF, o->alignment, t1, t2, rflags); \
     errno = e;                                                          \
     return r
 
@@ -379,8 +380,9 @@ WRAP_SEEK(lseek64, off64_t)
         if (!o) return REAL(name)(fd);                                    \
         double t1 = iop_now();                                            \
         int r = IOP_BEHIND_NOT_TAKEN, deferred = 0;                       \
+        unsigned rflags = 0;                                              \
         if (IOP_UNLIKELY(iop_behind_on)) {                                \
-            r = iop_behind_sync(o, fd, data_only);                        \
+            r = iop_behind_sync(o, fd, data_only, &rflags);               \
             deferred = r == IOP_BEHIND_NOT_TAKEN ? iop_behind_take_error(o->st->file_id) : 0; \
         }                                                                 \
         if (r == IOP_BEHIND_NOT_TAKEN) r = REAL(name)(fd);                \
@@ -389,7 +391,7 @@ WRAP_SEEK(lseek64, off64_t)
             errno = deferred;                                             \
         }                                                                 \
         int e = errno;                                                    \
-        iop_meta_op(o->st, IOP_OP_SYNC, counter, t1, iop_now(), r < 0 ? IOP_FLAG_ERROR : 0); \
+        iop_meta_op(o->st, IOP_OP_SYNC, counter, t1, iop_now(), rflags | (r < 0 ? IOP_FLAG_ERROR : 0)); \
         errno = e;                                                        \
         return r;                                                         \
     }

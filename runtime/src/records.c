@@ -159,16 +159,8 @@ static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t l
     }
     b->budget--;
     b->kept++;
-    struct iop_record *r = &b->r[b->n];
-    r->start = t1;
-    r->end = t2;
-    r->offset = offset;
-    r->length = len;
-    r->file_id = id;
-    r->thread = b->thread;
-    r->layer = (uint8_t)layer;
-    r->op = (uint8_t)op;
-    r->flags = (uint16_t)flags;
+    b->r[b->n] = (struct iop_record){t1, t2, offset, len, id, b->thread, (uint8_t)layer,
+                                     (uint8_t)op, (uint16_t)flags};
     if (IOP_UNLIKELY((++b->n & 255) <= 1)) buffer_checkpoint(b);
 }
 
@@ -280,6 +272,50 @@ void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsig
     }
     iop_unlock(&st->lock);
     add_record(st->layer, op, st->file_id, -1, 0, t1, t2, flags);
+    iop_busy_leave();
+}
+
+/* A background thread's operation: two records, QUEUED then BACKGROUND, kept
+ * together in one buffer (the reader pairs them in order) or both dropped.
+ * Records only: the program's own call already counted the bytes. */
+void iop_background_op(int layer, int op, uint64_t id, int64_t offset, int64_t len,
+                       double queued, double issued, double completed, int failed) {
+    iop_busy_enter();
+    tbuf *b = thread_buffer();
+    if (IOP_UNLIKELY(!b)) {
+        __atomic_add_fetch(&records_lost, 2, __ATOMIC_RELAXED);
+        iop_busy_leave();
+        return;
+    }
+    if (b->budget < 2 && (!reserve(b) || b->budget < 2)) { /* a lone last slot stays unused */
+        b->dropped += 2;
+        iop_busy_leave();
+        return;
+    }
+    if (b->n + 2 > TB_CAP) { /* a pair never straddles two writes of the buffer */
+        iop_lock(&big_lock);
+        write_buffer(b);
+        iop_unlock(&big_lock);
+    }
+    unsigned err = failed ? IOP_FLAG_ERROR : 0;
+    uint32_t n0 = b->n;
+    b->budget -= 2;
+    b->kept += 2;
+    b->r[n0] = (struct iop_record){queued, issued, offset, len, id, b->thread, (uint8_t)layer,
+                                   (uint8_t)op, (uint16_t)(IOP_FLAG_QUEUED | err)};
+    b->r[n0 + 1] = b->r[n0];
+    b->r[n0 + 1].start = issued;
+    b->r[n0 + 1].end = completed;
+    b->r[n0 + 1].flags = (uint16_t)(IOP_FLAG_BACKGROUND | err);
+    b->n = n0 + 2;
+    /* the checks add_record makes at records 1 and 256k, made once the pair is in */
+    if (n0 == 0) {
+        b->n = 1;
+        buffer_checkpoint(b); /* notes the buffer's first time */
+        b->n = 2;
+    } else if ((n0 >> 8) != (b->n >> 8) || b->n == TB_CAP) {
+        buffer_checkpoint(b);
+    }
     iop_busy_leave();
 }
 

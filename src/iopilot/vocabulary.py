@@ -32,6 +32,12 @@ OP_NAMES: tuple[str, ...] = ("read", "write", "open", "close", "seek", "sync", "
                              "truncate", "mmap", "flush", "unlink", "rename", "mkdir")  # fmt: skip
 OP_READ, OP_WRITE = OP_NAMES.index("read"), OP_NAMES.index("write")
 DIRECTIONS: tuple[str, ...] = ("READ", "WRITE")  # as counter names spell them
+# Bits of a record's ``flags`` (docs/trace-format.md).  DEFERRED: the program's
+# call queued the operation (write-behind) and returned; QUEUED and BACKGROUND:
+# the background thread's pair of records for it (queued -> issued, issued ->
+# completed), which readers keep apart from the program's records.
+RECORD_FLAGS: dict[str, int] = {"COLLECTIVE": 0x1, "NONBLOCKING": 0x2, "ERROR": 0x4,
+                                "DEFERRED": 0x8, "QUEUED": 0x10, "BACKGROUND": 0x20}  # fmt: skip
 
 # ---------------------------------------------------------------------------
 # Darshan's access-size histogram: each upper edge belongs to its bin

@@ -11,6 +11,7 @@ from ..vocabulary import (
     SIZE_BINS,
 )
 from .trace import (
+    BackgroundOps,
     Counters,
     Heatmap,
     Job,
@@ -30,6 +31,7 @@ __all__ = [
     "RECORD_LAYERS",
     "SIZE_BINS",
     "SIZE_BIN_UPPER",
+    "BackgroundOps",
     "Counters",
     "Heatmap",
     "Job",

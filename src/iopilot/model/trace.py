@@ -165,6 +165,27 @@ _RECORD_FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start",
 
 
 @record
+class BackgroundOps:
+    """Operations a background I/O thread made for the program (write-behind,
+    the event-set engine), one row each: when the program's call queued it, when the thread issued
+    it and when it completed (seconds since the job start).  The program's
+    own calls are in :attr:`Trace.records`: these rows never count twice."""
+
+    rank: np.ndarray  # int32
+    file_id: np.ndarray  # uint64
+    op: np.ndarray  # uint8, an OP_NAMES code (write or sync)
+    offset: np.ndarray  # int64, -1 for syncs
+    length: np.ndarray  # int64 bytes asked, 0 for syncs
+    queued: np.ndarray  # float64
+    issued: np.ndarray  # float64
+    completed: np.ndarray  # float64
+    failed: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return int(self.rank.shape[0])
+
+
+@record
 class Striping:
     """Lustre layout of files: a row per file, OST lists stored flat."""
 
@@ -329,6 +350,10 @@ class Trace:
     # the processes (writes, bytes, errors, busy/queued/wait seconds); None
     # when it was off.
     write_behind: dict[str, Any] | None = None
+    # Each operation a background thread made (write-behind, the event-set
+    # engine), with its queued, issued and completed times; None when the
+    # source has none.
+    background: BackgroundOps | None = None
 
     def layer(self, name: str) -> Counters | None:
         """The counters of a layer, or None if the source had none."""

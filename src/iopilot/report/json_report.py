@@ -13,6 +13,7 @@ from typing import Any
 from .. import __version__
 from ..checks import Diagnosis, Level
 from ..checks.base import location_dict
+from ..model.background import background_summary
 from .profiles import heatmap_summary, mpi_summary
 
 SCHEMA = "iopilot-report"
@@ -44,6 +45,7 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
         "processes": t.processes,
         "settings": t.settings,
         "write_behind": t.write_behind,
+        "background_io": background_summary(t),
         "modules": [
             {"name": m.name, "partial": m.partial, "rows": m.rows, "used": m.read}
             for m in t.modules
@@ -123,3 +125,4 @@ def _default(o: Any) -> Any:
     if isinstance(o, np.floating):
         return float(o)
     raise TypeError(f"cannot serialise {type(o).__name__}")
+

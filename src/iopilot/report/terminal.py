@@ -99,6 +99,8 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
         lines += settings_block(report["settings"], style, verbose=verbose)
     if report.get("write_behind"):
         lines += behind_block(report["write_behind"], style)
+    if report.get("background_io"):
+        lines += background_block(report["background_io"], style)
     aside = report.get("set_aside")
     if aside and aside["files"]:
         add(style(f"  set aside {set_aside_line(aside)}", "36"))
@@ -175,6 +177,24 @@ def behind_block(wb: dict[str, Any], style: Style) -> list[str]:
     if wb.get("errors"):
         out.append(style(f"  ! {wb['errors']:,} deferred write(s) failed: reported to the "
                          "program at its next fsync or close", LEVEL_STYLE["HIGH"]))  # fmt: skip
+    return out
+
+
+def background_block(ops: dict[str, Any], style: Style) -> list[str]:
+    """Background I/O from each operation's queued, issued and completed times
+    (write-behind's thread, the event-set engine's): the overlap achieved."""
+    q = ops["queue_delay"]
+    out = ["", style("  Background I/O", "1"),
+           f"    {ops['operations']:,} operations ({ops['writes']:,} writes, "
+           f"{ops['bytes'] / 2**20:,.1f} MiB; {ops['syncs']:,} syncs) made by background "
+           f"threads in {ops['busy_seconds']:.3f} s",
+           f"    overlap achieved: {ops['hidden_seconds']:.3f} s of that "
+           f"({ops['overlap_share']:.0%}) ran while the program was not in an I/O call",
+           f"    each operation waited {q['p50'] * 1e3:.2f} ms in the queue (median; 95th "
+           f"percentile {q['p95'] * 1e3:.2f} ms, longest {q['max'] * 1e3:.2f} ms)"]  # fmt: skip
+    if ops["failed"]:
+        out.append(style(f"  ! {ops['failed']:,} background operation(s) failed",
+                         LEVEL_STYLE["HIGH"]))  # fmt: skip
     return out
 
 

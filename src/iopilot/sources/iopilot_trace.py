@@ -32,10 +32,10 @@ import numpy as np
 
 from .._record import field, record
 from ..errors import InputError
-from ..model import RECORD_LAYERS, Counters, Job, ModuleInfo, Records, Trace
+from ..model import RECORD_LAYERS, BackgroundOps, Counters, Job, ModuleInfo, Records, Trace
 from ..model.aggregate import unique
 from ..model.trace import safe_name
-from ..vocabulary import FS_LAYERS, MAX_COUNTERS, MODULE, OP_NAMES, RUNTIME_LAYERS
+from ..vocabulary import FS_LAYERS, MAX_COUNTERS, MODULE, OP_NAMES, RECORD_FLAGS, RUNTIME_LAYERS
 from .checked import (
     REQUIRED,
     Fields,
@@ -64,6 +64,8 @@ RECORD = np.dtype(
 LAYER_CODES = RUNTIME_LAYERS
 N_OPS = len(OP_NAMES)
 OP_MMAP = OP_NAMES.index("mmap")
+QUEUED, BACKGROUND = RECORD_FLAGS["QUEUED"], RECORD_FLAGS["BACKGROUND"]
+ERROR = RECORD_FLAGS["ERROR"]
 # Runtime layer names -> model layers with counters (the runtime uses the model's names).
 LAYER_PREFIX = {n: n for n in RUNTIME_LAYERS}
 _FS_LAYERS = FS_LAYERS  # what the file system saw (MPI-IO and HDF5 sit above)
@@ -122,6 +124,7 @@ def read_trace(path: str) -> Trace:
     for p in procs:
         _read_records(p, job_start, limit, sink, meta_sink)
     records = sink.records()
+    background = _background(procs, job_start)
     for p in procs:
         _summary_totals(p)
     names: dict[int, str] = {}
@@ -147,6 +150,7 @@ def read_trace(path: str) -> Trace:
         processes=_accounting(procs),
         settings=_settings(procs, names),
         write_behind=_write_behind(procs),
+        background=background,
     )
 
 
@@ -238,6 +242,9 @@ class _Proc:
     fs_bytes: int = 0  # bytes read and written at POSIX and STDIO
     mmaps: int = 0
     unnamed: set[int] = field(default_factory=set)
+    # a background thread's records (QUEUED, BACKGROUND), as read
+    background: list[np.ndarray] = field(default_factory=list)
+    unpaired: int = 0  # background records without their pair (a cut file)
 
     def path(self, suffix: str) -> Path:
         return self.root / (self.stem + suffix)
@@ -637,7 +644,8 @@ def _read_records(p: _Proc, job_start: float, limit: int, sink: _RecordSink,
             if not got:
                 break
             _check_records(path, r, done, len(layers))
-            data = r["op"] <= 1
+            behind = (r["flags"] & (QUEUED | BACKGROUND)) != 0
+            data = (r["op"] <= 1) & ~behind
             done += len(r)
             if not p.summary or p.rank is None:  # what its counters would have said
                 p.fs_bytes += int(r["length"][data & fs_layer[r["layer"]]].sum())
@@ -652,10 +660,51 @@ def _read_records(p: _Proc, job_start: float, limit: int, sink: _RecordSink,
             if not p.summary:
                 p.unnamed.update(unique(r["file_id"][known]).tolist())
             sink.add(r, keep, p.rank, layer, shift)
-            meta_sink.add(r, ~data & known, p.rank, layer, shift)
+            meta_sink.add(r, ~data & ~behind & known, p.rank, layer, shift)
+            if behind.any():
+                p.background.append(r[behind & known])
     p.on_disk = done
     if not p.summary:
         p.t_end = last
+
+
+def _background(procs: list[_Proc], job_start: float) -> BackgroundOps | None:
+    """The background thread's operations: each QUEUED record followed, in its
+    thread's order, by the BACKGROUND record of the same operation makes one
+    row.  A record without its pair (a file cut by a kill) is counted and left
+    out.  None when no process had any."""
+    parts = []
+    for p in procs:
+        if not p.background or p.rank is None:
+            continue
+        r = np.concatenate(p.background)
+        p.background = []
+        r = r[np.argsort(r["thread"], kind="stable")]  # each thread's records in file order
+        q = (r["flags"] & QUEUED) != 0
+        a, b = r[:-1], r[1:]
+        pair = (q[:-1] & ~q[1:] & (a["thread"] == b["thread"]) & (a["file_id"] == b["file_id"])
+                & (a["op"] == b["op"]) & (a["offset"] == b["offset"])
+                & (a["length"] == b["length"]) & (a["end"] == b["start"]))  # fmt: skip
+        i = np.flatnonzero(pair)
+        p.unpaired = len(r) - 2 * len(i)
+        first, second = r[i], r[i + 1]
+        shift = p.t0 - job_start
+        parts.append(BackgroundOps(
+            rank=np.full(len(i), p.rank, np.int32),
+            file_id=first["file_id"].astype(np.uint64),
+            op=first["op"].astype(np.uint8),
+            offset=first["offset"].astype(np.int64),
+            length=first["length"].astype(np.int64),
+            queued=first["start"] + shift,
+            issued=second["start"] + shift,
+            completed=second["end"] + shift,
+            failed=(second["flags"] & ERROR) != 0,
+        ))  # fmt: skip
+    if not parts:
+        return None
+    return BackgroundOps(*(np.concatenate([getattr(x, f) for x in parts])
+                           for f in ("rank", "file_id", "op", "offset", "length", "queued",
+                                     "issued", "completed", "failed")))  # fmt: skip
 
 
 def _check_records(path: Path, r: np.ndarray, first: int, nlayers: int) -> None:
@@ -1018,6 +1067,9 @@ def _warnings(procs: list[_Proc]) -> list[str]:
             listed += f", and {len(busy) - 5:,} more: {_human(sum(p.fs_bytes for p in busy[5:]))}"
         out.append(f"launcher processes, not ranks: {listed} of I/O not analysed")
     for p in procs:
+        if p.unpaired:
+            out.append(f"{p.who()}: {p.unpaired:,} background I/O records without their pair "
+                       "(queued/issued, issued/completed) were left out")  # fmt: skip
         s = p.summary
         if not s:
             if p.cut:

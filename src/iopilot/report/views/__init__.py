@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import apmpi, fs, heatmap, phases, sizes, spatiality, summary, timeline
+from . import apmpi, background, fs, heatmap, phases, sizes, spatiality, summary, timeline
 from .context import PageContext
 
 
@@ -38,6 +38,8 @@ VIEWS: list[View] = [
     View("fs", "File system, files & ranks", fs.data, "fs.js"),
     View("heatmap", "Heatmap", heatmap.data, "heatmap.js", needs="Darshan's HEATMAP module"),
     View("apmpi", "MPI time", apmpi.data, "apmpi.js", needs="AutoPerf's APMPI module"),
+    View("background", "Background I/O", background.data, "background.js",
+         needs="write-behind (iopilot run --async)"),
 ]
 
 __all__ = ["VIEWS", "PageContext", "View"]
