@@ -259,3 +259,65 @@ def test_bench_async_runs_and_reports_every_figure(tmp_path):
     assert "equal" in r.stdout and "predicted" in r.stdout
     r = _iopilot("bench", "async", "--scenarios", "sideways", cwd=tmp_path)
     assert r.returncode == 2 and "sideways" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_write_behind_waits_where_the_program_syncs_or_closes():
+    # 4 x (2 s compute, 1 s write): closing or syncing the file right after
+    # each write makes write-behind wait there; the engine still hides it
+    closes = [(0, "close", 1, (k + 1) * 3.0, (k + 1) * 3.0) for k in range(4)]
+    syncs = [(0, "sync", 1, (k + 1) * 3.0, (k + 1) * 3.0) for k in range(4)]
+    plain = advise(epochs(2.0, 1.0), FREE)
+    assert plain.write_behind == {"strict_seconds": pytest.approx(9.0),
+                                  "relaxed_seconds": pytest.approx(9.0),
+                                  "phases_waiting_strict": 0, "phases_waiting_relaxed": 0}
+    closed = advise(epochs(2.0, 1.0, metas=closes), FREE)
+    assert closed.async_seconds == pytest.approx(9.0)
+    assert closed.write_behind["strict_seconds"] == pytest.approx(12.0)
+    assert closed.write_behind["relaxed_seconds"] == pytest.approx(12.0)
+    assert closed.write_behind["phases_waiting_relaxed"] == 4
+    synced = advise(epochs(2.0, 1.0, metas=syncs), FREE)
+    assert synced.write_behind["strict_seconds"] == pytest.approx(12.0)
+    assert synced.write_behind["relaxed_seconds"] == pytest.approx(9.0)
+    assert synced.write_behind["phases_waiting_strict"] == 4
+    # a close in only the first two phases: the other two are hidden, but
+    # the last is never hidden anyway: 12 - 1
+    two = advise(epochs(2.0, 1.0, metas=closes[:2]), FREE)
+    assert two.write_behind["phases_waiting_strict"] == 2
+    assert two.write_behind["strict_seconds"] == pytest.approx(11.0)
+    # a close before the phase's first write (of another file) is no wait
+    early = [(0, "close", 9, 2.0 + k * 3.0 - 0.5, 2.0 + k * 3.0 - 0.4) for k in range(4)]
+    assert advise(epochs(2.0, 1.0, metas=early), FREE).write_behind["strict_seconds"] == \
+        pytest.approx(9.0)  # fmt: skip
+    # a close by another rank is not this rank's wait
+    other = [(1, "close", 1, (k + 1) * 3.0, (k + 1) * 3.0) for k in range(4)]
+    assert advise(epochs(2.0, 1.0, metas=other), FREE).write_behind["strict_seconds"] == \
+        pytest.approx(9.0)  # fmt: skip
+    d = closed.as_dict()
+    assert d["predicted"]["write_behind_seconds"] == pytest.approx(12.0)
+    assert d["write_behind"]["phases_waiting_strict"] == 4
+    from iopilot.overlap.advise import render_text
+
+    assert "write-behind (iopilot run --async, no change to the program): 12.000 s; it waits " \
+           "in 4 of 4 phase(s)" in render_text(closed)  # fmt: skip
+    from iopilot.overlap.page import render_html
+
+    assert "no change to the program): 12.000 s; it waits in 4 of 4 phase(s)" in \
+        render_html(closed)  # fmt: skip
+
+
+def test_bench_async_aims_again_when_a_run_misses_its_ratio():
+    from iopilot.bench.overlap import TOLERANCE, _aim
+
+    # asked 1.0 s of computation for c = io; the run measured c 1.4 (the fill
+    # is in it), io 1.0: 0.4 s too much
+    assert _aim(1.0, 1.0, 1.4, 1.0) == pytest.approx(0.6)
+    # within the tolerance either side: kept
+    assert _aim(1.0, 1.0, 1.0 + TOLERANCE * 0.99, 1.0) is None
+    assert _aim(1.0, 1.0, 1.0 - TOLERANCE * 0.99, 1.0) is None
+    assert _aim(1.0, 1.0, 1.0 - TOLERANCE * 1.01, 1.0) == pytest.approx(1.0 + TOLERANCE * 1.01)
+    # a ratio of 4: 4.0 wanted, 3.0 measured (beyond 20 % of 4)
+    assert _aim(3.5, 4.0, 3.0, 1.0) == pytest.approx(4.5)
+    assert _aim(3.5, 4.0, 3.3, 1.0) is None
+    # never negative, and nothing to aim without computation or I/O
+    assert _aim(0.1, 0.1, 2.0, 1.0) == 0.0
+    assert _aim(0.0, 1.0, 2.0, 1.0) is None and _aim(1.0, 1.0, 2.0, 0.0) is None

@@ -22,6 +22,10 @@ The model follows the program's own timeline, rank by rank:
 * The prediction for the run is the slowest rank's; the recommendation is
   on when it saves at least ``min_gain`` of the run and nothing in the
   trace makes reordering unsafe.
+* **Write-behind** (``iopilot run --async``, no change to the program) is
+  predicted too, with the same model, except that a phase in which the
+  rank syncs or closes a file waits there for its writes: nothing of that
+  phase is hidden.  Relaxed (``--async-relaxed``), only a close waits.
 
 **Safety.**  Async moves a write later in time.  When bytes one rank (or
 process) wrote are read or written by another rank afterwards with no
@@ -90,6 +94,9 @@ class Advice:
     conflicts_total: int
     recommendation: str  # "on" or "off"
     reason: str
+    # Write-behind's predicted run, strict and relaxed, and in how many of
+    # the slowest rank's phases the program waits for its writes.
+    write_behind: dict[str, Any] = field(default_factory=dict)
     # The slowest rank's two timelines: (lane, kind, phase, start, end) with
     # lane "sync" (as traced), "async" (its thread) or "thread" (the I/O
     # thread) and kind compute, io, own (its part of a phase, with the
@@ -111,7 +118,11 @@ class Advice:
                           "saved_seconds": self.saved_seconds,
                           "saved_share": (self.saved_seconds / self.sync_seconds
                                           if self.sync_seconds > 0 else 0.0),
-                          "slowest_rank": self.slowest_rank},
+                          "slowest_rank": self.slowest_rank,
+                          "write_behind_seconds": self.write_behind.get("strict_seconds"),
+                          "write_behind_relaxed_seconds":
+                              self.write_behind.get("relaxed_seconds")},
+            "write_behind": self.write_behind,
             "recommendation": self.recommendation,
             "reason": self.reason,
             "safe": not self.conflicts_total,
@@ -193,11 +204,36 @@ def _simulate(c: np.ndarray, io: np.ndarray, own: np.ndarray, over: np.ndarray,
     return t + tail, stall
 
 
-def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float, int, list]:
+def _waits(trace: Trace, rank: int, starts: np.ndarray, ph: np.ndarray, op: np.ndarray,
+           fid: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per phase, whether write-behind makes the rank wait for its writes
+    there: strict, at a sync or a close of a file it wrote in the phase, made
+    after the phase's first operation; relaxed, at such a close only."""
+    n = len(starts)
+    meta = trace.meta_records
+    posix = RECORD_LAYERS.index("POSIX")
+    cl = meta.select((meta.rank == rank) & (meta.layer == posix) & (meta.op == OP_CLOSE))
+    k = np.searchsorted(starts, cl.start, side="right") - 1
+    ok = (k >= 0) & (cl.start >= first[np.maximum(k, 0)])
+    k, cfid = k[ok], cl.file_id[ok]
+    w, sy = op == OP_WRITE, op == OP_SYNC
+    files, idx = np.unique(np.concatenate([fid, cfid]), return_inverse=True)
+    nf = np.int64(len(files))
+    key_io = ph.astype(np.int64) * nf + idx[: len(fid)]  # one key per (phase, file)
+    key_cl = k.astype(np.int64) * nf + idx[len(fid):]
+    written = key_io[w]
+    closed = np.isin(key_cl, written)
+    synced = np.isin(key_io[sy], written)
+    strict = np.bincount(np.concatenate([k[closed], ph[sy][synced]]), None, n) > 0
+    return strict, np.bincount(k[closed], None, n) > 0
+
+
+def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float, int, list,
+                                                        dict[str, Any]]:  # fmt: skip
     io_recs = _io_records(trace)
     run = float(trace.job.runtime)
     if not len(io_recs):
-        return [], run, run, 0, []
+        return [], run, run, 0, [], {}
     starts = _phase_bounds(io_recs)
     n_ph = len(starts)
     phase = np.searchsorted(starts, io_recs.start, side="right") - 1
@@ -206,6 +242,7 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
     dur = np.maximum(io_recs.end - io_recs.start, 0.0)
     best: tuple[float, int, list[Phase]] | None = None
     run_end = max(run, float(io_recs.end.max()))
+    wb_strict = wb_relaxed = 0.0
     for r in ranks:
         m = io_recs.rank == r
         ph, d, s, e = phase[m], dur[m], io_recs.start[m], io_recs.end[m]
@@ -232,6 +269,15 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
         io = io_sync + ops * cal.thread_seconds  # the thread's own cost per operation
         lanes: list[tuple[str, str, int, float, float]] = []
         end, stall = _simulate(c, io, own, over, cpu_io, tail, steal, lanes)
+        # write-behind: where the program waits, the phase's I/O is its own time
+        strict, relaxed = _waits(trace, int(r), starts, ph, op, io_recs.file_id[m], first)
+        for waits, name in ((strict, "strict"), (relaxed, "relaxed")):
+            e_wb, _ = _simulate(c, np.where(waits, 0.0, io), own + np.where(waits, io, 0.0),
+                                over, cpu_io, tail, steal)  # fmt: skip
+            if name == "strict":
+                wb_strict = max(wb_strict, e_wb)
+            else:
+                wb_relaxed = max(wb_relaxed, e_wb)
         if best is None or end > best[0]:
             for k in np.flatnonzero(active):
                 lanes.append(("sync", "compute", int(k), float(prev_end[k]), float(first[k])))
@@ -246,10 +292,12 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
                             int(r), float(c[k]), float(io[k]), float(own[k]), int(wbytes[k]),
                             int(ops[k]), float(over[k]), float(stall[k]), float(hidden[k]))
                       for k in range(n_ph)]  # fmt: skip
-            best = (end, int(r), phases, timeline)
+            best = (end, int(r), phases, timeline, (int(strict.sum()), int(relaxed.sum())))
     assert best is not None
-    end, slowest, phases, timeline = best
-    return phases, run_end, end, slowest, timeline
+    end, slowest, phases, timeline, (n_strict, n_relaxed) = best
+    wb = {"strict_seconds": wb_strict, "relaxed_seconds": wb_relaxed,
+          "phases_waiting_strict": n_strict, "phases_waiting_relaxed": n_relaxed}  # fmt: skip
+    return phases, run_end, end, slowest, timeline, wb
 
 
 # ---------------------------------------------------------------------------
@@ -330,7 +378,7 @@ def _fenced(trace: Trace, file_id: np.ndarray, rank: np.ndarray, after: np.ndarr
 
 def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Advice:
     """The prediction and recommendation for ``trace`` on a machine like ``cal``."""
-    phases, sync_s, async_s, slowest, lanes = _timeline(trace, cal)
+    phases, sync_s, async_s, slowest, lanes, wb = _timeline(trace, cal)
     conflicts, n_conf = _conflicts(trace)
     saved = sync_s - async_s
     ranks = len(unique(trace.records.rank)) or trace.job.nprocs
@@ -350,7 +398,7 @@ def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Adv
         rec, why = "off", (f"would cost {-saved:.3f} s more: the computation between I/O "
                            "phases is too short to hide the I/O and the engine's overhead")
     return Advice(trace.source, ranks, phases, sync_s, async_s, slowest, cal, conflicts, n_conf,
-                  rec, why, lanes)  # fmt: skip
+                  rec, why, wb, lanes)  # fmt: skip
 
 
 def render_text(a: Advice) -> str:
@@ -364,6 +412,13 @@ def render_text(a: Advice) -> str:
              f"{c.handoff_seconds * 1e6:.1f} us per operation handed to the I/O thread, "
              f"{c.cores} core(s)",
              f"  recommendation: {a.recommendation.upper()}: {a.reason}"]  # fmt: skip
+    wb = a.write_behind
+    if wb and a.phases:
+        lines.append(f"  write-behind (iopilot run --async, no change to the program): "
+                     f"{wb['strict_seconds']:.3f} s; it waits in {wb['phases_waiting_strict']} "
+                     f"of {len(a.phases)} phase(s), where rank {a.slowest_rank} syncs or closes "
+                     f"a file it wrote; with --async-relaxed {wb['relaxed_seconds']:.3f} s "
+                     f"(waits at closes only: {wb['phases_waiting_relaxed']})")  # fmt: skip
     if a.phases:
         lines += ["", f"  {'phase':>5} {'start(s)':>9} {'compute before':>15} {'I/O(s)':>9} "
                       f"{'overhead(s)':>12} {'stall(s)':>9} {'hidden(s)':>10}"]  # fmt: skip

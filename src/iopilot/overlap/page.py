@@ -74,6 +74,7 @@ td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}</style></head>
 <p id="verdict"><b>{escape(a.recommendation.upper())}</b>: {escape(a.reason)}</p>
 <p>Predicted run of rank {a.slowest_rank}: {a.sync_seconds:.3f} s without async,
 {a.async_seconds:.3f} s with it ({a.saved_seconds:+.3f} s saved).</p>
+{_write_behind(a)}
 {_svg(a)}
 <p>{legend}</p>
 <h2>Phases</h2>
@@ -82,3 +83,14 @@ td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}</style></head>
 {conflicts}
 </body></html>
 """
+
+
+def _write_behind(a: Advice) -> str:
+    wb = a.write_behind
+    if not wb or not a.phases:
+        return ""
+    return (f'<p id="write-behind">Write-behind (<code>iopilot run --async</code>, no change to '
+            f"the program): {wb['strict_seconds']:.3f} s; it waits in "
+            f"{wb['phases_waiting_strict']} of {len(a.phases)} phase(s), where the rank syncs or "
+            f"closes a file it wrote. With <code>--async-relaxed</code>: "
+            f"{wb['relaxed_seconds']:.3f} s.</p>")
