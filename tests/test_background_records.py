@@ -187,6 +187,20 @@ def test_a_cut_pair_is_left_out_and_said(prog, tmp_path):
     assert len(load(str(trace)).background) == 4
 
 
+@pytest.mark.parametrize("field", ["file_id", "op", "offset", "length", "thread"])
+def test_a_completion_of_another_operation_is_no_pair(prog, tmp_path, field):
+    _, trace = _run(prog, tmp_path, "compute", 2)
+    rec = next(trace.glob("*.rec"))
+    head = rec.read_bytes()[: HEADER.itemsize]
+    r = np.fromfile(rec, RECORD, offset=HEADER.itemsize)
+    b = np.flatnonzero(r["flags"] & RECORD_FLAGS["BACKGROUND"])[0]
+    r[field][b] += 1  # the first operation's completion now names something else
+    rec.write_bytes(head + r.tobytes())
+    t = load(str(trace))
+    assert len(t.background) == 3
+    assert [w for w in t.warnings if "2 background I/O records without their pair" in w]
+
+
 def test_busy_and_overlap_by_hand():
     # rank 0: background [0,2] and [1,3] (3 s covered), program [2.5,4] and [3,5]
     # -> 0.5 s shared; rank 1: background [0,1], program [1,2] touches only
