@@ -81,6 +81,7 @@ int iop_behind_on;
 int iop_behind_relaxed;
 long iop_behind_pending; /* queued or running: the wrappers' one check */
 IOP_TLS int iop_inside_mpi_open;
+IOP_TLS unsigned iop_behind_flags;
 
 static iop_lock_t lock;
 static char *ring;
@@ -376,9 +377,9 @@ static int enqueue(bfile *f, int d, int kind, const void *buf, size_t n, int64_t
     return 1;
 }
 
-ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t off,
-                         unsigned *flags) {
+ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t off) {
     uint64_t id = o->st->file_id;
+    iop_behind_flags = 0;
     if (!n || n > cap || !id) {
         iop_behind_fence_file(id);
         return IOP_BEHIND_NOT_TAKEN;
@@ -414,7 +415,7 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
     iop_busy_leave();
     if (taken) {
         syscall(SYS_futex, &work_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-        *flags |= IOP_FLAG_DEFERRED;
+        iop_behind_flags = IOP_FLAG_DEFERRED;
         errno = e;
         return (ssize_t)n;
     }
@@ -435,8 +436,9 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
     return (ssize_t)r;
 }
 
-int iop_behind_sync(iop_open *o, int fd, int data_only, unsigned *flags) {
+int iop_behind_sync(iop_open *o, int fd, int data_only) {
     uint64_t id = o->st->file_id;
+    iop_behind_flags = 0;
     if (iop_behind_relaxed) {
         iop_busy_enter();
         iop_lock(&lock);
@@ -450,7 +452,7 @@ int iop_behind_sync(iop_open *o, int fd, int data_only, unsigned *flags) {
         iop_busy_leave();
         if (taken) {
             syscall(SYS_futex, &work_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-            *flags |= IOP_FLAG_DEFERRED;
+            iop_behind_flags = IOP_FLAG_DEFERRED;
             if (err) {
                 errno = err;
                 return -1;

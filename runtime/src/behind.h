@@ -27,16 +27,19 @@ typedef struct {
 } iop_behind_stats;
 
 void iop_behind_init(void);
+/* The record flags of the calling thread's last iop_behind_write or
+ * iop_behind_sync: IOP_FLAG_DEFERRED when it queued the operation, else 0.
+ * Thread-local rather than an out-parameter: a wrapper's frame holds no
+ * addressed local, which a thread cancelled inside the real call would
+ * leave behind (sanitizers then see its stale guard zones). */
+extern IOP_TLS unsigned iop_behind_flags;
 /* A write of ``n`` bytes at ``off`` (-1: the descriptor's position):
  * queued, returning ``n``, or IOP_BEHIND_NOT_TAKEN once the file's pending
- * writes are done (the caller then writes).  A queued write adds
- * IOP_FLAG_DEFERRED to ``*flags`` (the flags of the program's record). */
-ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t off,
-                         unsigned *flags);
+ * writes are done (the caller then writes). */
+ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t off);
 /* fsync / fdatasync: queued in relaxed mode (0, or -1 with a deferred
- * errno; IOP_FLAG_DEFERRED added to ``*flags``), else IOP_BEHIND_NOT_TAKEN
- * once the file's writes are done. */
-int iop_behind_sync(iop_open *o, int fd, int data_only, unsigned *flags);
+ * errno), else IOP_BEHIND_NOT_TAKEN once the file's writes are done. */
+int iop_behind_sync(iop_open *o, int fd, int data_only);
 void iop_behind_fence_file(uint64_t file_id); /* wait for the file's pending writes */
 void iop_behind_fence_all(void);
 /* A call by name (stat, fopen ...) sees the file with its pending writes. */

@@ -184,9 +184,10 @@ static void appended(int fd, iop_open *o, ssize_t r) {
 #define DIRECT_OR(o, fd, op, BUF, N, OFF, CALL)                          \
     ssize_t r = IOP_DIRECT_NOT_TAKEN;                                   \
     unsigned rflags = 0;                                                \
-    if (IOP_UNLIKELY((o)->behind_ok) && (op) == IOP_OP_WRITE && (N))    \
-        r = iop_behind_write(o, fd, (BUF), (N), (OFF), &rflags);        \
-    else                                                                \
+    if (IOP_UNLIKELY((o)->behind_ok) && (op) == IOP_OP_WRITE && (N)) {  \
+        r = iop_behind_write(o, fd, (BUF), (N), (OFF));                 \
+        rflags = iop_behind_flags;                                      \
+    } else                                                              \
         iop_behind_fence(o); /* reads and vector writes: after the pending ones */ \
     if (r == IOP_DIRECT_NOT_TAKEN && IOP_UNLIKELY((o)->direct_fd >= 0) && (N)) \
         r = iop_direct_io(o, fd, op, (void *)(BUF), (N), (OFF));        \
@@ -382,7 +383,8 @@ WRAP_SEEK(lseek64, off64_t)
         int r = IOP_BEHIND_NOT_TAKEN, deferred = 0;                       \
         unsigned rflags = 0;                                              \
         if (IOP_UNLIKELY(iop_behind_on)) {                                \
-            r = iop_behind_sync(o, fd, data_only, &rflags);               \
+            r = iop_behind_sync(o, fd, data_only);                        \
+            rflags = iop_behind_flags;                                    \
             deferred = r == IOP_BEHIND_NOT_TAKEN ? iop_behind_take_error(o->st->file_id) : 0; \
         }                                                                 \
         if (r == IOP_BEHIND_NOT_TAKEN) r = REAL(name)(fd);                \

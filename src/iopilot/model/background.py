@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import OP_NAMES
+from .aggregate import unique
 from .trace import BackgroundOps, Records, Trace
 
 OP_SYNC = OP_NAMES.index("sync")
@@ -24,7 +25,7 @@ def busy_and_overlap(rank: np.ndarray, start: np.ndarray, end: np.ndarray,
     """Per rank that has intervals ``(start, end)``: the time covered by them
     (overlaps counted once), and the part of it also covered by the ``other``
     intervals of the same rank.  Returns (ranks, covered, covered by both)."""
-    ranks = np.unique(rank)
+    ranks = unique(rank)
     if not len(ranks):
         z = np.zeros(0)
         return ranks, z, z
