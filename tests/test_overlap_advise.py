@@ -246,11 +246,13 @@ def test_advise_async_bad_input_is_one_line(tmp_path):
 
 @pytest.mark.skipif(not EPOCHS.exists(), reason="kernels not built (make -C kernels)")
 def test_bench_async_runs_and_reports_every_figure(tmp_path):
-    r = _iopilot("bench", "async", "--steps", "2", "--size", "1m", "--scenarios", "equal",
-                 "--dir", "runs", "--json", "b.json", cwd=tmp_path)
+    r = _iopilot("bench", "async", "--steps", "2", "--size", "1m", "--scenarios",
+                 "equal,overhead", "--dir", "runs", "--json", "b.json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     d = json.loads((tmp_path / "b.json").read_text())
-    (row,) = d["scenarios"]
+    row, over = d["scenarios"]
+    # no computation to hide anything behind: never worth it
+    assert over["scenario"] == "overhead" and over["recommendation"] == "off"
     assert row["scenario"] == "equal" and row["recommendation"] in ("on", "off")
     for key in ("sync_total_s", "async_total_s", "ideal_total_s", "traced_async_run_s",
                 "predicted_async_run_s", "prediction_error"):

@@ -4,7 +4,9 @@ advisor predict it?
 The epochs kernel (POSIX, one rank by default, durable steps with --fsync;
 ``--ranks N`` shares the cores between ranks and their I/O threads) runs in
 three scenarios whose computation per step is a multiple of its I/O per
-step (measured first): much longer, about equal, much shorter.  For each:
+step (measured first): much longer, about equal, much shorter; and a fourth,
+"overhead", with no computation and one small write per step, where async
+can only cost.  For each:
 
 1. the synchronous run, traced: its total time, and per step the I/O time
    and the rest (computation, filling the buffer, opens and closes);
@@ -35,24 +37,26 @@ from ..errors import InputError
 from .kernels import RESULT_TAG, kernel_path, mpirun_command
 
 # Computation per step as a multiple of the I/O per step; "overhead" has
-# none, and many small transfers (4 KiB of 4 MiB), where the engine's own
-# cost per operation is all that async adds and nothing hides it.
+# none: many steps of one 4 KiB write each, not synced (a sync's disk time
+# would hide what it measures), where the engine's hand-off and wake-up per
+# step are all that async adds and nothing hides them.
 SCENARIOS = {"longer": 4.0, "equal": 1.0, "shorter": 0.1, "overhead": 0.0}
-SMALL = ("4m", "4k")  # size and transfer of the "overhead" steps
+SMALL = ("4k", "4k", 500)  # size, transfer and steps of the "overhead" runs
 TOLERANCE = 0.2  # a synchronous run further than this from its scenario's ratio is run again
 
 
 def _epochs(workdir: Path, trace: Path, compute: float, args: argparse.Namespace,
             asynchronous: bool, small: bool = False) -> tuple[dict[str, Any], float]:  # fmt: skip
     """One traced epochs run: its result and the traced run time (s)."""
-    size, transfer = SMALL if small else (args.size, args.size)
+    size, transfer, steps = SMALL if small else (args.size, args.size, args.steps)
     from .. import api
 
     launch = mpirun_command(args.ranks) if args.ranks > 1 else []
     cmd = [sys.executable, "-m", "iopilot", "run", "--trace-dir", str(trace), "--trace-only",
-           "--", *launch, str(kernel_path("epochs")), "--api", "posix", "--fsync",
-           "--steps", str(args.steps), "--compute", f"{compute:.6f}", "--size", size,
-           "--transfer", transfer, "--file", str(workdir / "epochs.dat")]  # fmt: skip
+           "--", *launch, str(kernel_path("epochs")), "--api", "posix",
+           *([] if small else ["--fsync"]), "--steps", str(steps), "--compute",
+           f"{compute:.6f}", "--size", size, "--transfer", transfer,
+           "--file", str(workdir / "epochs.dat")]  # fmt: skip
     if asynchronous:
         cmd.append("--async")
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}

@@ -113,7 +113,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--scenarios", type=lambda v: [x for x in v.split(",") if x],
                    default=["longer", "equal", "shorter", "overhead"], metavar="S[,S...]",
                    help="computation much longer than, equal to, much shorter than the I/O, "
-                   "and none with many 4 KiB transfers (the engine's own cost)")
+                   "and none: 500 steps of one 4 KiB write (the engine's own cost)")
     a.add_argument("--dir", help="where the runs write (default: a temporary directory)")
     a.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     b.set_defaults(func=cmd_bench)  # fmt: skip
