@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from iopilot.capture.run import library_path
+from iopilot.sources import load
 from rawtrace import RawProc, read_records
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
@@ -35,7 +36,8 @@ PY = sys.executable  # the venv's interpreter: a real program, not a shell shim
 def faults(tmp_path_factory) -> Path:
     exe = tmp_path_factory.mktemp("bin") / "faults"
     subprocess.run([CC, "-O2", "-Wall", "-Werror", "-pthread", "-o", str(exe),
-                    str(RUNTIME / "tests/faults.c")], check=True)  # fmt: skip
+                    str(RUNTIME / "tests/faults.c"), str(RUNTIME / "src/async.c"), "-ldl"],
+                   check=True)  # fmt: skip
     return exe
 
 
@@ -367,6 +369,7 @@ SANITIZED_CASES = {
     "rlimit": "data.dat",
     "killself": "killed.dat",
     "fifo": "fifo.dat",
+    "engine": "engine.dat",
 }
 
 
@@ -387,6 +390,10 @@ def test_fault_cases_under_sanitizers(sanitized, tool, case):
     recs = list(trace.glob("p*.rec"))
     assert len(recs) == 1
     assert case == "fifo" or recs[0].stat().st_size >= 64  # the fifo case replaced it
+    if case == "engine":  # the engine's operations reached the linked-in runtime, once each
+        t = load(str(trace))
+        assert t.background is not None and len(t.background) == 402
+        assert int(t.counters["POSIX"].total("POSIX_BYTES_WRITTEN")) == 400 * 4096 + 400 * 512
 
 
 MPI4PY_PY = """

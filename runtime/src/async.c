@@ -71,7 +71,14 @@ typedef void (*event_hook)(int op, int fd, int64_t offset, size_t bytes, size_t 
                            double queued, double issued, double completed);
 static event_hook hook;
 static pthread_once_t hook_once = PTHREAD_ONCE_INIT;
-static void find_hook(void) { hook = (event_hook)dlsym(RTLD_DEFAULT, "iopilot_async_event"); }
+/* Linked in (a program built with the runtime's sources), or preloaded. */
+extern void iopilot_async_event(int op, int fd, int64_t offset, size_t bytes, size_t done,
+                                int error, double queued, double issued, double completed)
+    __attribute__((weak));
+static void find_hook(void) {
+    hook = iopilot_async_event ? iopilot_async_event
+                               : (event_hook)dlsym(RTLD_DEFAULT, "iopilot_async_event");
+}
 
 static size_t cap_from_env(void) {
     const char *v = getenv("IOPILOT_ASYNC_MAX_BYTES");
