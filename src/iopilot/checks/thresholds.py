@@ -49,6 +49,9 @@ DEFAULTS: dict[str, tuple[float | int, str]] = {
     "phase_min_gap_share": (0.01, "with phase_gap 0, gaps under this share of the I/O span join"),
     "reread_share": (0.5, "share of bytes read that were read before that is a problem"),
     "reread_min_bytes": (MiB, "...and at least this many bytes read again"),
+    "background_exposed_share": (0.5, "share of a rank's background I/O time during its own I/O "
+                                 "calls (it waited) above which to warn"),
+    "background_min_time": (0.1, "seconds of background I/O waited for below which it is ignored"),
     "reopen_count": (100, "opens of one file by one rank above which it is reopened too often"),
     "seek_stat_count": (1000, "seeks + stats of one file by one rank beyond one per read or write"),
     "tiny_file_size": (64 * 1024, "files whose data ends below this many bytes are tiny"),

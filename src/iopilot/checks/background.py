@@ -1,0 +1,114 @@
+"""Background I/O the program waited for: write-behind's or the event-set
+engine's thread was still writing when the program reached an fsync, a close
+or a read of the file, so the I/O was not hidden behind computation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..model import OP_NAMES, RECORD_LAYERS, Records
+from ..model.aggregate import unique
+from ..model.background import background_summary
+from .base import Check, Context, Finding, Level, check, pct
+from .iotime import price
+
+_ADVICE = {
+    "sync": ("Each fsync waits for the writes queued before it. If every step must be durable, "
+             "queue the sync too and wait for it only before the next checkpoint (the engine: "
+             "es.fsync(fd), then es.wait() one step later); if losing the last steps in a crash "
+             "is acceptable, iopilot run --async-relaxed queues fsync for you"),
+    "close": ("Each close waits for the file's pending writes. Keep the file open across steps "
+              "and close it once at the end, or write through the engine and close the file "
+              "after the next step's wait"),
+    "read": ("The program reads the file while its writes are still pending, so each read waits "
+             "for them. Keep the data it reads back in memory, or read it before writing"),
+}  # fmt: skip
+_OTHER = ("The program waits for pending writes in the calls listed. Move those calls after "
+          "the next computation, or keep what they look up in memory")
+_SNIPPET = """from iopilot.overlap.engine import EventSet
+
+with EventSet() as es:
+    for step in range(steps):
+        compute(step)
+        es.wait()                      # the previous checkpoint is on disk now
+        es.write(fd, checkpoint(step), 0)
+        es.fsync(fd)                   # durable in the background
+"""
+
+
+@check
+class BackgroundWaits(Check):
+    """Background I/O ran while the program was inside an I/O call.
+
+    With write-behind (``iopilot run --async``) or the event-set engine, a
+    write the program made returns at once and a background thread does it.
+    When the program then calls fsync, close or read on the file, it waits
+    for that thread: the I/O is on its critical path again.  Judged on the
+    rank whose background I/O was the least hidden.
+
+    ``cost_seconds``: that rank's background seconds during its own I/O
+    calls (what could be hidden with computation in between).
+    """
+
+    id = "background-waits"
+    layer = "POSIX"
+    uses = ("background_exposed_share", "background_min_time")
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.trace
+        s = background_summary(t)
+        if s is None:
+            return
+        worst = s["least_hidden_rank"]
+        busy, hidden = worst["busy_seconds"], worst["hidden_seconds"]
+        exposed = busy - hidden
+        th = ctx.thresholds
+        if exposed < float(th["background_min_time"]) or \
+                exposed <= float(th["background_exposed_share"]) * busy:  # fmt: skip
+            return
+        rank = worst["rank"]
+        waits = _waited_in(t.background.rank == rank, ctx, rank)
+        top = max(waits, key=lambda k: waits[k]) if waits else ""
+        where = ", ".join(f"{op} {sec:.3g} s" for op, sec in
+                          sorted(waits.items(), key=lambda kv: -kv[1]))  # fmt: skip
+        message = (f"Rank {rank}'s background I/O ran for {busy:.3g} s, and for {exposed:.3g} s "
+                   f"of it ({pct(exposed, busy):.0f} %) the program was inside an I/O call "
+                   "waiting for it" + (f" (in {where})" if where else "") + ".")
+        yield price(ctx, self.finding(
+            ctx,
+            Level.WARN,
+            message,
+            evidence={"rank": rank, "background_seconds": round(busy, 6),
+                      "exposed_seconds": round(exposed, 6),
+                      "waited_in": {k: round(v, 6) for k, v in waits.items()},
+                      "operations": s["operations"]},
+            ranks=[rank],
+            recommendation=_ADVICE.get(top, _OTHER) + ".",
+            snippet=_SNIPPET,
+            snippet_lang="python",
+        ), exposed)  # fmt: skip
+
+
+def _waited_in(mine: np.ndarray, ctx: Context, rank: int) -> dict[str, float]:
+    """Seconds of the rank's background operations that ended inside one of
+    its POSIX calls, by the call's operation (the call that waited)."""
+    b = ctx.trace.background
+    posix = RECORD_LAYERS.index("POSIX")
+    calls = Records.concat([ctx.trace.records, ctx.trace.meta_records])
+    calls = calls.select((calls.rank == rank) & (calls.layer == posix))
+    if not len(calls):
+        return {}
+    order = np.argsort(calls.start, kind="stable")
+    start, end, op = calls.start[order], calls.end[order], calls.op[order]
+    # a call ending latest among those begun so far holds the instant if any does
+    reach = np.maximum.accumulate(end)
+    holder = np.maximum.accumulate(np.where(end == reach, np.arange(len(end)), 0))
+    done, issued = b.completed[mine], b.issued[mine]
+    k = np.searchsorted(start, done, side="right") - 1
+    inside = (k >= 0) & (reach[np.maximum(k, 0)] >= done)
+    j = holder[np.maximum(k, 0)][inside]
+    seconds = done[inside] - np.maximum(issued[inside], start[j])
+    names = op[j]
+    return {OP_NAMES[int(o)]: float(seconds[names == o].sum()) for o in unique(names)}
