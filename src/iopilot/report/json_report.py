@@ -125,4 +125,3 @@ def _default(o: Any) -> Any:
     if isinstance(o, np.floating):
         return float(o)
     raise TypeError(f"cannot serialise {type(o).__name__}")
-
