@@ -57,15 +57,34 @@ def _quantiles(x: np.ndarray) -> dict[str, float]:
     return {"mean": float(x.mean()), "p50": float(p50), "p95": float(p95), "max": float(x.max())}
 
 
+# The last trace's per-rank figures: the report, its check and its page all
+# ask for them.  Identity, not equality, decides, and holding the objects
+# (until the next trace) means they are never mistaken for another's.
+_last: tuple[BackgroundOps, Records, Records, Arrays] | None = None
+
+
+def per_rank(trace: Trace) -> Arrays:
+    """(ranks, busy, busy during the program's own I/O calls) of the trace's
+    background operations, computed once per trace."""
+    global _last
+    b = trace.background
+    assert b is not None
+    if _last is not None and _last[0] is b and _last[1] is trace.records \
+            and _last[2] is trace.meta_records:  # fmt: skip
+        return _last[3]
+    prog = Records.concat([trace.records, trace.meta_records])
+    out = busy_and_overlap(b.rank, b.issued, b.completed, prog.rank, prog.start, prog.end)
+    _last = (b, trace.records, trace.meta_records, out)
+    return out
+
+
 def background_summary(trace: Trace) -> dict[str, Any] | None:
     """Plain figures for reports (docs/json-report.md, ``background_io``);
     None when the trace has no background operations."""
     b: BackgroundOps | None = trace.background
     if b is None or not len(b):
         return None
-    prog = Records.concat([trace.records, trace.meta_records])
-    ranks, busy, during_io = busy_and_overlap(b.rank, b.issued, b.completed,
-                                              prog.rank, prog.start, prog.end)  # fmt: skip
+    ranks, busy, during_io = per_rank(trace)
     hidden = busy - during_io
     sync = b.op == OP_SYNC
     slowest = int(np.argmax(busy - hidden))

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...model import Records
-from ...model.background import busy_and_overlap
+from ...model.background import per_rank
 from .common import pack
 from .context import PageContext
 
@@ -30,8 +30,7 @@ def data(ctx: PageContext) -> dict[str, Any] | None:
     if b is None or not len(b):
         return None
     prog = Records.concat([ctx.t.records, ctx.t.meta_records])
-    ranks, busy, during_io = busy_and_overlap(b.rank, b.issued, b.completed,
-                                              prog.rank, prog.start, prog.end)  # fmt: skip
+    ranks, busy, during_io = per_rank(ctx.t)
     keep = _longest(b.completed - b.queued, OPS_DRAWN)
     mine = np.isin(prog.rank, ranks)
     calls = np.flatnonzero(mine)[_longest((prog.end - prog.start)[mine], CALLS_DRAWN)]
