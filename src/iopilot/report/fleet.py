@@ -236,7 +236,7 @@ def rows_on_dask(paths: list[str], row_of: Callable[[str], dict[str, Any]],
     can write, as on a shared file system) each worker writes its batch's rows
     there itself, so the archive's rows never pass through one process.  A batch
     whose worker dies (a crash in a C library) is sent again one log per task,
-    and only the log that still fails gets an error row."""
+    and only the log that still fails, twice, gets an error row."""
     from dask.distributed import Client, LocalCluster, as_completed
 
     cluster = None
@@ -262,6 +262,11 @@ def rows_on_dask(paths: list[str], row_of: Callable[[str], dict[str, Any]],
             try:
                 yield from fut.result()
             except Exception as e:  # KilledWorker and the like
+                if len(mine) == 1 and not name.endswith("-again"):
+                    # a task waiting on the worker the culprit killed dies with it:
+                    # a log alone is blamed only when it fails a second time
+                    done.add(send(mine, f"{name}-again"))
+                    continue
                 if len(mine) == 1:
                     lost.append(error_row(mine[0], f"failed on the cluster: {type(e).__name__}"))
                     yield lost[-1]
