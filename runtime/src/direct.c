@@ -10,6 +10,18 @@
  *
  * A buffer that is not aligned goes through a bounce buffer from a small
  * pool (claimed with one atomic exchange, so signal handlers may use it).
+ * The copy between the program's buffer and ours never faults: it is made
+ * with process_vm_readv/process_vm_writev on our own process, which return
+ * EFAULT where memcpy would raise SIGSEGV.  Where the program's memory
+ * cannot be read or written, the rest of the request is made on the
+ * program's descriptor, so the kernel gives the EFAULT, the short count and
+ * the position it gives without us.  A process that may not make those
+ * calls (a seccomp filter) sends only aligned buffers through the twin.
+ *
+ * Before each use, the program's descriptor must still name the twin's file
+ * (a raw close and open may have given its number to another file) and
+ * allow the request as the kernel would (access mode; O_APPEND or O_DIRECT
+ * set with fcntl): else the request is the program's own.
  * When the file system refuses a request (EINVAL), or the twin no longer
  * names the file (a close-all loop took its number), the request is made on
  * the program's descriptor and the twin is not used again.
@@ -31,6 +43,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -46,6 +59,7 @@ int iop_direct_on;
 static int64_t min_size = (int64_t)1 << 20;
 static int fd_floor; /* twins get numbers from here up */
 static int twins;    /* open twins */
+static int vm_copy;  /* process_vm_readv/writev work on our own process */
 static const char *value = "true";
 
 static struct {
@@ -62,6 +76,22 @@ static int64_t sys_lseek(int fd, int64_t off, int whence) {
     return syscall(SYS_lseek, fd, off, whence);
 }
 
+/* Copy ``n`` bytes from the program's ``theirs`` into ``ours``, or (``out``)
+ * from ``ours`` into ``theirs``, without a fault: the bytes copied, fewer
+ * than ``n`` where the program's memory cannot be read (or written). */
+static size_t safe_copy(int out, char *theirs, char *ours, size_t n) {
+    size_t done = 0;
+    long pid = syscall(SYS_getpid); /* after a fork, the child's */
+    while (done < n) {
+        struct iovec local = {ours + done, n - done}, remote = {theirs + done, n - done};
+        long r = syscall(out ? SYS_process_vm_writev : SYS_process_vm_readv, pid, &local, 1UL,
+                         &remote, 1UL, 0UL);
+        if (r <= 0) break;
+        done += (size_t)r;
+    }
+    return done;
+}
+
 void iop_direct_init(void) {
     const iop_setting_value *on = iop_setting(IOP_SET_POSIX_DIRECT);
     const iop_setting_value *min = iop_setting(IOP_SET_POSIX_DIRECT_MIN_SIZE);
@@ -76,6 +106,11 @@ void iop_direct_init(void) {
      * twins open at that moment (at most MAX_TWINS, and none past 7/8). */
     fd_floor = (int)(limit / 2);
     if (fd_floor < 64) return; /* too few descriptors to spare any */
+    int e = errno;
+    static char probe_from[8] = "iopilot", probe_to[8];
+    vm_copy = safe_copy(0, probe_from, probe_to, sizeof probe_to) == sizeof probe_to &&
+              safe_copy(1, probe_from, probe_to, sizeof probe_to) == sizeof probe_to;
+    errno = e;
     iop_direct_on = 1;
 }
 
@@ -159,6 +194,27 @@ void iop_direct_closing(iop_open *o) {
     errno = e;
 }
 
+/* May the program's descriptor ``fd`` make this request itself, as the twin
+ * would make it?  NULL when so, else why not.  The descriptor must still
+ * name the twin's file; its access mode must allow the request, and flags
+ * set with fcntl since the open (O_APPEND, O_DIRECT) keep their meaning. */
+static const char *program_differs(const iop_open *o, int fd, int op, int *gone) {
+    struct stat sb;
+    *gone = sys_fstat(fd, &sb) != 0 || (uint64_t)sb.st_dev != o->direct_dev ||
+            (uint64_t)sb.st_ino != o->direct_ino;
+    if (*gone) return "the program's descriptor names another file by now: page cache";
+    long fl = sys_fcntl(fd, F_GETFL, 0);
+    if (fl < 0) return "the program's descriptor failed: page cache";
+    if (fl & O_PATH) return "the program's descriptor has no access: page cache";
+    int mode = (int)(fl & O_ACCMODE);
+    if (op == IOP_OP_WRITE ? mode == O_RDONLY : mode == O_WRONLY)
+        return "the program's descriptor does not allow it: page cache";
+    if (op == IOP_OP_WRITE && (fl & O_APPEND))
+        return "O_APPEND set on the program's descriptor: page cache";
+    if (fl & O_DIRECT) return "O_DIRECT set on the program's descriptor: its own request";
+    return NULL;
+}
+
 static long one_call(int op, int t, void *buf, size_t n, int64_t off) {
     return op == IOP_OP_WRITE ? syscall(SYS_pwrite64, t, buf, n, off)
                               : syscall(SYS_pread64, t, buf, n, off);
@@ -167,9 +223,24 @@ static long one_call(int op, int t, void *buf, size_t n, int64_t off) {
 /* Move ``n`` bytes at ``off`` through the twin ``t``: straight from the
  * caller's buffer when aligned, else in pieces through a bounce buffer.
  * Returns the bytes moved, -1 with errno, or -2 when no bounce buffer is
- * free (nothing was done). */
-static long transfer(int op, int t, char *buf, size_t n, int64_t off) {
-    if (((uintptr_t)buf & (DIO_ALIGN - 1)) == 0) return one_call(op, t, buf, n, off);
+ * free (nothing was done).  ``*stuck`` is set when the transfer stopped
+ * where the program's memory cannot be read or written (or may not be):
+ * the rest is then for the program's descriptor. */
+static long transfer(int op, int t, char *buf, size_t n, int64_t off, int *stuck) {
+    *stuck = 0;
+    if (((uintptr_t)buf & (DIO_ALIGN - 1)) == 0) {
+        long r = one_call(op, t, buf, n, off);
+        if (r < 0 && errno == EFAULT) {
+            *stuck = 1;
+            return 0;
+        }
+        if (r >= 0 && (size_t)r < n && op != IOP_OP_WRITE) {
+            /* short: the end of the file, or memory that is not there */
+            struct stat sb;
+            if (sys_fstat(t, &sb) != 0 || off + r < (int64_t)sb.st_size) *stuck = 1;
+        }
+        return r;
+    }
     int slot = -1;
     for (int i = 0; i < BOUNCE_SLOTS && slot < 0; i++)
         if (!__atomic_exchange_n(&bounce[i].busy, 1, __ATOMIC_ACQUIRE)) slot = i;
@@ -188,26 +259,55 @@ static long transfer(int op, int t, char *buf, size_t n, int64_t off) {
     long r = 0;
     while (done < n) {
         size_t k = n - done < BOUNCE_BYTES ? n - done : BOUNCE_BYTES;
-        if (op == IOP_OP_WRITE) memcpy(mem, buf + done, k);
+        if (op == IOP_OP_WRITE && safe_copy(0, buf + done, mem, k) != k) {
+            *stuck = 1;
+            break;
+        }
         r = one_call(op, t, mem, k, off + (int64_t)done);
         if (r <= 0) break;
-        if (op != IOP_OP_WRITE) memcpy(buf + done, mem, (size_t)r);
+        if (op != IOP_OP_WRITE && safe_copy(1, buf + done, mem, (size_t)r) != (size_t)r) {
+            *stuck = 1;
+            break;
+        }
         done += (size_t)r;
         if ((size_t)r < k) break; /* end of file, or a full device */
     }
     __atomic_store_n(&bounce[slot].busy, 0, __ATOMIC_RELEASE);
+    if (*stuck) return (long)done;
     if (r < 0 && done == 0) return -1;
     return (long)done; /* an error after some bytes: those bytes, as a short transfer */
+}
+
+/* Drop the twin of a descriptor that no longer names its file.  Closing it
+ * cannot take fcntl locks from the program: its own descriptor of that file
+ * is closed already, which dropped them. */
+static void drop(iop_open *o) {
+    int t = __atomic_exchange_n(&o->direct_fd, -1, __ATOMIC_ACQ_REL);
+    if (t < 0) return;
+    if (still_ours(o, t)) sys_close(t);
+    __atomic_sub_fetch(&twins, 1, __ATOMIC_RELAXED);
 }
 
 ssize_t iop_direct_io(iop_open *o, int fd, int op, void *buf, size_t n, int64_t off) {
     int t = __atomic_load_n(&o->direct_fd, __ATOMIC_ACQUIRE);
     if (t < 0 || o->direct_refused || n < (size_t)min_size) return IOP_DIRECT_NOT_TAKEN;
-    int e = errno;
+    int e = errno, gone;
+    const char *why = program_differs(o, fd, op, &gone);
+    if (why) {
+        if (gone) drop(o);
+        outcome(o, gone ? IOP_SO_REJECTED : IOP_SO_IGNORED, why);
+        errno = e;
+        return IOP_DIRECT_NOT_TAKEN;
+    }
     int at_position = off < 0;
     if (at_position) off = sys_lseek(fd, 0, SEEK_CUR);
     if (off < 0 || ((n | (uint64_t)off) & (DIO_ALIGN - 1))) {
         outcome(o, IOP_SO_IGNORED, "offset or length not a multiple of 4096: page cache");
+        errno = e;
+        return IOP_DIRECT_NOT_TAKEN;
+    }
+    if (!vm_copy && ((uintptr_t)buf & (DIO_ALIGN - 1))) {
+        outcome(o, IOP_SO_IGNORED, "buffer not 4096-aligned and no fault-safe copy: page cache");
         errno = e;
         return IOP_DIRECT_NOT_TAKEN;
     }
@@ -219,11 +319,23 @@ ssize_t iop_direct_io(iop_open *o, int fd, int op, void *buf, size_t n, int64_t 
         errno = e;
         return IOP_DIRECT_NOT_TAKEN;
     }
-    long r = transfer(op, t, buf, n, off);
+    int stuck;
+    long r = transfer(op, t, buf, n, off, &stuck);
     if (r == -2) {
         outcome(o, IOP_SO_IGNORED, "every bounce buffer in use: page cache");
         errno = e;
         return IOP_DIRECT_NOT_TAKEN;
+    }
+    if (stuck && r == 0) { /* the program's own call: the kernel's EFAULT and position */
+        outcome(o, IOP_SO_IGNORED, "the program's buffer is not all there: page cache");
+        errno = e;
+        return IOP_DIRECT_NOT_TAKEN;
+    }
+    if (stuck) { /* the rest on the program's descriptor, where the kernel stops as it would */
+        char *rest = (char *)buf + r;
+        long more = op == IOP_OP_WRITE ? syscall(SYS_pwrite64, fd, rest, n - (size_t)r, off + r)
+                                       : syscall(SYS_pread64, fd, rest, n - (size_t)r, off + r);
+        if (more > 0) r += more;
     }
     if (r < 0 && (errno == EINVAL || errno == EBADF || errno == EOPNOTSUPP)) {
         o->direct_refused = 1;
