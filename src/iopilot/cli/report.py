@@ -24,6 +24,11 @@ ABOUT: dict[str, tuple[str, str]] = {
 }  # fmt: skip
 
 
+# Seconds a log may take before it is an error row: no input can hang a
+# report of a pile of logs for ever.
+DEFAULT_TIMEOUT = 600.0
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """The ``report`` subcommand and its options."""
     r = sub.add_parser("report", help="diagnose Darshan logs and iopilot traces")
@@ -48,8 +53,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     r.add_argument("-j", "--jobs", type=int, default=0,
                    help="worker processes for many logs (default: all cores)")
-    r.add_argument("--timeout", type=float, default=0, metavar="SECONDS",
-                   help="with many logs: give up on a log after this long (default: no limit)")
+    r.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"give up on a log that takes longer to read and check "
+                        f"(default: {DEFAULT_TIMEOUT:g}; 0: no limit)")
     r.add_argument("--summary", action="store_true",
                    help="one row per job (I/O seconds, share, core-hours, top finding), "
                         "ranked by I/O core-hours, and the checks that cost most hours")
@@ -88,6 +94,8 @@ def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
 def cmd_report(args: argparse.Namespace) -> int:
     from .._child import release
 
+    if not args.timeout >= 0:  # also NaN
+        raise InputError("--timeout", f"must be 0 (no limit) or more, not {args.timeout:g}")
     if os.environ.get("IOPILOT_DEBUG"):  # in this process, so that a failure shows its traceback
         return _report(args, isolate=False)
     if _one_log_file(args):

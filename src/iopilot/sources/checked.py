@@ -23,7 +23,7 @@ INT64 = (-(2**63), 2**63 - 1)
 # ---------------------------------------------------------------------------
 
 
-def where(p: Path) -> str:
+def where(p: str | Path) -> str:
     return safe_name(str(p))
 
 
@@ -37,16 +37,22 @@ def kind_of(mode: int) -> str:
     return "of an unknown kind"
 
 
-def open_regular(p: Path, limit: int | None) -> tuple[int, int]:
+def open_regular(p: str | Path, limit: int | None, *,
+                 follow_links: bool = False) -> tuple[int, int]:  # fmt: skip
     """A descriptor on ``p`` and its size, if it is a regular file within
-    ``limit`` bytes; never follows a link, never waits on a FIFO."""
+    ``limit`` bytes; never waits on a FIFO, and follows a link only with
+    ``follow_links`` (then the file it names must be regular)."""
     try:
-        st = os.lstat(p)
+        st = os.stat(p) if follow_links else os.lstat(p)
     except OSError as e:
         raise InputError(where(p), f"cannot read: {e.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
         raise InputError(where(p), f"not a regular file ({kind_of(st.st_mode)})")
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    # Non-blocking: a FIFO put in the file's place after the check above
+    # opens at once, and the check below refuses it.
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= os.O_NOFOLLOW
     try:
         fd = os.open(p, flags)
     except OSError as e:
@@ -59,7 +65,7 @@ def open_regular(p: Path, limit: int | None) -> tuple[int, int]:
         if not stat.S_ISREG(st.st_mode):
             raise InputError(where(p), f"not a regular file ({kind_of(st.st_mode)})")
         hint = "more records than the record limit; set IOPILOT_MAX_RECORDS to read it" if (
-            p.suffix == ".rec") else ""  # fmt: skip
+            Path(p).suffix == ".rec") else ""  # fmt: skip
         raise InputError(where(p), f"too large: {st.st_size:,} bytes, limit {limit:,}", hint)
     return fd, st.st_size
 

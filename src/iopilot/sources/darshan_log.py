@@ -20,7 +20,7 @@ import zlib
 from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from ..model import (
     display,
 )
 from ..vocabulary import DIRECTIONS, MODULE, MODULES
+from .checked import open_regular
 from .darshan_profiles import (
     APMPI_VERSION,
     HEATMAP_VERSION,
@@ -182,6 +183,14 @@ def _counter_names(prefix: str) -> tuple[str, ...]:
 # Header checks
 
 
+def open_log(path: str) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (a link to one is
+    followed); a FIFO, socket or device is an InputError before any read can
+    wait on it."""
+    fd, _ = open_regular(path, None, follow_links=True)
+    return os.fdopen(fd, "rb")
+
+
 @record
 class LogHeader:
     """What the fixed header of a log says, once checked."""
@@ -204,7 +213,7 @@ def _check_header(path: str) -> LogHeader:
     if p.is_dir():
         raise InputError(path, "is a directory, not a Darshan log")
     try:
-        with open(p, "rb") as f:
+        with open_log(path) as f:
             head = f.read(HEADER_BYTES["3.41"] + 2)  # and the job record's first bytes
             size = os.fstat(f.fileno()).st_size
     except OSError as e:
@@ -350,7 +359,7 @@ def _verify_zlib(path: str, regions: list[tuple[str, int, int]],
     Regions named in ``keep`` get their inflated bytes there, when small."""
     damaged: dict[str, str] = {}
 
-    with open(path, "rb") as f:
+    with open_log(path) as f:
         for name, off, length in regions:
             if length <= 0:
                 continue
@@ -445,6 +454,11 @@ def read_darshan(path: str, *, with_records: bool = True) -> Trace:
 
 def _read_checked(path: str, version: str, with_records: bool, skip: dict[str, str],
                   open_as: str = "") -> Trace:  # fmt: skip
+    if not open_as and os.path.isdir("/proc/self/fd"):
+        # The library opens by name: through /proc it opens the regular file
+        # this descriptor holds, never a FIFO put in its place since the checks.
+        with open_log(path) as f:
+            return _read_checked(path, version, with_records, skip, f"/proc/self/fd/{f.fileno()}")
     ffi, lib = _library()
     with _CapturedStderr() as err:
         handle = lib.darshan_log_open(os.fsencode(open_as or path))
@@ -489,9 +503,9 @@ def _read_in_child(path: str, version: str, with_records: bool, skip: dict[str, 
             signal.alarm(CHILD_SECONDS)
             # Through /proc: a library whose memory a damaged log corrupted
             # may take the log for one it writes and unlink it on close.
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             try:
-                via = f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else ""
+                f = open_log(path)
+                via = f"/proc/self/fd/{f.fileno()}" if os.path.isdir("/proc/self/fd") else ""
                 out: Any = ("ok", _read_checked(path, version, with_records, skip, via))
             except InputError as e:
                 out = ("error", e.reason, e.hint)
@@ -660,7 +674,7 @@ def _region_bytes(path: str, head: LogHeader, name: str, limit: int) -> bytes:
             raise RegionError(f"it inflates to more than the {limit:,} bytes it can hold")
         return raw
     off, length = head.regions[name]
-    with open(path, "rb") as f:
+    with open_log(path) as f:
         f.seek(off)
         raw = f.read(length)
     return inflate(raw, limit) if head.compression == 0 else raw

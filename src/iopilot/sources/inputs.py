@@ -4,7 +4,9 @@ Centre staff run it over piles of other people's logs: directories are
 searched recursively (an iopilot trace directory counts as one log),
 ``@list.txt`` names a manifest of paths, ``.darshan.gz`` logs are read
 through a temporary copy, and iopilot's own output files get a pointer to
-what to pass instead.
+what to pass instead.  Only regular files are read: a FIFO, socket or
+device found here stays in the list and the reader refuses it without
+opening it, so it is one error row and the others are reported.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import InputError
+from .checked import open_regular
 from .iopilot_trace import is_trace_dir
 
 LOG_SUFFIXES = (".darshan", ".darshan.gz")
@@ -69,8 +72,13 @@ def _walk(top: Path) -> list[str]:
 
 def _manifest(name: str) -> list[str]:
     p = Path(name)
-    try:
-        text = p.read_text(encoding="utf-8", errors="surrogateescape")
+    try:  # a regular file only: a FIFO would wait for a writer forever
+        fd, _ = open_regular(name, None, follow_links=True)
+        with os.fdopen(fd, "rb") as f:
+            text = f.read().decode("utf-8", "surrogateescape")
+    except InputError as e:
+        why = e.reason.removeprefix("cannot read: ")
+        raise InputError(name, f"cannot read the list of logs: {why}") from None
     except OSError as e:
         raise InputError(name, f"cannot read the list of logs: {e.strerror}") from None
     base = p.parent
