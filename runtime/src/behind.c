@@ -45,13 +45,17 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/statfs.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../include/iopilot_async.h"
 #include "behind.h"
 #include "core.h"
+#include "signals.h"
 
 #define NOPS 65536   /* operations queued at once */
 #define NFILES 4096  /* files with deferred writes in one process */
@@ -60,7 +64,8 @@
 enum { OP_WRITE, OP_SYNC, OP_DATASYNC };
 
 typedef struct {
-    uint64_t file_id;
+    uint64_t file_id; /* the name, for the trace */
+    uint64_t ident;   /* the file itself, for the bookkeeping */
     int fd;       /* the thread's descriptor */
     int kind;
     int64_t offset;
@@ -71,10 +76,12 @@ typedef struct {
 } bop;
 
 typedef struct {
-    uint64_t id; /* 0: free slot */
+    uint64_t id; /* the file's identity (device and inode); 0: free slot */
     int fd;      /* our duplicate, -1 when none */
     int pending;
     int error;
+    int shared;  /* given another name while open: written at once from then on */
+    int64_t room; /* bytes that may still be queued before free space is asked again */
 } bfile;
 
 int iop_behind_on;
@@ -92,7 +99,10 @@ static uint64_t op_head, op_tail;
 static bfile files[NFILES];
 static int work_seq, done_seq; /* futex words */
 static int started;
+static pid_t owner; /* the process whose thread runs the queue */
 static int fd_floor;
+static int copy_checked; /* process_vm_readv works here (copies that cannot fault) */
+static uint64_t fsize_limit = UINT64_MAX; /* RLIMIT_FSIZE, as the program last set it */
 static iop_behind_stats st;
 
 static void before_fork(void);
@@ -110,6 +120,26 @@ static void futex_wait(int *word, int seen) {
 static void futex_wake(int *word) {
     __atomic_add_fetch(word, 1, __ATOMIC_RELEASE);
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Copy ``n`` bytes of the program's memory; 0 when some of it cannot be read. */
+static int copy_in(void *to, const void *from, size_t n) {
+    struct iovec local = {to, n}, remote = {(void *)from, n};
+    int e = errno;
+    long r = syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &local, 1UL, &remote, 1UL,
+                     0UL);
+    errno = e;
+    return r == (long)n;
+}
+
+void iop_behind_limits_changed(void) {
+    struct rlimit rl;
+    int e = errno;
+    if (syscall(SYS_prlimit64, 0, RLIMIT_FSIZE, NULL, &rl) == 0)
+        __atomic_store_n(&fsize_limit, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX
+                                                                     : (uint64_t)rl.rlim_cur,
+                         __ATOMIC_RELAXED);
+    errno = e;
 }
 
 static size_t env_size(const char *name, size_t dflt) {
@@ -139,9 +169,22 @@ void iop_behind_init(void) {
                    -1, 0);
     if (p == MAP_FAILED || fd_floor < 64) return;
     ring = p;
+    /* A write from memory the program cannot read must fail as it would
+     * (EFAULT), not fault in our copy: copies go through process_vm_readv,
+     * which reports what it could not read.  Without it nothing is deferred. */
+    char probe_from[8] = "iopilot", probe_to[8];
+    if (!copy_in(probe_to, probe_from, sizeof probe_from) ||
+        memcmp(probe_to, probe_from, sizeof probe_to) != 0) {
+        munmap(p, cap);
+        ring = NULL;
+        return;
+    }
+    copy_checked = 1;
+    iop_behind_limits_changed();
     for (int i = 0; i < NFILES; i++) files[i].fd = -1;
     pthread_atfork(before_fork, NULL, child_after_fork);
     iop_behind_on = 1;
+    iop_signals_init();
 }
 
 /* The file's slot, made when ``create``; NULL when the table is full. */
@@ -206,7 +249,7 @@ static void *worker(void *arg) {
         iop_lock(&lock);
         op_tail++;
         r_tail += o.skip + o.n;
-        bfile *f = file_slot(o.file_id, 0);
+        bfile *f = file_slot(o.ident, 0);
         if (f) {
             f->pending--;
             if (err && !f->error) f->error = err;
@@ -237,6 +280,7 @@ static int start_worker(void) {
     pthread_sigmask(SIG_SETMASK, &was, NULL);
     pthread_attr_destroy(&a);
     started = ok;
+    if (ok) owner = (pid_t)syscall(SYS_getpid);
     return ok;
 }
 
@@ -259,6 +303,15 @@ static int thread_fd(bfile *f, int fd) {
         }                                                                 \
     } while (0)
 
+/* Does this process have the thread that empties the queue?  Not a child
+ * made by a clone system call that no wrapper of ours saw: its copy of the
+ * queue has no thread, and waiting for it would never end.  A vfork child
+ * shares our memory, and so our thread. */
+static int thread_is_ours(void) {
+    if (iop_in_runtime >= IOP_VFORK_ONE || !started) return 1;
+    return (pid_t)syscall(SYS_getpid) == owner;
+}
+
 static int file_pending(uint64_t id) {
     iop_lock(&lock);
     bfile *f = file_slot(id, 0);
@@ -279,7 +332,7 @@ void iop_behind_fence_file(uint64_t id) {
     int e = errno;
     iop_busy_enter();
     double t0 = mono();
-    if (file_pending(id)) {
+    if (file_pending(id) && thread_is_ours()) {
         WAIT_UNTIL(!file_pending(id));
         waited(t0);
     }
@@ -287,13 +340,25 @@ void iop_behind_fence_file(uint64_t id) {
     errno = e;
 }
 
-void iop_behind_fence_path(const char *path) {
-    if (__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE) && path)
-        iop_behind_fence_file(iop_register_path(path));
+/* By identity: whatever name, link or descriptor leads to the file. */
+void iop_behind_fence_at(int dirfd, const char *path, int flags) {
+    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE) || !path) return;
+    struct stat sb;
+    int e = errno;
+    long r = syscall(SYS_newfstatat, dirfd, path, &sb,
+                     flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT));
+    errno = e;
+    if (r == 0 && S_ISREG(sb.st_mode))
+        iop_behind_fence_file(iop_ident((uint64_t)sb.st_dev, (uint64_t)sb.st_ino));
+    else if (r != 0 && errno != ENOENT && errno != ENOTDIR)
+        iop_behind_fence_all(); /* cannot tell which file: every one */
 }
+
+void iop_behind_fence_path(const char *path) { iop_behind_fence_at(AT_FDCWD, path, 0); }
 
 void iop_behind_fence_all(void) {
     if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE)) return;
+    if (!thread_is_ours()) return;
     int e = errno;
     iop_busy_enter();
     double t0 = mono();
@@ -323,7 +388,7 @@ void iop_behind_losing(int first, int last) {
 }
 
 void iop_behind_wait_quietly(void) {
-    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE)) return;
+    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE) || !thread_is_ours()) return;
     int e = errno;
     WAIT_UNTIL(!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE));
     errno = e;
@@ -355,7 +420,8 @@ void iop_behind_closing(uint64_t id) {
 }
 
 /* Queue an operation; the lock is held.  0 when there is no room. */
-static int enqueue(bfile *f, int d, int kind, const void *buf, size_t n, int64_t off) {
+static int enqueue(bfile *f, uint64_t file_id, int d, int kind, const void *buf, size_t n,
+                   int64_t off) {
     if (op_head - op_tail >= NOPS) return 0;
     size_t at = (size_t)(r_head % cap), skip = 0;
     if (kind == OP_WRITE) {
@@ -364,23 +430,47 @@ static int enqueue(bfile *f, int d, int kind, const void *buf, size_t n, int64_t
             at = 0;
         }
         if (r_head - r_tail + skip + n > cap) return 0;
-        memcpy(ring + at, buf, n);
+        if (!copy_in(ring + at, buf, n)) return 0; /* the program's own call fails as it would */
         r_head += skip + n;
         size_t used = (size_t)(r_head - r_tail);
         if (used > st.max_bytes) st.max_bytes = used;
     }
-    ops[op_head % NOPS] = (bop){f->id, d, kind, off, kind == OP_WRITE ? n : 0, skip, at, mono(),
-                                iop_now()};
+    ops[op_head % NOPS] = (bop){file_id, f->id, d, kind, off, kind == OP_WRITE ? n : 0, skip, at,
+                                mono(), iop_now()};
     op_head++;
     f->pending++;
     __atomic_add_fetch(&iop_behind_pending, 1, __ATOMIC_RELEASE);
     return 1;
 }
 
+/* Free bytes of the file's file system, less what is queued and a margin:
+ * a write is queued only when it can land there, so a file system that
+ * fills up fails the program's own call, at the call, as it would. */
+#define ROOM_MARGIN ((int64_t)4 << 20)
+static int64_t room_for(int fd) {
+    struct statfs sf;
+    int e = errno;
+    long r = syscall(SYS_fstatfs, fd, &sf);
+    errno = e;
+    if (r != 0 || sf.f_bsize <= 0) return 0;
+    int64_t avail = (int64_t)sf.f_bavail * (int64_t)sf.f_bsize;
+    return avail - avail / 8 - ROOM_MARGIN;
+}
+
+/* The file's slot and our descriptor, with the lock held; NULL when the
+ * write cannot be queued at all. */
+static bfile *slot_for_write(uint64_t id, int fd, int *d) {
+    bfile *f = start_worker() ? file_slot(id, 1) : NULL;
+    *d = f ? thread_fd(f, fd) : -1;
+    return *d >= 0 && !f->shared ? f : NULL;
+}
+
 ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t off) {
-    uint64_t id = o->st->file_id;
+    uint64_t id = o->ident;
     iop_behind_flags = 0;
-    if (!n || n > cap || !id) {
+    uint64_t limit = __atomic_load_n(&fsize_limit, __ATOMIC_RELAXED);
+    /* Past RLIMIT_FSIZE the program's own call gets EFBIG (and SIGXFSZ). */
+    if (!n || n > cap || !id || (off >= 0 && (uint64_t)off + n > limit)) {
         iop_behind_fence_file(id);
         return IOP_BEHIND_NOT_TAKEN;
     }
@@ -399,19 +489,28 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
         pos = end - (int64_t)n;
     }
     iop_busy_enter();
-    iop_lock(&lock);
-    int taken = 0;
-    bfile *f = start_worker() ? file_slot(id, 1) : NULL;
-    int d = f ? thread_fd(f, fd) : -1;
-    if (d >= 0 && enqueue(f, d, OP_WRITE, buf, n, pos)) {
-        taken = 1;
-        st.writes++;
-        st.bytes += n;
-        __atomic_add_fetch(&work_seq, 1, __ATOMIC_RELEASE);
-    } else {
-        st.synchronous++;
+    int taken = 0, d;
+    if ((uint64_t)pos + n <= limit) {
+        iop_lock(&lock);
+        bfile *f = slot_for_write(id, fd, &d);
+        if (f && f->room < (int64_t)n) { /* ask the file system, without the lock */
+            iop_unlock(&lock);
+            int64_t room = room_for(fd);
+            iop_lock(&lock);
+            f = slot_for_write(id, fd, &d);
+            if (f) f->room = room - (int64_t)(r_head - r_tail);
+        }
+        if (f && f->room >= (int64_t)n && enqueue(f, o->st->file_id, d, OP_WRITE, buf, n, pos)) {
+            taken = 1;
+            f->room -= (int64_t)n;
+            st.writes++;
+            st.bytes += n;
+            __atomic_add_fetch(&work_seq, 1, __ATOMIC_RELEASE);
+        } else {
+            st.synchronous++;
+        }
+        iop_unlock(&lock);
     }
-    iop_unlock(&lock);
     iop_busy_leave();
     if (taken) {
         syscall(SYS_futex, &work_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
@@ -437,16 +536,16 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
 }
 
 int iop_behind_sync(iop_open *o, int fd, int data_only) {
-    uint64_t id = o->st->file_id;
+    uint64_t id = o->ident;
     iop_behind_flags = 0;
-    if (iop_behind_relaxed) {
+    if (iop_behind_relaxed && id) {
         iop_busy_enter();
         iop_lock(&lock);
-        bfile *f = start_worker() ? file_slot(id, 1) : NULL;
-        int d = f ? thread_fd(f, fd) : -1;
-        int taken = d >= 0 && enqueue(f, d, data_only ? OP_DATASYNC : OP_SYNC, NULL, 0, 0);
-        int err = f && taken ? f->error : 0;
-        if (taken && f) f->error = 0;
+        int d;
+        bfile *f = slot_for_write(id, fd, &d);
+        int taken = f && enqueue(f, o->st->file_id, d, data_only ? OP_DATASYNC : OP_SYNC, NULL, 0, 0);
+        int err = taken ? f->error : 0;
+        if (taken) f->error = 0;
         if (taken) __atomic_add_fetch(&work_seq, 1, __ATOMIC_RELEASE);
         iop_unlock(&lock);
         iop_busy_leave();
@@ -464,7 +563,25 @@ int iop_behind_sync(iop_open *o, int fd, int data_only) {
     return IOP_BEHIND_NOT_TAKEN;
 }
 
+void iop_behind_shared(uint64_t id) {
+    if (!iop_behind_on || !id) return;
+    iop_behind_fence_file(id);
+    iop_busy_enter();
+    iop_lock(&lock);
+    bfile *f = file_slot(id, 1);
+    if (f) f->shared = 1;
+    iop_unlock(&lock);
+    iop_busy_leave();
+}
+
 static void before_fork(void) { iop_behind_fence_all(); }
+
+static int keep_fds; /* the child shares our descriptor table (CLONE_FILES) */
+void iop_behind_after_clone(int shares_fds) {
+    keep_fds = shares_fds;
+    child_after_fork();
+    keep_fds = 0;
+}
 
 static void child_after_fork(void) {
     /* No thread followed: the child writes synchronously (its parent's
@@ -474,9 +591,33 @@ static void child_after_fork(void) {
     lock = 0;
     started = 0;
     for (int i = 0; i < NFILES; i++) {
-        if (files[i].fd >= 0) syscall(SYS_close, files[i].fd);
+        if (files[i].fd >= 0 && !keep_fds) syscall(SYS_close, files[i].fd);
         files[i].fd = -1;
     }
+}
+
+int iop_behind_drain(double stall_seconds) {
+    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE)) return 1;
+    if (!thread_is_ours()) return 0;
+    int e = errno;
+    uint64_t last = __atomic_load_n(&op_tail, __ATOMIC_ACQUIRE);
+    double since = mono();
+    for (;;) {
+        int seen = __atomic_load_n(&done_seq, __ATOMIC_ACQUIRE);
+        if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE)) break;
+        struct timespec tick = {0, 20 * 1000 * 1000};
+        syscall(SYS_futex, &done_seq, FUTEX_WAIT_PRIVATE, seen, &tick, NULL, 0);
+        uint64_t now = __atomic_load_n(&op_tail, __ATOMIC_ACQUIRE);
+        if (now != last) {
+            last = now;
+            since = mono();
+        } else if (mono() - since > stall_seconds) {
+            errno = e;
+            return 0;
+        }
+    }
+    errno = e;
+    return 1;
 }
 
 void iop_behind_stats_get(iop_behind_stats *out) {

@@ -40,24 +40,41 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
 /* fsync / fdatasync: queued in relaxed mode (0, or -1 with a deferred
  * errno), else IOP_BEHIND_NOT_TAKEN once the file's writes are done. */
 int iop_behind_sync(iop_open *o, int fd, int data_only);
-void iop_behind_fence_file(uint64_t file_id); /* wait for the file's pending writes */
+/* Files are known to write-behind by identity (iop_open.ident: device and
+ * inode), not by name: two names of one file are one file. */
+void iop_behind_fence_file(uint64_t ident); /* wait for the file's pending writes */
 void iop_behind_fence_all(void);
 /* A call by name (stat, fopen ...) sees the file with its pending writes. */
 void iop_behind_fence_path(const char *path);
+/* The same for a name relative to ``dirfd`` (AT_SYMLINK_NOFOLLOW and
+ * AT_EMPTY_PATH in ``flags`` are honoured): the file it leads to. */
+void iop_behind_fence_at(int dirfd, const char *path, int flags);
+/* The file got another name (link): its writes land now, and later ones
+ * are made at once, since others may open it by that name. */
+void iop_behind_shared(uint64_t ident);
+/* In a child made by clone() or a clone system call, with memory of its
+ * own: no background thread followed (see child_after_fork). */
+void iop_behind_after_clone(int shares_fds);
+/* RLIMIT_FSIZE may have changed (setrlimit, prlimit). */
+void iop_behind_limits_changed(void);
 /* The same, changing nothing of ours: for a vfork child about to exec,
  * which shares our memory (the parent's I/O thread runs on meanwhile). */
 void iop_behind_wait_quietly(void);
-int iop_behind_take_error(uint64_t file_id);  /* a deferred errno, forgotten once taken */
-void iop_behind_closing(uint64_t file_id);    /* before the program closes the file */
+int iop_behind_take_error(uint64_t ident);  /* a deferred errno, forgotten once taken */
+void iop_behind_closing(uint64_t ident);    /* before the program closes the file */
 /* Before descriptors first..last are closed or replaced by the program: if
  * one is ours, pending writes land first and it is forgotten. */
 void iop_behind_losing(int first, int last);
 void iop_behind_stats_get(iop_behind_stats *out);
+/* Async-signal-safe: wait until every pending write has landed, or until
+ * the background thread made no progress for ``stall_seconds`` (it may
+ * need a lock the interrupted thread holds).  1 when nothing is pending. */
+int iop_behind_drain(double stall_seconds);
 
 /* The one check a wrapper makes: is anything pending at all? */
 static inline void iop_behind_fence(const iop_open *o) {
     if (IOP_UNLIKELY(__atomic_load_n(&iop_behind_pending, __ATOMIC_RELAXED)) && o && o->st)
-        iop_behind_fence_file(o->st->file_id);
+        iop_behind_fence_file(o->ident);
 }
 
 #endif

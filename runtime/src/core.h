@@ -58,6 +58,8 @@ typedef struct iop_open {
     int direct_refused;
     int behind_ok; /* IOPILOT_ASYNC: writes on this descriptor may be deferred */
     int regular;   /* a regular file (fstat at open) */
+    int linked;    /* more than one name (st_nlink > 1 at open) */
+    uint64_t ident; /* the file itself (device and inode at open); 0 unknown */
     uint64_t direct_dev, direct_ino;
 } iop_open;
 
@@ -191,6 +193,14 @@ static inline iop_open *iop_fd(int fd) { /* NULL when the fd is not tracked */
     if ((unsigned)fd >= (unsigned)iop_nfds) return NULL;
     iop_open *o = &iop_fds[fd];
     return __atomic_load_n(&o->st, __ATOMIC_ACQUIRE) ? o : NULL;
+}
+/* A file's identity from its device and inode (never 0). */
+static inline uint64_t iop_ident(uint64_t dev, uint64_t ino) {
+    uint64_t h = (dev * 0x9e3779b97f4a7c15ULL) ^ (ino + 0x632be59bd9b4e019ULL + (dev << 6));
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 29;
+    return h ? h : 1;
 }
 #define IOP_OFFSET_END (-2) /* iop_fd_set: start at the end of the file (O_APPEND) */
 /* Follow ``fd`` with the counters of ``file_id`` in ``layer`` (the POSIX

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <aio.h>
 #include <sys/uio.h>
@@ -52,7 +54,8 @@ static void opened_id(int fd, uint64_t id, int flags, mode_t mode, double t1, do
 static void behind_decide(int fd, int flags) {
     iop_open *o = iop_fd(fd);
     if (!o) return;
-    o->behind_ok = o->regular && !iop_inside_mpi_open &&
+    /* a file with another name may be opened by others: not ours alone */
+    o->behind_ok = o->regular && o->ident && !o->linked && !iop_inside_mpi_open &&
                    !(flags & (O_APPEND | O_DIRECT | O_SYNC | O_DSYNC | O_PATH)) &&
                    (flags & O_ACCMODE) != O_RDONLY;
 }
@@ -69,6 +72,8 @@ static void opened(int fd, const char *path, int flags, mode_t mode, double t1, 
     IOP_EXPORT int name(const char *path, int flags, ...) {             \
         TAKE_MODE(flags, mode);                                         \
         if (!iop_active()) return REAL(name)(path, flags, mode);        \
+        if (IOP_UNLIKELY(iop_behind_pending) && (flags & O_TRUNC))      \
+            iop_behind_fence_at(AT_FDCWD, path, 0);                     \
         double t1 = iop_now();                                          \
         int fd = REAL(name)(path, flags, mode);                         \
         int e = errno;                                                  \
@@ -82,6 +87,8 @@ static void opened(int fd, const char *path, int flags, mode_t mode, double t1, 
     IOP_EXPORT int name(int dirfd, const char *path, int flags, ...) {  \
         TAKE_MODE(flags, mode);                                         \
         if (!iop_active()) return REAL(name)(dirfd, path, flags, mode); \
+        if (IOP_UNLIKELY(iop_behind_pending) && (flags & O_TRUNC))      \
+            iop_behind_fence_at(dirfd, path, 0);                        \
         double t1 = iop_now();                                          \
         int fd = REAL(name)(dirfd, path, flags, mode);                  \
         int e = errno;                                                  \
@@ -105,6 +112,8 @@ static void opened(int fd, const char *path, int flags, mode_t mode, double t1, 
     REAL_DECL(int, name, (const char *, int));               \
     IOP_EXPORT int name(const char *path, int flags) {       \
         if (!iop_active()) return REAL(name)(path, flags);   \
+        if (IOP_UNLIKELY(iop_behind_pending) && (flags & O_TRUNC)) \
+            iop_behind_fence_at(AT_FDCWD, path, 0);          \
         double t1 = iop_now();                               \
         int fd = REAL(name)(path, flags);                    \
         int e = errno;                                       \
@@ -117,6 +126,7 @@ static void opened(int fd, const char *path, int flags, mode_t mode, double t1, 
     REAL_DECL(int, name, (const char *, mode_t));                       \
     IOP_EXPORT int name(const char *path, mode_t mode) {                \
         if (!iop_active()) return REAL(name)(path, mode);               \
+        if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_at(AT_FDCWD, path, 0); \
         double t1 = iop_now();                                          \
         int fd = REAL(name)(path, mode);                                \
         int e = errno;                                                  \
@@ -150,8 +160,8 @@ IOP_EXPORT int close(int fd) {
     if (IOP_UNLIKELY(o->direct_fd >= 0)) iop_direct_closing(o);
     int deferred = 0;
     if (IOP_UNLIKELY(iop_behind_on)) { /* the file's writes land first; their error is ours */
-        iop_behind_closing(st->file_id);
-        deferred = iop_behind_take_error(st->file_id);
+        iop_behind_closing(o->ident);
+        deferred = iop_behind_take_error(o->ident);
     }
     iop_fd_clear(fd);
     double t1 = iop_now();
@@ -193,9 +203,25 @@ static void appended(int fd, iop_open *o, ssize_t r) {
         r = iop_direct_io(o, fd, op, (void *)(BUF), (N), (OFF));        \
     if (r == IOP_DIRECT_NOT_TAKEN) r = CALL
 
+/* A write to a pipe or socket may tell another process that the data is
+ * there: pending writes land first.  (A terminal is read by a person.) */
+static void publishing(int fd) {
+    struct stat sb;
+    int e = errno;
+    if (syscall(SYS_fstat, fd, &sb) == 0 && (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)))
+        iop_behind_fence_all();
+    errno = e;
+}
+#define PUBLISHING(op)                                                      \
+    if (IOP_UNLIKELY(iop_behind_pending) && (op) == IOP_OP_WRITE && iop_active()) \
+        publishing(fd)
+
 #define DATA_AT_POSITION(op, fd, BUF, N, CALL)                          \
     iop_open *o = iop_active() ? iop_fd(fd) : NULL;                     \
-    if (!o) return CALL;                                                \
+    if (!o) {                                                           \
+        PUBLISHING(op);                                                 \
+        return CALL;                                                    \
+    }                                                                   \
     double t1 = iop_now();                                              \
     DIRECT_OR(o, fd, op, BUF, N, -1, CALL);                             \
     int e = errno;                                                      \
@@ -208,7 +234,10 @@ static void appended(int fd, iop_open *o, ssize_t r) {
 
 #define DATA_AT_OFFSET(op, fd, BUF, N, OFF, CALL)                       \
     iop_open *o = iop_active() ? iop_fd(fd) : NULL;                     \
-    if (!o) return CALL;                                                \
+    if (!o) {                                                           \
+        PUBLISHING(op);                                                 \
+        return CALL;                                                    \
+    }                                                                   \
     double t1 = iop_now();                                              \
     DIRECT_OR(o, fd, op, BUF, N, (int64_t)(OFF) < 0 ? INT64_MAX : (int64_t)(OFF), CALL); \
     int e = errno;                                                      \
@@ -385,7 +414,7 @@ WRAP_SEEK(lseek64, off64_t)
         if (IOP_UNLIKELY(iop_behind_on)) {                                \
             r = iop_behind_sync(o, fd, data_only);                        \
             rflags = iop_behind_flags;                                    \
-            deferred = r == IOP_BEHIND_NOT_TAKEN ? iop_behind_take_error(o->st->file_id) : 0; \
+            deferred = r == IOP_BEHIND_NOT_TAKEN ? iop_behind_take_error(o->ident) : 0; \
         }                                                                 \
         if (r == IOP_BEHIND_NOT_TAKEN) r = REAL(name)(fd);                \
         if (deferred && r == 0) {                                         \
@@ -433,11 +462,12 @@ static void path_meta(const char *path, int op, int counter, double t1, double t
     iop_meta_op(st, op, counter, t1, t2, 0);
 }
 
-#define WRAP_PATH_META(ret, name, params, args, path, op, counter)   \
+/* ``FENCE``: pending writes of the file the name leads to land first. */
+#define WRAP_PATH_META_F(ret, name, params, args, path, op, counter, FENCE) \
     REAL_DECL(ret, name, params);                                    \
     IOP_EXPORT ret name params {                                     \
         if (!iop_active()) return REAL(name) args;                   \
-        if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_path(path); \
+        if (IOP_UNLIKELY(iop_behind_pending)) FENCE;                 \
         double t1 = iop_now();                                       \
         ret r = REAL(name) args;                                     \
         int e = errno;                                               \
@@ -445,6 +475,12 @@ static void path_meta(const char *path, int op, int counter, double t1, double t
         errno = e;                                                   \
         return r;                                                    \
     }
+
+#define WRAP_PATH_META(ret, name, params, args, path, op, counter) \
+    WRAP_PATH_META_F(ret, name, params, args, path, op, counter, iop_behind_fence_path(path))
+#define WRAP_AT_META(ret, name, params, args, d, p, fl, op, counter) \
+    WRAP_PATH_META_F(ret, name, params, args, AT_PATH(d, p), op, counter, \
+                     iop_behind_fence_at(d, p, fl))
 
 WRAP_PATH_META(int, stat, (const char *p, struct stat *sb), (p, sb), p, IOP_OP_STAT,
                IOP_C_STATS)
@@ -465,28 +501,91 @@ WRAP_PATH_META(int, __lxstat64, (int v, const char *p, struct stat64 *sb), (v, p
 WRAP_PATH_META(int, unlink, (const char *p), (p), p, IOP_OP_UNLINK, -1)
 /* The *at forms: the path names a file by itself when absolute or cwd-relative. */
 #define AT_PATH(dirfd, p) ((dirfd) == AT_FDCWD || (p)[0] == '/' ? (p) : NULL)
-WRAP_PATH_META(int, fstatat, (int d, const char *p, struct stat *sb, int fl), (d, p, sb, fl),
-               AT_PATH(d, p), IOP_OP_STAT, IOP_C_STATS)
-WRAP_PATH_META(int, fstatat64, (int d, const char *p, struct stat64 *sb, int fl),
-               (d, p, sb, fl), AT_PATH(d, p), IOP_OP_STAT, IOP_C_STATS)
-WRAP_PATH_META(int, unlinkat, (int d, const char *p, int fl), (d, p, fl), AT_PATH(d, p),
-               IOP_OP_UNLINK, -1)
-WRAP_PATH_META(int, mkdirat, (int d, const char *p, mode_t m), (d, p, m), AT_PATH(d, p),
-               IOP_OP_MKDIR, -1)
+WRAP_AT_META(int, fstatat, (int d, const char *p, struct stat *sb, int fl), (d, p, sb, fl), d, p,
+             fl, IOP_OP_STAT, IOP_C_STATS)
+WRAP_AT_META(int, fstatat64, (int d, const char *p, struct stat64 *sb, int fl), (d, p, sb, fl),
+             d, p, fl, IOP_OP_STAT, IOP_C_STATS)
+WRAP_AT_META(int, __fxstatat, (int v, int d, const char *p, struct stat *sb, int fl),
+             (v, d, p, sb, fl), d, p, fl, IOP_OP_STAT, IOP_C_STATS)
+WRAP_AT_META(int, __fxstatat64, (int v, int d, const char *p, struct stat64 *sb, int fl),
+             (v, d, p, sb, fl), d, p, fl, IOP_OP_STAT, IOP_C_STATS)
+WRAP_AT_META(int, statx, (int d, const char *p, int fl, unsigned m, struct statx *sb),
+             (d, p, fl, m, sb), d, p, fl, IOP_OP_STAT, IOP_C_STATS)
+WRAP_AT_META(int, unlinkat, (int d, const char *p, int fl), (d, p, fl), d, p, 0, IOP_OP_UNLINK,
+             -1)
+WRAP_AT_META(int, mkdirat, (int d, const char *p, mode_t m), (d, p, m), d, p, 0, IOP_OP_MKDIR,
+             -1)
 WRAP_PATH_META(int, mkdir, (const char *p, mode_t m), (p, m), p, IOP_OP_MKDIR, -1)
 WRAP_PATH_META(int, truncate, (const char *p, off_t l), (p, l), p, IOP_OP_TRUNCATE, -1)
 WRAP_PATH_META(int, truncate64, (const char *p, off64_t l), (p, l), p, IOP_OP_TRUNCATE, -1)
 
-REAL_DECL(int, rename, (const char *, const char *));
-IOP_EXPORT int rename(const char *from, const char *to) {
-    if (!iop_active()) return REAL(rename)(from, to);
-    double t1 = iop_now();
-    int r = REAL(rename)(from, to);
+/* A file renamed or linked into place is how programs publish it (write a
+ * temporary, then rename): its pending writes land first.  A file given a
+ * second name may be opened by others through it: written at once from then
+ * on. */
+static void renamed(const char *from, const char *to, double t1) {
     int e = errno;
     double t2 = iop_now();
     path_meta(from, IOP_OP_RENAME, IOP_C_RENAME_SOURCES, t1, t2);
     path_meta(to, IOP_OP_RENAME, IOP_C_RENAME_TARGETS, t1, t2);
     errno = e;
+}
+
+REAL_DECL(int, rename, (const char *, const char *));
+IOP_EXPORT int rename(const char *from, const char *to) {
+    if (!iop_active()) return REAL(rename)(from, to);
+    if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_all();
+    double t1 = iop_now();
+    int r = REAL(rename)(from, to);
+    renamed(from, to, t1);
+    return r;
+}
+
+REAL_DECL(int, renameat, (int, const char *, int, const char *));
+IOP_EXPORT int renameat(int fd1, const char *from, int fd2, const char *to) {
+    if (!iop_active()) return REAL(renameat)(fd1, from, fd2, to);
+    if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_all();
+    double t1 = iop_now();
+    int r = REAL(renameat)(fd1, from, fd2, to);
+    renamed(AT_PATH(fd1, from), AT_PATH(fd2, to), t1);
+    return r;
+}
+
+REAL_DECL(int, renameat2, (int, const char *, int, const char *, unsigned));
+IOP_EXPORT int renameat2(int fd1, const char *from, int fd2, const char *to, unsigned fl) {
+    if (!iop_active()) return REAL(renameat2)(fd1, from, fd2, to, fl);
+    if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_all();
+    double t1 = iop_now();
+    int r = REAL(renameat2)(fd1, from, fd2, to, fl);
+    renamed(AT_PATH(fd1, from), AT_PATH(fd2, to), t1);
+    return r;
+}
+
+/* After a link: the file the new name leads to is shared. */
+static void linked(int dirfd, const char *name) {
+    if (!iop_behind_on) return;
+    struct stat sb;
+    int e = errno;
+    if (syscall(SYS_newfstatat, dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
+        iop_behind_shared(iop_ident((uint64_t)sb.st_dev, (uint64_t)sb.st_ino));
+    errno = e;
+}
+
+REAL_DECL(int, link, (const char *, const char *));
+IOP_EXPORT int link(const char *from, const char *to) {
+    if (!iop_active()) return REAL(link)(from, to);
+    if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_all();
+    int r = REAL(link)(from, to);
+    if (r == 0) linked(AT_FDCWD, to);
+    return r;
+}
+
+REAL_DECL(int, linkat, (int, const char *, int, const char *, int));
+IOP_EXPORT int linkat(int fd1, const char *from, int fd2, const char *to, int fl) {
+    if (!iop_active()) return REAL(linkat)(fd1, from, fd2, to, fl);
+    if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_all();
+    int r = REAL(linkat)(fd1, from, fd2, to, fl);
+    if (r == 0) linked(fd2, to);
     return r;
 }
 
@@ -534,6 +633,20 @@ WRAP_DUP(dup, (int fd), (fd), fd)
 WRAP_DUP_ONTO(dup2, (int fd, int to), (fd, to))
 WRAP_DUP_ONTO(dup3, (int fd, int to, int flags), (fd, to, flags))
 
+/* F_SETFL changes how later writes land (O_APPEND): pending ones land first
+ * (the call is made after the fence: its result is the macro's argument). */
+#define set_flags(fd, flags, CALL)                                             \
+    ({                                                                        \
+        iop_open *o_ = iop_fd(fd);                                            \
+        iop_behind_fence(o_);                                                 \
+        int r_ = (CALL);                                                      \
+        if (r_ == 0) {                                                        \
+            o_->append = ((flags) & O_APPEND) != 0;                           \
+            if ((flags) & (O_APPEND | O_DIRECT | O_SYNC | O_DSYNC)) o_->behind_ok = 0; \
+        }                                                                     \
+        r_;                                                                   \
+    })
+
 /* fcntl's F_DUPFD forms are dups too; other commands pass straight through.
  * The third argument is read as a pointer-sized word whatever it is. */
 #define WRAP_FCNTL(name)                                                      \
@@ -543,6 +656,8 @@ WRAP_DUP_ONTO(dup3, (int fd, int to, int flags), (fd, to, flags))
         va_start(ap, cmd);                                                    \
         void *arg = va_arg(ap, void *);                                       \
         va_end(ap);                                                           \
+        if (cmd == F_SETFL && iop_active() && iop_fd(fd))                     \
+            return set_flags(fd, (long)arg, REAL(name)(fd, cmd, arg));        \
         if (!iop_active() || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC))      \
             return REAL(name)(fd, cmd, arg);                                  \
         double t1 = iop_now();                                                \
@@ -676,6 +791,111 @@ IOP_EXPORT FILE *popen(const char *command, const char *type) {
     if (iop_active()) iop_behind_fence_all();
     return REAL(popen)(command, type);
 }
+
+/* clone() and the clone system call: a child with memory of its own has no
+ * background thread, so pending writes land before it starts and it forgets
+ * the queue (as fork's handlers do); one sharing our memory shares the
+ * thread.  Threads (CLONE_THREAD) are left alone. */
+#ifndef CLONE_VM
+#define CLONE_VM 0x00000100
+#define CLONE_FILES 0x00000400
+#define CLONE_THREAD 0x00010000
+#endif
+struct clone_start {
+    int (*fn)(void *);
+    void *arg;
+    int flags;
+};
+static int clone_child(void *p) {
+    struct clone_start c = *(struct clone_start *)p; /* our copy of the parent's frame */
+    iop_behind_after_clone(c.flags & CLONE_FILES);
+    return c.fn(c.arg);
+}
+REAL_DECL(int, clone, (int (*)(void *), void *, int, void *, ...));
+IOP_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...) {
+    va_list ap; /* read as libc reads them: only used when the flags say so */
+    va_start(ap, arg);
+    void *ptid = va_arg(ap, void *), *tls = va_arg(ap, void *), *ctid = va_arg(ap, void *);
+    va_end(ap);
+    if (!iop_behind_on || (flags & CLONE_THREAD) || !iop_active())
+        return REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
+    iop_behind_fence_all();
+    if (flags & CLONE_VM) return REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
+    struct clone_start c = {fn, arg, flags};
+    return REAL(clone)(clone_child, stack, flags, &c, ptid, tls, ctid);
+}
+
+/* The runtime's own system calls come here too: the test is one compare.
+ * Six arguments are read whatever was passed, as libc's own stub reads
+ * them (the sanitizer would call reading the caller's frame an error). */
+REAL_DECL(long, syscall, (long, ...));
+IOP_EXPORT __attribute__((no_sanitize("address"))) long syscall(long n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long),
+         d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
+    va_end(ap);
+    if (IOP_LIKELY(n != SYS_clone && n != SYS_clone3 && n != SYS_fork) || !iop_behind_on)
+        return REAL(syscall)(n, a, b, c, d, e, f);
+    /* clone's flags: the first argument, or the first field of clone3's */
+    unsigned long flags = n == SYS_fork ? 0 : n == SYS_clone ? (unsigned long)a
+                                        : a ? *(const unsigned long *)a : 0;
+    if ((flags & CLONE_THREAD) || !iop_active()) return REAL(syscall)(n, a, b, c, d, e, f);
+    iop_behind_fence_all();
+    long r = REAL(syscall)(n, a, b, c, d, e, f);
+    if (r == 0 && !(flags & CLONE_VM)) iop_behind_after_clone(flags & CLONE_FILES);
+    return r;
+}
+
+/* Other ways the data may be seen elsewhere, or that the program asked to
+ * be on disk: pending writes land first. */
+#define WRAP_FENCE_ALL(ret, name, params, args)                               \
+    REAL_DECL(ret, name, params);                                             \
+    IOP_EXPORT ret name params {                                              \
+        if (IOP_UNLIKELY(iop_behind_pending) && iop_active()) iop_behind_fence_all(); \
+        return REAL(name) args;                                               \
+    }
+WRAP_FENCE_ALL(ssize_t, send, (int fd, const void *b, size_t n, int fl), (fd, b, n, fl))
+WRAP_FENCE_ALL(ssize_t, sendto, (int fd, const void *b, size_t n, int fl,
+                                 const struct sockaddr *to, socklen_t l), (fd, b, n, fl, to, l))
+WRAP_FENCE_ALL(ssize_t, sendmsg, (int fd, const struct msghdr *m, int fl), (fd, m, fl))
+WRAP_FENCE_ALL(int, sendmmsg, (int fd, struct mmsghdr *m, unsigned n, int fl), (fd, m, n, fl))
+WRAP_FENCE_ALL(int, kill, (pid_t pid, int sig), (pid, sig))
+WRAP_FENCE_ALL(int, sigqueue, (pid_t pid, int sig, const union sigval v), (pid, sig, v))
+WRAP_FENCE_ALL(int, msync, (void *a, size_t n, int fl), (a, n, fl))
+WRAP_FENCE_ALL(void, sync, (void), ())
+WRAP_FENCE_ALL(int, syncfs, (int fd), (fd))
+WRAP_FENCE_ALL(ssize_t, sendfile, (int o, int i, off_t *off, size_t n), (o, i, off, n))
+WRAP_FENCE_ALL(ssize_t, sendfile64, (int o, int i, off64_t *off, size_t n), (o, i, off, n))
+WRAP_FENCE_ALL(ssize_t, copy_file_range, (int i, off64_t *oi, int o, off64_t *oo, size_t n,
+                                          unsigned fl), (i, oi, o, oo, n, fl))
+WRAP_FENCE_ALL(ssize_t, splice, (int i, off64_t *oi, int o, off64_t *oo, size_t n, unsigned fl),
+               (i, oi, o, oo, n, fl))
+
+/* sync_file_range: a durability point for the file's written pages. */
+REAL_DECL(int, sync_file_range, (int, off64_t, off64_t, unsigned));
+IOP_EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned fl) {
+    if (IOP_UNLIKELY(iop_behind_pending) && iop_active()) iop_behind_fence(iop_fd(fd));
+    return REAL(sync_file_range)(fd, off, n, fl);
+}
+
+/* RLIMIT_FSIZE decides which writes may be queued (see behind.c).  A
+ * sanitizer's runtime sets limits before it can run instrumented code: the
+ * real function is found with dlsym alone. */
+#define WRAP_LIMIT(name, params, args)                                        \
+    REAL_DECL(int, name, params);                                             \
+    IOP_EXPORT __attribute__((no_sanitize("address", "undefined"))) int name params { \
+        if (!real_##name) real_##name = (__typeof__(real_##name))dlsym(RTLD_NEXT, #name); \
+        int r = real_##name args;                                             \
+        if (r == 0 && iop_behind_on) iop_behind_limits_changed();             \
+        return r;                                                             \
+    }
+WRAP_LIMIT(setrlimit, (__rlimit_resource_t res, const struct rlimit *rl), (res, rl))
+WRAP_LIMIT(setrlimit64, (__rlimit_resource_t res, const struct rlimit64 *rl), (res, rl))
+WRAP_LIMIT(prlimit, (pid_t pid, __rlimit_resource_t res, const struct rlimit *n, struct rlimit *o),
+           (pid, res, n, o))
+WRAP_LIMIT(prlimit64, (pid_t pid, __rlimit_resource_t res, const struct rlimit64 *n,
+                       struct rlimit64 *o), (pid, res, n, o))
 
 /* The list forms: collect the arguments, then use the vector forms. */
 #define COLLECT_ARGS(first, argv, ap)                      \

@@ -239,6 +239,8 @@ void iop_fd_set(int layer, int fd, uint64_t id, int64_t offset) {
     iop_fds[fd].direct_refused = 0;
     iop_fds[fd].behind_ok = 0; /* the POSIX module decides after an open */
     iop_fds[fd].regular = ok && S_ISREG(sb.st_mode);
+    iop_fds[fd].linked = ok && sb.st_nlink > 1;
+    iop_fds[fd].ident = ok ? iop_ident((uint64_t)sb.st_dev, (uint64_t)sb.st_ino) : 0;
     __atomic_store_n(&iop_fds[fd].st, st, __ATOMIC_RELEASE);
     iop_set(st, IOP_C_FILE_ALIGNMENT, align);
 }
