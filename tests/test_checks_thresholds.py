@@ -31,7 +31,8 @@ def test_a_file_then_overrides(tmp_path):
 
 @pytest.mark.parametrize(("item", "says"), [
     ("reopen_count", "--set: expected NAME=VALUE, got 'reopen_count'"),
-    ("nope=1", "--set: unknown threshold 'nope' (known: "),
+    ("nope=1", "--set: unknown threshold 'nope' ('iopilot checks -v' lists them)"),
+    ("reopen_cont=1", "--set: unknown threshold 'reopen_cont' (did you mean reopen_count "),
     ("reopen_count=many", "--set: threshold reopen_count must be a number, got 'many'"),
     ("reopen_count=-1", "--set: threshold reopen_count must not be negative, got '-1'"),
 ])  # fmt: skip

@@ -29,6 +29,7 @@ import re
 from typing import Any
 
 from iopilot.errors import InputError
+from iopilot.userfiles import load_json, short_errors
 
 Run = tuple[str, int, list[str]]
 
@@ -50,14 +51,13 @@ _TIME_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "m": 60.0,
 
 
 def kernel_runs(path: str) -> list[Run]:
-    """(kernel, ranks, arguments) for each benchmark of the h5bench setup at ``path``."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            setup = json.load(fh)
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(path, f"not JSON: {e}") from None
+    """(kernel, ranks, arguments) for each benchmark of the h5bench setup at ``path``
+    (at most 1 MiB and 32 levels deep: :mod:`iopilot.userfiles`)."""
+    with short_errors():
+        return _runs(path, load_json(path))
+
+
+def _runs(path: str, setup: Any) -> list[Run]:
     if not isinstance(setup, dict):
         raise InputError(path, "not an h5bench setup: the top level must be a JSON object")
     top = {"mpi", "vol", "file-system", "directory", "benchmarks"}

@@ -6,10 +6,11 @@ agree where they should; the others are ours and documented here.
 
 from __future__ import annotations
 
-from pathlib import Path
+import math
 from typing import Any
 
 from ..errors import InputError
+from ..userfiles import load_toml, quote, short_errors, suggest
 
 MiB = 1024 * 1024
 
@@ -76,40 +77,34 @@ def defaults() -> dict[str, Any]:
 
 def _coerce(name: str, value: Any, origin: str) -> float | int:
     if name not in DEFAULTS:
-        known = ", ".join(sorted(DEFAULTS))
-        raise InputError(origin, f"unknown threshold {name!r} (known: {known})")
+        raise InputError(origin, f"unknown threshold {quote(name)}",
+                         suggest(name, sorted(DEFAULTS), "'iopilot checks -v' lists them"))
     default = DEFAULTS[name][0]
     try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(origin, f"threshold {name} must be a number, got {value!r}") from None
+        v = float(value) if isinstance(value, int | float | str) else None
+    except ValueError:
+        v = None
+    if v is None or math.isnan(v):
+        raise InputError(origin, f"threshold {name} must be a number, got {quote(value)}")
     if v < 0:
-        raise InputError(origin, f"threshold {name} must not be negative, got {value!r}")
+        raise InputError(origin, f"threshold {name} must not be negative, got {quote(value)}")
     return int(v) if isinstance(default, int) and v.is_integer() else v
 
 
 def load(config: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
     """Defaults, then a TOML file (``[thresholds]`` table or top level), then ``k=v``."""
     values = defaults()
-    if config:
-        import tomllib  # only when a file is given: it costs start-up time
-
-        try:
-            data = tomllib.loads(Path(config).read_text())
-        except FileNotFoundError:
-            raise InputError(config, "no such file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(config, f"cannot read: {e}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise InputError(config, f"not valid TOML: {e}") from None
-        table = data.get("thresholds", data)
-        if not isinstance(table, dict):
-            raise InputError(config, "[thresholds] must be a table")
-        for k, v in table.items():
-            values[k] = _coerce(k, v, config)
-    for item in overrides or []:
-        if "=" not in item:
-            raise InputError("--set", f"expected NAME=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        values[k.strip()] = _coerce(k.strip(), v.strip(), "--set")
+    with short_errors():
+        if config:
+            data = load_toml(config)
+            table = data.get("thresholds", data)
+            if not isinstance(table, dict):
+                raise InputError(config, "[thresholds] must be a table")
+            for k, v in table.items():
+                values[k] = _coerce(k, v, config)
+        for item in overrides or []:
+            if "=" not in item:
+                raise InputError("--set", f"expected NAME=VALUE, got {quote(item)}")
+            k, v = item.split("=", 1)
+            values[k.strip()] = _coerce(k.strip(), v.strip(), "--set")
     return values

@@ -5,14 +5,12 @@ the file and the reason, never a hang or a traceback."""
 
 from __future__ import annotations
 
-import errno
 import json
 import math
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
+from .. import userfiles
 from ..errors import InputError
 from ..model.trace import safe_name
 
@@ -27,66 +25,19 @@ def where(p: str | Path) -> str:
     return safe_name(str(p))
 
 
-def kind_of(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
-             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))  # fmt: skip
-    for test, what in kinds:
-        if test(mode):
-            return what
-    return "of an unknown kind"
-
-
 def open_regular(p: str | Path, limit: int | None, *,
                  follow_links: bool = False) -> tuple[int, int]:  # fmt: skip
     """A descriptor on ``p`` and its size, if it is a regular file within
     ``limit`` bytes; never waits on a FIFO, and follows a link only with
     ``follow_links`` (then the file it names must be regular)."""
-    try:
-        st = os.stat(p) if follow_links else os.lstat(p)
-    except OSError as e:
-        raise InputError(where(p), f"cannot read: {e.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(where(p), f"not a regular file ({kind_of(st.st_mode)})")
-    # Non-blocking: a FIFO put in the file's place after the check above
-    # opens at once, and the check below refuses it.
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    if not follow_links:
-        flags |= os.O_NOFOLLOW
-    try:
-        fd = os.open(p, flags)
-    except OSError as e:
-        why = "not a regular file (a symbolic link)" if e.errno == errno.ELOOP else (
-            f"cannot read: {e.strerror}")  # fmt: skip
-        raise InputError(where(p), why) from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or (limit is not None and st.st_size > limit):
-        os.close(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(where(p), f"not a regular file ({kind_of(st.st_mode)})")
-        hint = "more records than the record limit; set IOPILOT_MAX_RECORDS to read it" if (
-            Path(p).suffix == ".rec") else ""  # fmt: skip
-        raise InputError(where(p), f"too large: {st.st_size:,} bytes, limit {limit:,}", hint)
-    return fd, st.st_size
+    hint = "more records than the record limit; set IOPILOT_MAX_RECORDS to read it" if (
+        Path(p).suffix == ".rec") else ""  # fmt: skip
+    return userfiles.open_regular(p, limit, follow_links=follow_links, name=where(p), hint=hint)
 
 
 def read_bytes(p: Path, limit: int) -> bytes:
     fd, size = open_regular(p, limit)
-    try:
-        chunks, got = [], 0
-        while got <= limit:
-            b = os.read(fd, min(max(size - got, 0) + 1, limit + 1 - got, 1 << 24))
-            if not b:
-                break
-            chunks.append(b)
-            got += len(b)
-    except OSError as e:
-        raise InputError(where(p), f"cannot read: {e.strerror}") from None
-    finally:
-        os.close(fd)
-    if got > limit:
-        raise InputError(where(p), f"too large: more than {limit:,} bytes, limit {limit:,}")
-    return b"".join(chunks)
+    return userfiles.read_opened(fd, size, limit, where(p))
 
 
 def load_json(p: Path, limit: int, what: str) -> dict[str, Any]:

@@ -43,10 +43,11 @@ def tune(args: argparse.Namespace, generated: Callable[[dict[str, Any]], Space] 
     space_text = "generated"
     given: Space | None = None
     if args.space:
+        from ..userfiles import settings_text
         from .space import load
 
         given = load(args.space)
-        space_text = Path(args.space).read_text()
+        space_text = settings_text(args.space, "not valid TOML")
     launch = launcher(args.launcher)
     out.mkdir(parents=True, exist_ok=True)
     storage = args.study or f"sqlite:///{out / 'study.db'}"

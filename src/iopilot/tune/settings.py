@@ -28,19 +28,20 @@ it, so the C parser in ``runtime/src/settings.c`` knows exactly these names;
 
 The functions here are the API other tools call: ``load`` / ``validate``
 check a file, ``dump`` writes one back, ``job_env`` gives the Open MPI
-variables to export.  This module imports nothing from iopilot but its errors.
+variables to export.  This module imports nothing from iopilot but its errors
+and its reader of user files (``iopilot.userfiles``: size and depth limits).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..userfiles import clip, load_toml, quote, short_errors, suggest
 
 # Value kinds.  The C header names them IOP_SK_<KIND>; never reorder.
 KINDS: tuple[str, ...] = ("str", "enum", "int", "size", "bool", "ints")
@@ -209,12 +210,12 @@ def parse_size(value: int | str) -> int:
     else:
         m = _SIZE.match(value)
         if not m:
-            raise ValueError(f'{value!r} is not a size (an integer or e.g. "4k", "1m")')
+            raise ValueError(f'{quote(value)} is not a size (an integer or e.g. "4k", "1m")')
         n = int(m.group(1)) * _SCALE[m.group(2).lower()]
     if n < 0:
-        raise ValueError(f"{value!r}: a size cannot be negative")
+        raise ValueError(f"{quote(value)}: a size cannot be negative")
     if n > MAX_INT:
-        raise ValueError(f"{value!r} is too large")
+        raise ValueError(f"{quote(value)} is too large")
     return n
 
 
@@ -238,9 +239,9 @@ def _check_value(s: Setting, value: Any) -> None:
         if not isinstance(value, str):
             raise ValueError(f"expected a string, got {type(value).__name__}")
         if not value or len(value) > MAX_STRING or any(c in value for c in "\n\t\x00"):
-            raise ValueError(f"{value!r}: 1 to {MAX_STRING} characters, no tabs or newlines")
+            raise ValueError(f"{quote(value)}: 1 to {MAX_STRING} characters, no tabs or newlines")
         if kind == "enum" and value not in s.choices:
-            raise ValueError(f"{value!r} is not one of {', '.join(s.choices)}")
+            raise ValueError(f"{quote(value)} is not one of {', '.join(s.choices)}")
     elif kind == "ints":
         if not isinstance(value, list) or not value:
             raise ValueError("expected a non-empty array of integers")
@@ -248,7 +249,7 @@ def _check_value(s: Setting, value: Any) -> None:
             raise ValueError(f"at most {MAX_RANK} elements")
         for x in value:
             if not isinstance(x, int) or isinstance(x, bool) or not 1 <= x <= MAX_INT:
-                raise ValueError(f"{x!r}: elements must be positive integers")
+                raise ValueError(f"{quote(x)}: elements must be positive integers")
 
 
 def _check_table(doc: dict, table: str, label: str, where: str) -> None:
@@ -258,12 +259,13 @@ def _check_table(doc: dict, table: str, label: str, where: str) -> None:
             continue
         s = BY_KEY.get((table, key))
         if s is None:
-            known = ", ".join(x.name for x in SETTINGS if x.table == table)
-            raise InputError(where, f"[{label}] {key}: unknown name", f"known: {known}")
+            known = [x.name for x in SETTINGS if x.table == table]
+            raise InputError(where, f"[{label}] {clip(key)}: unknown name",
+                             suggest(key, known, f"known: {', '.join(known)}"))
         try:
             _check_value(s, value)
         except ValueError as e:
-            raise InputError(where, f"[{label}] {key}: {e}") from None
+            raise InputError(where, f"[{label}] {clip(key)}: {e}") from None
 
 
 def _check_patterns(files: Any, where: str) -> None:
@@ -272,7 +274,7 @@ def _check_patterns(files: Any, where: str) -> None:
     if len(files) > MAX_PATTERNS:
         raise InputError(where, f"[mpiio.files]: at most {MAX_PATTERNS} patterns")
     for pattern, hints in files.items():
-        label = f"mpiio.files.{json.dumps(pattern)}"
+        label = f"mpiio.files.{clip(json.dumps(pattern))}"
         if not pattern or len(pattern) > MAX_STRING or any(c in pattern for c in "\n\t\x00"):
             raise InputError(where, f"[{label}]: a pattern has 1 to {MAX_STRING} characters")
         if not isinstance(hints, dict):
@@ -289,30 +291,25 @@ def validate(doc: dict, where: str) -> None:
         raise InputError(where, "a settings document is a table")
     for table, body in doc.items():
         if table not in TABLES:
-            raise InputError(where, f"[{table}]: unknown table", f"known: {', '.join(TABLES)}")
+            raise InputError(where, f"[{clip(table)}]: unknown table",
+                             suggest(table, TABLES, f"known: {', '.join(TABLES)}"))
         if not isinstance(body, dict):
             raise InputError(where, f"{table}: expected a table [{table}]")
         _check_table(body, table, table, where)
 
 
 def read_toml(path: str | Path) -> dict:
-    """A TOML file as a dict; InputError naming the file when it cannot be read."""
-    where = str(path)
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except OSError as e:
-        raise InputError(where, f"cannot read: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(where, f"not valid TOML: {e}") from None
-    except UnicodeDecodeError:
-        raise InputError(where, "not valid TOML: not UTF-8") from None
+    """A TOML file as a dict, within the limits of :mod:`iopilot.userfiles`
+    (1 MiB, 32 levels); InputError naming the file when it cannot be read."""
+    with short_errors():
+        return load_toml(path)
 
 
 def load(path: str | Path) -> dict:
     """The settings document in ``path``, checked; InputError when it cannot be used."""
-    doc = read_toml(path)
-    validate(doc, str(path))
+    with short_errors():
+        doc = read_toml(path)
+        validate(doc, str(path))
     return doc
 
 

@@ -288,8 +288,9 @@ def _check_value(param: Param, value: Any, where: str, what: str) -> Any:
     node[leaf] = value
     try:
         st.validate(doc, where)
-    except InputError as e:
-        raise InputError(where, f"[{param.name}] {what}: {e.reason}") from None
+    except InputError as e:  # "[TABLE] NAME: why": the parameter is named here already
+        why = e.reason.partition("]")[2].partition(": ")[2] or e.reason
+        raise InputError(where, f"[{param.name}] {what}: {why}") from None
     return value
 
 
@@ -397,4 +398,7 @@ def _canonical(name: str) -> str:
 
 def load(path: str | Path) -> Space:
     """The space in a TOML file."""
-    return from_dict(st.read_toml(path), str(path))
+    from ..userfiles import short_errors
+
+    with short_errors():
+        return from_dict(st.read_toml(path), str(path))
