@@ -470,7 +470,7 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
     iop_behind_flags = 0;
     uint64_t limit = __atomic_load_n(&fsize_limit, __ATOMIC_RELAXED);
     /* Past RLIMIT_FSIZE the program's own call gets EFBIG (and SIGXFSZ). */
-    if (!n || n > cap || !id || (off >= 0 && (uint64_t)off + n > limit)) {
+    if (!n || n > cap || !id || !iop_behind_on || (off >= 0 && (uint64_t)off + n > limit)) {
         iop_behind_fence_file(id);
         return IOP_BEHIND_NOT_TAKEN;
     }
@@ -538,7 +538,7 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
 int iop_behind_sync(iop_open *o, int fd, int data_only) {
     uint64_t id = o->ident;
     iop_behind_flags = 0;
-    if (iop_behind_relaxed && id) {
+    if (iop_behind_relaxed && id && iop_behind_on) {
         iop_busy_enter();
         iop_lock(&lock);
         int d;
