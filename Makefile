@@ -8,7 +8,9 @@ LIB   := src/iopilot/_lib/libiopilot.so
 
 EXAMPLE := build/examples/mpi_small_writes
 
-setup: $(STAMP) runtime kernels $(EXAMPLE)
+FFI := src/iopilot/_lib/darshan_ffi.py
+
+setup: $(STAMP) runtime kernels $(EXAMPLE) $(FFI)
 
 # The C runtime; its own Makefile rebuilds only what changed.
 runtime: $(STAMP)
@@ -17,6 +19,10 @@ runtime: $(STAMP)
 # The I/O kernels of `iopilot bench` (built here, never at run time).
 kernels: $(STAMP)
 	@$(MAKE) -s -C kernels
+
+# PyDarshan's C declarations parsed once here, never by a report at run time.
+$(FFI): $(STAMP) tools/build_darshan_ffi.py src/iopilot/sources/darshan_log.py
+	@$(PY) tools/build_darshan_ffi.py $@
 
 # The built-in example program of `make demo`.
 $(EXAMPLE): examples/mpi_small_writes.c $(STAMP)

@@ -289,3 +289,40 @@ def test_a_bad_h5bench_setup_is_one_short_line(tmp_path, case):
     with pytest.raises(InputError) as e:
         kernel_runs(str(f))
     _one_short_line(f"iopilot: error: {e.value}\n", f, says)
+
+
+# ---------------------------------------------------------------------------
+# A report writes its report and nothing else: no line before it on stdout,
+# no cache under $HOME, no $HOME created.
+
+
+def _files_below(top: Path) -> list[str]:
+    return sorted(str(p.relative_to(top)) for p in top.rglob("*")) if top.exists() else []
+
+
+@pytest.mark.parametrize("home", ["missing", "read-only", "empty"])
+def test_a_first_report_prints_only_the_report_and_writes_nothing_in_home(tmp_path, home):
+    h = tmp_path / "home"
+    if home != "missing":
+        h.mkdir()
+    if home == "read-only":
+        h.chmod(0o555)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env.update(HOME=str(h), PYTHONPATH=str(ROOT / "src"))
+    work = tmp_path / "work"
+    work.mkdir()
+    log = work / "a.darshan"
+    shutil.copy(LOG, log)
+    r = subprocess.run([sys.executable, "-m", "iopilot", "report", str(log), "--json", "-"],
+                       capture_output=True, text=True, env=env, cwd=work,
+                       timeout=GUARD)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["reports"][0]["source"] == str(log)
+    assert r.stderr == ""
+    assert h.exists() == (home != "missing") and _files_below(h) == []
+    assert _files_below(work) == ["a.darshan"]
+    r = subprocess.run([sys.executable, "-m", "iopilot", "report", str(log), "--csv", "-"],
+                       capture_output=True, text=True, env=env, cwd=work,
+                       timeout=GUARD)  # fmt: skip
+    assert r.stdout.splitlines()[0].startswith("source,check,")
+    assert _files_below(h) == [] and _files_below(work) == ["a.darshan"]

@@ -1,17 +1,22 @@
-"""The parsed C declarations of libdarshan-util are cached as cffi's Python
-module, keyed by the declarations: written once, imported after, rebuilt
-when damaged, and never needed (only slower) without a writable cache."""
+"""The parsed C declarations of libdarshan-util are built at set-up as cffi's
+Python module (``make setup``: tools/build_darshan_ffi.py) and used when
+they match the installed declarations; without them, or with damaged or
+stale ones, a report parses the declarations in memory.  Neither way
+writes a file or prints a line."""
 
 from __future__ import annotations
 
 import importlib.util
-import zlib
+import subprocess
+import sys
 from pathlib import Path
 
 import cffi
 import pytest
 
 from iopilot.sources import darshan_log as dl
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -28,41 +33,62 @@ def _works(ffi) -> None:
     assert ffi.sizeof("struct darshan_job") > 0
 
 
-def test_written_once_then_imported(api, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    first = dl._ffi_for(api)
-    assert isinstance(first, cffi.FFI)  # parsed
-    _works(first)
-    header = dl._api_header(api)
-    name = f"_iopilot_darshan_ffi_{zlib.crc32(header.encode()):08x}{len(header):x}"
-    assert sorted(p.name for p in (tmp_path / "iopilot").iterdir()) == [f"{name}.py"]
-    again = dl._ffi_for(api)
-    assert not isinstance(again, cffi.FFI)  # the cached module's pre-built FFI
-    _works(again)
+def _files(top: Path) -> list[str]:
+    return sorted(str(p.relative_to(top)) for p in top.rglob("*"))
 
 
-def test_home_cache_without_xdg(api, tmp_path, monkeypatch):
-    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    _works(dl._ffi_for(api))
-    assert len(list((tmp_path / ".cache" / "iopilot").glob("_iopilot_darshan_ffi_*.py"))) == 1
+@pytest.fixture
+def quiet_home(tmp_path, monkeypatch) -> Path:
+    """A HOME that does not exist and no XDG directories: nothing may appear."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for var in ("XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path / "home"
 
 
-def test_a_damaged_entry_is_rebuilt(api, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    dl._ffi_for(api)
-    (entry,) = (tmp_path / "iopilot").iterdir()
-    entry.write_text("raise ImportError('damaged')\n")
-    rebuilt = dl._ffi_for(api)
-    assert isinstance(rebuilt, cffi.FFI)
-    _works(rebuilt)
-    assert "damaged" not in entry.read_text()
-    assert not isinstance(dl._ffi_for(api), cffi.FFI)
+def test_the_built_module_is_used(api, tmp_path, capfd):
+    built = dl.build_ffi(tmp_path / "darshan_ffi.py")
+    assert capfd.readouterr().out == ""  # cffi's "generating ..." line is not printed
+    ffi = dl._ffi_for(api, built)
+    assert not isinstance(ffi, cffi.FFI)  # the pre-built module's FFI, not a parse
+    _works(ffi)
+    assert _files(tmp_path) == ["darshan_ffi.py"]  # imported as source: no bytecode beside it
 
 
-def test_no_writable_cache_still_works(api, tmp_path, monkeypatch):
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # a file: no directory below it
-    _works(dl._ffi_for(api))
-    assert blocker.read_text() == ""
+def test_without_the_built_module_the_declarations_are_parsed_in_memory(
+        api, tmp_path, capfd, quiet_home):  # fmt: skip
+    ffi = dl._ffi_for(api, tmp_path / "missing.py")
+    assert isinstance(ffi, cffi.FFI)
+    _works(ffi)
+    assert capfd.readouterr() == ("", "")
+    assert _files(tmp_path) == [] and not quiet_home.exists()
+
+
+@pytest.mark.parametrize("damage", ["code that fails", "other declarations"])
+def test_a_damaged_or_stale_built_module_is_parsed_again_and_left_alone(api, tmp_path, damage):
+    built = dl.build_ffi(tmp_path / "darshan_ffi.py")
+    text = built.read_text()
+    bad = ("raise ImportError('damaged')\n" if damage == "code that fails" else
+           text.replace("KEY = '", "KEY = 'x"))  # fmt: skip
+    built.write_text(bad)
+    ffi = dl._ffi_for(api, built)
+    assert isinstance(ffi, cffi.FFI)
+    _works(ffi)
+    assert built.read_text() == bad
+
+
+def test_the_set_up_tool_writes_the_module_a_report_uses(api, tmp_path):
+    out = tmp_path / "lib" / "darshan_ffi.py"
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "build_darshan_ffi.py"), str(out)],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"iopilot setup: wrote the Darshan bindings {out}\n"
+    assert not isinstance(dl._ffi_for(api, out), cffi.FFI)
+    assert _files(tmp_path) == ["lib", "lib/darshan_ffi.py"]
+
+
+def test_make_setup_builds_the_module():
+    make = (ROOT / "Makefile").read_text()
+    assert "$(FFI)" in make.split("\nsetup:")[1].splitlines()[0]
+    (line,) = [x for x in make.splitlines() if x.startswith("FFI :=")]
+    assert dl.BUILT_FFI.parts[-3:] == Path(line.split(":=")[1].strip()).parts[-3:]

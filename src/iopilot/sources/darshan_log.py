@@ -93,73 +93,98 @@ APMPI_TABLES = {"counters": "", "times": "_f_mpiop_totaltime", "sync": "_f_mpiop
 # The library
 
 
+# PyDarshan's C declarations as cffi's pre-built Python module, written at
+# set-up (``make setup`` runs tools/build_darshan_ffi.py): parsing them takes
+# pycparser ~40 ms per run, a fifth of a whole report.
+BUILT_FFI = Path(__file__).resolve().parents[1] / "_lib" / "darshan_ffi.py"
+
+
 @lru_cache(maxsize=1)
 def _library() -> tuple[Any, Any]:
     """(ffi, lib) for the libdarshan-util that ships with PyDarshan."""
+    lib, api_file = _pydarshan_files()
+    if lib is None:
+        # Not a wheel layout (e.g. a source build): let PyDarshan find its library.
+        from darshan.backend.cffi_backend import ffi, libdutil  # pragma: no cover
+
+        return ffi, libdutil  # pragma: no cover
+    ffi = _ffi_for(api_file)
+    return ffi, ffi.dlopen(str(lib))
+
+
+def _pydarshan_files() -> tuple[Path | None, Path]:
+    """PyDarshan's libdarshan-util (None when not a wheel's layout) and its
+    file of C declarations."""
     spec = importlib.util.find_spec("darshan")  # locates the package without running it
     if spec is None or spec.origin is None:
         raise RuntimeError("PyDarshan (the 'darshan' package) is not installed")
     pkg = Path(spec.origin).parent
     libs = sorted((pkg.parent / "darshan.libs").glob("libdarshan-util*.so*"))
     api_file = pkg / "backend" / "api_def_c.py"
-    if not libs or not api_file.exists():
-        # Not a wheel layout (e.g. a source build): let PyDarshan find its library.
-        from darshan.backend.cffi_backend import ffi, libdutil  # pragma: no cover
-
-        return ffi, libdutil  # pragma: no cover
-    ffi = _ffi_for(api_file)
-    return ffi, ffi.dlopen(str(libs[0]))
+    return (libs[0] if libs and api_file.exists() else None), api_file
 
 
-def _ffi_for(api_file: Path) -> Any:
-    """An FFI with PyDarshan's C declarations.
-
-    Parsing the declarations takes pycparser ~50 ms per run, a quarter of a
-    whole report; so the parsed form is kept as cffi's pre-built Python
-    module in a cache directory and later runs just import it.
-    """
-    import sys
-
+def _ffi_for(api_file: Path, built: Path = BUILT_FFI) -> Any:
+    """An FFI with PyDarshan's C declarations: the module ``built`` at
+    set-up when it was made from these declarations, else parsed now, in
+    memory.  Nothing is written and nothing printed either way."""
     header = _api_header(api_file)
-    # Only a cache key: crc32 avoids loading OpenSSL for hashlib (3 ms).
-    key = f"{zlib.crc32(header.encode()):08x}{len(header):x}"
-    name = f"_iopilot_darshan_ffi_{key}"
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iopilot"
-    module_file = cache / f"{name}.py"
-    if module_file.exists():
+    try:
+        text = built.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        text = ""
+    if text:
+        names: dict[str, Any] = {}
         try:
-            mod_spec = importlib.util.spec_from_file_location(name, module_file)
-            assert mod_spec is not None and mod_spec.loader is not None
-            mod = importlib.util.module_from_spec(mod_spec)
-            mod_spec.loader.exec_module(mod)
-            return mod.ffi
-        except Exception:  # a stale or damaged cache entry: rebuild below
+            # Run as source, not imported: an import would write bytecode beside it.
+            exec(compile(text, str(built), "exec"), names)
+            if names.get("KEY") == _ffi_key(header):
+                return names["ffi"]
+        except Exception:  # damaged, or made by another cffi: parse below
             pass
     import cffi
 
+    ffi = cffi.FFI()
+    ffi.cdef(header)
+    return ffi
+
+
+def _ffi_key(header: str) -> str:
+    # Which declarations a built module holds; crc32 avoids loading OpenSSL for hashlib.
+    return f"{zlib.crc32(header.encode()):08x}{len(header):x}"
+
+
+def build_ffi(out: Path = BUILT_FFI) -> Path:
+    """Write the installed PyDarshan's C declarations as cffi's pre-built
+    Python module to ``out`` (at set-up), with the key :func:`_ffi_for` checks."""
+    import cffi
+
+    _, api_file = _pydarshan_files()
+    header = _api_header(api_file)
+    key = _ffi_key(header)
     builder = cffi.FFI()
     builder.cdef(header)
-    builder.set_source(name, None)
+    builder.set_source(f"_iopilot_darshan_ffi_{key}", None, compiler_verbose=False)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = module_file.with_suffix(f".{os.getpid()}.tmp")
         builder.emit_python_code(str(tmp))
-        os.replace(tmp, module_file)  # atomic: concurrent runs never see half a file
-    except OSError:
-        pass  # no writable cache: parse every time, still correct
-    sys.modules.pop(name, None)
-    return builder
+        with open(tmp, "a", encoding="utf-8") as f:
+            f.write(f"\nKEY = {key!r}\n")
+        os.replace(tmp, out)  # atomic: a report running meanwhile never sees half a file
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
 
 
 def _api_header(api_file: Path) -> str:
-    api_spec = importlib.util.spec_from_file_location("_iopilot_darshan_api", api_file)
-    assert api_spec is not None and api_spec.loader is not None
-    api = importlib.util.module_from_spec(api_spec)
-    api_spec.loader.exec_module(api)
+    # Run as source, not imported: an import may write bytecode beside it.
+    api: dict[str, Any] = {"__name__": "_iopilot_darshan_api", "__file__": str(api_file)}
+    exec(compile(api_file.read_text(encoding="utf-8"), str(api_file), "exec"), api)
     # PyDarshan declares the APMPI name tables only in a module that loads
     # the library on import; the tables are in the library all the same.
-    return api.load_darshan_header("".join(f"extern char *apmpi{t}_counter_names[];\n"
-                                           for t in APMPI_TABLES.values()))  # fmt: skip
+    return api["load_darshan_header"]("".join(f"extern char *apmpi{t}_counter_names[];\n"
+                                              for t in APMPI_TABLES.values()))  # fmt: skip
 
 
 def library_version() -> str:
