@@ -6,6 +6,7 @@ untraced and in each mode; output, exit status and files must be equal."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from iopilot.capture.run import library_path
 from iopilot.sources import load
 from test_runtime_safety import CC, same_behaviour, sanitized  # noqa: F401 (a fixture)
 
@@ -129,3 +131,33 @@ def test_the_same_under_sanitizers(sanitized, direct_settings, tool, mode, case)
     assert run.returncode == plain.returncode == STATUS.get(case, 0), run.stderr
     assert run.stdout == plain.stdout
     assert files == plain_files
+
+
+# -- an MPI message tells another rank that the file is there ------------------
+
+
+@pytest.mark.skipif(not (shutil.which("mpicc") and shutil.which("mpirun")),
+                    reason="mpicc/mpirun not installed")  # fmt: skip
+@pytest.mark.parametrize("mode", ["plain", "async"])
+def test_an_mpi_message_publishes_pending_writes(tmp_path, mode):
+    exe = tmp_path / "behind_mpi"
+    subprocess.run(["mpicc", "-O1", "-Wall", "-Werror", "-o", str(exe),
+                    str(ROOT / "runtime/tests/behind_mpi.c")], check=True)  # fmt: skip
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("IOPILOT_") and k != "LD_PRELOAD"}  # fmt: skip
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")  # fmt: skip
+    cmd = ["mpirun", "-np", "2"]
+    if mode == "async":
+        cmd += ["-x", f"LD_PRELOAD={library_path()}", "-x", f"IOPILOT_TRACE_DIR={trace}",
+                "-x", "IOPILOT_ASYNC=1"]  # fmt: skip
+    r = subprocess.run([*cmd, str(exe), str(tmp_path)], env=env, capture_output=True, text=True,
+                       timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == [f"{k}: rank 1 sees {32 * 2**20}"
+                                             for k in ("allreduce", "bcast", "send")]  # fmt: skip
+    if mode == "async":
+        wb = load(str(trace)).write_behind
+        assert wb is not None and wb["writes"] >= 3 * 8192

@@ -616,6 +616,70 @@ IOP_EXPORT int MPI_Barrier(MPI_Comm comm) {
     return REAL(PMPI_Barrier)(comm);
 }
 
+/* Any message may tell another rank that a file is ready to read: the
+ * program's deferred POSIX writes land first (not in relaxed mode, where
+ * the program promises that only a sync or close publishes a file). */
+#define WRAP_MESSAGE(name, params, args)                                      \
+    REAL_DECL(int, P##name, params);                                          \
+    IOP_EXPORT int name params {                                              \
+        if (IOP_UNLIKELY(iop_behind_pending) && !iop_behind_relaxed && iop_active()) \
+            iop_behind_fence_all();                                           \
+        return REAL(P##name) args;                                            \
+    }
+#define P2P_PARAMS (const void *b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c)
+#define P2P_IPARAMS (const void *b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request *r)
+WRAP_MESSAGE(MPI_Send, P2P_PARAMS, (b, n, t, to, tag, c))
+WRAP_MESSAGE(MPI_Ssend, P2P_PARAMS, (b, n, t, to, tag, c))
+WRAP_MESSAGE(MPI_Bsend, P2P_PARAMS, (b, n, t, to, tag, c))
+WRAP_MESSAGE(MPI_Rsend, P2P_PARAMS, (b, n, t, to, tag, c))
+WRAP_MESSAGE(MPI_Isend, P2P_IPARAMS, (b, n, t, to, tag, c, r))
+WRAP_MESSAGE(MPI_Issend, P2P_IPARAMS, (b, n, t, to, tag, c, r))
+WRAP_MESSAGE(MPI_Sendrecv, (const void *sb, int sn, MPI_Datatype st, int to, int stag, void *rb,
+                            int rn, MPI_Datatype rt, int from, int rtag, MPI_Comm c,
+                            MPI_Status *s), (sb, sn, st, to, stag, rb, rn, rt, from, rtag, c, s))
+WRAP_MESSAGE(MPI_Sendrecv_replace, (void *b, int n, MPI_Datatype t, int to, int stag, int from,
+                                    int rtag, MPI_Comm c, MPI_Status *s),
+             (b, n, t, to, stag, from, rtag, c, s))
+WRAP_MESSAGE(MPI_Bcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm c), (b, n, t, root, c))
+WRAP_MESSAGE(MPI_Ibcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r),
+             (b, n, t, root, c, r))
+WRAP_MESSAGE(MPI_Reduce, (const void *sb, void *rb, int n, MPI_Datatype t, MPI_Op op, int root,
+                          MPI_Comm c), (sb, rb, n, t, op, root, c))
+WRAP_MESSAGE(MPI_Allreduce, (const void *sb, void *rb, int n, MPI_Datatype t, MPI_Op op,
+                             MPI_Comm c), (sb, rb, n, t, op, c))
+WRAP_MESSAGE(MPI_Iallreduce, (const void *sb, void *rb, int n, MPI_Datatype t, MPI_Op op,
+                              MPI_Comm c, MPI_Request *r), (sb, rb, n, t, op, c, r))
+WRAP_MESSAGE(MPI_Gather, (const void *sb, int sn, MPI_Datatype st, void *rb, int rn,
+                          MPI_Datatype rt, int root, MPI_Comm c), (sb, sn, st, rb, rn, rt, root, c))
+WRAP_MESSAGE(MPI_Gatherv, (const void *sb, int sn, MPI_Datatype st, void *rb, const int rn[],
+                           const int d[], MPI_Datatype rt, int root, MPI_Comm c),
+             (sb, sn, st, rb, rn, d, rt, root, c))
+WRAP_MESSAGE(MPI_Allgather, (const void *sb, int sn, MPI_Datatype st, void *rb, int rn,
+                             MPI_Datatype rt, MPI_Comm c), (sb, sn, st, rb, rn, rt, c))
+WRAP_MESSAGE(MPI_Allgatherv, (const void *sb, int sn, MPI_Datatype st, void *rb, const int rn[],
+                              const int d[], MPI_Datatype rt, MPI_Comm c),
+             (sb, sn, st, rb, rn, d, rt, c))
+WRAP_MESSAGE(MPI_Scatter, (const void *sb, int sn, MPI_Datatype st, void *rb, int rn,
+                           MPI_Datatype rt, int root, MPI_Comm c), (sb, sn, st, rb, rn, rt, root, c))
+WRAP_MESSAGE(MPI_Scatterv, (const void *sb, const int sn[], const int d[], MPI_Datatype st,
+                            void *rb, int rn, MPI_Datatype rt, int root, MPI_Comm c),
+             (sb, sn, d, st, rb, rn, rt, root, c))
+WRAP_MESSAGE(MPI_Alltoall, (const void *sb, int sn, MPI_Datatype st, void *rb, int rn,
+                            MPI_Datatype rt, MPI_Comm c), (sb, sn, st, rb, rn, rt, c))
+WRAP_MESSAGE(MPI_Alltoallv, (const void *sb, const int sn[], const int sd[], MPI_Datatype st,
+                             void *rb, const int rn[], const int rd[], MPI_Datatype rt,
+                             MPI_Comm c), (sb, sn, sd, st, rb, rn, rd, rt, c))
+WRAP_MESSAGE(MPI_Reduce_scatter, (const void *sb, void *rb, const int rn[], MPI_Datatype t,
+                                  MPI_Op op, MPI_Comm c), (sb, rb, rn, t, op, c))
+WRAP_MESSAGE(MPI_Scan, (const void *sb, void *rb, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c),
+             (sb, rb, n, t, op, c))
+WRAP_MESSAGE(MPI_Exscan, (const void *sb, void *rb, int n, MPI_Datatype t, MPI_Op op,
+                          MPI_Comm c), (sb, rb, n, t, op, c))
+WRAP_MESSAGE(MPI_Ibarrier, (MPI_Comm c, MPI_Request *r), (c, r))
+WRAP_MESSAGE(MPI_Put, (const void *b, int n, MPI_Datatype t, int to, MPI_Aint d, int tn,
+                       MPI_Datatype tt, MPI_Win w), (b, n, t, to, d, tn, tt, w))
+WRAP_MESSAGE(MPI_Win_fence, (int a, MPI_Win w), (a, w))
+
 REAL_DECL(int, PMPI_File_close, (MPI_File *));
 IOP_EXPORT int MPI_File_close(MPI_File *fh) {
     iop_open *o = fh ? traced(*fh) : NULL;
