@@ -58,7 +58,7 @@ EXPECTED = {
     "efault": ["bad pointer: -1 EFAULT pos 8192", "half readable: 4096 0 pos 12288",
                "pwrite unmapped: -1 EFAULT pos 12288", "good: 1048576 0 pos 1060864"],
     "fsize": ["write 3: 10000 0 pos 100000", "write 4: -1 EFBIG pos 100000",
-              "pwrite past: -1 EFBIG", "size 100000"],
+              "pwrite past: -1 EFBIG", "pwrite at 2^60: -1 EFBIG", "size 100000"],
     "fsize-die": ["write 2: 30000 0 pos 90000"],
     "setfl": ["after append 12", "after clear 14", "a.dat: 14 bytes"],
     "sync-range": ["sync_file_range 0"],

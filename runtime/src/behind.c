@@ -82,6 +82,7 @@ typedef struct {
     int error;
     int shared;  /* given another name while open: written at once from then on */
     int64_t room; /* bytes that may still be queued before free space is asked again */
+    uint64_t max_end; /* the file system's largest file, as far as we know it (0: not asked) */
 } bfile;
 
 int iop_behind_on;
@@ -447,12 +448,29 @@ static int enqueue(bfile *f, uint64_t file_id, int d, int kind, const void *buf,
  * a write is queued only when it can land there, so a file system that
  * fills up fails the program's own call, at the call, as it would. */
 #define ROOM_MARGIN ((int64_t)4 << 20)
-static int64_t room_for(int fd) {
+static int64_t room_for(int fd, uint64_t *max_end) {
     struct statfs sf;
     int e = errno;
     long r = syscall(SYS_fstatfs, fd, &sf);
     errno = e;
+    *max_end = 0;
     if (r != 0 || sf.f_bsize <= 0) return 0;
+    /* Past the file system's largest file a write fails with EFBIG: the
+     * program's own call must say so.  A lower bound where we know it (ext2
+     * and ext3 stop at 2^29 blocks), else 1 TiB, unless the file system
+     * takes files of any size an offset can name. */
+    switch ((unsigned long)sf.f_type) {
+    case 0xEF53: *max_end = ((uint64_t)1 << 29) * (uint64_t)sf.f_bsize; break; /* ext2/3/4 */
+    case 0x58465342: /* XFS */
+    case 0x9123683E: /* Btrfs */
+    case 0x01021994: /* tmpfs */
+    case 0x0BD00BD0: /* Lustre */
+    case 0x47504653: /* GPFS */
+    case 0x19830326: /* BeeGFS */
+        *max_end = (uint64_t)1 << 62;
+        break;
+    default: *max_end = (uint64_t)1 << 40;
+    }
     int64_t avail = (int64_t)sf.f_bavail * (int64_t)sf.f_bsize;
     return avail - avail / 8 - ROOM_MARGIN;
 }
@@ -495,12 +513,17 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
         bfile *f = slot_for_write(id, fd, &d);
         if (f && f->room < (int64_t)n) { /* ask the file system, without the lock */
             iop_unlock(&lock);
-            int64_t room = room_for(fd);
+            uint64_t max_end;
+            int64_t room = room_for(fd, &max_end);
             iop_lock(&lock);
             f = slot_for_write(id, fd, &d);
-            if (f) f->room = room - (int64_t)(r_head - r_tail);
+            if (f) {
+                f->room = room - (int64_t)(r_head - r_tail);
+                f->max_end = max_end;
+            }
         }
-        if (f && f->room >= (int64_t)n && enqueue(f, o->st->file_id, d, OP_WRITE, buf, n, pos)) {
+        if (f && f->room >= (int64_t)n && (uint64_t)pos + n <= f->max_end &&
+            enqueue(f, o->st->file_id, d, OP_WRITE, buf, n, pos)) {
             taken = 1;
             f->room -= (int64_t)n;
             st.writes++;

@@ -274,6 +274,13 @@ static void case_fsize(int die) {
     errno = 0;
     ssize_t r = pwrite(fd, b, 30000, 200000);
     printf("pwrite past: %zd %s\n", r, err_name(errno));
+    if (!die) { /* the file system's own limit: 2^60 bytes is past every one */
+        struct rlimit none = {RLIM_INFINITY, RLIM_INFINITY};
+        setrlimit(RLIMIT_FSIZE, &none);
+        errno = 0;
+        r = pwrite(fd, b, 4096, (off_t)1 << 60);
+        printf("pwrite at 2^60: %zd %s\n", r, err_name(errno));
+    }
     close(fd);
     printf("size %lld\n", size_of(at("big.dat")));
     free(b);
