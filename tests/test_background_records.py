@@ -143,15 +143,35 @@ def test_relaxed_syncs_are_background_operations(prog, tmp_path):
     assert not (load(str(strict)).background.op == OP_SYNC).any()
 
 
-def test_a_failed_background_write_is_marked(prog, tmp_path, small_fs):  # noqa: F811
-    e = dict(LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(tmp_path / "t"),
-             IOPILOT_ASYNC="1")  # fmt: skip
+ENGINE_FULL_PY = """
+import os, sys
+from iopilot.overlap.engine import AsyncIOError, EventSet
+fd = os.open(sys.argv[1] + "/full.dat", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+es = EventSet()
+for i in range(32):                      # 2 MiB on a 1 MiB file system
+    es.write(fd, b"x" * 65536, i * 65536)
+try:
+    es.wait()
+except AsyncIOError as e:
+    print("failed", len(e.failures))
+es.close()
+os.close(fd)
+"""
+
+
+def test_a_failed_background_write_is_marked(tmp_path, small_fs):  # noqa: F811
+    """The event-set engine's writes that fail are background operations
+    marked failed (write-behind queues only what fits, so it cannot fail
+    this way on a full file system)."""
+    e = dict(LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(tmp_path / "t"))
     (tmp_path / "t").mkdir()
-    r = subprocess.run([str(prog), str(small_fs), "compute", "8"], env={**os.environ, **e},
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert r.returncode == 1 and "fsync" in r.stderr  # 2 MiB on a 1 MiB file system
+    r = subprocess.run([sys.executable, "-c", ENGINE_FULL_PY, str(small_fs)],
+                       env={**os.environ, **e}, capture_output=True, text=True,
+                       timeout=120)  # fmt: skip
+    assert r.returncode == 0 and r.stdout.startswith("failed"), r.stderr
     b = load(str(tmp_path / "t")).background
     assert b.failed.any() and not b.failed[0]
+    assert np.count_nonzero(b.failed) == int(r.stdout.split()[1])
 
 
 @pytest.mark.parametrize(("limit", "pairs"), [(1025, 0), (1026, 1), (1027, 1), (1028, 2)])
