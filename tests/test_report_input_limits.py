@@ -1,12 +1,16 @@
-"""``iopilot report`` never hangs on what it is pointed at: FIFOs, sockets
-and devices are refused before anything opens them, each with one line on
-stderr, and every other input is still reported."""
+"""What ``iopilot report`` and the commands around it are given can neither
+hang nor flood them: FIFOs, sockets and devices among the logs are refused
+before anything opens them (one line each, the other logs reported), every
+log has a time limit, settings files are bounded in size and depth with
+one short line per error, and a report prints only itself and writes
+nothing under $HOME."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -26,11 +30,25 @@ LOG = example_dir() / "dxt.darshan"
 GUARD = 20
 
 
-def _report(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, "-m", "iopilot", "report", *args],
-                          capture_output=True, text=True, env=env or base, timeout=GUARD,
-                          stdin=subprocess.DEVNULL)  # fmt: skip
+def _iopilot(*args: str, env: dict[str, str] | None = None,
+             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """``python -m iopilot ARGS``; past GUARD seconds it and every process it
+    started are killed and the test fails."""
+    argv = [sys.executable, "-m", "iopilot", *args]
+    env = env or {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env, cwd=cwd, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=GUARD)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail(f"iopilot {' '.join(args)[:200]} did not end in {GUARD} s")
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+def _report(*args: str) -> subprocess.CompletedProcess[str]:
+    return _iopilot("report", *args)
 
 
 def _special(path: Path, kind: str) -> tuple[Path, str]:
@@ -50,7 +68,7 @@ def _special(path: Path, kind: str) -> tuple[Path, str]:
 @pytest.fixture
 def pile():
     # A socket's path must fit in 108 bytes; pytest's temporary paths may not.
-    d = Path(tempfile.mkdtemp(prefix="iop-"))
+    d = Path(tempfile.mkdtemp(prefix="iop-inputs-"))
     shutil.copy(LOG, d / "good.darshan")
     yield d
     shutil.rmtree(d, ignore_errors=True)
@@ -200,6 +218,9 @@ def _bad_file(tmp_path: Path, kind: str, case: str) -> tuple[Path, str]:
     if case == "deep tables":
         f.write_text(start + _toml_tables(100_000))
         return f, "nested too deeply at a.a.a"
+    if case == "long dotted key":  # the parser's time grows with the square of its parts
+        f.write_text(start + "b." * 200_000 + "c = 1\n")
+        return f, "nested too deeply at b.b.b"
     if case == "huge value":
         f.write_text(start + value.format(x="x" * HUGE_VALUE))
         return f, value_says
@@ -212,6 +233,8 @@ def _bad_file(tmp_path: Path, kind: str, case: str) -> tuple[Path, str]:
 
 
 CASES = ["deep arrays", "deep tables", "huge value", "huge key", "too big"]
+# Run in a child with a time limit: a parser that reads this takes minutes.
+SLOW = "long dotted key"
 
 
 def _one_short_line(text: str, f: Path, says: str) -> None:
@@ -231,6 +254,13 @@ def test_a_bad_thresholds_file_is_one_short_line_and_status_2(tmp_path, capsys, 
     _one_short_line(err, f, says)
 
 
+def test_a_thresholds_file_with_a_long_dotted_key_is_refused_before_parsing(tmp_path):
+    f, says = _bad_file(tmp_path, "thresholds", SLOW)
+    r = _report(str(LOG), "--config", str(f), "--json", os.devnull)
+    assert r.returncode == 2
+    _one_short_line(r.stderr, f, says)
+
+
 def test_a_thresholds_file_of_exactly_the_limit_is_used(tmp_path, capsys):
     f = tmp_path / "t.toml"
     body = "[thresholds]\nreopen_count = 7\n"
@@ -240,14 +270,11 @@ def test_a_thresholds_file_of_exactly_the_limit_is_used(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["reports"]
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [*CASES, SLOW])
 def test_a_bad_settings_file_is_one_short_line_and_nothing_runs(tmp_path, case):
     f, says = _bad_file(tmp_path, "settings", case)
     marker = tmp_path / "ran"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    r = subprocess.run([sys.executable, "-m", "iopilot", "run", "--settings", str(f), "--",
-                        "touch", str(marker)], capture_output=True, text=True, env=env,
-                       timeout=GUARD)  # fmt: skip
+    r = _iopilot("run", "--settings", str(f), "--", "touch", str(marker))
     assert r.returncode == 2 and not marker.exists()
     _one_short_line(r.stderr, f, says)
 
@@ -313,16 +340,12 @@ def test_a_first_report_prints_only_the_report_and_writes_nothing_in_home(tmp_pa
     work.mkdir()
     log = work / "a.darshan"
     shutil.copy(LOG, log)
-    r = subprocess.run([sys.executable, "-m", "iopilot", "report", str(log), "--json", "-"],
-                       capture_output=True, text=True, env=env, cwd=work,
-                       timeout=GUARD)  # fmt: skip
+    r = _iopilot("report", str(log), "--json", "-", env=env, cwd=work)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["reports"][0]["source"] == str(log)
     assert r.stderr == ""
     assert h.exists() == (home != "missing") and _files_below(h) == []
     assert _files_below(work) == ["a.darshan"]
-    r = subprocess.run([sys.executable, "-m", "iopilot", "report", str(log), "--csv", "-"],
-                       capture_output=True, text=True, env=env, cwd=work,
-                       timeout=GUARD)  # fmt: skip
+    r = _iopilot("report", str(log), "--csv", "-", env=env, cwd=work)
     assert r.stdout.splitlines()[0].startswith("source,check,")
     assert _files_below(h) == [] and _files_below(work) == ["a.darshan"]

@@ -179,26 +179,67 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     """A TOML settings file as a dict, within the size and depth limits."""
     import tomllib
 
-    return _parsed(path, tomllib.loads, "not valid TOML")
+    text = settings_text(path, "not valid TOML")
+    # Before the parser: its time and memory grow with the square of a
+    # dotted key's length (a.a.a...: 40,000 parts take 20 s).
+    if deep := _long_dotted_key(text):
+        raise _too_deep(path, deep)
+    return _parsed(path, text, tomllib.loads, "not valid TOML")
 
 
 def load_json(path: str | Path) -> Any:
     """A JSON settings file, within the size and depth limits."""
     import json
 
-    return _parsed(path, json.loads, "not JSON")
+    return _parsed(path, settings_text(path, "not JSON"), json.loads, "not JSON")
 
 
-def _parsed(path: str | Path, parse: Callable[[str], Any], bad: str) -> Any:
-    text = settings_text(path, bad)
+def _parsed(path: str | Path, text: str, parse: Callable[[str], Any], bad: str) -> Any:
     try:
         doc = parse(text)
-    except RecursionError:  # deeper than the parser goes; check_depth says where
+    except RecursionError:  # deeper than the parser goes
         raise _too_deep(path, "") from None
     except ValueError as e:  # a syntax error, or an integer of thousands of digits
         raise InputError(str(path), f"{bad}: {clip(str(e), 100)}") from None
     check_depth(doc, path)
     return doc
+
+
+# TOML strings and comments, which may hold anything: what opens one, and
+# what closes it (a multi-line string may end in up to two more quotes).
+_TOML_OPEN = r"\"\"\"|'''|[\"'#]"
+_TOML_CLOSE = {'"""': r'(?:\\.|[^\\])*?"{3,5}', "'''": r"(?s:.*?)'{3,5}",
+               '"': r'(?:\\.|[^"\\\n])*"', "'": r"[^'\n]*'", "#": r"[^\n]*"}  # fmt: skip
+# A key of more than MAX_DEPTH dotted parts (bare or, once strings are
+# blanked, ""): it nests deeper than the limit wherever it stands.
+_KEY_PART = r'(?:(?<![A-Za-z0-9_-])[A-Za-z0-9_-]++|"")'
+_LONG_KEY = rf"{_KEY_PART}(?:[ \t]*+\.[ \t]*+{_KEY_PART}){{{MAX_DEPTH},}}"
+
+
+def _long_dotted_key(text: str) -> str:
+    """The first dotted key of ``text`` with more than ``MAX_DEPTH`` parts, or ''."""
+    import re
+
+    m = re.search(_LONG_KEY, _blank_strings(text))
+    return m.group() if m else ""
+
+
+def _blank_strings(text: str) -> str:
+    """``text`` with each string as ``""`` and no comments, in one pass: an
+    unterminated string ends it (the parser stops there too)."""
+    import re
+
+    opening = re.compile(_TOML_OPEN)
+    out, i = [], 0
+    while m := opening.search(text, i):
+        out.append(text[i : m.start()])
+        close = re.compile(_TOML_CLOSE[m.group()]).match(text, m.end())
+        if close is None:
+            return "".join(out)
+        out.append("" if m.group() == "#" else '""')
+        i = close.end()
+    out.append(text[i:])
+    return "".join(out)
 
 
 def check_depth(doc: Any, path: str | Path) -> None:
