@@ -489,6 +489,8 @@ def _read_checked(path: str, version: str, with_records: bool, skip: dict[str, s
         handle = lib.darshan_log_open(os.fsencode(open_as or path))
     if handle == ffi.NULL:
         reason = err.text.splitlines()[-1] if err.text else "the Darshan library cannot open it"
+        if open_as:  # the library names the file as it was given
+            reason = reason.replace(open_as, path)
         raise InputError(path, f"damaged log: {reason.removeprefix('Error: ').rstrip('.')}")
     try:
         with _CapturedStderr() as err:
