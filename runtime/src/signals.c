@@ -175,14 +175,19 @@ void iop_signals_init(void) {
     if (owner == 1)
         for (int sig = 1; sig < NSIG; sig++)
             watched[sig] &= sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;
-    struct sigaction q[NSIG];
+    unsigned char dfl[NSIG] = {0}; /* inherited ignored or handled: left as it is */
     for (int sig = 1; sig < NSIG; sig++) {
-        if (!watched[sig] || REAL(sigaction)(sig, NULL, &q[sig]) != 0) watched[sig] = 0;
-        else remember(sig, &q[sig]);
+        struct sigaction q;
+        if (!watched[sig] || REAL(sigaction)(sig, NULL, &q) != 0) {
+            watched[sig] = 0;
+            continue;
+        }
+        remember(sig, &q);
+        dfl[sig] = q.sa_handler == SIG_DFL;
     }
     __atomic_store_n(&armed, 1, __ATOMIC_RELEASE);
     for (int sig = 1; sig < NSIG; sig++)
-        if (watched[sig] && q[sig].sa_handler == SIG_DFL) arm(sig);
+        if (dfl[sig]) arm(sig);
 }
 
 /* ------------------------------------------------------------------ */
@@ -243,20 +248,23 @@ SIGNAL_LIKE(sysv_signal)
 SIGNAL_LIKE(__sysv_signal)
 SIGNAL_LIKE(sigset)
 
-/* siginterrupt rewrites the flags of the action in place: ours stays, and
- * the default action it stands for is shown with the new SA_RESTART. */
+/* siginterrupt rewrites the action's flags in place (glibc also keeps the
+ * choice for later signal() calls): where ours stands in, the default
+ * action with those flags is set again, as the program would have. */
 IOP_EXPORT int siginterrupt(int sig, int interrupt) {
     int r = REAL(siginterrupt)(sig, interrupt);
-    if (r == 0 && watching(sig) && iop_in_runtime < IOP_VFORK_ONE) {
-        int e = errno;
-        struct sigaction q;
-        if (REAL(sigaction)(sig, NULL, &q) == 0 && is_ours((void *)q.sa_handler)) {
-            shown_t s = shown[sig];
-            s.flags = interrupt ? s.flags & ~SA_RESTART : s.flags | SA_RESTART;
-            shown[sig] = s;
-        }
-        errno = e;
+    if (r != 0 || !watching(sig)) return r;
+    int e = errno;
+    struct sigaction a;
+    if (REAL(sigaction)(sig, NULL, &a) == 0 && is_ours((void *)a.sa_handler)) {
+        shown_t s = shown[sig];
+        memset(&a, 0, sizeof a);
+        a.sa_handler = SIG_DFL;
+        a.sa_flags = interrupt ? s.flags & ~SA_RESTART : s.flags | SA_RESTART;
+        memcpy(&a.sa_mask, &s.mask, sizeof s.mask);
+        via_sigaction(REAL(sigaction), sig, &a, NULL);
     }
+    errno = e;
     return r;
 }
 
