@@ -181,8 +181,12 @@ static inline double iop_now(void) { return iop_clock_ticks(); }
 #endif
 
 /* Files: a stable 64-bit id from the path; the name is kept once.  Id 0 means
- * "excluded" (system paths): every table then treats the file as untracked. */
+ * "excluded" (system paths): every table then treats the file as untracked.
+ * A relative path is the program's, taken from its working directory, even
+ * when it starts with '<'; a module's own names ("<STDOUT>") are registered
+ * as they are with iop_register_name. */
 uint64_t iop_register_path(const char *path);
+uint64_t iop_register_name(const char *name);
 uint64_t iop_register_fd_path(int fd); /* name of an fd we did not see opened */
 iop_stats *iop_stats_for(int layer, uint64_t file_id);
 

@@ -79,6 +79,7 @@ ssize_t sys_read(int fd, void *buf, size_t n);
 int sys_write_all(int fd, const void *buf, size_t n);
 ssize_t sys_readlink(const char *path, char *buf, size_t n);
 int sys_getcwd(char *buf, size_t n);
+int sys_stat_cwd(struct stat *sb);
 int trace_file_create(const char *path, iop_fileid *id);
 int trace_file_append(const char *path, const iop_fileid *id);
 int choose_stem(void); /* create this image's .rec: first free n */

@@ -37,6 +37,10 @@ static int sys_fstat(int fd, struct stat *sb) {
 #endif
 }
 
+int sys_stat_cwd(struct stat *sb) {
+    return (int)syscall(SYS_newfstatat, AT_FDCWD, ".", sb, 0);
+}
+
 static int sys_rename(const char *from, const char *to) {
 #ifdef SYS_renameat
     return (int)syscall(SYS_renameat, AT_FDCWD, from, AT_FDCWD, to);

@@ -1247,7 +1247,7 @@ static iop_stats *dataset_opened(h5lib *L, hid_t dset, int mode, int deprecated,
     if (m <= 0 || (size_t)m >= sizeof obj) snprintf(obj, sizeof obj, "<anonymous>");
     absolute(file, abs, sizeof abs);
     snprintf(full, sizeof full, "%s:%s", abs, obj);
-    uint64_t id = iop_register_path(full);
+    uint64_t id = n > 0 && (size_t)n < sizeof file ? iop_register_path(full) : iop_register_name(full);
     iop_open *o = iop_handle_set(IOP_LAYER_H5D, hkey(L, dset), id, -1);
     iop_stats *st = o ? o->st : iop_stats_for(IOP_LAYER_H5D, id);
     if (!st) return NULL;

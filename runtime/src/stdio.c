@@ -226,7 +226,7 @@ static iop_open *stream(FILE *fp) {
     const char *name = fp == stdout ? "<STDOUT>" : fp == stderr ? "<STDERR>"
                      : fp == stdin  ? "<STDIN>"  : NULL;
     if (!name) return NULL;
-    return iop_handle_set(IOP_LAYER_STDIO, (uintptr_t)fp, iop_register_path(name), -1);
+    return iop_handle_set(IOP_LAYER_STDIO, (uintptr_t)fp, iop_register_name(name), -1);
 }
 
 /* Data through a stream: ``BYTES`` turns the call's result into bytes moved. */

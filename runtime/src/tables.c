@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 /* The slow path of iop_lock(): the holder never blocks, so spin a little,
@@ -123,19 +124,7 @@ static void clean_path(char *p) {
     *out = 0;
 }
 
-uint64_t iop_register_path(const char *path) {
-    char abs[8192];
-    if (path[0] == '/') {
-        snprintf(abs, sizeof abs, "%s", path);
-    } else if (path[0] != '<') {
-        char cwd[4096];
-        if (sys_getcwd(cwd, sizeof cwd) <= 0) snprintf(cwd, sizeof cwd, "/<unknown directory>");
-        snprintf(abs, sizeof abs, "%s/%s", cwd, path);
-    } else {
-        snprintf(abs, sizeof abs, "%s", path);
-    }
-    if (abs[0] == '/') clean_path(abs);
-    path = abs;
+uint64_t iop_register_name(const char *path) {
     if (excluded(path)) return 0;
     uint64_t id = hash_path(path);
     size_t b = id % NBUCKETS;
@@ -164,6 +153,30 @@ uint64_t iop_register_path(const char *path) {
     return id;
 }
 
+/* A relative path is taken from the working directory; when getcwd cannot
+ * name it (deeper than PATH_MAX, or outside our root), from the directory's
+ * device and inode, so that files in two such directories stay apart. */
+uint64_t iop_register_path(const char *path) {
+    char abs[8192];
+    int saved = errno;
+    if (path[0] == '/') {
+        snprintf(abs, sizeof abs, "%s", path);
+    } else {
+        char cwd[4096];
+        struct stat sb;
+        if (sys_getcwd(cwd, sizeof cwd) > 0 && cwd[0] == '/')
+            snprintf(abs, sizeof abs, "%s/%s", cwd, path);
+        else if (sys_stat_cwd(&sb) == 0)
+            snprintf(abs, sizeof abs, "<directory %u:%u inode %llu>/%s", major(sb.st_dev),
+                     minor(sb.st_dev), (unsigned long long)sb.st_ino, path);
+        else
+            snprintf(abs, sizeof abs, "<unknown directory>/%s", path);
+    }
+    errno = saved;
+    if (abs[0] == '/') clean_path(abs);
+    return iop_register_name(abs);
+}
+
 uint64_t iop_register_fd_path(int fd) {
     char link[64], path[4096];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
@@ -171,7 +184,7 @@ uint64_t iop_register_fd_path(int fd) {
     if (n <= 0) snprintf(path, sizeof path, "<fd %d>", fd);
     else path[n] = 0;
     if (n > 0 && path[0] != '/' && !trace_special) return 0; /* pipe:[...], socket:[...] */
-    return iop_register_path(path);
+    return path[0] == '/' ? iop_register_path(path) : iop_register_name(path);
 }
 
 static iop_stats *stats_lookup(int layer, uint64_t id) {

@@ -1,0 +1,90 @@
+"""The names the runtime records: relative names that start with '<' keep
+their directory; files below directories too deep for getcwd keep distinct
+names.  Each case runs plain and with write-behind (IOPILOT_ASYNC=1)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iopilot.capture.run import library_path
+from rawtrace import RawProc
+
+RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
+CC = shutil.which("cc") or shutil.which("gcc")
+PY = sys.executable
+MODES = pytest.mark.parametrize("env", [{}, {"IOPILOT_ASYNC": "1"}], ids=["plain", "async"])
+DEEP = "d" * 200  # 25 of them make a path longer than PATH_MAX
+
+
+@pytest.fixture(scope="module")
+def names_prog(tmp_path_factory) -> Path:
+    if CC is None:
+        pytest.skip("no C compiler")
+    exe = tmp_path_factory.mktemp("bin") / "names"
+    subprocess.run([CC, "-O1", "-Wall", "-Werror", "-o", str(exe), str(RUNTIME / "tests/names.c")],
+                   check=True)  # fmt: skip
+    return exe
+
+
+def traced_env(trace: Path, env: dict[str, str]) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_") and k != "LD_PRELOAD"}
+    return {**e, **env, "LD_PRELOAD": str(library_path()), "IOPILOT_TRACE_DIR": str(trace)}
+
+
+def procs(trace: Path) -> list[RawProc]:
+    return [RawProc(p) for p in sorted(trace.glob("p*.json"))]
+
+
+# -- names ----------------------------------------------------------------------
+
+
+@MODES
+def test_relative_names_that_start_with_lt_keep_their_directory(names_prog, tmp_path, env):
+    trace, work = tmp_path / "trace", tmp_path / "work"
+    trace.mkdir()
+    work.mkdir()
+    p = subprocess.run([str(names_prog), "lt"], cwd=work, capture_output=True, text=True,
+                       timeout=60, env=traced_env(trace, env))  # fmt: skip
+    assert p.returncode == 0 and p.stdout == "lt done\n", p.stderr
+    (proc,) = procs(trace)
+    assert proc.get("POSIX", f"{work}/<weird>.dat")["BYTES_WRITTEN"] == 3
+    assert proc.get("STDIO", f"{work}/<odd>.txt")["BYTES_WRITTEN"] == 5
+    assert proc.get("STDIO", "<STDOUT>")["BYTES_WRITTEN"] == len("lt done\n")  # ours keep theirs
+
+
+def _innermost(top: Path) -> os.stat_result:
+    """The deepest directory below ``top``, found step by step (its path is too long)."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(25):
+            fd, old = os.open(DEEP, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+            os.close(old)
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+@MODES
+def test_files_below_directories_too_deep_for_getcwd_keep_distinct_names(names_prog, tmp_path,
+                                                                         env):  # fmt: skip
+    trace, work = tmp_path / "trace", tmp_path / "work"
+    trace.mkdir()
+    work.mkdir()
+    p = subprocess.run([str(names_prog), "deep", str(work)], capture_output=True, text=True,
+                       timeout=60, env=traced_env(trace, env))  # fmt: skip
+    assert p.returncode == 0 and p.stdout == "deep done\n", (p.returncode, p.stderr)
+    (proc,) = procs(trace)
+    written = {path: c["BYTES_WRITTEN"] for (layer, path), c in proc.counters.items()
+               if layer == "POSIX" and path.endswith("f.dat")}  # fmt: skip
+    expected = {}
+    for sub, n in (("a", 100), ("b", 200)):
+        st = _innermost(work / sub)
+        expected[f"<directory {os.major(st.st_dev)}:{os.minor(st.st_dev)} inode {st.st_ino}>"
+                 "/f.dat"] = n  # fmt: skip
+    assert written == expected
