@@ -1,6 +1,8 @@
-"""The names the runtime records: relative names that start with '<' keep
-their directory; files below directories too deep for getcwd keep distinct
-names.  Each case runs plain and with write-behind (IOPILOT_ASYNC=1)."""
+"""The runtime's trace directory and the names it records: a directory swapped
+for a link while the program runs gets nothing more and leads nothing
+elsewhere; relative names that start with '<' keep their directory; files
+below directories too deep for getcwd keep distinct names.  Each case runs
+plain and with write-behind (IOPILOT_ASYNC=1)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,48 @@ def traced_env(trace: Path, env: dict[str, str]) -> dict[str, str]:
 
 def procs(trace: Path) -> list[RawProc]:
     return [RawProc(p) for p in sorted(trace.glob("p*.json"))]
+
+
+# -- a trace directory swapped for a link --------------------------------------
+
+# Waits on stdin while the test swaps its trace directory, then makes new names,
+# a forked image and an exec'd image, and exits: every one of them would write.
+SWAPPED = r"""
+import os, subprocess, sys
+work = sys.argv[1]
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(300):
+    with open(os.path.join(work, f"after-{i:03d}-" + "x" * 100), "w") as f:
+        f.write("y")
+pid = os.fork()
+if pid == 0:
+    with open(os.path.join(work, "child.dat"), "w") as f:
+        f.write("c")
+    os._exit(0)
+os.waitpid(pid, 0)
+subprocess.run(["/bin/true"], check=True)
+print("done", flush=True)
+"""
+
+
+@MODES
+def test_a_trace_dir_swapped_for_a_link_leads_no_file_elsewhere(tmp_path, env):
+    trace, work, target = tmp_path / "trace", tmp_path / "work", tmp_path / "target"
+    for d in (trace, work, target):
+        d.mkdir()
+    p = subprocess.Popen([PY, "-c", SWAPPED, str(work)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=traced_env(trace, env))  # fmt: skip
+    assert p.stdout.readline() == "ready\n"
+    moved = tmp_path / "moved"
+    trace.rename(moved)
+    trace.symlink_to(target)
+    out, err = p.communicate("go\n", timeout=60)
+    assert p.returncode == 0 and out == "done\n", err
+    assert len(list(work.iterdir())) == 301  # the program did all it meant to
+    assert list(target.iterdir()) == []
+    assert list(moved.glob("p*.rec"))  # the runtime had started in the real directory
 
 
 # -- names ----------------------------------------------------------------------

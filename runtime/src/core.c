@@ -218,19 +218,19 @@ __attribute__((constructor(101))) static void iop_init(void) {
     const char *dir = getenv("IOPILOT_TRACE_DIR");
     if (!dir || !*dir) return; /* loaded but not asked to trace */
     int saved = errno;
-    /* Only an existing directory: we create files inside it, never it. */
-    int dfd = sys_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-    if (dfd < 0) {
-        errno = saved;
-        return;
-    }
-    sys_close(dfd);
     /* absolute, so that a program that changes directory still writes here */
     char cwd[2048];
     if (dir[0] != '/' && sys_getcwd(cwd, sizeof cwd) > 0)
         snprintf(cfg.dir, sizeof cfg.dir, "%s/%s", cwd, dir);
     else
         snprintf(cfg.dir, sizeof cfg.dir, "%s", dir);
+    /* Only an existing directory, not a link: we create files inside it,
+     * never it, and only while it is this directory. */
+    if (trace_dir_start() != 0) {
+        cfg.dir[0] = 0;
+        errno = saved;
+        return;
+    }
     gethostname(cfg.host, sizeof cfg.host - 1);
     for (char *c = cfg.host; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||

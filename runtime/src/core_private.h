@@ -22,7 +22,7 @@ typedef struct {
 typedef struct {
     char dir[4096];
     char host[256];
-    char stem[4400];      /* DIR/p<host>-<pid>-<n> */
+    char stem[300];       /* p<host>-<pid>-<n>: names in dir are stem + suffix */
     long max_records;     /* records kept per process; counters stay exact beyond */
     int layers;           /* bit set of traced layers */
     int rank, nprocs;
@@ -35,7 +35,7 @@ typedef struct {
     int exec_count;
     int exit_code;        /* status given to exit/_exit, -1 unknown */
     int ended;            /* the final summary is written */
-    iop_fileid rec_id, names_id;
+    iop_fileid dir_id, rec_id, names_id;
     char warnings[IOP_NWARN][200];
     int nwarnings;
 } iop_config;
@@ -80,10 +80,12 @@ int sys_write_all(int fd, const void *buf, size_t n);
 ssize_t sys_readlink(const char *path, char *buf, size_t n);
 int sys_getcwd(char *buf, size_t n);
 int sys_stat_cwd(struct stat *sb);
-int trace_file_create(const char *path, iop_fileid *id);
-int trace_file_append(const char *path, const iop_fileid *id);
+/* Files in the trace directory, by name (stem + suffix): see files.c. */
+int trace_dir_start(void); /* cfg.dir, not a link: the directory files go to */
+int trace_file_create(const char *name, iop_fileid *id);
+int trace_file_append(const char *name, const iop_fileid *id);
 int choose_stem(void); /* create this image's .rec: first free n */
-int write_file_atomically(const char *path, const char *data, size_t n);
+int write_file_atomically(const char *name, const char *data, size_t n);
 
 /* tables.c */
 extern char *pool;

@@ -2,9 +2,13 @@
  * sees them, none is a cancellation point, all are async-signal-safe.
  *
  * No descriptor stays open between two writes: a program that closes every
- * descriptor, or reuses every number, can never receive trace data.  Files
- * are created exclusively without following links, and re-opened only when
- * the name still leads to the file we created (device and inode). */
+ * descriptor, or reuses every number, can never receive trace data.  Each
+ * file is made relative to the trace directory, opened afresh for that one
+ * operation without following a link, and only while it is the directory
+ * found at start-up (device and inode): a trace directory swapped for a link
+ * while the program runs leads nothing elsewhere.  Files are created
+ * exclusively without following links, and re-opened only when the name
+ * still leads to the file we created (device and inode). */
 #define _GNU_SOURCE
 #include "core_private.h"
 
@@ -15,8 +19,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+static int sys_openat(int dir, const char *name, int flags, int mode) {
+    return (int)syscall(SYS_openat, dir, name, flags, mode);
+}
+
 int sys_open(const char *path, int flags, int mode) {
-    return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+    return sys_openat(AT_FDCWD, path, flags, mode);
 }
 
 int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
@@ -41,15 +49,17 @@ int sys_stat_cwd(struct stat *sb) {
     return (int)syscall(SYS_newfstatat, AT_FDCWD, ".", sb, 0);
 }
 
-static int sys_rename(const char *from, const char *to) {
+static int sys_renameat(int dir, const char *from, const char *to) {
 #ifdef SYS_renameat
-    return (int)syscall(SYS_renameat, AT_FDCWD, from, AT_FDCWD, to);
+    return (int)syscall(SYS_renameat, dir, from, dir, to);
 #else
-    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 0);
+    return (int)syscall(SYS_renameat2, dir, from, dir, to, 0);
 #endif
 }
 
-static int sys_unlink(const char *path) { return (int)syscall(SYS_unlinkat, AT_FDCWD, path, 0); }
+static int sys_unlinkat(int dir, const char *name) {
+    return (int)syscall(SYS_unlinkat, dir, name, 0);
+}
 
 int sys_write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
@@ -81,33 +91,70 @@ static int raise_fd(int fd) {
 }
 
 /* A program that used every descriptor its limit allows must still get
- * its trace written: lift the soft limit by one for the moment we need it
- * (only up to the hard limit), then put it back. */
-static int open_even_at_limit(const char *path, int flags, int mode) {
-    int fd = sys_open(path, flags, mode);
+ * its trace written: lift the soft limit by two (the directory and the
+ * file) for the moment we need it (only up to the hard limit), then put it
+ * back. */
+static int open_even_at_limit(int dir, const char *name, int flags, int mode) {
+    int fd = sys_openat(dir, name, flags, mode);
     if (fd >= 0 || errno != EMFILE) return fd;
     struct rlimit rl, more;
     if (syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
         return -1;
     more = rl;
-    more.rlim_cur++;
+    more.rlim_cur = rl.rlim_max - rl.rlim_cur >= 2 ? rl.rlim_cur + 2 : rl.rlim_max;
     if (syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &more, NULL) != 0) return -1;
-    fd = sys_open(path, flags, mode);
+    fd = sys_openat(dir, name, flags, mode);
     int e = errno;
     syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &rl, NULL);
     errno = e;
     return fd;
 }
 
-static int same_file(int fd, const iop_fileid *id) {
+static int same_file(int fd, const iop_fileid *id, mode_t kind) {
     struct stat sb;
-    return sys_fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_dev == id->dev &&
-           sb.st_ino == id->ino;
+    return id->known && sys_fstat(fd, &sb) == 0 && (sb.st_mode & S_IFMT) == kind &&
+           sb.st_dev == id->dev && sb.st_ino == id->ino;
 }
 
-int trace_file_create(const char *path, iop_fileid *id) {
-    int fd = open_even_at_limit(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                                0644);
+#define DIR_FLAGS (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+
+int trace_dir_start(void) {
+    int fd = sys_open(cfg.dir, DIR_FLAGS, 0);
+    if (fd < 0) return -1;
+    struct stat sb;
+    int ok = sys_fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode);
+    sys_close(fd);
+    cfg.dir_id = (iop_fileid){sb.st_dev, sb.st_ino, ok};
+    return ok ? 0 : -1;
+}
+
+/* The trace directory for one operation, if it is still the one found at
+ * start-up; closed by the caller before it writes. */
+static int trace_dir(void) {
+    int fd = open_even_at_limit(AT_FDCWD, cfg.dir, DIR_FLAGS, 0);
+    if (fd < 0) return -1;
+    if (!same_file(fd, &cfg.dir_id, S_IFDIR)) {
+        sys_close(fd);
+        errno = ESTALE;
+        return -1;
+    }
+    return raise_fd(fd);
+}
+
+/* ``name`` in the trace directory; the directory is closed, errno kept. */
+static int open_in_dir(const char *name, int flags, int mode) {
+    int dir = trace_dir();
+    if (dir < 0) return -1;
+    int fd = open_even_at_limit(dir, name, flags, mode);
+    int e = errno;
+    sys_close(dir);
+    errno = e;
+    return fd;
+}
+
+int trace_file_create(const char *name, iop_fileid *id) {
+    int fd = open_in_dir(name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                         0644);
     if (fd < 0) return -1;
     struct stat sb;
     if (sys_fstat(fd, &sb) != 0) {
@@ -120,12 +167,12 @@ int trace_file_create(const char *path, iop_fileid *id) {
     return raise_fd(fd);
 }
 
-int trace_file_append(const char *path, const iop_fileid *id) {
+int trace_file_append(const char *name, const iop_fileid *id) {
     if (!id->known) return -1;
     /* O_NONBLOCK: a FIFO planted under our name must not hang the program. */
-    int fd = open_even_at_limit(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+    int fd = open_in_dir(name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
     if (fd < 0) return -1;
-    if (!same_file(fd, id)) {
+    if (!same_file(fd, id, S_IFREG)) {
         sys_close(fd);
         errno = ESTALE;
         return -1;
@@ -134,12 +181,12 @@ int trace_file_append(const char *path, const iop_fileid *id) {
 }
 
 int choose_stem(void) {
-    char path[4500];
+    char name[sizeof cfg.stem + 8];
     for (int n = 0; n < 100000; n++) {
-        snprintf(cfg.stem, sizeof cfg.stem, "%s/p%s-%d-%d", cfg.dir, cfg.host, (int)cfg.pid, n);
-        snprintf(path, sizeof path, "%s.rec", cfg.stem);
+        snprintf(cfg.stem, sizeof cfg.stem, "p%s-%d-%d", cfg.host, (int)cfg.pid, n);
+        snprintf(name, sizeof name, "%s.rec", cfg.stem);
         cfg.rec_id.known = 0;
-        int fd = trace_file_create(path, &cfg.rec_id);
+        int fd = trace_file_create(name, &cfg.rec_id);
         if (fd < 0) {
             if (errno == EEXIST) continue; /* an earlier image of this pid */
             return -1;
@@ -159,16 +206,22 @@ int choose_stem(void) {
 
 /* Readers never see half a file; a link planted under either name is
  * replaced, never followed. */
-int write_file_atomically(const char *path, const char *data, size_t n) {
-    char tmp[4600];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+int write_file_atomically(const char *name, const char *data, size_t n) {
+    char tmp[sizeof cfg.stem + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    int dir = trace_dir();
+    if (dir < 0) return -1;
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-    int fd = open_even_at_limit(tmp, flags, 0644);
-    if (fd < 0 && errno == EEXIST && sys_unlink(tmp) == 0) fd = open_even_at_limit(tmp, flags, 0644);
-    if (fd < 0) return -1;
-    int ok = sys_write_all(fd, data, n) == 0;
-    sys_close(fd);
-    if (ok && sys_rename(tmp, path) == 0) return 0;
-    sys_unlink(tmp);
+    int fd = open_even_at_limit(dir, tmp, flags, 0644);
+    if (fd < 0 && errno == EEXIST && sys_unlinkat(dir, tmp) == 0)
+        fd = open_even_at_limit(dir, tmp, flags, 0644);
+    int ok = fd >= 0 && sys_write_all(fd, data, n) == 0;
+    if (fd >= 0) sys_close(fd);
+    if (ok && sys_renameat(dir, tmp, name) == 0) {
+        sys_close(dir);
+        return 0;
+    }
+    if (fd >= 0) sys_unlinkat(dir, tmp);
+    sys_close(dir);
     return -1;
 }

@@ -1,10 +1,15 @@
 """The trace directory of one run: private, created exclusively, never shared by two
-runs, and written without following links that the traced program may plant in it."""
+runs, and written without following links that the traced program may plant in it.
+Neither it nor any directory above it may be writable by another user: as ssh
+checks the directories of its keys, since such a user could swap the trace
+directory for a link while the program runs."""
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
 import re
 import secrets
 import stat
@@ -29,6 +34,48 @@ def default_root() -> Path:
     return base / "iopilot" / "traces"
 
 
+def check_private(path: Path, hint: str) -> None:
+    """Refuse ``path`` (or the part of it that exists) when it or a directory
+    above it can be written by a user other than the caller and root: owned
+    by another user, or writable by others or another group without the
+    sticky bit (a sticky directory such as /tmp lets no one move what is ours)."""
+    uid = os.geteuid()
+    real = Path(os.path.realpath(path))
+    for d in (real, *real.parents):
+        try:
+            st = os.stat(d)
+        except FileNotFoundError:
+            continue  # iopilot creates it, for the caller alone
+        except OSError as e:
+            raise InputError(str(d), f"cannot check who can write to it: {e.strerror}") from None
+        others = st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP
+                                               and not _own_group(st.st_gid, uid))  # fmt: skip
+        if others and not st.st_mode & stat.S_ISVTX:
+            raise InputError(str(d), f"mode {stat.S_IMODE(st.st_mode):04o} without the sticky bit: "
+                                     "other users could swap the trace directory for a link",
+                             hint)  # fmt: skip
+        if st.st_uid not in (0, uid):
+            raise InputError(str(d), f"owned by uid {st.st_uid} ({_user(st.st_uid)}), who could "
+                                     "swap the trace directory for a link", hint)  # fmt: skip
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return "no such user"
+
+
+def _own_group(gid: int, uid: int) -> bool:
+    """The caller's private group (named after the caller, no other member), as
+    systems with a group per user make it: its write permission is the caller's."""
+    try:
+        name, group = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return group.gr_name == name and set(group.gr_mem) <= {name}
+
+
 class TraceDir:
     """A directory this run owns.  Its descriptor is held for the whole run, so what
     iopilot writes lands in it even if its path is changed meanwhile."""
@@ -43,20 +90,26 @@ class TraceDir:
         """``<root>/<program>-<YYYYmmdd-HHMMSS>-<random>``, mode 0700."""
         root = default_root()
         name = re.sub(r"[^A-Za-z0-9._+-]", "_", program).lstrip(".")[:64] or "prog"
+        hint = "set IOPILOT_TRACE_ROOT or use --trace-dir"
+        check_private(root, hint)
         try:
             root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            check_private(root, hint)  # what mkdir made, as the umask let it
             path = tempfile.mkdtemp(prefix=f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-",
                                     dir=root)  # fmt: skip
         except OSError as e:
             raise InputError(str(root), f"cannot create a trace directory: {e.strerror}",
-                             "set IOPILOT_TRACE_ROOT or use --trace-dir") from None  # fmt: skip
+                             hint) from None  # fmt: skip
         return cls(Path(path), created=True)
 
     @classmethod
     def given(cls, path: Path) -> TraceDir:
         """``--trace-dir``: created with mode 0700, or an existing empty real directory."""
+        hint = "choose another --trace-dir"
+        check_private(path.parent, hint)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            check_private(path.parent, hint)  # what mkdir made, as the umask let it
             os.mkdir(path, 0o700)
             created = True
         except FileExistsError:
@@ -70,6 +123,7 @@ class TraceDir:
                     raise InputError(str(path), "is a symbolic link; choose another --trace-dir")
                 if not stat.S_ISDIR(mode):
                     raise InputError(str(path), "is not a directory; choose another --trace-dir")
+                check_private(path, hint)
             d = cls(path, created)
         except OSError as e:
             raise InputError(str(path), f"cannot open: {e.strerror}") from None
