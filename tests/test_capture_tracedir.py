@@ -1,6 +1,6 @@
 """``iopilot run`` refuses, in one line and before the program runs, a trace
-directory below a directory another user could write into (who could then
-swap the trace directory for a link)."""
+directory it cannot use: on a full file system, or below a directory another
+user could write into (who could then swap the trace directory for a link)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,21 @@ import pwd
 import pytest
 
 from test_capture_run import MARKS, PY, clean_env, iopilot
+from test_runtime_behind import small_fs  # noqa: F401  (a fixture)
+from test_runtime_tracedir import fill
+
+
+def test_a_full_trace_root_is_one_line_and_leaves_nothing(tmp_path, small_fs):  # noqa: F811
+    fill(small_fs, leave=0)
+    ran, root, d = tmp_path / "ran", small_fs / "traces", small_fs / "t"
+    env = clean_env(tmp_path, IOPILOT_TRACE_ROOT=str(root))
+    for args, named in (([], root), (["--trace-dir", str(d)], d)):
+        p = iopilot(tmp_path, "--trace-only", *args, "--", PY, "-c", MARKS, str(ran), env=env)
+        assert p.returncode == 2 and not ran.exists()
+        assert p.stderr.splitlines() == [
+            f"iopilot: error: {named}: cannot write the trace: no space left on device"
+        ]
+    assert sorted(os.listdir(small_fs)) == ["filler", "traces"] and not os.listdir(root)
 
 
 def _ids(user: str, group: str) -> tuple[int, int]:

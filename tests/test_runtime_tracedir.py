@@ -1,11 +1,13 @@
 """The runtime's trace directory and the names it records: a directory swapped
 for a link while the program runs gets nothing more and leads nothing
-elsewhere; relative names that start with '<' keep their directory; files
+elsewhere; a file system that fills up is named as the reason the trace is
+incomplete; relative names that start with '<' keep their directory; files
 below directories too deep for getcwd keep distinct names.  Each case runs
 plain and with write-behind (IOPILOT_ASYNC=1)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -16,6 +18,7 @@ import pytest
 
 from iopilot.capture.run import library_path
 from rawtrace import RawProc
+from test_runtime_behind import small_fs  # noqa: F401  (a fixture)
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -41,6 +44,23 @@ def traced_env(trace: Path, env: dict[str, str]) -> dict[str, str]:
 
 def procs(trace: Path) -> list[RawProc]:
     return [RawProc(p) for p in sorted(trace.glob("p*.json"))]
+
+
+def fill(fs: Path, leave: int) -> None:
+    """Fill the file system ``fs`` to the last byte, then free ``leave`` bytes."""
+    fd = os.open(fs / "filler", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        for chunk in (b"\0" * (1 << 16), b"\0" * 512):
+            while True:
+                try:
+                    if os.write(fd, chunk) < len(chunk):
+                        continue  # the next write says why
+                except OSError as e:
+                    assert e.errno == errno.ENOSPC, e
+                    break
+        os.ftruncate(fd, os.fstat(fd).st_size - leave)
+    finally:
+        os.close(fd)
 
 
 # -- a trace directory swapped for a link --------------------------------------
@@ -83,6 +103,34 @@ def test_a_trace_dir_swapped_for_a_link_leads_no_file_elsewhere(tmp_path, env):
     assert len(list(work.iterdir())) == 301  # the program did all it meant to
     assert list(target.iterdir()) == []
     assert list(moved.glob("p*.rec"))  # the runtime had started in the real directory
+
+
+# -- a file system that fills up ------------------------------------------------
+
+# 400 files with long names: their names outgrow the little room left.
+MANY_NAMES = r"""
+import os, sys
+for i in range(400):
+    with open(os.path.join(sys.argv[1], f"{i:03d}-" + "n" * 200), "w") as f:
+        f.write("x")
+"""
+
+
+@MODES
+def test_a_file_system_that_fills_up_is_the_reason_given(tmp_path, small_fs, env):  # noqa: F811
+    work, d = tmp_path / "work", small_fs / "t"
+    work.mkdir()
+    fill(small_fs, leave=8 * 4096)  # job.json, the header and a few pages of names
+    e = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    p = subprocess.run([PY, "-m", "iopilot", "run", "--color", "never", "--trace-dir", str(d),
+                        "--", PY, "-c", MANY_NAMES, str(work)], capture_output=True, text=True,
+                       timeout=120, env={**e, **env}, cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert len(list(work.iterdir())) == 400
+    assert "Traceback" not in p.stderr and "could not diagnose" not in p.stderr, p.stderr
+    assert "damaged" not in p.stdout + p.stderr
+    assert f"the trace is incomplete: the file system of {d} was full (no space left on " \
+           "device)" in p.stdout  # fmt: skip
 
 
 # -- names ----------------------------------------------------------------------

@@ -194,6 +194,7 @@ static void child_after_fork(void) {
     cfg.exit_code = -1;
     cfg.nwarnings = 0;
     cfg.ended = 0;
+    cfg.write_error = 0; /* its own files, its own errors */
     tables_after_fork();
     records_after_fork();
     iop_settings_after_fork();

@@ -36,6 +36,7 @@ typedef struct {
     int exit_code;        /* status given to exit/_exit, -1 unknown */
     int ended;            /* the final summary is written */
     iop_fileid dir_id, rec_id, names_id;
+    int write_error;      /* errno of the first failed write of a trace file */
     char warnings[IOP_NWARN][200];
     int nwarnings;
 } iop_config;
@@ -86,6 +87,8 @@ int trace_file_create(const char *name, iop_fileid *id);
 int trace_file_append(const char *name, const iop_fileid *id);
 int choose_stem(void); /* create this image's .rec: first free n */
 int write_file_atomically(const char *name, const char *data, size_t n);
+const char *trace_error_name(void); /* "ENOSPC" ... of cfg.write_error, NULL: none */
+const char *trace_failure(void);    /* why tracing stopped, for the warning */
 
 /* tables.c */
 extern char *pool;

@@ -61,12 +61,77 @@ static int sys_unlinkat(int dir, const char *name) {
     return (int)syscall(SYS_unlinkat, dir, name, 0);
 }
 
+/* ------------------------------------------------------------------ */
+/* Why writing the trace failed: the first error is kept for the summary
+ * ("write_error") and, since the summary may not fit either, named by an
+ * empty file S.error-NAME, which needs no room for data. */
+
+static const struct { int e; const char *name, *text; } errors[] = {
+    {ENOSPC, "ENOSPC", "no space left on device"},
+    {EDQUOT, "EDQUOT", "disk quota exceeded"},
+    {EIO, "EIO", "input/output error"},
+    {EFBIG, "EFBIG", "file too large"},
+    {EROFS, "EROFS", "read-only file system"},
+    {EACCES, "EACCES", "permission denied"},
+    {EPERM, "EPERM", "operation not permitted"},
+    {EMFILE, "EMFILE", "too many open files"},
+    {ENFILE, "ENFILE", "too many open files in the system"},
+    {ENOMEM, "ENOMEM", "out of memory"},
+    {ESTALE, "ESTALE", "moved, replaced or removed"},
+    {ENOENT, "ENOENT", "moved, replaced or removed"},
+    {ENOTDIR, "ENOTDIR", "moved, replaced or removed"},
+    {ELOOP, "ELOOP", "moved, replaced or removed"},
+    {ENXIO, "ENXIO", "moved, replaced or removed"}, /* a FIFO in a file's place */
+};
+
+const char *trace_error_name(void) {
+    static char other[16];
+    int e = cfg.write_error;
+    if (!e) return NULL;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].e == e) return errors[i].name;
+    snprintf(other, sizeof other, "E%d", e);
+    return other;
+}
+
+const char *trace_failure(void) {
+    static char why[100];
+    const char *text = trace_error_name(); /* an error without a text: its name */
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].e == cfg.write_error) text = errors[i].text;
+    if (!text || !strcmp(text, "moved, replaced or removed"))
+        return "the trace files can no longer be opened (moved, replaced or removed)";
+    snprintf(why, sizeof why, "writing the trace failed: %s", text);
+    return why;
+}
+
+static int trace_dir(void);
+
+/* Keeps the first error (errno, which it leaves as it found it); -1. */
+static int failed(int dir) {
+    int e = errno, none = 0;
+    if (!__atomic_compare_exchange_n(&cfg.write_error, &none, e, 0, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
+        return -1;
+    char name[sizeof cfg.stem + 32];
+    snprintf(name, sizeof name, "%s.error-%s", cfg.stem, trace_error_name());
+    int d = dir >= 0 ? dir : trace_dir();
+    if (d >= 0) {
+        int fd = sys_openat(d, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0) sys_close(fd);
+        if (d != dir) sys_close(d);
+    }
+    errno = e;
+    return -1;
+}
+
 int sys_write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
     while (n) {
         ssize_t w = syscall(SYS_write, fd, p, n);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
+        if (w == 0) errno = EIO;
+        if (w <= 0) return failed(-1);
         p += w;
         n -= (size_t)w;
     }
@@ -155,9 +220,10 @@ static int open_in_dir(const char *name, int flags, int mode) {
 int trace_file_create(const char *name, iop_fileid *id) {
     int fd = open_in_dir(name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                          0644);
-    if (fd < 0) return -1;
+    if (fd < 0) return errno == EEXIST ? -1 : failed(-1); /* EEXIST: the caller tries another */
     struct stat sb;
     if (sys_fstat(fd, &sb) != 0) {
+        failed(-1);
         sys_close(fd);
         return -1;
     }
@@ -171,11 +237,11 @@ int trace_file_append(const char *name, const iop_fileid *id) {
     if (!id->known) return -1;
     /* O_NONBLOCK: a FIFO planted under our name must not hang the program. */
     int fd = open_in_dir(name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
-    if (fd < 0) return -1;
+    if (fd < 0) return failed(-1);
     if (!same_file(fd, id, S_IFREG)) {
         sys_close(fd);
         errno = ESTALE;
-        return -1;
+        return failed(-1);
     }
     return raise_fd(fd);
 }
@@ -210,7 +276,7 @@ int write_file_atomically(const char *name, const char *data, size_t n) {
     char tmp[sizeof cfg.stem + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp", name);
     int dir = trace_dir();
-    if (dir < 0) return -1;
+    if (dir < 0) return failed(-1);
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
     int fd = open_even_at_limit(dir, tmp, flags, 0644);
     if (fd < 0 && errno == EEXIST && sys_unlinkat(dir, tmp) == 0)
@@ -221,6 +287,7 @@ int write_file_atomically(const char *name, const char *data, size_t n) {
         sys_close(dir);
         return 0;
     }
+    failed(dir); /* a failed write was noted already: the first error counts */
     if (fd >= 0) sys_unlinkat(dir, tmp);
     sys_close(dir);
     return -1;

@@ -228,6 +228,8 @@ void write_json(const char *reason) {
     }
     if (cfg.nwarnings > IOP_NWARN) sb_printf(&b, ", \"%d more warnings\"", cfg.nwarnings - IOP_NWARN);
     sb_put(&b, "],\n", 3);
+    const char *write_error = trace_error_name();
+    if (write_error) sb_printf(&b, "\"write_error\": \"%s\",\n", write_error);
     sb_put(&b, "\"env\": {", 8);
     static const char *const core_env[] = {"SLURM_JOB_ID", NULL}; /* the launcher's */
     int env_first = 1;

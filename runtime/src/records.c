@@ -67,8 +67,7 @@ void write_buffer(tbuf *b) {
         /* A short write may have left part of a record: the reader drops it. */
         b->dropped += b->n;
         b->kept -= b->n;
-        give_up(fd < 0 ? "the trace files can no longer be opened (moved, replaced or removed)"
-                       : "writing records failed (file system full?)");
+        give_up(trace_failure());
     }
     b->n = 0;
 }

@@ -76,12 +76,18 @@ def _own_group(gid: int, uid: int) -> bool:
     return group.gr_name == name and set(group.gr_mem) <= {name}
 
 
+def _cannot_write(path: Path, e: OSError) -> InputError:
+    reason = e.strerror or str(e)
+    return InputError(str(path), f"cannot write the trace: {reason[:1].lower()}{reason[1:]}")
+
+
 class TraceDir:
     """A directory this run owns.  Its descriptor is held for the whole run, so what
-    iopilot writes lands in it even if its path is changed meanwhile."""
+    iopilot writes lands in it even if its path is changed meanwhile.  ``named`` is
+    the directory the user chose, which errors name (the root for a default one)."""
 
-    def __init__(self, path: Path, created: bool) -> None:
-        self.path, self.created = path, created
+    def __init__(self, path: Path, created: bool, named: Path | None = None) -> None:
+        self.path, self.created, self.named = path, created, named or path
         self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         self.written: set[str] = set()  # names this run created, the only ones it removes
 
@@ -100,7 +106,7 @@ class TraceDir:
         except OSError as e:
             raise InputError(str(root), f"cannot create a trace directory: {e.strerror}",
                              hint) from None  # fmt: skip
-        return cls(Path(path), created=True)
+        return cls(Path(path), created=True, named=root)
 
     @classmethod
     def given(cls, path: Path) -> TraceDir:
@@ -139,6 +145,8 @@ class TraceDir:
             self._write_new(JOB, job)
         except FileExistsError:
             raise _holds_files(self.path) from None
+        except OSError as e:  # a full file system, a quota ...
+            raise _cannot_write(self.named, e) from None
 
     def write_job(self, job: dict[str, Any]) -> None:
         """Replace ``job.json`` by a fresh file: a link planted in its place is

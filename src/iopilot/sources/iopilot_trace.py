@@ -19,6 +19,7 @@ trace's ``processes`` summary and warnings.
 
 from __future__ import annotations
 
+import errno
 import math
 import mmap
 import os
@@ -88,6 +89,9 @@ _OVERFLOWS = {"aio": "asynchronous I/O operations (aio)",
 _STEM2 = re.compile(r"p([A-Za-z0-9._]*)-(\d+)-(\d+)")
 _STEM1 = re.compile(r"p(.*)-(\d+)")
 _NAME_ENTRY = struct.Struct("<QII")
+# S.error-NAME: the runtime could not write all of S's files (NAME: ENOSPC ...)
+_WRITE_ERROR = re.compile(r"(p.*)\.error-(E[A-Z0-9]+)")
+_MOVED = ("ESTALE", "ENOENT", "ENOTDIR", "ELOOP", "ENXIO")
 
 
 def is_trace_dir(path: str | Path) -> bool:
@@ -110,7 +114,8 @@ def read_trace(path: str) -> Trace:
     summaries = {s: _summary(root / f"{s}.json") for s in stems if _exists(root / f"{s}.json")}
     # No record file holds more than its process's record limit.
     limit = max([s["max_records"] or 0 for s in summaries.values()] + [_max_records()])
-    procs = [_process(root, s, summaries.get(s), limit) for s in stems]
+    failed = _write_errors(root)
+    procs = [_process(root, s, summaries.get(s), limit, failed.get(s)) for s in stems]
     procs.sort(key=lambda p: (p.pid, p.image, p.stem))
     layers_of = {p.version: p.summary["layers"] for p in procs if p.summary}
     for p in procs:
@@ -245,6 +250,7 @@ class _Proc:
     # a background thread's records (QUEUED, BACKGROUND), as read
     background: list[np.ndarray] = field(default_factory=list)
     unpaired: int = 0  # background records without their pair (a cut file)
+    write_error: str | None = None  # why the runtime could not write all its files (ENOSPC ...)
 
     def path(self, suffix: str) -> Path:
         return self.root / (self.stem + suffix)
@@ -259,7 +265,8 @@ class _Proc:
         return f"rank {self.rank} (pid {self.pid})"
 
 
-def _process(root: Path, stem: str, summary: dict[str, Any] | None, limit: int) -> _Proc:
+def _process(root: Path, stem: str, summary: dict[str, Any] | None, limit: int,
+             write_error: str | None = None) -> _Proc:  # fmt: skip
     rpath, npath = root / f"{stem}.rec", root / f"{stem}.names"
     cap = max(limit, summary["records"] if summary else 0)
     head = _header(rpath, _rec_limit(cap)) if _exists(rpath) else None
@@ -283,9 +290,20 @@ def _process(root: Path, stem: str, summary: dict[str, Any] | None, limit: int) 
         version, t0, rank, ppid, known, t_end = FORMAT_VERSION, math.inf, -1, None, False, 0.0
     p = _Proc(stem, root, version, pid, ppid, image, host, t0, t_end, rank, known, summary,
               head["size"] if head else (0 if _exists(rpath) else None))  # fmt: skip
+    p.write_error = (summary or {}).get("write_error") or write_error
     if _exists(npath):
-        p.file_names = _names_file(npath)
+        p.file_names = _names_file(npath, cut_short=p.write_error is not None)
     return p
+
+
+def _write_errors(root: Path) -> dict[str, str]:
+    """stem -> the error the runtime met writing that image's files, from the
+    empty S.error-NAME files it leaves when even its summary may not fit."""
+    try:
+        listed = os.listdir(root)
+    except OSError as e:
+        raise InputError(where(root), f"cannot read: {e.strerror}") from None
+    return {m.group(1): m.group(2) for m in map(_WRITE_ERROR.fullmatch, sorted(listed)) if m}
 
 
 def _exists(p: Path) -> bool:
@@ -323,11 +341,13 @@ def _summary(p: Path) -> dict[str, Any]:
         ("env", "dict", {}), ("layers", "strs", REQUIRED), ("counter_names", "strs", REQUIRED),
         ("fcounter_names", "strs", REQUIRED), ("counters", "list", REQUIRED),
         ("names", "dict", {}), ("notes", "list", []), ("settings", "dict", {}),
-        ("write_behind", "dict", {}),
+        ("write_behind", "dict", {}), ("write_error", "str", None),
     ):  # fmt: skip
         s[key] = f.get(key, kind, default)
     if not -1 <= s["rank"] < 2**31 - 1:
         raise f.bad(f"'rank' {s['rank']} is out of range")
+    if s["write_error"] is not None and not re.fullmatch(r"E[A-Z0-9]+", s["write_error"]):
+        raise f.bad(f"'write_error' {safe_name(s['write_error'])!r} is not an error name")
     names = {}
     for k, v in s["names"].items():
         i = parse_file_id(k)
@@ -503,17 +523,23 @@ def _header(p: Path, limit: int) -> dict[str, Any] | None:
             "ppid": int(h["ppid"]), "image": int(h["image"]), "size": size}  # fmt: skip
 
 
-def _names_file(p: Path) -> dict[int, str]:
-    """S.names: ``u64 id, u32 length, u32 0``, the name, zeros up to 8 bytes."""
+def _names_file(p: Path, cut_short: bool = False) -> dict[int, str]:
+    """S.names: ``u64 id, u32 length, u32 0``, the name, zeros up to 8 bytes.
+    ``cut_short``: the runtime said it could not write it all; the whole
+    entries are kept, the last one, cut, is not."""
     data = read_bytes(p, NAMES_LIMIT)
     out: dict[int, str] = {}
     pos, n = 0, len(data)
     while pos < n:
         if pos + _NAME_ENTRY.size > n:
+            if cut_short:
+                break
             raise InputError(where(p), f"damaged names file: the entry at byte {pos:,} is "
                                         "cut short")  # fmt: skip
         i, length, _ = _NAME_ENTRY.unpack_from(data, pos)
         end = pos + _NAME_ENTRY.size + length
+        if end > n and cut_short:
+            break
         if end > n:
             raise InputError(where(p), f"damaged names file: the entry at byte {pos:,} has a "
                                         f"{length:,}-byte name, past the end of the file "
@@ -1042,9 +1068,25 @@ def _grouped(items: list[tuple[str, _Proc]], fmt) -> list[str]:
     return [fmt(_who_list(ps), text) for text, ps in groups.items()]
 
 
+def _write_error_text(name: str, root: Path) -> str:
+    """Why the runtime could not write its files in ``root``, from the error's name."""
+    if name == "ENOSPC":
+        return f"the file system of {where(root)} was full (no space left on device)"
+    if name == "EDQUOT":
+        return f"the disk quota on the file system of {where(root)} was exceeded"
+    if name in _MOVED:
+        return f"{where(root)} or files in it were moved, replaced or removed while it was written"
+    code = getattr(errno, name, None) if not name[1:].isdigit() else int(name[1:])
+    reason = os.strerror(code) if isinstance(code, int) else name
+    return f"writing in {where(root)} failed ({reason[:1].lower()}{reason[1:]})"
+
+
 def _warnings(procs: list[_Proc]) -> list[str]:
     out: list[str] = []
-    killed = [p for p in procs if not p.summary]
+    out += _grouped([(_write_error_text(p.write_error, p.root), p) for p in procs if p.write_error],
+                    lambda who, why: f"the trace is incomplete: {why}: trace files of {who} are "
+                                     "missing or cut short")  # fmt: skip
+    killed = [p for p in procs if not p.summary and not p.write_error]
     if killed:
         n = sum(p.on_disk for p in killed)
         data = sum(p.kept for p in killed)
@@ -1137,7 +1179,11 @@ def _accounting(procs: list[_Proc]) -> dict[str, Any]:
     text = f"{n:,} process image{'' if n == 1 else 's'}: {normal:,} ended normally"
     text += f" ({', '.join(details)})" if details else ""
     if abnormal:
-        text += f", {len(abnormal):,} ended without a summary (killed or crashed)"
+        unwritten = sum(1 for p in abnormal if p.write_error)
+        why = ("killed or crashed" if not unwritten else "it could not be written"
+               if unwritten == len(abnormal) else
+               f"{unwritten:,} could not write it, the others were killed or crashed")  # fmt: skip
+        text += f", {len(abnormal):,} ended without a summary ({why})"
     if launchers:
         exes: dict[str, int] = {}
         for p in launchers:
