@@ -316,15 +316,9 @@ SANITIZED = [("wait", signal.SIGTERM), ("raise:15", 0), ("abort", 0), ("bus", 0)
 ASAN_ONLY = [("dfl_again", signal.SIGTERM), ("handler", signal.SIGTERM), ("query", 0)]
 
 
-# behind.c's worker advances op_tail with a plain store under its lock, and
-# iop_behind_drain reads it without the lock: ThreadSanitizer reports that
-# race (and halts) whenever the two meet, which depends on timing.
-_OP_TAIL_RACE = pytest.mark.xfail(reason="op_tail: plain store, read by iop_behind_drain")
-SANITIZER_CASES = [
-    pytest.param(t, c, s, marks=[_OP_TAIL_RACE] if t == "tsan" else [])
-    for t in ("asan", "tsan")
-    for c, s in SANITIZED
-] + [("asan", c, s) for c, s in ASAN_ONLY]
+SANITIZER_CASES = [(t, c, s) for t in ("asan", "tsan") for c, s in SANITIZED] + [
+    ("asan", c, s) for c, s in ASAN_ONLY
+]
 
 
 @pytest.mark.parametrize("tool,case,send", SANITIZER_CASES)

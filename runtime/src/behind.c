@@ -108,6 +108,7 @@ static iop_behind_stats st;
 
 static void before_fork(void);
 static void child_after_fork(void);
+static int start_worker(void);
 
 static double mono(void) {
     struct timespec ts;
@@ -184,6 +185,14 @@ void iop_behind_init(void) {
     iop_behind_limits_changed();
     for (int i = 0; i < NFILES; i++) files[i].fd = -1;
     pthread_atfork(before_fork, NULL, child_after_fork);
+    /* The thread starts now, not at the first write, which may be made in
+     * a signal handler (pthread_create is not async-signal-safe).  A child
+     * of fork or clone writes synchronously and needs none. */
+    if (!start_worker()) {
+        munmap(p, cap);
+        ring = NULL;
+        return;
+    }
     iop_behind_on = 1;
     iop_signals_init();
 }
@@ -248,7 +257,7 @@ static void *worker(void *arg) {
                           iop_now(), err != 0);
 
         iop_lock(&lock);
-        op_tail++;
+        __atomic_store_n(&op_tail, op_tail + 1, __ATOMIC_RELEASE); /* iop_behind_drain reads it unlocked */
         r_tail += o.skip + o.n;
         bfile *f = file_slot(o.ident, 0);
         if (f) {
@@ -348,10 +357,11 @@ void iop_behind_fence_at(int dirfd, const char *path, int flags) {
     int e = errno;
     long r = syscall(SYS_newfstatat, dirfd, path, &sb,
                      flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT));
+    int why = errno;
     errno = e;
     if (r == 0 && S_ISREG(sb.st_mode))
         iop_behind_fence_file(iop_ident((uint64_t)sb.st_dev, (uint64_t)sb.st_ino));
-    else if (r != 0 && errno != ENOENT && errno != ENOTDIR)
+    else if (r != 0 && why != ENOENT && why != ENOTDIR)
         iop_behind_fence_all(); /* cannot tell which file: every one */
 }
 

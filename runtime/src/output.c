@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ */
@@ -19,13 +20,17 @@
 
 typedef struct { char *p; size_t n, cap; int failed; } sbuf;
 
+/* Pages from the kernel, not malloc: the summary is also written from
+ * _exit in a signal handler, which may have interrupted malloc. */
 static void sb_put(sbuf *b, const char *s, size_t len) {
     if (b->failed) return;
     if (b->n + len + 1 > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 1 << 16;
         while (cap < b->n + len + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->failed = 1; return; }
+        void *p = b->p ? (void *)syscall(SYS_mremap, b->p, b->cap, cap, MREMAP_MAYMOVE)
+                       : (void *)syscall(SYS_mmap, NULL, cap, PROT_READ | PROT_WRITE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) { b->failed = 1; return; }
         b->p = p;
         b->cap = cap;
     }
@@ -297,13 +302,13 @@ void write_json(const char *reason) {
     put_behind(&b);
     sb_put(&b, "\n}\n", 3);
     if (b.failed) {
-        free(b.p);
+        if (b.p) syscall(SYS_munmap, b.p, b.cap);
         return;
     }
     char path[4500];
     snprintf(path, sizeof path, "%s.json", cfg.stem);
     if (write_file_atomically(path, b.p, b.n) != 0) give_up("cannot write the process summary");
-    free(b.p);
+    if (b.p) syscall(SYS_munmap, b.p, b.cap);
 }
 
 void flush_all(const char *reason) {
