@@ -184,12 +184,19 @@ class Study:
         o = self.opts
         if o.trials < 1 or o.repeats < 1:
             raise InputError("--trials/--repeats", "must be 1 or more")
-        history = self.history()
+        history = self._default_measured_elsewhere()
         default = next((r for r in history if r.phase == "default"), None)
         if default is None:
-            runs, reason = self._measure_point({}, 0, o.repeats, o.timeout, keep_findings=True)
+            self._claim({}, True)
+            try:
+                runs, reason = self._measure_point({}, 0, o.repeats, o.timeout,
+                                                   keep_findings=True)  # fmt: skip
+            except BaseException:
+                self._claim({}, False)
+                raise
             first = runs[0]
             if reason:
+                self._claim({}, False)
                 raise InputError(" ".join(o.command), f"the default run failed: {reason}",
                                  "fix the command before tuning it")  # fmt: skip
             default = Record(0, {}, [r.value for r in runs if r.value is not None], 0.0, "ok",
@@ -198,6 +205,7 @@ class Study:
             default.loss = self.loss(statistics.median(default.runs))
             self.space = self.space_for(default.extra)
             self._store(default, None)
+            self._claim({}, False)
             history = [default]
             self.progress(default, default, 1)
         findings = default.extra.get("findings", [])
@@ -249,6 +257,20 @@ class Study:
         return self._outcome(self.history(), default, noise, timeout, stopped, findings)
 
     # -- points being measured (a shared study's workers)
+    def _default_measured_elsewhere(self, poll: float = 0.2) -> list[Record]:
+        """The study's records, once no other live worker is measuring the
+        default: a second worker that joins while the first measures it waits
+        for that measurement instead of repeating it (at most as long as a
+        trial may take, in case that worker died on another machine)."""
+        limit = time.monotonic() + max(60.0, self.opts.timeout or 600.0)
+        while True:
+            history = self.history()
+            if any(r.phase == "default" for r in history) or time.monotonic() > limit:
+                return history
+            if not any(r.key == point_key({}) for r in self._claimed(set())):
+                return history
+            time.sleep(poll)
+
     def _claim(self, point: dict[str, Any], on: bool) -> None:
         """Say (in the study) that this worker measures ``point`` now, or no longer."""
         value = json.dumps({"owner": search.owner(), "point": point}) if on else ""
