@@ -423,11 +423,36 @@ void iop_behind_closing(uint64_t id) {
     iop_busy_enter();
     iop_lock(&lock);
     bfile *f = file_slot(id, 0);
-    int d = f ? f->fd : -1;
-    if (f) f->fd = -1;
+    /* Another thread's descriptor of the file may have queued writes since
+     * the fence: they go through our descriptor, which then stays open
+     * until a close finds nothing pending. */
+    int d = f && !f->pending ? f->fd : -1;
+    if (d >= 0) f->fd = -1;
     iop_unlock(&lock);
     iop_busy_leave();
     if (d >= 0) syscall(SYS_close, d); /* the program's close drops its locks anyway */
+}
+
+/* fcntl(F_SETFL) on a descriptor of the file: the flags belong to the open
+ * file, which dup'd descriptors share (and so does our own duplicate, whose
+ * writes would follow a new O_APPEND).  Its writes land first; with
+ * O_APPEND, O_DIRECT or a sync flag, no descriptor of the file is deferred
+ * from then on. */
+void iop_behind_flags_set(uint64_t id, long flags) {
+    if (!iop_behind_on || !id) return;
+    iop_behind_fence_file(id);
+    if (!(flags & (O_APPEND | O_DIRECT | O_SYNC | O_DSYNC))) return;
+    for (int fd = 0; fd < iop_nfds; fd++) { /* rare: one pass over the table */
+        iop_open *o = iop_fd(fd);
+        if (o && o->ident == id) o->behind_ok = 0;
+    }
+    iop_busy_enter();
+    iop_lock(&lock);
+    bfile *f = file_slot(id, 1);
+    if (f) f->shared = 1;
+    iop_unlock(&lock);
+    iop_busy_leave();
+    iop_behind_fence_file(id); /* what another thread queued meanwhile */
 }
 
 /* Queue an operation; the lock is held.  0 when there is no room. */

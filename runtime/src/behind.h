@@ -62,6 +62,8 @@ void iop_behind_limits_changed(void);
 void iop_behind_wait_quietly(void);
 int iop_behind_take_error(uint64_t ident);  /* a deferred errno, forgotten once taken */
 void iop_behind_closing(uint64_t ident);    /* before the program closes the file */
+/* Before fcntl(F_SETFL, ``flags``) on a descriptor of the file. */
+void iop_behind_flags_set(uint64_t ident, long flags);
 /* Before descriptors first..last are closed or replaced by the program: if
  * one is ours, pending writes land first and it is forgotten. */
 void iop_behind_losing(int first, int last);

@@ -638,7 +638,7 @@ WRAP_DUP_ONTO(dup3, (int fd, int to, int flags), (fd, to, flags))
 #define set_flags(fd, flags, CALL)                                             \
     ({                                                                        \
         iop_open *o_ = iop_fd(fd);                                            \
-        iop_behind_fence(o_);                                                 \
+        if (IOP_UNLIKELY(iop_behind_on)) iop_behind_flags_set(o_->ident, (flags)); \
         int r_ = (CALL);                                                      \
         if (r_ == 0) {                                                        \
             o_->append = ((flags) & O_APPEND) != 0;                           \
@@ -886,6 +886,8 @@ IOP_EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned fl) {
     REAL_DECL(int, name, params);                                             \
     IOP_EXPORT __attribute__((no_sanitize("address", "undefined"))) int name params { \
         if (!real_##name) real_##name = (__typeof__(real_##name))dlsym(RTLD_NEXT, #name); \
+        /* a lower RLIMIT_FSIZE must not fail writes already taken */         \
+        if (IOP_UNLIKELY(iop_behind_pending) && !iop_in_runtime) iop_behind_fence_all(); \
         int r = real_##name args;                                             \
         if (r == 0 && iop_behind_on) iop_behind_limits_changed();             \
         return r;                                                             \
