@@ -163,6 +163,19 @@ def test_missing_settings_file_is_recorded(tmp_path: Path) -> None:
     assert st["errors"] == ["cannot be read"]
 
 
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_settings_path_that_is_no_file_never_holds_the_program(tmp_path: Path, kind: str) -> None:
+    (tmp_path / "t").mkdir()
+    odd = tmp_path / "settings.toml"
+    os.mkfifo(odd) if kind == "fifo" else odd.mkdir()
+    r = subprocess.run(["true"], env=clean_env(LD_PRELOAD=str(LIB), IOPILOT_SETTINGS=str(odd),
+                                               IOPILOT_TRACE_DIR=str(tmp_path / "t")),
+                       timeout=60)  # fmt: skip
+    assert r.returncode == 0
+    st = load(str(tmp_path / "t")).settings
+    assert st["errors"] == ["is not a regular file"]
+
+
 def build_c(tmp_path_factory, name: str) -> Path:
     """runtime/tests/NAME.c built as a plain program (no MPI)."""
     exe = tmp_path_factory.mktemp("settings-bin") / name

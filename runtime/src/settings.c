@@ -21,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core_private.h"
 
@@ -643,9 +646,16 @@ void iop_settings_load(void) {
     named = 1;
     snprintf(named_path, sizeof named_path, "%s", path);
     parser ps = {.p = source, .line = 0};
-    int fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+    /* O_NONBLOCK: a FIFO named here must not hold the program at start. */
+    int fd = sys_open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
     if (fd < 0) {
         fail(&ps, "cannot be read");
+        return;
+    }
+    struct stat sb;
+    if (syscall(SYS_fstat, fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        sys_close(fd);
+        fail(&ps, "is not a regular file");
         return;
     }
     size_t n = 0;
