@@ -440,19 +440,15 @@ void iop_behind_closing(uint64_t id) {
  * from then on. */
 void iop_behind_flags_set(uint64_t id, long flags) {
     if (!iop_behind_on || !id) return;
-    iop_behind_fence_file(id);
-    if (!(flags & (O_APPEND | O_DIRECT | O_SYNC | O_DSYNC))) return;
+    if (!(flags & (O_APPEND | O_DIRECT | O_SYNC | O_DSYNC))) {
+        iop_behind_fence_file(id);
+        return;
+    }
     for (int fd = 0; fd < iop_nfds; fd++) { /* rare: one pass over the table */
         iop_open *o = iop_fd(fd);
         if (o && o->ident == id) o->behind_ok = 0;
     }
-    iop_busy_enter();
-    iop_lock(&lock);
-    bfile *f = file_slot(id, 1);
-    if (f) f->shared = 1;
-    iop_unlock(&lock);
-    iop_busy_leave();
-    iop_behind_fence_file(id); /* what another thread queued meanwhile */
+    iop_behind_shared(id);
 }
 
 /* Queue an operation; the lock is held.  0 when there is no room. */
@@ -621,15 +617,17 @@ int iop_behind_sync(iop_open *o, int fd, int data_only) {
     return IOP_BEHIND_NOT_TAKEN;
 }
 
+/* Marked first, then fenced: nothing is queued for the file after the
+ * mark, so one wait covers every thread's writes. */
 void iop_behind_shared(uint64_t id) {
     if (!iop_behind_on || !id) return;
-    iop_behind_fence_file(id);
     iop_busy_enter();
     iop_lock(&lock);
     bfile *f = file_slot(id, 1);
     if (f) f->shared = 1;
     iop_unlock(&lock);
     iop_busy_leave();
+    iop_behind_fence_file(id);
 }
 
 static void before_fork(void) { iop_behind_fence_all(); }
