@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from iopilot.sources import load
-from test_runtime_safety import same_behaviour
+from test_behind_semantics import _sanitized_run
+from test_runtime_safety import same_behaviour, sanitized  # noqa: F401 (a fixture)
 
 SOURCES = Path(__file__).resolve().parents[1] / "runtime" / "tests"
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -96,3 +97,18 @@ def test_without_process_vm_readv_the_bounce_buffers_are_not_used(hazards, setti
     assert out.count("errno 14") >= 16
     got = outcomes(run)
     assert got.get(("ignored", "buffer not 4096-aligned and no fault-safe copy: page cache"), 0) > 0
+
+
+# The same cases with the runtime built under AddressSanitizer+UBSan and
+# ThreadSanitizer, linked into the program.
+@pytest.mark.parametrize("tool", ["asan", "tsan"])
+@pytest.mark.parametrize("case", ["reopen-other", "reopen-rdonly", "reopen-closed", "setfl",
+                                  "efault-write", "efault-read"])  # fmt: skip
+def test_the_same_under_sanitizers(sanitized, settings, tool, case):  # noqa: F811
+    exe = sanitized / f"hazards-{tool}"
+    plain, plain_files = _sanitized_run(exe, case, {}, traced=False)
+    run, files = _sanitized_run(exe, case, settings, traced=True)
+    assert "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr
+    assert run.returncode == plain.returncode == 0, run.stderr
+    assert run.stdout == plain.stdout
+    assert files == plain_files
