@@ -245,6 +245,17 @@ def test_a_handler_that_returns_gets_its_writes_in_too(prog, case, sig):
     assert end.files["data.bin"] == DATA and end.files["handled.txt"] == b"handled\n"
 
 
+@pytest.mark.parametrize("case", ["oneshot", "sysv"])
+def test_a_one_shot_handler_that_ends_the_process_gets_its_writes_in(prog, case):
+    """SA_RESETHAND: the kernel would put the default action back unseen as
+    the handler runs; the handler's own raise then ends the process."""
+    end = same_end(prog, case, send=signal.SIGTERM)
+    assert end.signal == signal.SIGTERM
+    assert end.files["data.bin"] == DATA and end.files["handled.txt"] == b"handled\n"
+    assert b"15 r=0 on_term_again flags=" in end.out
+    assert b"signal(TERM, on_term_again) was on_term_again" in end.out
+
+
 def test_default_action_set_again_by_the_program_is_ours_and_shown_as_default(prog):
     end = same_end(prog, "dfl_again", send=signal.SIGTERM)
     # signal() stores SA_RESTART and the signal in the mask; libc adds SA_RESTORER
@@ -313,7 +324,8 @@ SANITIZER_ENV = {  # the default actions of SIGBUS & co., not the sanitizers' re
 # where the kernel's action would be read untraced: those cases run under
 # AddressSanitizer only.
 SANITIZED = [("wait", signal.SIGTERM), ("raise:15", 0), ("abort", 0), ("bus", 0)]
-ASAN_ONLY = [("dfl_again", signal.SIGTERM), ("handler", signal.SIGTERM), ("query", 0)]
+ASAN_ONLY = [("dfl_again", signal.SIGTERM), ("handler", signal.SIGTERM), ("query", 0),
+             ("oneshot", signal.SIGTERM)]  # fmt: skip
 
 
 SANITIZER_CASES = [(t, c, s) for t in ("asan", "tsan") for c, s in SANITIZED] + [

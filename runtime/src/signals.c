@@ -20,7 +20,10 @@
  * gave it, where ours stands in for it; setting the default action arms
  * ours in its place.  Handlers and SIG_IGN the program sets are its own and
  * pass through: a handler that then ends the process by exit or _exit meets
- * the wrappers that wait there.  Signals inherited as ignored stay ignored.
+ * the wrappers that wait there.  A one-shot handler (SA_RESETHAND) gets ours
+ * in front of it, which does what the kernel's reset would, with ours for
+ * the default action, so its own raise of the signal drains too.  Signals
+ * inherited as ignored stay ignored.
  * SIGKILL cannot be caught: what was not yet written is lost with it.
  */
 #define _GNU_SOURCE
@@ -50,6 +53,11 @@ typedef struct {
 } shown_t;
 
 static shown_t shown[NSIG];
+/* A handler of the program's set with SA_RESETHAND: the kernel would put
+ * the default action back unseen as it runs it, so ours (on_oneshot) stands
+ * in without that flag, puts back ours for the default action, then calls
+ * it.  What the program set, as the real call stored it. */
+static struct sigaction oneshot[NSIG];
 static unsigned char watched[NSIG]; /* default action ends the process */
 static int armed;                  /* ours may stand somewhere: queries look */
 static pid_t owner;                /* the process that armed them */
@@ -105,6 +113,18 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) { end_by(sig, si); }
  * moment it takes to read back what was stored (see stand_in). */
 static void on_fatal_plain(int sig) { end_by(sig, NULL); }
 
+static void arm_default(int sig);
+static void remember(int sig, const struct sigaction *stored);
+static void on_oneshot(int sig, siginfo_t *si, void *uc) {
+    struct sigaction prog = oneshot[sig];
+    int e = errno;
+    arm_default(sig); /* what the kernel's reset would have left: the default action */
+    remember(sig, &prog);
+    errno = e;
+    if (prog.sa_flags & SA_SIGINFO) prog.sa_sigaction(sig, si, uc);
+    else prog.sa_handler(sig);
+}
+
 static int is_ours(const void *h) { return h == (void *)on_fatal || h == (void *)on_fatal_plain; }
 
 static int watching(int sig) {
@@ -118,6 +138,9 @@ static int standing_in(void) {
     return iop_behind_on && iop_in_runtime < IOP_VFORK_ONE &&
            (pid_t)syscall(SYS_getpid) == owner;
 }
+
+static int arm(int sig);
+static void arm_default(int sig) { arm(sig); }
 
 static int arm(int sig) {
     struct sigaction a;
@@ -145,9 +168,29 @@ static void stand_in(int sig) {
     }
 }
 
+/* After the program set an action: a one-shot handler gets ours in front
+ * (see oneshot), with the flags, mask and restorer the real call stored. */
+static void take_oneshot(int sig) {
+    struct sigaction q;
+    if (REAL(sigaction)(sig, NULL, &q) != 0 || !(q.sa_flags & SA_RESETHAND) ||
+        q.sa_handler == SIG_DFL || q.sa_handler == SIG_IGN || is_ours((void *)q.sa_handler) ||
+        q.sa_sigaction == on_oneshot)
+        return;
+    oneshot[sig] = q;
+    struct sigaction front = q;
+    front.sa_flags = (q.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+    front.sa_sigaction = on_oneshot;
+    REAL(sigaction)(sig, &front, NULL);
+}
+
 /* ``old`` as the real call reported it, shown as the default action where
- * ours stood in (``before``: what the program had asked for). */
-static void show(struct sigaction *old, const shown_t *before) {
+ * ours stood in (``before``: what the program had asked for), or as the
+ * program's one-shot handler where ours stands in front of it. */
+static void show(struct sigaction *old, const shown_t *before, const struct sigaction *front) {
+    if (old && old->sa_sigaction == on_oneshot) {
+        *old = *front;
+        return;
+    }
     if (!old || !is_ours((void *)old->sa_handler)) return;
     old->sa_handler = SIG_DFL;
     old->sa_flags = before->flags;
@@ -197,6 +240,7 @@ static int via_sigaction(int (*real)(int, const struct sigaction *, struct sigac
                          const struct sigaction *act, struct sigaction *old) {
     if (!watching(sig)) return real(sig, act, old);
     shown_t before = shown[sig];
+    struct sigaction front = oneshot[sig];
     int r, e;
     if (act && act->sa_handler == SIG_DFL && standing_in()) {
         struct sigaction probe = *act;
@@ -208,8 +252,9 @@ static int via_sigaction(int (*real)(int, const struct sigaction *, struct sigac
     } else {
         r = real(sig, act, old);
         e = errno;
+        if (r == 0 && act && standing_in()) take_oneshot(sig);
     }
-    if (r == 0) show(old, &before);
+    if (r == 0) show(old, &before, &front);
     errno = e;
     return r;
 }
@@ -225,7 +270,7 @@ IOP_EXPORT int __sigaction(int sig, const struct sigaction *act, struct sigactio
  * stores, so it is asked with ours in place of SIG_DFL. */
 static handler_t via_signal(handler_t (*real)(int, handler_t), int sig, handler_t h) {
     if (!watching(sig)) return real(sig, h);
-    handler_t old;
+    handler_t old, front = oneshot[sig].sa_handler;
     int e;
     if (h == SIG_DFL && standing_in()) {
         old = real(sig, on_fatal_plain);
@@ -234,8 +279,10 @@ static handler_t via_signal(handler_t (*real)(int, handler_t), int sig, handler_
     } else {
         old = real(sig, h);
         e = errno;
+        if (old != SIG_ERR && standing_in()) take_oneshot(sig);
     }
     errno = e;
+    if ((void *)old == (void *)on_oneshot) return front;
     return is_ours((void *)old) ? SIG_DFL : old;
 }
 

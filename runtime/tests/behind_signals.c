@@ -96,6 +96,12 @@ static void on_term(int sig) {
     write_handled();
     _exit(3);
 }
+/* A one-shot handler (SA_RESETHAND, as sysv_signal sets): the default
+ * action is back when it runs, and it ends the process by the signal. */
+static void on_term_again(int sig) {
+    write_handled();
+    raise(sig);
+}
 static void on_abrt(int sig) {
     (void)sig;
     write_handled();
@@ -129,6 +135,7 @@ static const char *kind(void (*h)(int)) {
     if (h == SIG_HOLD) return "HOLD";
     if (h == SIG_ERR) return "ERR";
     if (h == on_term) return "on_term";
+    if (h == on_term_again) return "on_term_again";
     return "other";
 }
 
@@ -198,6 +205,28 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "handler")) signal(SIGTERM, on_term);
     if (!strcmp(c, "abort_handler")) signal(SIGABRT, on_abrt);
     if (!strcmp(c, "segv_handler")) signal(SIGSEGV, on_segv);
+    if (!strcmp(c, "oneshot") || !strcmp(c, "sysv")) {
+        if (!strcmp(c, "sysv")) {
+            sysv_signal(SIGTERM, on_term_again);
+        } else {
+            struct sigaction a;
+            memset(&a, 0, sizeof a);
+            a.sa_handler = on_term_again;
+            a.sa_flags = SA_RESETHAND;
+            sigaction(SIGTERM, &a, NULL);
+        }
+        show(SIGTERM);
+        printf("signal(TERM, on_term_again) was %s\n", kind(signal(SIGTERM, on_term_again)));
+        if (!strcmp(c, "sysv")) sysv_signal(SIGTERM, on_term_again);
+        else {
+            struct sigaction a;
+            memset(&a, 0, sizeof a);
+            a.sa_handler = on_term_again;
+            a.sa_flags = SA_RESETHAND;
+            sigaction(SIGTERM, &a, NULL);
+        }
+        fflush(stdout);
+    }
     if (!strcmp(c, "dfl_again")) {
         signal(SIGTERM, on_term);
         printf("signal(TERM, DFL) was %s\n", kind(signal(SIGTERM, SIG_DFL)));
