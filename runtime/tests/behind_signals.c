@@ -102,6 +102,18 @@ static void on_term_again(int sig) {
     write_handled();
     raise(sig);
 }
+/* on_term_again as a one-shot handler, by sysv_signal or by sigaction. */
+static void one_shot(int sysv) {
+    if (sysv) {
+        sysv_signal(SIGTERM, on_term_again);
+        return;
+    }
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_handler = on_term_again;
+    a.sa_flags = SA_RESETHAND;
+    sigaction(SIGTERM, &a, NULL);
+}
 static void on_abrt(int sig) {
     (void)sig;
     write_handled();
@@ -206,25 +218,10 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "abort_handler")) signal(SIGABRT, on_abrt);
     if (!strcmp(c, "segv_handler")) signal(SIGSEGV, on_segv);
     if (!strcmp(c, "oneshot") || !strcmp(c, "sysv")) {
-        if (!strcmp(c, "sysv")) {
-            sysv_signal(SIGTERM, on_term_again);
-        } else {
-            struct sigaction a;
-            memset(&a, 0, sizeof a);
-            a.sa_handler = on_term_again;
-            a.sa_flags = SA_RESETHAND;
-            sigaction(SIGTERM, &a, NULL);
-        }
+        one_shot(!strcmp(c, "sysv"));
         show(SIGTERM);
         printf("signal(TERM, on_term_again) was %s\n", kind(signal(SIGTERM, on_term_again)));
-        if (!strcmp(c, "sysv")) sysv_signal(SIGTERM, on_term_again);
-        else {
-            struct sigaction a;
-            memset(&a, 0, sizeof a);
-            a.sa_handler = on_term_again;
-            a.sa_flags = SA_RESETHAND;
-            sigaction(SIGTERM, &a, NULL);
-        }
+        one_shot(!strcmp(c, "sysv")); /* signal() set a lasting one: one-shot again */
         fflush(stdout);
     }
     if (!strcmp(c, "dfl_again")) {
