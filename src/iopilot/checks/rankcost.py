@@ -9,6 +9,7 @@ from ..model.aggregate import group_sum
 from ..model.aggregate import per_rank as sum_per_rank
 from ..vocabulary import FS_LAYERS
 from .base import Context, Level
+from .language import in_language, is_python  # noqa: F401  (checks import them from here)
 from .recordtools import _dense
 
 
@@ -31,20 +32,6 @@ def slowest(seconds: np.ndarray) -> tuple[int, float]:
         return 0, 0.0
     r = int(np.argmax(seconds))
     return r, float(seconds[r])
-
-
-def in_language(ctx: Context, python: str, c: str) -> tuple[str, str]:
-    """(snippet, language): the Python one for a Python program, else the C one."""
-    return (python, "python") if is_python(ctx) else (c, "c")
-
-
-def is_python(ctx: Context) -> bool:
-    """The traced program is a Python interpreter (advice in Python's idiom)."""
-    exe = ctx.trace.job.executable.split()
-    if not exe:
-        return False
-    name = exe[0].rsplit("/", 1)[-1]
-    return name.startswith(("python", "pypy")) or any(a.endswith(".py") for a in exe[1:3])
 
 
 def level_by_share(cost: float, io_seconds: float, share: float) -> Level:

@@ -314,6 +314,14 @@ class Job:
     # shell-style status (128+N after signal N) and the signal, if any.
     exit_status: int | None = None
     signal: int | None = None
+    # The program's language as far as the source can tell: "python",
+    # "fortran", "c++" or "c"; "" when unknown (Darshan logs name only the
+    # executable).  Advice snippets follow it (checks/language.py).
+    language: str = ""
+    # Layers the program carries inside itself (HDF5, MPI-IO or NetCDF linked
+    # statically into the executable or a library of its own), which an
+    # ``LD_PRELOAD`` runtime cannot see: {layer: the file that defines it}.
+    static_layers: dict[str, str] = field(default_factory=dict)
 
 
 @record

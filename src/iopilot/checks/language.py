@@ -1,0 +1,50 @@
+"""The program's language, so that advice is code the user can paste.
+
+The source fills ``Job.language`` when it can tell (an iopilot trace knows
+the interpreter behind a launcher, the Fortran runtime, C++); otherwise the
+executable's name decides between Python and C.  Every check that gives a
+snippet passes one per language it knows through :func:`in_language`.
+"""
+
+from __future__ import annotations
+
+from .base import Context
+
+LANGUAGES = ("c", "c++", "fortran", "python")
+
+
+def language(ctx: Context) -> str:
+    """"python", "fortran", "c++" or "c" (also when unknown)."""
+    lang = ctx.trace.job.language
+    if lang in LANGUAGES:
+        return lang
+    return "python" if _python_command(ctx.trace.job.executable) else "c"
+
+
+def is_python(ctx: Context) -> bool:
+    """The traced program is Python (advice in Python's idiom)."""
+    return language(ctx) == "python"
+
+
+def in_language(ctx: Context, python: str, c: str, *, fortran: str | None = None,
+                cpp: str | None = None) -> tuple[str, str]:  # fmt: skip
+    """(snippet, language) for the program: its own language's snippet when
+    the check has one.  C++ takes the C snippet (the C APIs of MPI and HDF5
+    are C++ too) unless a C++ one is given; a Fortran program without a
+    Fortran snippet gets the C one, labelled as C."""
+    lang = language(ctx)
+    if lang == "python":
+        return python, "python"
+    if lang == "fortran" and fortran:
+        return fortran, "fortran"
+    if lang == "c++":
+        return (cpp or c), "c++"
+    return c, "c"
+
+
+def _python_command(command: str) -> bool:
+    exe = command.split()
+    if not exe:
+        return False
+    name = exe[0].rsplit("/", 1)[-1]
+    return name.startswith(("python", "pypy")) or any(a.endswith(".py") for a in exe[1:3])
