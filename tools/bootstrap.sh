@@ -25,12 +25,13 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-# C toolchain, MPI and parallel HDF5 for the runtime, its tests and the kernels.
+# C, C++ and Fortran compilers, MPI and parallel HDF5 for the runtime, its tests,
+# the kernels and the corpus of mistake programs.
 if command -v dpkg-query >/dev/null; then
     # With them (one apt-get run), the real services of the `iopilot tune` tests:
     # a PostgreSQL server for shared studies and Slurm for trials as jobs; the
     # tests start and stop their own daemons.
-    apt_install build-essential pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libhdf5-dev hdf5-tools fio chromium chromium-driver \
+    apt_install build-essential gfortran pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libhdf5-dev hdf5-tools fio chromium chromium-driver \
         postgresql slurm-wlm
 fi
 
