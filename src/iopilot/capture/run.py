@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..model.scope import FileScope, scope_args
+from ..sources.program import program_facts, trace_executables
 from ..vocabulary import RUNTIME_SWITCHES
 from .foreground import Outcome, run_foreground
 from .tracedir import TraceDir
@@ -151,12 +152,25 @@ def run(command: Sequence[str], trace: TraceDir, *, max_records: int | None = No
     except OSError as e:
         raise LaunchError(f"{command[0]}: cannot run: {e.strerror}", 126) from None
     job.update(end=time.time(), exit_status=outcome.status, signal=outcome.signal)
+    job.update(_program_facts(trace.path))
     try:
         trace.write_job(job)
     except OSError as e:  # the program's status matters more than the job summary
         print(f"iopilot: could not write {trace.path / 'job.json'}: {e.strerror}",
               file=sys.stderr)  # fmt: skip
     return outcome
+
+
+def _program_facts(trace_dir: Path) -> dict[str, object]:
+    """What the program's executables link (statically linked I/O layers,
+    language runtime), read here where they exist so that a report made
+    elsewhere still says it; nothing when they cannot be read."""
+    try:
+        return program_facts(trace_executables(trace_dir))
+    except Exception:  # the program's status and trace matter more
+        if os.environ.get("IOPILOT_DEBUG"):
+            raise
+        return {}
 
 
 def diagnose(trace_dir: Path, color: str, scope: FileScope | None = None) -> None:

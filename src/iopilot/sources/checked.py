@@ -87,6 +87,8 @@ KINDS = {
              "an array of strings"),
     "dict": (lambda v: isinstance(v, dict), "an object"),
     "list": (lambda v: isinstance(v, list), "an array"),
+    "strmap": (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+               "an object of strings"),
     "counts": (lambda v: isinstance(v, dict) and all(is_int64(x) and x >= 0 for x in v.values()),
                "an object of non-negative integers"),
     "mounts": (lambda v: isinstance(v, list) and all(

@@ -50,6 +50,7 @@ from .darshan_profiles import (
     read_apmpi,
     read_heatmaps,
 )
+from .program import command_language
 
 MAGIC = 6567223
 # Module ids of the log format 3.41, in the library's order.
@@ -735,6 +736,8 @@ def _read_job(ffi: Any, lib: Any, handle: Any, version: str) -> Job:
         end=j.end_time_sec + j.end_time_nsec * 1e-9,
         runtime=float(runtime[0]),
         executable=_text(ffi, exe),
+        # the log names the command line only: Python or unknown
+        language=command_language(_text(ffi, exe)),
         metadata=meta,
         # ``h=`` holds the hints Darshan used to write this log file
         # (DARSHAN_LOGHINTS), not the application's: it stays in metadata only.

@@ -50,6 +50,7 @@ from .checked import (
     where,
 )
 from .darshan_log import _counter_names
+from .program import elf_language, is_launcher, is_python, static_layers
 
 FORMAT_VERSION = 2  # the newest format this reader knows; 1 is read too
 MAGIC = 0x31505249504F4921
@@ -192,7 +193,62 @@ def _job(job_meta: dict[str, Any], procs: list[_Proc], job_start: float) -> Job:
         writer=f"libiopilot ({len(procs)} process image(s))",
         exit_status=status,
         signal=sig,
+        language=_language(job_meta, procs),
+        static_layers=_static_layers(job_meta, procs),
     )
+
+
+def _program_procs(procs: list[_Proc]) -> list[_Proc]:
+    """The images that are the program itself: the last image of each rank
+    process (or of the main process of a serial run), not its children (the
+    ``uname -p`` Python's platform module runs) nor launchers (``env``,
+    ``sh`` ... that exec the program)."""
+    children = _children(procs)
+    last: dict[int, _Proc] = {}
+    for p in procs:
+        if p.rank is not None and p.stem not in children and p.summary and (
+                p.pid not in last or p.image > last[p.pid].image):  # fmt: skip
+            last[p.pid] = p
+    own = [p for p in last.values() if not is_launcher(p.exe)]
+    return sorted(own or last.values(), key=lambda p: (p.rank or 0, p.pid))
+
+
+def _children(procs: list[_Proc]) -> set[str]:
+    """Stems of the images started by a rank process (or, in a serial run,
+    by the program): a fork of a traced process that counts as a rank.  An
+    ``exec`` keeps the pid, so later images of a rank are not children."""
+    ranked = {p.pid for p in procs if p.rank is not None}
+    return {p.stem for p in procs
+            if p.rank is not None and p.ppid in ranked and p.ppid != p.pid}  # fmt: skip
+
+
+def _language(job_meta: dict[str, Any], procs: list[_Proc]) -> str:
+    """"python" when a rank runs a Python interpreter, "fortran" when the
+    trace has Fortran I/O or the program needs the Fortran runtime, "c++"
+    when it needs libstdc++, else "c"; "" when nothing can tell."""
+    own = _program_procs(procs)
+    if any(is_python(p.exe) for p in own):
+        return "python"
+    if any("FORTRAN" in p.summary["layers"]
+           and any(p.summary["layers"][c[0]] == "FORTRAN" for c in p.summary["counters"])
+           for p in own if p.summary):  # fmt: skip
+        return "fortran"
+    known = job_meta.get("exe_languages", {})
+    langs = {known.get(p.exe) or elf_language(p.exe) for p in own if p.exe}
+    for lang in ("fortran", "c++", "c"):
+        if lang in langs:
+            return lang
+    return ""
+
+
+def _static_layers(job_meta: dict[str, Any], procs: list[_Proc]) -> dict[str, str]:
+    """{layer: file} of the layers the program carries inside itself:
+    job.json's (recorded where the program ran), else the executables' own
+    symbol tables when they are still here."""
+    if "static_layers" in job_meta:
+        return dict(job_meta["static_layers"])
+    return static_layers(dict.fromkeys(p.exe for p in _program_procs(procs)
+                                       if p.exe and not is_python(p.exe)))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------
@@ -211,7 +267,8 @@ def _job_meta(p: Path) -> dict[str, Any]:
     f = Fields(load_json(p, JOB_LIMIT, "job description"), p, "job description")
     out: dict[str, Any] = {}
     fields = (("command", "strs"), ("start", "number"), ("end", "number"),
-              ("exit_status", "int?"), ("signal", "int?"), ("mounts", "mounts"))  # fmt: skip
+              ("exit_status", "int?"), ("signal", "int?"), ("mounts", "mounts"),
+              ("static_layers", "strmap"), ("exe_languages", "strmap"))  # fmt: skip
     for key, kind in fields:
         v = f.get(key, kind, None)
         if v is not None:
@@ -1158,10 +1215,17 @@ def _accounting(procs: list[_Proc]) -> dict[str, Any]:
     """How many images ran, how they ended, launchers, what the runtime cannot see."""
     ended: dict[str, int] = {}
     codes: dict[str, int] = {}
+    # The program's own children (Python's platform module runs `uname -p`)
+    # are not the program: their exits are counted apart.
+    children = _children(procs)
+    helpers: dict[str, int] = {}
     for p in procs:
         how = p.summary["ended_by"] if p.summary else "none"
         ended[how] = ended.get(how, 0) + 1
-        if how in ("exit", "_exit"):
+        if how in ("exit", "_exit") and p.stem in children:
+            exe = safe_name(os.path.basename(p.exe) or "unknown")
+            helpers[exe] = helpers.get(exe, 0) + 1
+        elif how in ("exit", "_exit"):
             code = p.summary["exit_code"]
             key = "unknown" if code is None else str(code)
             codes[key] = codes.get(key, 0) + 1
@@ -1175,6 +1239,11 @@ def _accounting(procs: list[_Proc]) -> dict[str, Any]:
                 if ended.get(k)]  # fmt: skip
     details += [f"{safe_name(k)}: {v}" for k, v in ended.items()
                 if k not in (*_NORMAL_ENDS, "none")]  # fmt: skip
+    if helpers:
+        k = sum(helpers.values())
+        listed = ", ".join(f"{e} ×{v}" if v > 1 else e for e, v in list(helpers.items())[:5])
+        details.append(f"{k:,} child process{'' if k == 1 else 'es'} the program ran: {listed}"
+                       + (", ..." if len(helpers) > 5 else ""))  # fmt: skip
     n = len(procs)
     text = f"{n:,} process image{'' if n == 1 else 's'}: {normal:,} ended normally"
     text += f" ({', '.join(details)})" if details else ""
@@ -1205,6 +1274,7 @@ def _accounting(procs: list[_Proc]) -> dict[str, Any]:
         "ended_abnormally": len(abnormal),
         "ended_by": ended,
         "exit_codes": codes,
+        "children": helpers,
         "abnormal": [{"stem": p.stem, "pid": p.pid, "host": p.host, "rank": p.rank,
                       "records": p.on_disk} for p in abnormal],
         "launchers": [{"stem": p.stem, "pid": p.pid, "exe": p.exe, "bytes": p.fs_bytes}

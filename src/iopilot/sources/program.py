@@ -1,0 +1,236 @@
+"""Who the traced program is: its language and the I/O libraries it carries
+inside itself.
+
+An ``LD_PRELOAD`` runtime sees a library's calls only when they cross a
+shared-library boundary: HDF5 linked statically into the executable (Debian's
+plain ``h5cc`` does so) is invisible, and its I/O shows up only as the POSIX
+calls beneath it.  This module reads the executable's ELF file (pyelftools
+for the headers; the symbol tables as NumPy arrays, so that a binary with a
+million symbols is scanned in milliseconds) to say which layers it defines
+itself, and which language runtime it needs (``libgfortran``, ``libstdc++``).
+
+It also reads a command line as a shell would run it, past launchers
+(``mpirun -np 4``, ``srun``, ``env``, ``sh``), to tell a Python program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+# Launchers run the program; they never say what language it is in.
+LAUNCHERS = frozenset({
+    "mpirun", "mpiexec", "mpiexec.hydra", "mpiexec.openmpi", "mpirun.openmpi", "mpiexec.mpich",
+    "mpirun.mpich", "orterun", "orted", "prterun", "prted", "prte", "srun", "aprun", "jsrun",
+    "ibrun", "flux", "env", "sh", "bash", "dash", "zsh", "ksh", "time", "nohup", "nice",
+    "numactl", "taskset", "stdbuf", "chrt", "ionice", "timeout", "exec", "xargs",
+})  # fmt: skip
+_PYTHON = re.compile(r"(python|pypy)(\d+(\.\d+)*)?[dmu]?(-dbg)?")
+_ENV_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+
+# A layer is carried inside a file when the file defines (not merely calls)
+# one of these functions.
+LAYER_SYMBOLS: dict[str, tuple[str, ...]] = {
+    "HDF5": ("H5Fopen", "H5Fcreate", "H5Dwrite"),
+    "MPI-IO": ("MPI_File_open", "PMPI_File_open"),
+    "NetCDF": ("nc_open", "nc_create"),
+    "PnetCDF": ("ncmpi_open", "ncmpi_create"),
+}
+# The Fortran runtime linked statically (-static-libgfortran) still defines these.
+_FORTRAN_SYMBOLS = ("_gfortran_st_write", "_gfortran_st_read")
+_FORTRAN_LIBS = re.compile(r"lib(gfortran|ifcore|ifport|flang|FortranRuntime|pgf90)")
+_CPP_LIBS = re.compile(r"lib(stdc\+\+|c\+\+)\.")
+# How the user relinks so that the runtime sees the layer again.
+RELINK = {
+    "HDF5": "link HDF5 as a shared library: build with `h5cc -shlib` (or `h5pcc -shlib`), "
+            "or link with -lhdf5 against libhdf5.so instead of libhdf5.a",
+    "MPI-IO": "link MPI as a shared library: the MPI wrapper compilers (mpicc, mpif90) link "
+              "libmpi.so by default; drop -static and any libmpi.a from the link line",
+    "NetCDF": "link NetCDF as a shared library (-lnetcdf against libnetcdf.so, "
+              "`nc-config --libs` without --static)",
+    "PnetCDF": "link PnetCDF as a shared library (-lpnetcdf against libpnetcdf.so)",
+}  # fmt: skip
+WRAP = ("or keep the static link and wrap the calls at link time "
+        "(-Wl,--wrap=SYMBOL with a PMPI-style wrapper library)")
+_HEAD = 64 << 10  # a process summary names its executable in its first lines
+
+
+def base(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def is_launcher(exe: str) -> bool:
+    return base(exe) in LAUNCHERS
+
+
+def is_python(exe: str) -> bool:
+    """``exe`` is a Python interpreter (python3, python3.11, pypy3 ...)."""
+    return _PYTHON.fullmatch(base(exe)) is not None
+
+
+def command_language(argv: Sequence[str] | str) -> str:
+    """"python" when the command runs a Python program, whatever launches it
+    (``mpirun -np 4 python3 x.py``, ``srun python x.py``, ``python -m pkg``,
+    ``/usr/bin/env python3 x.py``, ``./x.py``); else "" (unknown)."""
+    words = argv.split() if isinstance(argv, str) else list(argv)
+    after_option = False  # the previous word was a launcher's option
+    for w in words:
+        if is_python(w):
+            return "python"
+        if w.endswith(".py"):
+            return "python"
+        if w.startswith("-"):
+            after_option = "=" not in w
+            continue
+        if _ENV_ASSIGN.fullmatch(w) or is_launcher(w) or (after_option and "/" not in w):
+            after_option = False
+            continue  # a launcher, or an option's value (-np 4, --hostfile hosts)
+        return ""  # the program, and it is not Python
+    return ""
+
+
+# ---------------------------------------------------------------------------
+# ELF files
+# ---------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def _inspect(path: str, mtime_ns: int, size: int) -> tuple[tuple[str, ...], tuple[str, ...],
+                                                           bool]:  # fmt: skip
+    """(DT_NEEDED libraries, layers defined inside, defines the Fortran
+    runtime) of one ELF file; keyed by its time and size so a rebuilt file
+    is read again."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    wanted = {name: layer for layer, names in LAYER_SYMBOLS.items() for name in names}
+    wanted.update(dict.fromkeys(_FORTRAN_SYMBOLS, "FORTRAN"))
+    needed: list[str] = []
+    found: set[str] = set()
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            dyn = elf.get_section_by_name(".dynamic")
+            if dyn is not None and hasattr(dyn, "iter_tags"):
+                needed = [t.needed for t in dyn.iter_tags("DT_NEEDED")]
+            for sec in elf.iter_sections():
+                if sec["sh_type"] in ("SHT_SYMTAB", "SHT_DYNSYM"):
+                    found |= _defined(elf, sec, wanted)
+    except (OSError, ELFError, ValueError, KeyError, AttributeError):
+        return (), (), False
+    layers = tuple(layer for layer in LAYER_SYMBOLS if layer in found)
+    return tuple(needed), layers, "FORTRAN" in found
+
+
+def _defined(elf: object, sec: object, wanted: dict[str, str]) -> set[str]:
+    """Which of ``wanted``'s layers a symbol table defines as functions.
+
+    The string table is searched for each name (a linker may share a name's
+    tail with a longer one, e.g. MPI_File_open inside PMPI_File_open), then
+    the table's name offsets are compared with those places in one pass."""
+    strtab = elf.get_section(sec["sh_link"]).data()  # type: ignore[attr-defined]
+    offsets: dict[int, str] = {}
+    for name, layer in wanted.items():
+        key = name.encode() + b"\0"
+        at = strtab.find(key)
+        while at >= 0:
+            offsets[at] = layer
+            at = strtab.find(key, at + 1)
+    if not offsets:
+        return set()
+    e = "<" if elf.little_endian else ">"  # type: ignore[attr-defined]
+    if elf.elfclass == 64:  # type: ignore[attr-defined]
+        dt = np.dtype([("name", e + "u4"), ("info", "u1"), ("other", "u1"),
+                       ("shndx", e + "u2"), ("value", e + "u8"), ("size", e + "u8")])  # fmt: skip
+    else:
+        dt = np.dtype([("name", e + "u4"), ("value", e + "u4"), ("size", e + "u4"),
+                       ("info", "u1"), ("other", "u1"), ("shndx", e + "u2")])  # fmt: skip
+    data = sec.data()  # type: ignore[attr-defined]
+    syms = np.frombuffer(data, dt, len(data) // dt.itemsize)
+    kind = syms["info"] & 0xF
+    # defined (not SHN_UNDEF) functions, plain or GNU indirect
+    defined = (syms["shndx"] != 0) & ((kind == 2) | (kind == 10))
+    keys = np.fromiter(offsets, np.int64, len(offsets))
+    hits = np.unique(syms["name"][defined][np.isin(syms["name"][defined], keys)])
+    return {offsets[int(h)] for h in hits}
+
+
+def inspect(path: str) -> tuple[tuple[str, ...], tuple[str, ...], bool] | None:
+    """(needed libraries, layers carried inside, Fortran runtime inside) of
+    the file at ``path``; None when it is gone or not a regular file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not os.path.isfile(path):
+        return None
+    return _inspect(path, st.st_mtime_ns, st.st_size)
+
+
+def elf_language(path: str) -> str:
+    """"fortran", "c++" or "c" from what the executable needs; "" when it
+    cannot be read."""
+    facts = inspect(path)
+    if facts is None:
+        return ""
+    needed, _layers, fortran = facts
+    if fortran or any(_FORTRAN_LIBS.match(n) for n in needed):
+        return "fortran"
+    if any(_CPP_LIBS.match(n) for n in needed):
+        return "c++"
+    return "c"
+
+
+def static_layers(paths: Iterable[str]) -> dict[str, str]:
+    """{layer: file} for the layers these executables carry inside
+    themselves; files that are gone say nothing."""
+    out: dict[str, str] = {}
+    for path in paths:
+        facts = inspect(path)
+        for layer in facts[1] if facts else ():
+            out.setdefault(layer, path)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The program's processes in a trace directory, before it is read
+# ---------------------------------------------------------------------------
+
+
+def trace_executables(trace_dir: str | Path) -> list[str]:
+    """The executables of the processes in a trace directory that are not
+    launchers, from the first lines of each process summary (the whole file
+    may be large); used by ``iopilot run`` to record what it links."""
+    exes: dict[str, None] = {}
+    dec = json.JSONDecoder()
+    for p in sorted(Path(trace_dir).glob("p*.json")):
+        try:
+            with open(p, "rb") as f:
+                head = f.read(_HEAD).decode("utf-8", "surrogateescape")
+        except OSError:
+            continue
+        m = re.search(r'"exe"\s*:\s*', head)
+        if not m:
+            continue
+        try:
+            exe, _ = dec.raw_decode(head, m.end())
+        except ValueError:
+            continue
+        if isinstance(exe, str) and exe and not is_launcher(exe):
+            exes[exe] = None
+    return list(exes)
+
+
+def program_facts(exes: Iterable[str]) -> dict[str, object]:
+    """What job.json keeps about the program's executables, so that a report
+    on another machine (where they are not) still knows: ``static_layers``
+    ({layer: file}) and ``exe_languages`` ({file: language})."""
+    exes = list(exes)
+    langs = {e: lang for e in exes if not is_python(e) and (lang := elf_language(e))}
+    return {"static_layers": static_layers(exes), "exe_languages": langs}
