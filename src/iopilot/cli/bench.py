@@ -32,6 +32,13 @@ ABOUT: dict[str, tuple[str, str]] = {
                     "with asynchronous I/O, and compare with the ideal overlap and with "
                     "what `iopilot advise async` predicted from the synchronous trace.",
                     "iopilot bench async --steps 5 --size 128m --json async.json"),
+    "bench accuracy": ("Run the corpus of programs each written with one known I/O mistake, "
+                       "traced and untraced, with the mistake and fixed: whether the first "
+                       "WARN/HIGH finding names the mistake, whether its advice is in the "
+                       "program's language, and how its \"at stake\" compares with what the "
+                       "fix saved.",
+                       "iopilot bench accuracy --json accuracy.json\n"
+                       "  iopilot bench accuracy --case 'hdf5-*' --no-timing"),
 }  # fmt: skip
 
 
@@ -116,11 +123,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "and none: 500 steps of one 4 KiB write (the engine's own cost)")
     a.add_argument("--dir", help="where the runs write (default: a temporary directory)")
     a.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    y = bsub.add_parser("accuracy", help="first finding, advice language and at stake on "
+                        "the corpus of mistake programs")
+    y.add_argument("--corpus", metavar="DIR", help="the corpus (default: corpus/ of the "
+                   "repository)")
+    y.add_argument("--case", action="append", metavar="NAME",
+                   help="run this case only (repeatable; a glob such as 'hdf5-*')")
+    y.add_argument("--repeat", type=int, default=3, metavar="N",
+                   help="untraced runs of each mode; the best is kept (default 3)")
+    y.add_argument("--no-timing", action="store_true",
+                   help="skip the untraced runs: first finding and language only")
+    y.add_argument("--json", metavar="FILE", help="write every figure as JSON")
     b.set_defaults(func=cmd_bench)  # fmt: skip
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..bench import (
+        accuracy,
         diagnose_speed,
         html_speed,
         kernels,
@@ -136,5 +155,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return kernels.h5bench_main(args)
     tools = {"diagnose": diagnose_speed, "runtime": runtime_overhead, "sweep": sweep,
              "html": html_speed, "tune-efficiency": tune_efficiency,
-             "async": overlap}  # fmt: skip
+             "async": overlap, "accuracy": accuracy}  # fmt: skip
     return tools[args.bench].main(args)

@@ -1,0 +1,241 @@
+"""``iopilot bench accuracy``: how right the diagnosis is on the corpus of
+programs each written with one known I/O mistake (``corpus/``).
+
+Per case: whether the first WARN/HIGH finding of the mistake's trace is the
+expected check (and holds the expected advice), whether its advice is in the
+program's language, and how its "at stake" compares with what the fix really
+saved (untraced wall time of the mistake minus the fixed program's, best of
+N).  The scoring functions are pure; the runs are in :mod:`.corpus`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .corpus import (
+    CORPUS_DIR,
+    Case,
+    CaseError,
+    build,
+    first_finding,
+    load_corpus,
+    raised,
+    time_mode,
+    traced_diagnosis,
+)
+
+# A saving below this is within the noise of a few-second run: "at stake" is
+# scored only for cases whose fix saves at least this much.
+MIN_SAVING = 0.1
+STAKE_FACTOR = 2.0  # "at stake" is right within this factor of the saving
+_ALIASES = {"cpp": "c++", "cxx": "c++", "f90": "fortran", "py": "python"}
+
+
+# ---------------------------------------------------------------------------
+# Scoring (pure)
+# ---------------------------------------------------------------------------
+
+
+def first_right(expect: str, advice: str | None, first: dict[str, Any] | None) -> bool:
+    """The first WARN/HIGH finding is ``expect`` and its snippet holds ``advice``."""
+    if first is None or first["check"] != expect:
+        return False
+    return advice is None or advice in (first.get("snippet") or "")
+
+
+def _lang(name: str | None) -> str:
+    name = (name or "").strip().lower()
+    return _ALIASES.get(name, name)
+
+
+def language_right(language: str, first: dict[str, Any] | None) -> bool:
+    """The first finding's advice is code in the program's ``language`` (a
+    C++ program's is labelled "c++"); no finding or no snippet is not."""
+    if first is None or not first.get("snippet"):
+        return False
+    return _lang(first.get("snippet_lang")) == _lang(language)
+
+
+def stake_counts(saved: float | None) -> bool:
+    """Whether the fix saved enough to score "at stake" against it."""
+    return saved is not None and saved >= MIN_SAVING
+
+
+def stake_ratio(cost_seconds: float | None, saved: float | None) -> float | None:
+    """"At stake" over the measured saving (None when either is missing or
+    nothing was saved)."""
+    if cost_seconds is None or saved is None or saved <= 0:
+        return None
+    return cost_seconds / saved
+
+
+def stake_right(ratio: float | None) -> bool:
+    """Within a factor of 2 of the saving, both ends included."""
+    return ratio is not None and 1 / STAKE_FACTOR <= ratio <= STAKE_FACTOR
+
+
+# ---------------------------------------------------------------------------
+# Per case and in all
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """What one case measured and how it scored."""
+
+    case: str
+    language: str
+    expect: str
+    first: str | None = None  # the first WARN/HIGH finding's check
+    first_ok: bool = False
+    language_ok: bool = False
+    snippet_lang: str | None = None
+    cost_seconds: float | None = None
+    io_seconds: float | None = None  # the slowest rank's I/O in the mistake's trace
+    t_mistake: float | None = None
+    t_fixed: float | None = None
+    saved: float | None = None
+    ratio: float | None = None
+    stake_ok: bool = False
+    still_in_fixed: bool | None = None  # the expected check is WARN/HIGH after the fix
+    error: str | None = None  # why the case did not run to the end
+
+    @property
+    def scored_stake(self) -> bool:
+        return stake_counts(self.saved)
+
+
+def score(case: Case, mistake: dict[str, Any], fixed: dict[str, Any] | None,
+          t_mistake: float | None, t_fixed: float | None) -> Result:  # fmt: skip
+    """One case's result from the reports (as plain data) of its traced
+    mistake and fixed runs, and its untraced wall times (None: not timed)."""
+    first = first_finding(mistake)
+    saved = t_mistake - t_fixed if t_mistake is not None and t_fixed is not None else None
+    cost = first.get("cost_seconds") if first else None
+    ratio = stake_ratio(cost, saved)
+    return Result(
+        case=case.name, language=case.language, expect=case.expect,
+        first=first["check"] if first else None,
+        first_ok=first_right(case.expect, case.advice, first),
+        language_ok=language_right(case.language, first),
+        snippet_lang=first.get("snippet_lang") if first else None,
+        cost_seconds=cost, io_seconds=mistake["io_time"]["slowest_rank_seconds"],
+        t_mistake=t_mistake, t_fixed=t_fixed, saved=saved, ratio=ratio,
+        stake_ok=stake_counts(saved) and stake_right(ratio),
+        still_in_fixed=raised(fixed, case.expect) if fixed is not None else None,
+    )  # fmt: skip
+
+
+def totals(results: list[Result]) -> dict[str, Any]:
+    """The three scores: cases that failed to run count as wrong."""
+    n = len(results)
+    stake = [r for r in results if r.scored_stake]
+    return {
+        "cases": n,
+        "first_right": sum(r.first_ok for r in results),
+        "language_right": sum(r.language_ok for r in results),
+        "stake_cases": len(stake),
+        "stake_right": sum(r.stake_ok for r in stake),
+        "still_in_fixed": sum(bool(r.still_in_fixed) for r in results),
+        "failed": sum(r.error is not None for r in results),
+    }
+
+
+def _pct(k: int, n: int) -> str:
+    return f"{100 * k / n:.0f} %" if n else "- %"
+
+
+def _s(v: float | None, fmt: str = ".2f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def render(results: list[Result], t: dict[str, Any]) -> str:
+    """The table per case, then the totals."""
+    w = max([len("case"), *(len(r.case) for r in results)])
+    e = max([len("expected"), *(len(r.expect) for r in results)])
+    f = max([len("first finding"), *(len(r.first or "-") for r in results)])
+    lines = [f"{'case':<{w}}  {'lang':<7} {'expected':<{e}}  {'first finding':<{f}}  "
+             f"{'ok':<3} {'lang ok':<9} {'stake s':>8} {'saved s':>8} {'ratio':>6}  "
+             "fixed"]  # fmt: skip
+    for r in results:
+        lang_ok = "yes" if r.language_ok else f"no ({r.snippet_lang or '-'})"
+        fixed = {None: "-", True: "still", False: "gone"}[r.still_in_fixed]
+        ratio = _s(r.ratio) + ("" if not r.scored_stake else (" ok" if r.stake_ok else " !"))
+        lines.append(f"{r.case:<{w}}  {r.language:<7} {r.expect:<{e}}  {r.first or '-':<{f}}  "
+                     f"{'yes' if r.first_ok else 'NO':<3} {lang_ok:<9} "
+                     f"{_s(r.cost_seconds):>8} {_s(r.saved):>8} {ratio:>6}  {fixed}")  # fmt: skip
+        if r.error:
+            lines.append(f"{'':<{w}}  ! {r.error}")
+    n = t["cases"]
+    lines += ["",
+              f"first finding right: {t['first_right']}/{n} ({_pct(t['first_right'], n)})",
+              f"advice in the program's language: {t['language_right']}/{n} "
+              f"({_pct(t['language_right'], n)})",
+              f"at stake within 2x: {t['stake_right']}/{t['stake_cases']} of the cases saving "
+              f">= {MIN_SAVING:g} s ({_pct(t['stake_right'], t['stake_cases'])})"]  # fmt: skip
+    if t["still_in_fixed"]:
+        lines.append(f"expected finding still WARN/HIGH after the fix: {t['still_in_fixed']}/{n}")
+    if t["failed"]:
+        lines.append(f"cases that did not run to the end (scored wrong): {t['failed']}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The command
+# ---------------------------------------------------------------------------
+
+
+def run_case(case: Case, repeat: int, timing: bool) -> Result:
+    """Build, time (unless not ``timing``), trace and diagnose one case."""
+    exe = build(case)
+    t_mistake = time_mode(case, exe, "mistake", repeat) if timing else None
+    t_fixed = time_mode(case, exe, "fixed", repeat) if timing else None
+    mistake = traced_diagnosis(case, exe, "mistake")
+    fixed = traced_diagnosis(case, exe, "fixed")
+    return score(case, mistake, fixed, t_mistake, t_fixed)
+
+
+def main(args: argparse.Namespace) -> int:
+    corpus = Path(args.corpus) if args.corpus else CORPUS_DIR
+    if not corpus.is_dir():
+        print(f"iopilot: error: {corpus}: no corpus directory there", file=sys.stderr)
+        return 2
+    if args.repeat < 1:
+        print("iopilot: error: --repeat: at least 1", file=sys.stderr)
+        return 2
+    patterns = args.case or []
+    cases, bad = load_corpus(corpus, patterns)
+    for e in bad:
+        print(f"iopilot: bad case: {e}", file=sys.stderr)
+    if not cases:
+        what = f"matching {' '.join(patterns)} " if patterns else ""
+        print(f"iopilot: error: no valid case {what}in {corpus}", file=sys.stderr)
+        return 2
+    results: list[Result] = []
+    not_run: dict[str, str] = {}
+    for case in cases:
+        if needs := case.needs():
+            not_run[case.name] = f"needs {', '.join(needs)}"
+            print(f"iopilot: {case.name}: not run: {not_run[case.name]}", file=sys.stderr)
+            continue
+        print(f"{case.name} ...", file=sys.stderr, flush=True)
+        try:
+            results.append(run_case(case, args.repeat, not args.no_timing))
+        except CaseError as e:
+            results.append(Result(case.name, case.language, case.expect, error=e.reason))
+    t = totals(results)
+    print(render(results, t))
+    for name, why in not_run.items():
+        print(f"not run: {name}: {why}")
+    if args.json:
+        doc = {"corpus": str(corpus), "repeat": args.repeat, "timing": not args.no_timing,
+               "min_saving_s": MIN_SAVING, "totals": t,
+               "cases": [asdict(r) for r in results], "not_run": not_run,
+               "bad_cases": [str(e) for e in bad]}  # fmt: skip
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
