@@ -245,19 +245,23 @@ def test_the_command_scores_a_small_corpus(tmp_path, capsys):
     write_case(tmp_path / "corpus", "py-fsync", GOOD.replace("uses = [\"numpy\"]\n", ""),
                text=PROGRAM)  # fmt: skip
     write_case(tmp_path / "corpus", "py-bad", "title = 1\n")
+    write_case(tmp_path / "corpus", "py-fails", GOOD, text="import sys\nsys.exit(3)\n")
     out = tmp_path / "acc.json"
     rc = main(["bench", "accuracy", "--corpus", str(tmp_path / "corpus"), "--no-timing",
                "--json", str(out)])  # fmt: skip
     text, err = capsys.readouterr()
     assert rc == 0  # a benchmark: low scores are no failure
     assert "py-bad/case.toml: missing key(s)" in err
-    assert "first finding right: " in text and "/1 (" in text
+    assert "first finding right: " in text and "/2 (" in text
     doc = json.loads(out.read_text())
-    (r,) = doc["cases"]
+    failed, r = doc["cases"]
     assert r["case"] == "py-fsync" and r["error"] is None and r["first"]
     assert r["t_mistake"] is None and r["saved"] is None  # --no-timing
     assert r["still_in_fixed"] in (True, False)
-    assert doc["totals"]["cases"] == 1 and len(doc["bad_cases"]) == 1
+    assert failed["case"] == "py-fails" and "traced mistake run failed (exit 3)" in failed["error"]
+    assert "! traced mistake run failed (exit 3)" in text  # one case's failure, not the run's
+    assert doc["totals"]["cases"] == 2 and doc["totals"]["failed"] == 1
+    assert len(doc["bad_cases"]) == 1
 
 
 @pytest.mark.parametrize("argv", [

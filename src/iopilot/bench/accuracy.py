@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from .corpus import (
     CORPUS_DIR,
     Case,
@@ -191,13 +193,25 @@ def render(results: list[Result], t: dict[str, Any]) -> str:
 
 
 def run_case(case: Case, repeat: int, timing: bool) -> Result:
-    """Build, time (unless not ``timing``), trace and diagnose one case."""
+    """Build, time (unless not ``timing``), trace and diagnose one case; a
+    later step that fails leaves what the earlier ones measured, with why."""
     exe = build(case)
-    t_mistake = time_mode(case, exe, "mistake", repeat) if timing else None
-    t_fixed = time_mode(case, exe, "fixed", repeat) if timing else None
-    mistake = traced_diagnosis(case, exe, "mistake")
-    fixed = traced_diagnosis(case, exe, "fixed")
-    return score(case, mistake, fixed, t_mistake, t_fixed)
+    errors: list[str] = []
+
+    def attempt(step: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return step(*args)
+        except CaseError as e:
+            errors.append(e.reason)
+            return None
+
+    t_mistake = attempt(time_mode, case, exe, "mistake", repeat) if timing else None
+    t_fixed = attempt(time_mode, case, exe, "fixed", repeat) if timing else None
+    mistake = traced_diagnosis(case, exe, "mistake")  # without it, nothing to score
+    fixed = attempt(traced_diagnosis, case, exe, "fixed")
+    result = score(case, mistake, fixed, t_mistake, t_fixed)
+    result.error = "; ".join(errors) or None
+    return result
 
 
 def main(args: argparse.Namespace) -> int:
@@ -226,8 +240,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"{case.name} ...", file=sys.stderr, flush=True)
         try:
             results.append(run_case(case, args.repeat, not args.no_timing))
-        except CaseError as e:
+        except InputError as e:  # CaseError included: the case could not be built or run
             results.append(Result(case.name, case.language, case.expect, error=e.reason))
+        except Exception as e:  # a diagnosis that crashed: that case's result, not the run's
+            results.append(Result(case.name, case.language, case.expect,
+                                  error=f"{type(e).__name__}: {e}"))
     t = totals(results)
     print(render(results, t))
     for name, why in not_run.items():
