@@ -44,10 +44,11 @@ def test_mistake_is_the_first_finding(case: Case):
     assert not needs, f"{case.name} needs {', '.join(needs)} (`make test` installs it)"
     report = traced_diagnosis(case, build(case), "mistake")
     first = first_finding(report)
+    expect, advice, language = case.expect, case.advice, case.language
     seen = f"{case.name}: WARN/HIGH findings of the mistake:\n{_summary(report)}"
-    assert first is not None and first["check"] == case.expect, seen
-    if case.advice:
-        assert case.advice in (first["snippet"] or ""), \
-            f"{seen}\nits snippet lacks {case.advice!r}:\n{first['snippet']}"
-    assert language_right(case.language, first), \
-        f"{seen}\nadvice in {first['snippet_lang']!r}, the program is {case.language}"
+    assert first is not None and first["check"] == expect, seen
+    snippet = first["snippet"] or ""
+    if advice:
+        assert advice in snippet, f"{seen}\nits snippet lacks {advice!r}:\n{snippet}"
+    assert language_right(language, first), \
+        f"{seen}\nadvice in {first['snippet_lang']!r}, the program is {language}"
