@@ -93,7 +93,22 @@ def test_score_takes_the_first_warn_or_high_finding():
     assert (r.first, r.first_ok, r.language_ok) == ("hdf5-chunking", True, True)
     assert r.saved == pytest.approx(0.5) and r.ratio == pytest.approx(0.6)
     assert r.stake_ok and r.scored_stake and r.still_in_fixed is False
-    assert r.io_seconds == 2.0
+    assert r.io_seconds == 2.0 and r.expect_at == 1 and r.warned == ["hdf5-chunking"]
+
+
+def test_score_says_where_the_expected_finding_came():
+    r = acc.score(case(), report(finding("posix-small-writes"), finding()), None, None, None)
+    assert not r.first_ok and r.expect_at == 2
+    assert r.warned == ["posix-small-writes", "hdf5-chunking"]
+    assert acc.score(case(), report(finding("x")), None, None, None).expect_at is None
+
+
+def test_the_table_tells_a_missing_advice_from_a_wrong_check():
+    right = acc.score(case(), report(finding(snippet="H5Pset_chunk")), None, None, None)
+    advice = acc.score(case(), report(finding(snippet="chunks=(64,)")), None, None, None)
+    wrong = acc.score(case(), report(finding("x")), None, None, None)
+    rows = acc.render([right, advice, wrong], acc.totals([right, advice, wrong])).splitlines()
+    assert [row.split()[4] for row in rows[1:4]] == ["yes", "advice", "NO"]
 
 
 def test_score_a_missing_cost_counts_as_wrong_when_the_saving_counts():

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,9 @@ class Result:
     expect: str
     first: str | None = None  # the first WARN/HIGH finding's check
     first_ok: bool = False
+    expect_at: int | None = None  # the expected check's place among WARN/HIGH (1: first)
+    warned: list[str] = field(default_factory=list)  # the WARN/HIGH checks, in order
+    snippet: str | None = None
     language_ok: bool = False
     snippet_lang: str | None = None
     cost_seconds: float | None = None
@@ -120,10 +123,13 @@ def score(case: Case, mistake: dict[str, Any], fixed: dict[str, Any] | None,
     saved = t_mistake - t_fixed if t_mistake is not None and t_fixed is not None else None
     cost = first.get("cost_seconds") if first else None
     ratio = stake_ratio(cost, saved)
+    warned = [f["check"] for f in mistake["findings"] if f["level"] in ("WARN", "HIGH")]
     return Result(
         case=case.name, language=case.language, expect=case.expect,
         first=first["check"] if first else None,
         first_ok=first_right(case.expect, case.advice, first),
+        expect_at=warned.index(case.expect) + 1 if case.expect in warned else None,
+        warned=warned, snippet=first.get("snippet") if first else None,
         language_ok=language_right(case.language, first),
         snippet_lang=first.get("snippet_lang") if first else None,
         cost_seconds=cost, io_seconds=mistake["io_time"]["slowest_rank_seconds"],
@@ -156,23 +162,37 @@ def _s(v: float | None, fmt: str = ".2f") -> str:
     return "-" if v is None else format(v, fmt)
 
 
+def _row(r: Result) -> list[str]:
+    ok = "yes" if r.first_ok else ("advice" if r.first == r.expect else "NO")
+    ratio = _s(r.ratio) + ("" if not r.scored_stake else (" ok" if r.stake_ok else " !"))
+    return [r.case, r.language, r.expect, r.first or "-", ok, _s(r.expect_at, "d"),
+            "yes" if r.language_ok else f"no ({r.snippet_lang or '-'})",
+            _s(r.cost_seconds), _s(r.io_seconds), _s(r.saved), ratio,
+            {None: "-", True: "still", False: "gone"}[r.still_in_fixed]]  # fmt: skip
+
+
+_HEAD = ["case", "lang", "expected", "first finding", "ok", "at", "lang ok", "stake s",
+         "io s", "saved s", "ratio", "fixed"]  # fmt: skip
+_RIGHT = {"at", "stake s", "io s", "saved s", "ratio"}  # numbers, right-aligned
+
+
 def render(results: list[Result], t: dict[str, Any]) -> str:
-    """The table per case, then the totals."""
-    w = max([len("case"), *(len(r.case) for r in results)])
-    e = max([len("expected"), *(len(r.expect) for r in results)])
-    f = max([len("first finding"), *(len(r.first or "-") for r in results)])
-    lines = [f"{'case':<{w}}  {'lang':<7} {'expected':<{e}}  {'first finding':<{f}}  "
-             f"{'ok':<3} {'lang ok':<9} {'stake s':>8} {'saved s':>8} {'ratio':>6}  "
-             "fixed"]  # fmt: skip
-    for r in results:
-        lang_ok = "yes" if r.language_ok else f"no ({r.snippet_lang or '-'})"
-        fixed = {None: "-", True: "still", False: "gone"}[r.still_in_fixed]
-        ratio = _s(r.ratio) + ("" if not r.scored_stake else (" ok" if r.stake_ok else " !"))
-        lines.append(f"{r.case:<{w}}  {r.language:<7} {r.expect:<{e}}  {r.first or '-':<{f}}  "
-                     f"{'yes' if r.first_ok else 'NO':<3} {lang_ok:<9} "
-                     f"{_s(r.cost_seconds):>8} {_s(r.saved):>8} {ratio:>6}  {fixed}")  # fmt: skip
+    """The table per case, then the totals.  "ok" is "advice" when the check
+    is right but its snippet lacks the expected advice; "at" is the expected
+    check's place among the WARN/HIGH findings; "fixed" says whether it is
+    still WARN/HIGH after the fix ("gone" is right)."""
+    rows = [_HEAD, *(_row(r) for r in results)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEAD))]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(v.rjust(w) if h in _RIGHT else v.ljust(w)
+                         for v, w, h in zip(row, widths, _HEAD, strict=True)).rstrip()  # fmt: skip
+
+    lines = [line(_HEAD)]
+    for r, row in zip(results, rows[1:], strict=True):
+        lines.append(line(row))
         if r.error:
-            lines.append(f"{'':<{w}}  ! {r.error}")
+            lines.append(f"    ! {r.error}")
     n = t["cases"]
     lines += ["",
               f"first finding right: {t['first_right']}/{n} ({_pct(t['first_right'], n)})",
