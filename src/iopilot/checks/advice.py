@@ -302,3 +302,88 @@ logging.getLogger().addHandler(
     logging.handlers.MemoryHandler(10000, flushLevel=logging.ERROR, target=target))
 if step % 100 == 0:
     logging.info("step %d residual %g", step, res)"""
+
+
+# ---------------------------------------------------------------------------
+# HDF5 chunks, whole-block dataset access and flushes, per language.
+# ---------------------------------------------------------------------------
+
+
+def py_hdf5_chunk(dims: list[int], growing: bool) -> str:
+    """h5py: create the dataset with ``dims`` (C order) as its chunks."""
+    chunks = ", ".join(str(x) for x in dims) + ("," if len(dims) == 1 else "")
+    if growing:
+        rest = ", ".join(str(x) for x in dims[1:])
+        shape = f"(0, {rest})" if rest else "(0,)"
+        maxshape = f"(None, {rest})" if rest else "(None,)"
+        return (
+            f"dset = f.create_dataset(name, shape={shape}, maxshape={maxshape},\n"
+            f"                        chunks=({chunks}), dtype=\"f8\")\n"
+            "# grow it in whole chunks: dset.resize(n, axis=0) once per block of steps"
+        )
+    return f"dset = f.create_dataset(name, shape=shape, chunks=({chunks}), dtype=\"f8\")"
+
+
+def fortran_hdf5_chunk(dims: list[int]) -> str:
+    """Fortran HDF5: chunk dimensions are given fastest first (Fortran order)."""
+    d = ", ".join(f"{x}_hsize_t" for x in reversed(dims))
+    return (
+        f"integer(hsize_t) :: chunk({len(dims)}) = [{d}]   ! Fortran order\n"
+        "call h5pcreate_f(H5P_DATASET_CREATE_F, dcpl, err)\n"
+        f"call h5pset_chunk_f(dcpl, {len(dims)}, chunk, err)\n"
+        "call h5dcreate_f(file, name, H5T_NATIVE_DOUBLE, space, dset, err, dcpl)"
+    )
+
+
+PY_H5PY_WHOLE_BLOCK = """\
+# keep the rows in memory and move them with one call each way
+rows = np.empty((n, width))
+for i in range(n):
+    rows[i] = row(i)                 # not dset.resize(i + 1, axis=0); dset[i] = ...
+dset.resize(start + n, axis=0)       # once per block, not once per row
+dset[start:start + n] = rows         # one write
+back = dset[...]                     # one read (or dset[a:b]), then index in memory"""
+
+FORTRAN_HDF5_WHOLE_BLOCK = """\
+! select the whole block and write it with one call, not one call per element or row
+call h5dget_space_f(dset, filespace, err)
+call h5sselect_hyperslab_f(filespace, H5S_SELECT_SET_F, start, count, err)
+call h5screate_simple_f(rank, count, memspace, err)
+call h5dwrite_f(dset, H5T_NATIVE_DOUBLE, block, count, err, memspace, filespace)"""
+
+C_FLUSH_ONCE = """\
+/* flush at checkpoints (or once at the end), not after every step */
+for (int step = 0; step < nsteps; step++) {
+    write_step(step);
+    if ((step + 1) % checkpoint_every == 0)
+        H5Fflush(file, H5F_SCOPE_LOCAL);   /* POSIX: fsync(fd); MPI-IO: MPI_File_sync(fh) */
+}
+H5Fclose(file);                           /* closing flushes what is left */"""
+
+PY_FLUSH_ONCE = """\
+# flush at checkpoints (or once at the end), not after every step
+for step in range(nsteps):
+    write_step(step)
+    if (step + 1) % checkpoint_every == 0:
+        f.flush()                 # h5py File; a plain file: f.flush(); os.fsync(f.fileno())
+                                  # netCDF4: ds.sync(); mpi4py: fh.Sync()
+# closing the file (the with block) flushes what is left"""
+
+FORTRAN_FLUSH_ONCE = """\
+! flush at checkpoints (or once at the end), not after every step
+do step = 1, nsteps
+   call write_step(step)
+   if (mod(step, checkpoint_every) == 0) then
+      call h5fflush_f(file, H5F_SCOPE_LOCAL_F, err)   ! plain I/O: flush(unit)
+   end if                                            ! MPI-IO: call MPI_File_sync(fh, ierr)
+end do
+call h5fclose_f(file, err)                           ! closing flushes what is left"""
+
+C_HDF5_SERIAL_METADATA = """\
+/* serial HDF5: one rank reads the small metadata, the others receive it */
+if (rank == 0) {
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    read_attributes(file, meta);         /* the small reads, once */
+    H5Fclose(file);
+}
+MPI_Bcast(meta, meta_bytes, MPI_BYTE, 0, MPI_COMM_WORLD);"""

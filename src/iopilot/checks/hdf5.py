@@ -13,12 +13,13 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..model import OP_READ, Counters
+from ..model import OP_READ, OP_WRITE, Counters
 from ..model.aggregate import group_sum, isin, median, per_file, unique, unique_columns
 from ..vocabulary import DIRECTIONS, MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
+from .language import in_language
 from .lustre import common_access, gather, index_of
 from .recordtools import _layer_records
 
@@ -83,15 +84,20 @@ def hdf5_file_ids(ctx: Context, by_name: bool = True) -> np.ndarray:
 class Hdf5SmallDatasetAccess(Check):
     """HDF5 dataset reads and writes that move only a few bytes each.
 
-    Cost: as for small POSIX requests, per direction: the small accesses'
-    time minus the same bytes at the rate of the job's large accesses (or
-    ``default_bandwidth``)."""
+    Cost: the HDF5 calls' own time (the library's work included, not only
+    the POSIX requests beneath), minus the same bytes at the rate of the
+    job's large accesses (or ``default_bandwidth``): what one call per block
+    would take.  With per-operation records, the small calls' time plus the
+    gaps between consecutive calls on the same dataset up to
+    ``call_overhead_gap`` (a tight loop: h5py's indexing, a resize per row),
+    which the fix removes as well; from the counters otherwise, per
+    direction, as for small POSIX requests."""
 
     id = "hdf5-small-dataset-access"
     layer = "H5D"
     drishti = None
     uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count", "hdf5_tiny_access",
-            "default_bandwidth")
+            "default_bandwidth", "call_overhead_gap")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         d = ctx.layer("H5D")
@@ -148,20 +154,65 @@ class Hdf5SmallDatasetAccess(Check):
             lost += small_request_seconds(ctx, d, "H5D_SIZE", f"{rw}_AGG", small_rw, n_rw,
                                           moved)  # fmt: skip
         shared = np.fromiter(ctx.shared_ids, np.uint64, len(ctx.shared_ids))
-        if ctx.trace.job.nprocs > 1 and isin(dataset_files(ctx, d)[hit], shared).any():
+        on_shared = isin(dataset_files(ctx, d)[hit], shared) & isin(
+            dataset_files(ctx, d)[hit], _mpiio_files(ctx))
+        if ctx.trace.job.nprocs > 1 and on_shared.any():
             rec += "; on shared files, make the transfers collective as well"
+        evidence: dict[str, float | int | str] = {
+            "small_accesses": n_small, "accesses": total, "bytes": nbytes,
+            "mean_bytes": round(mean, 1)}  # fmt: skip
+        in_calls, outside = io_time(ctx).rows_at_slowest(d, lost), 0.0
+        calls = _small_calls(ctx, t["small_request_size"] if many else None)
+        if calls is not None:
+            in_calls, outside, n_calls = calls
+            if outside > 0:
+                evidence["between_calls_seconds"] = round(outside, 6)
+                msg += (
+                    f" The calls come in a tight loop: {outside:.3g} s pass between "
+                    f"{n_calls:,} consecutive calls on the same dataset, per-call work (selection, "
+                    "resize, the caller's own indexing) that one call per block does once."
+                )
+        snippet, lang = in_language(ctx, advice.PY_H5PY_WHOLE_BLOCK,
+                                    advice.hdf5_large_selection(nelems),
+                                    fortran=advice.FORTRAN_HDF5_WHOLE_BLOCK)  # fmt: skip
         yield price(ctx, self.finding(
             ctx,
             level,
             msg,
-            evidence={"small_accesses": n_small, "accesses": total, "bytes": nbytes,
-                      "mean_bytes": round(mean, 1)},
+            evidence=evidence,
             files=files,
             files_total=n,
             recommendation=rec + ".",
-            snippet=advice.hdf5_large_selection(nelems),
-            snippet_lang="c",
-        ), io_time(ctx).rows_at_slowest(d, lost))  # fmt: skip
+            snippet=snippet,
+            snippet_lang=lang,
+        ), in_calls, outside=outside)  # fmt: skip
+
+
+def _small_calls(ctx: Context, limit: float | None) -> tuple[float, float, int] | None:
+    """From H5D records, for the slowest rank: seconds in the small calls
+    (all calls when ``limit`` is None) less the same bytes at the rate of the
+    large calls (or ``default_bandwidth``), seconds in the tight gaps before
+    them, and how many such gaps; None without H5D records."""
+    r = _layer_records(ctx, "H5D")
+    r = r.select((r.op == OP_READ) | (r.op == OP_WRITE))
+    if not len(r):
+        return None
+    order = np.lexsort((r.start, r.file_id, r.rank))
+    rank, fid, start = r.rank[order], r.file_id[order], r.start[order]
+    end, length = r.end[order], np.maximum(r.length[order], 0)
+    dur = np.maximum(end - start, 0.0)
+    small = np.ones(len(r), bool) if limit is None else length < limit
+    # The time from the previous call on the same dataset by the same rank.
+    gap = np.full(len(r), np.inf)
+    same = (rank[1:] == rank[:-1]) & (fid[1:] == fid[:-1])
+    gap[1:] = np.where(same, start[1:] - end[:-1], np.inf)
+    tight = small & (gap >= 0) & (gap <= ctx.thresholds["call_overhead_gap"])
+    big_t, big_b = float(dur[~small].sum()), float(length[~small].sum())
+    rate = big_b / big_t if big_t > 0 and big_b > 0 else float(ctx.thresholds["default_bandwidth"])
+    times_ = io_time(ctx)
+    at = rank == times_.slowest_rank
+    in_calls = float(dur[small & at].sum()) - float(length[small & at].sum()) / rate
+    return max(in_calls, 0.0), float(gap[tight & at].sum()), int((tight & at).sum())
 
 
 def _mpiio_files(ctx: Context) -> np.ndarray:
@@ -446,12 +497,88 @@ def _dims(d: Counters, row: int, prefix: str, ndims: int, reverse_right: bool) -
     return vals[:n][::-1]
 
 
+def _c_order(d: Counters, prefix: str, ndims: np.ndarray, right: bool) -> np.ndarray:
+    """Per row, the five dimensions in C order (slowest first, 0 past ``ndims``);
+    ``right``: the right-aligned layout of access lengths (see :func:`_dims`)."""
+    n = np.clip(ndims, 1, 5)
+    full = np.stack([d[f"{prefix}{i}"] for i in range(1, 6)], axis=1)
+    out = np.zeros((len(d), 5), np.int64)
+    rows = np.arange(len(d))
+    for k in range(5):
+        col = np.full(len(d), 4 - k) if right else np.maximum(n - k - 1, 0)
+        out[:, k] = np.where(k < n, full[rows, col], 0)
+    return out
+
+
+def written_extent(ctx: Context, d: Counters) -> np.ndarray:
+    """Per H5D row, the elements its dataset holds as far as the trace tells:
+    the extent at open, or more when more was written or read than that (a
+    dataset created empty and extended each step has 0 at open).  The bytes
+    moved count a rewrite twice, so they are capped by the file's extent on
+    POSIX when known."""
+    tsize = np.maximum(d["H5D_DATATYPE_SIZE"], 1)
+    ids, inv = ctx.file_index(d)
+    moved = np.maximum(
+        group_sum(inv, np.maximum(d["H5D_BYTES_WRITTEN"], 0), len(ids)),
+        group_sum(inv, np.maximum(d["H5D_BYTES_READ"], 0), len(ids)))[inv]
+    at_open = np.zeros(len(ids), np.int64)
+    np.maximum.at(at_open, inv, np.maximum(d["H5D_DATASPACE_NPOINTS"], 0))
+    p = ctx.layer("POSIX")
+    if p is not None:
+        fids, finv = ctx.file_index(p)
+        size = np.zeros(len(fids), np.int64)
+        np.maximum.at(size, finv, np.maximum(p["POSIX_MAX_BYTE_WRITTEN"],
+                                             p["POSIX_MAX_BYTE_READ"]) + 1)
+        cap = gather(size, index_of(fids, dataset_files(ctx, d)), default=-1)
+        moved = np.where(cap > 0, np.minimum(moved, cap), moved)
+    return np.maximum(at_open[inv], moved // tsize)
+
+
+def _chunks_per_access(chunk: np.ndarray, access: np.ndarray, cbytes: np.ndarray,
+                       abytes: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Chunks one typical access touches (at least 1): from the shapes when
+    both are known, else from the bytes."""
+    shaped = (chunk[:, 0] > 0) & np.all((chunk == 0) | (access > 0), axis=1)
+    per_dim = np.where(chunk > 0, -(-np.maximum(access, 1) // np.maximum(chunk, 1)), 1)
+    by_shape = np.prod(per_dim, axis=1).astype(np.float64)
+    by_bytes = abytes / np.maximum(cbytes, 1)
+    return np.maximum(np.where(shaped, by_shape, by_bytes), 1.0)
+
+
+def suggest_chunk(cdims: list[int], adims: list[int], tsize: int, target: int,
+                  extent: int) -> tuple[list[int], str]:  # fmt: skip
+    """Chunk dimensions (C order) that hold whole accesses, grown along the
+    slowest dimension to ``target`` bytes (rows appended one at a time: many
+    rows of the full row), within the ``extent`` elements written and 64 MiB."""
+    if adims and all(x > 0 for x in adims):
+        dims, why = list(adims), "whole accesses"
+    else:
+        dims, why = list(cdims), "the old chunk"
+    nbytes = int(np.prod(dims)) * tsize
+    if nbytes < target:
+        grown = dims[0] * math.ceil(target / max(nbytes, 1))
+        rest = int(np.prod(dims[1:])) if len(dims) > 1 else 1
+        if extent > 0:
+            grown = min(grown, max(extent // max(rest, 1), dims[0]))
+        if grown > dims[0]:
+            why += " grown along the slowest dimension"
+        dims[0] = grown
+    # Chunks above 64 MiB strain HDF5's chunk cache; halve the slowest dimension.
+    while int(np.prod(dims)) * tsize > 64 * 1024 * 1024 and dims[0] > 1:
+        dims[0] = (dims[0] + 1) // 2
+    return dims, why
+
+
 @check
 class Hdf5Chunking(Check):
     """Chunked HDF5 datasets whose chunks are too small for their accesses.
 
-    Cost: the slowest rank's read and write time on those datasets, the most
-    larger chunks could save (an upper bound)."""
+    The dataset's size is what was written or read, not only its extent at
+    open (datasets created empty and extended each step have none then).
+    Cost: the slowest rank's HDF5 read and write time on those datasets (the
+    library's chunk lookups, index updates and small writes included) times
+    the share of chunks beyond one per access: a typical access touching k
+    chunks would touch one."""
 
     id = "hdf5-chunking"
     layer = "H5D"
@@ -469,43 +596,47 @@ class Hdf5Chunking(Check):
         points = np.prod(np.where(chunk > 0, chunk, 1), axis=1)
         cbytes = points * tsize
         access = np.maximum(d["H5D_ACCESS1_ACCESS"], 0)  # bytes of the most common access
+        extent = written_extent(ctx, d)
         # A chunk that holds the whole dataset is as large as it can usefully be.
-        whole = points >= np.maximum(d["H5D_DATASPACE_NPOINTS"], 1)
+        whole = points >= np.maximum(extent, 1)
         small = cbytes < t["chunk_min_bytes"]
         outsized = access > cbytes * t["chunk_access_ratio"]
         bad = (chunk[:, 0] > 0) & (ops > 0) & ~whole & (small | outsized)
         if not bad.any():
             return
+        ndims = np.maximum(d["H5D_DATASPACE_NDIMS"], 0)
+        cpa = _chunks_per_access(_c_order(d, "H5D_CHUNK_SIZE_D", ndims, right=False),
+                                 _c_order(d, "H5D_ACCESS1_LENGTH_D", ndims, right=True),
+                                 cbytes, access)  # fmt: skip
         ids, first = np.unique(d.file_id[bad], return_index=True)
         rows = np.flatnonzero(bad)[first]  # one row per dataset
         files, n = ctx.top_files(
             ids, (access[rows] / cbytes[rows]).astype(np.float64),
             {"chunk bytes": cbytes[rows], "common access bytes": access[rows],
-             "accesses": ops[rows]},
+             "accesses": ops[rows], "elements written or read": extent[rows]},
         )  # fmt: skip
         w = int(rows[np.argmax(access[rows] / cbytes[rows])])
-        ndims = int(d["H5D_DATASPACE_NDIMS"][w])
-        cdims = _dims(d, w, "H5D_CHUNK_SIZE_D", ndims, reverse_right=False)
-        adims = _dims(d, w, "H5D_ACCESS1_LENGTH_D", ndims, reverse_right=True)
+        nd = int(ndims[w])
+        cdims = _dims(d, w, "H5D_CHUNK_SIZE_D", nd, reverse_right=False)
+        adims = _dims(d, w, "H5D_ACCESS1_LENGTH_D", nd, reverse_right=True)
         target = max(int(access[w]), int(t["chunk_min_bytes"]))
-        if all(x > 0 for x in adims) and int(np.prod(adims)) * int(tsize[w]) >= cbytes[w]:
-            dims = adims
-            why = "the shape of the most common access"
-        else:
-            # Access shape unknown: grow the slowest dimension to reach the target.
-            dims = list(cdims)
-            dims[0] *= max(1, math.ceil(target / int(cbytes[w])))
-            why = "the old chunk grown along its slowest dimension"
-        # Chunks above 64 MiB strain HDF5's chunk cache; halve the slowest dimension.
-        while int(np.prod(dims)) * int(tsize[w]) > 64 * 1024 * 1024 and dims[0] > 1:
-            dims[0] = (dims[0] + 1) // 2
+        dims, why = suggest_chunk(cdims, adims, int(tsize[w]), target, int(extent[w]))
         ratio = access[w] / cbytes[w]
         detail = (
             f"a typical access moves {advice.human_size(access[w])}, {ratio:.0f}x a chunk"
             if outsized[w]
             else f"below {advice.human_size(t['chunk_min_bytes'])}"
         )
-        spent = np.where(bad, times(d, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
+        at_open = int(d["H5D_DATASPACE_NPOINTS"][w])
+        grew = at_open < int(extent[w])
+        if grew:
+            detail += (f"; the dataset held {at_open:,} elements at open and {int(extent[w]):,} "
+                       "were written or read: it grew as it was written")
+        if cpa[w] > 1:
+            detail += f"; a typical access touches {cpa[w]:,.0f} chunks"
+        spent = np.where(bad, times(d, "F_READ_TIME", "F_WRITE_TIME") * (1.0 - 1.0 / cpa), 0.0)
+        snippet, lang = in_language(ctx, advice.py_hdf5_chunk(dims, grew), advice.hdf5_chunk(dims),
+                                    fortran=advice.fortran_hdf5_chunk(dims))  # fmt: skip
         yield price(ctx, self.finding(
             ctx,
             Level.WARN,
@@ -514,12 +645,13 @@ class Hdf5Chunking(Check):
             f"({advice.human_size(cbytes[w])}), {detail}.",
             evidence={"datasets": n, "chunk_bytes": int(cbytes[w]),
                       "access_bytes": int(access[w]), "chunk_dims": str(cdims),
-                      "suggested_dims": str(dims)},
+                      "suggested_dims": str(dims), "elements": int(extent[w]),
+                      "chunks_per_access": round(float(cpa[w]), 1)},
             files=files,
             files_total=n,
             recommendation=f"Create the dataset with larger chunks, e.g. {dims} ({why}), so "
             "that one access reads or writes a few whole chunks instead of many small ones; "
             "chunks of a few MiB suit parallel file systems.",
-            snippet=advice.hdf5_chunk(dims),
-            snippet_lang="c",
+            snippet=snippet,
+            snippet_lang=lang,
         ), io_time(ctx).rows_at_slowest(d, spent))  # fmt: skip

@@ -280,17 +280,23 @@ def compute(trace: Trace) -> IoTime:
 # ---------------------------------------------------------------------------
 
 
-def price(ctx: Context, f: Finding, seconds: float | None, why: str = "") -> Finding:
+def price(ctx: Context, f: Finding, seconds: float | None, why: str = "", *,
+          outside: float = 0.0) -> Finding:  # fmt: skip
     """Set ``f``'s cost: seconds of the slowest rank's I/O (never more than all
     of it), stated in the message with its share of the run (always for
     problems, for notes when above 0); None with ``why`` in the evidence
-    (``cost_unknown``) when the source cannot support an estimate."""
+    (``cost_unknown``) when the source cannot support an estimate.
+    ``outside``: seconds between the I/O calls that the fix also saves (a
+    tight loop's per-call work), within the run's time outside I/O."""
     if seconds is None:
         f.cost_seconds = None
         f.evidence["cost_unknown"] = why
         return f
     times = io_time(ctx)
-    s = round(min(max(float(seconds), 0.0), times.slowest_seconds), 6)
+    room = max(times.run_seconds - times.slowest_seconds, 0.0) if times.run_seconds > 0 else (
+        max(outside, 0.0))
+    s = round(min(max(float(seconds), 0.0), times.slowest_seconds)
+              + min(max(outside, 0.0), room), 6)  # fmt: skip
     f.cost_seconds = s
     if s > 0 or f.level >= Level.WARN:
         f.message += f" At stake: {times.share_text(s)} (slowest rank)."

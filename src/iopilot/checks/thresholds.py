@@ -68,6 +68,19 @@ DEFAULTS: dict[str, tuple[float | int, str]] = {
     "high_min_io_seconds": (1.0, "slowest rank's I/O seconds below which no finding is HIGH"),
     "high_min_io_share": (0.01, "share of the run in I/O (slowest rank) below which no "
                           "finding is HIGH"),
+    "call_overhead_gap": (0.001, "seconds between consecutive calls on one dataset up to "
+                          "which the gap is per-call work of a tight loop (h5py, resize)"),
+    "flush_count": (10, "flushes/syncs of one file by one process above which they are "
+                    "issued per step"),
+    "flush_time_share": (0.1, "share of the slowest rank's I/O time in repeated "
+                         "flushes/syncs above which to warn"),
+    "compute_gap_min": (0.001, "seconds between a rank's blocking MPI-IO calls that count "
+                        "as computation to overlap them with"),
+    "tiny_files_min": (100, "tiny files read, or written, below which they are never a storm"),
+    "tiny_files_share": (0.2, "share of the slowest rank's I/O time in opening, closing and "
+                         "stat'ing tiny files that makes them a storm"),
+    "reread_opens": (10, "opens of one file by one rank that re-read all of it each time "
+                     "(a configuration re-read every step)"),
 }
 
 
