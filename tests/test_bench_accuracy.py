@@ -133,7 +133,7 @@ def test_totals_and_their_lines():
           acc.Result("b", "python", "y", first="z", saved=0.05, ratio=9.0),
           acc.Result("c", "python", "y", saved=0.5, error="traced mistake run failed")]
     t = acc.totals(rs)
-    assert t == {"cases": 3, "first_right": 1, "language_right": 1, "stake_cases": 2,
+    assert t == {"cases": 3, "first_right": 1, "language_right": 1, "timed": 3, "stake_cases": 2,
                  "stake_right": 1, "still_in_fixed": 0, "failed": 1}  # fmt: skip
     text = acc.render(rs, t)
     assert "first finding right: 1/3 (33 %)" in text
@@ -268,6 +268,7 @@ def test_the_command_scores_a_small_corpus(tmp_path, capsys):
     assert rc == 0  # a benchmark: low scores are no failure
     assert "py-bad/case.toml: missing key(s)" in err
     assert "first finding right: " in text and "/2 (" in text
+    assert "at stake within 2x: not measured (no untraced runs)" in text
     doc = json.loads(out.read_text())
     failed, r = doc["cases"]
     assert r["case"] == "py-fsync" and r["error"] is None and r["first"]

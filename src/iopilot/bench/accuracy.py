@@ -147,6 +147,7 @@ def totals(results: list[Result]) -> dict[str, Any]:
         "cases": n,
         "first_right": sum(r.first_ok for r in results),
         "language_right": sum(r.language_ok for r in results),
+        "timed": sum(r.saved is not None for r in results),
         "stake_cases": len(stake),
         "stake_right": sum(r.stake_ok for r in stake),
         "still_in_fixed": sum(bool(r.still_in_fixed) for r in results),
@@ -197,9 +198,12 @@ def render(results: list[Result], t: dict[str, Any]) -> str:
     lines += ["",
               f"first finding right: {t['first_right']}/{n} ({_pct(t['first_right'], n)})",
               f"advice in the program's language: {t['language_right']}/{n} "
-              f"({_pct(t['language_right'], n)})",
-              f"at stake within 2x: {t['stake_right']}/{t['stake_cases']} of the cases saving "
-              f">= {MIN_SAVING:g} s ({_pct(t['stake_right'], t['stake_cases'])})"]  # fmt: skip
+              f"({_pct(t['language_right'], n)})"]  # fmt: skip
+    if t["timed"]:
+        lines.append(f"at stake within 2x: {t['stake_right']}/{t['stake_cases']} of the cases "
+                     f"saving >= {MIN_SAVING:g} s ({_pct(t['stake_right'], t['stake_cases'])})")
+    else:
+        lines.append("at stake within 2x: not measured (no untraced runs)")
     if t["still_in_fixed"]:
         lines.append(f"expected finding still WARN/HIGH after the fix: {t['still_in_fixed']}/{n}")
     if t["failed"]:
