@@ -351,33 +351,56 @@ call h5sselect_hyperslab_f(filespace, H5S_SELECT_SET_F, start, count, err)
 call h5screate_simple_f(rank, count, memspace, err)
 call h5dwrite_f(dset, H5T_NATIVE_DOUBLE, block, count, err, memspace, filespace)"""
 
-C_FLUSH_ONCE = """\
-/* flush at checkpoints (or once at the end), not after every step */
-for (int step = 0; step < nsteps; step++) {
-    write_step(step);
-    if ((step + 1) % checkpoint_every == 0)
-        H5Fflush(file, H5F_SCOPE_LOCAL);   /* POSIX: fsync(fd); MPI-IO: MPI_File_sync(fh) */
+# what flushes, how it closes, per layer and language: (flush call, close call)
+_FLUSH_CALLS = {
+    "c": {"hdf5": ("H5Fflush(file, H5F_SCOPE_LOCAL);", "H5Fclose(file);   /* closing flushes */"),
+          "mpiio": ("MPI_File_sync(fh);", "MPI_File_close(&fh);   /* closing syncs */"),
+          "posix": ("fsync(fd);", "fsync(fd); close(fd);   /* once, at the end */")},
+    "python": {"hdf5": ("f.flush()   # h5py File; netCDF4: ds.sync()",
+                        "f.close()   # closing flushes"),
+               "mpiio": ("fh.Sync()", "fh.Close()   # closing syncs"),
+               "posix": ("f.flush(); os.fsync(f.fileno())",
+                         "f.flush(); os.fsync(f.fileno()); f.close()   # once, at the end")},
+    "fortran": {"hdf5": ("call h5fflush_f(file, H5F_SCOPE_LOCAL_F, err)",
+                         "call h5fclose_f(file, err)   ! closing flushes"),
+                "mpiio": ("call MPI_File_sync(fh, ierr)",
+                          "call MPI_File_close(fh, ierr)   ! closing syncs"),
+                "posix": ("flush(unit)", "close(unit)   ! once, at the end")},
 }
-H5Fclose(file);                           /* closing flushes what is left */"""
 
-PY_FLUSH_ONCE = """\
-# flush at checkpoints (or once at the end), not after every step
-for step in range(nsteps):
-    write_step(step)
-    if (step + 1) % checkpoint_every == 0:
-        f.flush()                 # h5py File; a plain file: f.flush(); os.fsync(f.fileno())
-                                  # netCDF4: ds.sync(); mpi4py: fh.Sync()
-# closing the file (the with block) flushes what is left"""
 
-FORTRAN_FLUSH_ONCE = """\
-! flush at checkpoints (or once at the end), not after every step
-do step = 1, nsteps
-   call write_step(step)
-   if (mod(step, checkpoint_every) == 0) then
-      call h5fflush_f(file, H5F_SCOPE_LOCAL_F, err)   ! plain I/O: flush(unit)
-   end if                                            ! MPI-IO: call MPI_File_sync(fh, ierr)
-end do
-call h5fclose_f(file, err)                           ! closing flushes what is left"""
+def flush_once(lang: str, kind: str) -> str:
+    """Flush at checkpoints only, in ``lang`` ("c", "python", "fortran") for
+    ``kind`` of file ("hdf5", "mpiio", "posix")."""
+    flush, close = _FLUSH_CALLS[lang][kind]
+    if lang == "python":
+        return (
+            "# flush at checkpoints (or not at all), not after every step\n"
+            "for step in range(nsteps):\n"
+            "    write_step(step)\n"
+            "    if (step + 1) % checkpoint_every == 0:\n"
+            f"        {flush}\n"
+            f"{close}"
+        )
+    if lang == "fortran":
+        return (
+            "! flush at checkpoints (or not at all), not after every step\n"
+            "do step = 1, nsteps\n"
+            "   call write_step(step)\n"
+            f"   if (mod(step, checkpoint_every) == 0) {flush}\n"
+            "end do\n"
+            f"{close}"
+        )
+    return (
+        "/* flush at checkpoints (or not at all), not after every step */\n"
+        "for (int step = 0; step < nsteps; step++) {\n"
+        "    write_step(step);\n"
+        "    if ((step + 1) % checkpoint_every == 0)\n"
+        f"        {flush}\n"
+        "}\n"
+        f"{close}"
+    )
+
 
 C_HDF5_SERIAL_METADATA = """\
 /* serial HDF5: one rank reads the small metadata, the others receive it */
