@@ -69,7 +69,7 @@ def test_csv_has_a_row_per_job_and_neutralises_formulas():
     assert table[0] == list(fleet.COLUMNS)
     assert len(table) == 3
     assert not table[1][0].startswith("=")  # a spreadsheet would run it
-    assert table[2][0] == "ok.darshan" and table[2][-1] == "corrupt"
+    assert table[2][0] == "ok.darshan" and table[2][fleet.COLUMNS.index("error")] == "corrupt"
 
 
 def test_parquet_rows_read_back_as_one_table(tmp_path):

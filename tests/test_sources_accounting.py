@@ -67,7 +67,7 @@ def test_one_image_one_launcher_one_mmap_in_the_singular():
 
 
 def test_unknown_exit_codes_come_last_and_codes_sort_as_text():
-    a = _accounting([proc(1, 0, "_exit", None), proc(2, 1, "exit", 12), proc(3, 2, "exit", 2)])
+    a = _accounting([proc(4, 0, "_exit", None), proc(2, 1, "exit", 12), proc(3, 2, "exit", 2)])
     assert a["summary"] == "3 process images: 3 ended normally (exit 12: 1, exit 2: 1, exit: 1)"
 
 

@@ -10,7 +10,7 @@ from .base import REGISTRY, Check, Context, FileEvidence, Finding, Level, check
 from .engine import Diagnosis, diagnose
 
 _LAYERS = ("stdio", "posix", "mpiio", "hdf5", "pnetcdf", "lustre", "ranks", "phases", "overlaps",
-           "reopen", "tinyfiles", "mpiio_time", "rmw", "stdio_time", "background",
+           "reopen", "tinyfiles", "mpiio_time", "rmw", "stdio_time", "background", "program",
            "flushes")
 for _name in _LAYERS:
     import_module(f"{__name__}.{_name}")

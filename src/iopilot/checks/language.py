@@ -2,12 +2,13 @@
 
 The source fills ``Job.language`` when it can tell (an iopilot trace knows
 the interpreter behind a launcher, the Fortran runtime, C++); otherwise the
-executable's name decides between Python and C.  Every check that gives a
+command line decides between Python (whatever launches it) and C.  Every check that gives a
 snippet passes one per language it knows through :func:`in_language`.
 """
 
 from __future__ import annotations
 
+from ..model.command import command_language
 from .base import Context
 
 LANGUAGES = ("c", "c++", "fortran", "python")
@@ -18,7 +19,7 @@ def language(ctx: Context) -> str:
     lang = ctx.trace.job.language
     if lang in LANGUAGES:
         return lang
-    return "python" if _python_command(ctx.trace.job.executable) else "c"
+    return command_language(ctx.trace.job.executable) or "c"
 
 
 def is_python(ctx: Context) -> bool:
@@ -41,10 +42,3 @@ def in_language(ctx: Context, python: str, c: str, *, fortran: str | None = None
         return (cpp or c), "c++"
     return c, "c"
 
-
-def _python_command(command: str) -> bool:
-    exe = command.split()
-    if not exe:
-        return False
-    name = exe[0].rsplit("/", 1)[-1]
-    return name.startswith(("python", "pypy")) or any(a.endswith(".py") for a in exe[1:3])

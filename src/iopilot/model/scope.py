@@ -23,6 +23,7 @@ import numpy as np
 from .._record import record, replace
 from ..vocabulary import FS_LAYERS
 from .aggregate import isin, unique
+from .command import command_language
 from .trace import Counters, Records, Trace
 
 ENV = "IOPILOT_EXCLUDE"  # more patterns, added to the defaults
@@ -46,9 +47,18 @@ DEFAULT_RULES: tuple[tuple[str, str, str], ...] = (
     ("system configuration", "/etc/*", r"^/etc/"),
     ("system data", "/usr/share/*", r"^/usr/share/"),
     ("Open MPI session files", "/tmp/ompi*", r"^/tmp/ompi"),
+    # What Open MPI, PRRTE and PMIx read and write for themselves: component
+    # caches (~/.pmix/components), session directories under any TMPDIR.
+    ("MPI runtime files",
+     "*/.pmix/*, */.openmpi/*, */ompi.HOST.UID/*, */prte.HOST.UID/*, */pmix.HOST.UID/*",
+     r"/\.(pmix|openmpi|prte)(/|$)|/(ompi|prte|pmix)\.[^/]+\.\d+(/|$)"
+     r"|/openmpi-sessions-[^/]*(/|$)|^/tmp/(prte|pmix)[.-]"),
     ("kernel and device files", "/proc/*, /sys/*, /dev/*", r"^/(proc|sys|dev)(/|$)"),
 )  # fmt: skip
 _DEFAULT = tuple((why, re.compile(rx)) for why, _, rx in DEFAULT_RULES)
+# A Python job's own source, read to run it, is not its I/O.
+PROGRAM_SOURCE = "the program's Python source"
+_SOURCE = re.compile(r"\.pyw?$")
 
 
 def split_patterns(text: str) -> list[str]:
@@ -113,9 +123,25 @@ class FileScope:
                 out[int(fid)] = why
         return out
 
+    def program_source_ids(self, trace: Trace) -> dict[int, str]:
+        """File id -> reason for the Python program's own source: in a Python
+        job, the ``.py`` files it only read (the script, its local modules
+        compiled at import); a ``.py`` file the job wrote is its output."""
+        if not self.defaults or (trace.job.language or command_language(
+                trace.job.executable)) != "python":  # fmt: skip
+            return {}
+        py = {int(fid) for fid, name in trace.names.items() if _SOURCE.search(name)}
+        if not py:
+            return {}
+        written: set[int] = set()
+        for c in trace.counters.values():
+            if c.layer in FS_LAYERS and c.has(f"{c.layer}_BYTES_WRITTEN"):
+                written.update(int(i) for i in unique(c.file_id[c[f"{c.layer}_BYTES_WRITTEN"] > 0]))
+        return dict.fromkeys(py - written, PROGRAM_SOURCE)
+
     def apply(self, trace: Trace) -> Trace:
         """``trace`` without the set-aside files; ``trace.set_aside`` says what went."""
-        why = self.set_aside_ids(trace.names)
+        why = {**self.program_source_ids(trace), **self.set_aside_ids(trace.names)}
         summary = _empty_summary(self)
         if not why:
             return replace(trace, set_aside=summary)

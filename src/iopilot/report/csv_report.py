@@ -21,11 +21,15 @@ def render(reports: list[dict[str, Any]], errors: Sequence[dict[str, str]] = ())
     for e in errors:
         wr.writerow(_safe([e["path"], "read-error", "", "DATA", "ERROR", e["reason"], 0, "", ""]))
     for r in reports:
-        # Incomplete data, and how the program and its processes ended, must
-        # show in every output, the flat table included.
+        # Incomplete data, a program that failed and processes that did not
+        # end normally must show in every output, the flat table included;
+        # notes that hold for every trace ("not seen by the runtime", how
+        # many processes ended well) are not rows: rows are findings.
         procs = r.get("processes") or {}
-        notes = [("WARN", r["job"].get("status")), ("INFO", procs.get("summary"))]
-        notes += [("WARN", w) for w in r["warnings"]] + [("INFO", procs.get("not_seen"))]
+        notes = [("WARN", r["job"].get("status"))]
+        if procs.get("ended_abnormally"):
+            notes.append(("WARN", procs.get("summary")))
+        notes += [("WARN", w) for w in r["warnings"]]
         for level, text in notes:
             if text:
                 wr.writerow(_safe([r["source"], "incomplete-data", "", "DATA", level, text, 0,

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 # One job's row: the order is the CSV's and the Parquet file's column order.
 COLUMNS = ("log", "jobid", "nprocs", "run_seconds", "io_seconds", "io_share", "io_core_hours",
            "slowest_rank", "top_check", "top_level", "top_cost_seconds", "high", "warn",
-           "error")  # fmt: skip
+           "error", "command")  # fmt: skip
 
 
 def job_row(report: dict[str, Any]) -> dict[str, Any]:
@@ -51,6 +51,7 @@ def job_row(report: dict[str, Any]) -> dict[str, Any]:
         "high": int(report["counts"]["HIGH"]),
         "warn": int(report["counts"]["WARN"]),
         "error": "",
+        "command": str(job.get("executable") or ""),
         # Per check that found a problem (HIGH or WARN): its cost, for check_hours().
         "_checks": {f["check"]: f.get("cost_seconds") for f in report["findings"]
                     if f["level"] in ("HIGH", "WARN")},
@@ -61,7 +62,7 @@ def error_row(path: str, reason: str) -> dict[str, Any]:
     """The row of a log that could not be read."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(log=path, jobid="", nprocs=0, high=0, warn=0, top_check="", top_level="",
-               error=reason, _checks={})  # fmt: skip
+               error=reason, command="", _checks={})  # fmt: skip
     return row
 
 
@@ -114,6 +115,7 @@ def _num(v: float | None, fmt: str) -> str:
 
 def render_terminal(rows: list[dict[str, Any]], limit: int = 25) -> str:
     """The ranked jobs (the first ``limit``) and the checks that cost most hours."""
+    from ..model.command import short_command
     from ..model.trace import safe_name
 
     doc = document(rows)
@@ -121,9 +123,12 @@ def render_terminal(rows: list[dict[str, Any]], limit: int = 25) -> str:
     lines = [f"{doc['logs']:,} logs, {doc['failed']:,} unreadable; "
              f"I/O core-hours in all: {doc['io_core_hours']:.3g}", "",
              f"  {'core-h':>9}  {'I/O s':>9}  {'share':>6}  {'ranks':>6}  "
-             f"{'top finding (cost s)':<34}  log"]  # fmt: skip
+             f"{'top finding (cost s)':<34}  log: command"]  # fmt: skip
     for r in jobs[:limit]:
         name = safe_name(os.path.basename(r["log"]))[:60]
+        # two jobs of one program (python3 ...) differ by their arguments
+        if r.get("command"):
+            name += ": " + safe_name(short_command(r["command"], 60))
         if r["error"]:
             lines.append(f"  {'':>9}  {'':>9}  {'':>6}  {'':>6}  "
                          f"{'error: ' + safe_name(r['error'])[:60]:<34}  {name}")  # fmt: skip
@@ -162,7 +167,7 @@ def write_parquet(rows: list[dict[str, Any]], path: str | Path, batch: int = 100
                         ("slowest_rank", pa.int64()), ("top_check", pa.string()),
                         ("top_level", pa.string()), ("top_cost_seconds", pa.float64()),
                         ("high", pa.int64()), ("warn", pa.int64()),
-                        ("error", pa.string())])  # fmt: skip
+                        ("error", pa.string()), ("command", pa.string())])  # fmt: skip
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     writer = f"{socket.gethostname()}-{os.getpid()}"

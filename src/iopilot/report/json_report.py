@@ -41,6 +41,8 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
             "exit_status": job.exit_status,
             "signal": job.signal,
             "status": program_status(job.exit_status, job.signal),
+            "language": job.language or None,
+            "static_layers": dict(job.static_layers),
         },
         "processes": t.processes,
         "settings": t.settings,

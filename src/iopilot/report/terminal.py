@@ -61,6 +61,23 @@ def want_color(mode: str, stream: TextIO) -> bool:
     return stream.isatty()
 
 
+_NOUNS = {"file": ("file", "files"), "phase": ("phase", "phases"), "rank": ("rank", "ranks"),
+          "source": ("place in the source", "places in the source")}  # fmt: skip
+
+
+def others(n: int, kind: str) -> str:
+    """"3 other files", "1 other phase": what a list left out, in plain words."""
+    one, many = _NOUNS.get(kind, _NOUNS["file"])
+    return f"{n:,} other {one if n == 1 else many}"
+
+
+def _listed_kind(f: dict[str, Any]) -> str:
+    """What a finding's list holds (files, phases or ranks): the kind of its
+    first locations, which are the listed entries."""
+    locs = f.get("locations") or []
+    return locs[0]["kind"] if locs and f["files"] else "file"
+
+
 def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
            verbose: bool = False, files_shown: int = 5) -> str:  # fmt: skip
     lines: list[str] = []
@@ -81,6 +98,11 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
     mods = ", ".join(m["name"] + (style(" (partial)", "33") if m["partial"] else "")
                      for m in report["modules"]) or "none"  # fmt: skip
     add(f"  modules   {mods}")
+    if job.get("static_layers"):  # what no finding can be about
+        hidden = ", ".join(f"{k} (linked statically into {v.rsplit('/', 1)[-1]})"
+                           for k, v in job["static_layers"].items())  # fmt: skip
+        add(style(f"  unseen    {hidden}: calls not traced, only the POSIX calls beneath",
+                  LEVEL_STYLE["WARN"]))  # fmt: skip
     if report["records"]:
         add(f"  records   {report['records']:,} per-operation records")
     if report.get("heatmap"):
@@ -145,7 +167,9 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
             add(f"         - {e['path']}: {nums}")
         more = f["files_total"] - len(shown)
         if more > 0:
-            add(style(f"         ... and {more} more file(s) (see --json)", "2"))
+            hidden = len(f["files"]) - len(shown)
+            add(style(f"         and {others(more, _listed_kind(f))}"
+                      + (" (--verbose lists them)" if hidden > 0 else ""), "2"))  # fmt: skip
         if f["recommendation"]:
             add(f"         {style('→', '1')} {f['recommendation']}")
         if f["snippet"] and (verbose or f["level"] in ("HIGH", "WARN")):

@@ -38,6 +38,7 @@ from ..model import (
     Trace,
     display,
 )
+from ..model.command import command_language
 from ..vocabulary import DIRECTIONS, MODULE, MODULES
 from .checked import open_regular
 from .darshan_profiles import (
@@ -50,7 +51,6 @@ from .darshan_profiles import (
     read_apmpi,
     read_heatmaps,
 )
-from .program import command_language
 
 MAGIC = 6567223
 # Module ids of the log format 3.41, in the library's order.

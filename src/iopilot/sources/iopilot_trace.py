@@ -35,6 +35,7 @@ from .._record import field, record
 from ..errors import InputError
 from ..model import RECORD_LAYERS, BackgroundOps, Counters, Job, ModuleInfo, Records, Trace
 from ..model.aggregate import unique
+from ..model.command import is_launcher, is_python
 from ..model.trace import safe_name
 from ..vocabulary import FS_LAYERS, MAX_COUNTERS, MODULE, OP_NAMES, RECORD_FLAGS, RUNTIME_LAYERS
 from .checked import (
@@ -50,7 +51,7 @@ from .checked import (
     where,
 )
 from .darshan_log import _counter_names
-from .program import elf_language, is_launcher, is_python, static_layers
+from .program import elf_language, static_layers
 
 FORMAT_VERSION = 2  # the newest format this reader knows; 1 is read too
 MAGIC = 0x31505249504F4921
@@ -229,8 +230,9 @@ def _language(job_meta: dict[str, Any], procs: list[_Proc]) -> str:
     own = _program_procs(procs)
     if any(is_python(p.exe) for p in own):
         return "python"
-    if any("FORTRAN" in p.summary["layers"]
-           and any(p.summary["layers"][c[0]] == "FORTRAN" for c in p.summary["counters"])
+    if any("FORTRAN" in p.layers
+           and any(c[0] < len(p.layers) and p.layers[c[0]] == "FORTRAN"
+                   for c in p.summary.get("counters", ()))
            for p in own if p.summary):  # fmt: skip
         return "fortran"
     known = job_meta.get("exe_languages", {})
@@ -827,7 +829,9 @@ def _layer_spec(procs: list[_Proc]) -> dict[str, tuple[tuple[str, ...], tuple[st
     spec = {}
     for layer, (ei, ef) in extra.items():
         prefix = MODULE[layer].darshan_table
-        inames, fnames = _counter_names(prefix), _counter_names(prefix + "_f")
+        # a layer Darshan has no module for (FORTRAN): the runtime's names only
+        inames, fnames = ((_counter_names(prefix), _counter_names(prefix + "_f")) if prefix
+                          else ((), ()))  # fmt: skip
         spec[layer] = (tuple(inames) + tuple(n for n in ei if n not in inames),
                        tuple(fnames) + tuple(n for n in ef if n not in fnames))  # fmt: skip
     return spec

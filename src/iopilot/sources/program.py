@@ -8,9 +8,6 @@ calls beneath it.  This module reads the executable's ELF file (pyelftools
 for the headers; the symbol tables as NumPy arrays, so that a binary with a
 million symbols is scanned in milliseconds) to say which layers it defines
 itself, and which language runtime it needs (``libgfortran``, ``libstdc++``).
-
-It also reads a command line as a shell would run it, past launchers
-(``mpirun -np 4``, ``srun``, ``env``, ``sh``), to tell a Python program.
 """
 
 from __future__ import annotations
@@ -18,21 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-# Launchers run the program; they never say what language it is in.
-LAUNCHERS = frozenset({
-    "mpirun", "mpiexec", "mpiexec.hydra", "mpiexec.openmpi", "mpirun.openmpi", "mpiexec.mpich",
-    "mpirun.mpich", "orterun", "orted", "prterun", "prted", "prte", "srun", "aprun", "jsrun",
-    "ibrun", "flux", "env", "sh", "bash", "dash", "zsh", "ksh", "time", "nohup", "nice",
-    "numactl", "taskset", "stdbuf", "chrt", "ionice", "timeout", "exec", "xargs",
-})  # fmt: skip
-_PYTHON = re.compile(r"(python|pypy)(\d+(\.\d+)*)?[dmu]?(-dbg)?")
-_ENV_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+from ..model.command import is_launcher, is_python
 
 # A layer is carried inside a file when the file defines (not merely calls)
 # one of these functions.
@@ -46,53 +35,7 @@ LAYER_SYMBOLS: dict[str, tuple[str, ...]] = {
 _FORTRAN_SYMBOLS = ("_gfortran_st_write", "_gfortran_st_read")
 _FORTRAN_LIBS = re.compile(r"lib(gfortran|ifcore|ifport|flang|FortranRuntime|pgf90)")
 _CPP_LIBS = re.compile(r"lib(stdc\+\+|c\+\+)\.")
-# How the user relinks so that the runtime sees the layer again.
-RELINK = {
-    "HDF5": "link HDF5 as a shared library: build with `h5cc -shlib` (or `h5pcc -shlib`), "
-            "or link with -lhdf5 against libhdf5.so instead of libhdf5.a",
-    "MPI-IO": "link MPI as a shared library: the MPI wrapper compilers (mpicc, mpif90) link "
-              "libmpi.so by default; drop -static and any libmpi.a from the link line",
-    "NetCDF": "link NetCDF as a shared library (-lnetcdf against libnetcdf.so, "
-              "`nc-config --libs` without --static)",
-    "PnetCDF": "link PnetCDF as a shared library (-lpnetcdf against libpnetcdf.so)",
-}  # fmt: skip
-WRAP = ("or keep the static link and wrap the calls at link time "
-        "(-Wl,--wrap=SYMBOL with a PMPI-style wrapper library)")
 _HEAD = 64 << 10  # a process summary names its executable in its first lines
-
-
-def base(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1]
-
-
-def is_launcher(exe: str) -> bool:
-    return base(exe) in LAUNCHERS
-
-
-def is_python(exe: str) -> bool:
-    """``exe`` is a Python interpreter (python3, python3.11, pypy3 ...)."""
-    return _PYTHON.fullmatch(base(exe)) is not None
-
-
-def command_language(argv: Sequence[str] | str) -> str:
-    """"python" when the command runs a Python program, whatever launches it
-    (``mpirun -np 4 python3 x.py``, ``srun python x.py``, ``python -m pkg``,
-    ``/usr/bin/env python3 x.py``, ``./x.py``); else "" (unknown)."""
-    words = argv.split() if isinstance(argv, str) else list(argv)
-    after_option = False  # the previous word was a launcher's option
-    for w in words:
-        if is_python(w):
-            return "python"
-        if w.endswith(".py"):
-            return "python"
-        if w.startswith("-"):
-            after_option = "=" not in w
-            continue
-        if _ENV_ASSIGN.fullmatch(w) or is_launcher(w) or (after_option and "/" not in w):
-            after_option = False
-            continue  # a launcher, or an option's value (-np 4, --hostfile hosts)
-        return ""  # the program, and it is not Python
-    return ""
 
 
 # ---------------------------------------------------------------------------
@@ -101,8 +44,8 @@ def command_language(argv: Sequence[str] | str) -> str:
 
 
 @lru_cache(maxsize=64)
-def _inspect(path: str, mtime_ns: int, size: int) -> tuple[tuple[str, ...], tuple[str, ...],
-                                                           bool]:  # fmt: skip
+def _inspect(path: str, mtime_ns: int, size: int
+             ) -> tuple[tuple[str, ...], tuple[str, ...], bool] | None:  # fmt: skip
     """(DT_NEEDED libraries, layers defined inside, defines the Fortran
     runtime) of one ELF file; keyed by its time and size so a rebuilt file
     is read again."""
@@ -123,7 +66,7 @@ def _inspect(path: str, mtime_ns: int, size: int) -> tuple[tuple[str, ...], tupl
                 if sec["sh_type"] in ("SHT_SYMTAB", "SHT_DYNSYM"):
                     found |= _defined(elf, sec, wanted)
     except (OSError, ELFError, ValueError, KeyError, AttributeError):
-        return (), (), False
+        return None  # not an ELF file (a script), or a damaged one
     layers = tuple(layer for layer in LAYER_SYMBOLS if layer in found)
     return tuple(needed), layers, "FORTRAN" in found
 
@@ -163,7 +106,7 @@ def _defined(elf: object, sec: object, wanted: dict[str, str]) -> set[str]:
 
 def inspect(path: str) -> tuple[tuple[str, ...], tuple[str, ...], bool] | None:
     """(needed libraries, layers carried inside, Fortran runtime inside) of
-    the file at ``path``; None when it is gone or not a regular file."""
+    the file at ``path``; None when it is gone, not a regular file or not ELF."""
     try:
         st = os.stat(path)
     except OSError:
