@@ -233,6 +233,11 @@ void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsig
  * issued and completed times); records only, counters untouched. */
 void iop_background_op(int layer, int op, uint64_t file_id, int64_t offset, int64_t len,
                        double queued, double issued, double completed, int failed);
+/* Darshan's size bin of a request of ``n`` bytes (SIZE_*_0_100 is bin 0). */
+int iop_size_bin(int64_t n);
+/* Whether ``layer`` is traced (IOPILOT_LAYERS): a module with a name to
+ * build first asks, so an untraced layer costs no registration. */
+int iop_layer_traced(int layer);
 /* Change counters under the file's lock. */
 void iop_count(iop_stats *st, int counter, int64_t delta);
 void iop_set(iop_stats *st, int counter, int64_t value);

@@ -14,11 +14,13 @@ IOP_MODULE(iop_posix_module);
 IOP_MODULE(iop_stdio_module);
 IOP_MODULE(iop_mpiio_module);
 IOP_MODULE(iop_hdf5_module);
+IOP_MODULE(iop_fortran_module);
 
 const iop_module *const iop_modules[] = {
     &iop_posix_module,
     &iop_stdio_module,
     &iop_mpiio_module,
     &iop_hdf5_module,
+    &iop_fortran_module,
 };
 const int iop_nmodules = sizeof iop_modules / sizeof iop_modules[0];

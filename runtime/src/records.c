@@ -168,7 +168,7 @@ static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t l
 
 /* Darshan's size bins: each upper edge belongs to its bin (exactly 100 B
  * is 0_100, exactly 1 MiB is 100K_1M). */
-static int size_bin(int64_t n) {
+int iop_size_bin(int64_t n) {
     static const int64_t upper[IOP_NSIZE_BINS - 1] = IOP_SIZE_BIN_UPPER;
     for (int i = 0; i < IOP_NSIZE_BINS - 1; i++)
         if (n <= upper[i]) return i;
@@ -195,7 +195,7 @@ static inline __attribute__((always_inline)) void count_data(iop_stats *st, int 
     double *f = st->f;
     c[rd ? IOP_C_READS : IOP_C_WRITES]++;
     c[rd ? IOP_C_BYTES_READ : IOP_C_BYTES_WRITTEN] += bytes;
-    c[(rd ? IOP_C_SIZE_READ_0_100 : IOP_C_SIZE_WRITE_0_100) + size_bin(bytes)]++;
+    c[(rd ? IOP_C_SIZE_READ_0_100 : IOP_C_SIZE_WRITE_0_100) + iop_size_bin(bytes)]++;
     struct iop_common_pair *cp = common_of(st);
     if (cp) common_note(&cp->access, &c[IOP_C_ACCESS1_ACCESS], &c[IOP_C_ACCESS1_COUNT], bytes);
     if (offset >= 0) {

@@ -194,6 +194,8 @@ static iop_stats *stats_lookup(int layer, uint64_t id) {
     return NULL;
 }
 
+int iop_layer_traced(int layer) { return (cfg.layers & (1 << layer)) != 0; }
+
 iop_stats *iop_stats_for(int layer, uint64_t id) {
     /* Layer not traced, or an excluded path (id 0): the handle stays unknown. */
     if (!id || !(cfg.layers & (1 << layer))) return NULL;

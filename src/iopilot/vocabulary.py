@@ -100,7 +100,8 @@ class Module(NamedTuple):  # a named tuple: this file loads without the package
     code: int | None = None  # layer code in iopilot traces; None: not traced by the runtime
     switch: str = ""  # its name in IOPILOT_LAYERS / --layers ("HDF5" covers H5F and H5D)
     records: bool = False  # per-operation records (iopilot traces, Darshan's DXT)
-    level: int = 0  # place in the stack: 1 file system, 2 MPI-IO, 3 HDF5 above them;
+    level: int = 0  # place in the stack: 1 file system, 2 MPI-IO (and the Fortran
+    # runtime's statements, also just above the file system), 3 HDF5 above them;
     # 0 outside that stack (object stores)
     op_classes: tuple[str, ...] = ()  # <class><READS|WRITES> count its data operations
     histogram: bool = False  # Darshan keeps its access-size histogram (SIZE_READ_* ...)
@@ -136,6 +137,10 @@ MODULES: tuple[Module, ...] = (
            histogram=True, agg_sizes=True),
     Module("STDIO", "STDIO", "STDIO", "STDIO", "stdio", "darshan_stdio_file",
            code=1, switch="STDIO", records=True, level=1, op_classes=("",)),
+    # gfortran's READ and WRITE statements, per unit's file (no Darshan module:
+    # a Darshan log never has it, so no Darshan names either).
+    Module("FORTRAN", "Fortran", "Fortran", "", "", "", code=5, switch="FORTRAN", level=2,
+           op_classes=("",), histogram=True),
     Module("H5F", "H5F", "HDF5", "H5F", "h5f", "darshan_hdf5_file",
            code=3, switch="HDF5", level=3),
     Module("H5D", "H5D", "HDF5", "H5D", "h5d", "darshan_hdf5_dataset",
@@ -200,18 +205,26 @@ COUNTERS: tuple[str, ...] = (
     "USE_DEPRECATED",
     *(f"ACCESS{k}_{what}_D{d}" for k in range(1, 5) for what in ("LENGTH", "STRIDE")
       for d in range(1, 6)),
+    # Fortran statements (READS and WRITES count statements, BYTES_* the items'
+    # kind x count): formatted (with a format or list-directed) and unformatted,
+    # items transferred, array items whose size could not be read, and the
+    # statement site (source file name id, line) that took the most time.
+    *(f"{form}_{d}S" for form in ("FORMATTED", "UNFORMATTED") for d in DIRECTIONS),
+    "ITEMS_READ", "ITEMS_WRITTEN", "ARRAYS_UNSIZED", "SITE_SOURCE", "SITE_LINE",
+    "SITE_STATEMENTS", "SITE_BYTES",
 )  # fmt: skip
 # Floating-point counters (seconds; timestamps relative to the process's t0).
 FCOUNTERS: tuple[str, ...] = (
     *(f"F_{what}_{edge}_TIMESTAMP" for edge in ("START", "END")
       for what in ("OPEN", "READ", "WRITE", "CLOSE")),
     "F_READ_TIME", "F_WRITE_TIME", "F_META_TIME", "F_MAX_READ_TIME", "F_MAX_WRITE_TIME",
+    "F_SITE_TIME",  # Fortran: time in the statements of SITE_LINE
 )  # fmt: skip
 # Counters (suffixes of Darshan's names) whose rows combine with max, not a sum.
 MAX_COUNTERS: tuple[str, ...] = (
     "MAX_BYTE_READ", "MAX_BYTE_WRITTEN", "ALIGNMENT", "MODE", "USE_MPIIO",
     "USE_MPIIO_COLLECTIVE", "DATASPACE_NDIMS", "DATASPACE_NPOINTS", "DATATYPE_SIZE",
     *(f"CHUNK_SIZE_D{k}" for k in range(1, 6)), "USE_DEPRECATED", "F_MAX_READ_TIME",
-    "F_MAX_WRITE_TIME",
+    "F_MAX_WRITE_TIME", "SITE_SOURCE", "SITE_LINE",
     "END_TIMESTAMP",
 )  # fmt: skip

@@ -1,0 +1,59 @@
+! Fortran I/O shapes for the FORTRAN layer's tests:
+!   fortran_io element N   unformatted stream WRITE of one value per statement
+!   fortran_io whole N     one unformatted WRITE of the whole array
+!   fortran_io lines N     formatted WRITE of one line per value, then READ back
+!   fortran_io none        internal I/O and standard output only
+! Each writes its file(s) in the working directory and prints a checksum.
+program fortran_io
+  implicit none
+  character(len=16) :: mode, arg
+  integer :: n, i, u, stat
+  real(8), allocatable :: a(:), b(:)
+  character(len=32) :: text
+  call get_command_argument(1, mode)
+  call get_command_argument(2, arg)
+  n = 0
+  if (len_trim(arg) > 0) read(arg, *) n
+  allocate(a(max(n, 1)), b(max(n, 1)))
+  do i = 1, n
+    a(i) = real(i, 8) * 0.5d0
+  end do
+  select case (trim(mode))
+  case ('element')
+    open(newunit=u, file='element.bin', access='stream', form='unformatted', &
+         status='replace')
+    do i = 1, n
+      write(u) a(i)
+    end do
+    close(u)
+  case ('whole')
+    open(newunit=u, file='whole.bin', access='stream', form='unformatted', &
+         status='replace')
+    write(u) a
+    close(u)
+    open(newunit=u, file='whole.bin', access='stream', form='unformatted', status='old')
+    read(u) b
+    close(u)
+    if (any(a /= b)) stop 3
+  case ('lines')
+    open(20, file='lines.txt', status='replace')
+    do i = 1, n
+      write(20, '(I8,1X,ES24.16)') i, a(i)
+    end do
+    close(20)
+    open(21, file='lines.txt', status='old')
+    do i = 1, n
+      read(21, *, iostat=stat) u, b(i)
+      if (stat /= 0) stop 4
+    end do
+    close(21)
+    if (any(abs(a(1:n) - b(1:n)) > 1d-12)) stop 5
+  case ('none')
+    do i = 1, max(n, 1)
+      write(text, '(I10)') i
+    end do
+  case default
+    stop 2
+  end select
+  print '(A,1X,ES24.16)', trim(mode), sum(a(1:max(n, 1)))
+end program fortran_io
