@@ -21,7 +21,7 @@ def write_params() -> None:
 
 def load_params() -> dict:
     table = pd.read_csv("params.csv")
-    return dict(zip(table["name"], table["value"]))
+    return dict(zip(table["name"], table["value"], strict=True))
 
 
 def main(mode: str) -> None:
