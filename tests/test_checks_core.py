@@ -240,7 +240,8 @@ def test_small_request_code_fits_the_direction_and_the_language(check, direction
 def test_small_requests_under_hdf5_in_python_get_h5py_code():
     c = counters("POSIX", [{"file": 1, "rank": 0, "POSIX_WRITES": 5000,
                             "POSIX_SIZE_WRITE_100_1K": 5000}])  # fmt: skip
-    h5f = counters("H5F", [{"file": 1, "rank": 0, "H5F_OPENS": 1}])
+    # h5py over parallel HDF5 (serial: tests/test_checks_hdf5_serial.py)
+    h5f = counters("H5F", [{"file": 1, "rank": 0, "H5F_OPENS": 1, "H5F_USE_MPIIO": 1}])
     tr = trace(c, h5f)
     tr.job.executable = "python3 write.py"
     f = only(findings(tr, "posix-small-writes"), Level.HIGH)

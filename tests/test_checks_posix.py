@@ -42,7 +42,7 @@ def test_metadata_time_per_rank_both_sides_and_shared_rows_divided():
 
 def test_metadata_time_rounds_to_milliseconds_and_speaks_hdf5():
     rows = [{"file": 1, "rank": 0, "POSIX_F_META_TIME": 30.12345}]
-    h5 = counters("H5F", [{"file": 1, "rank": 0}])
+    h5 = counters("H5F", [{"file": 1, "rank": 0, "H5F_USE_MPIIO": 1}])  # parallel HDF5
     f = only(findings(_meta(rows, 1, h5), "posix-metadata-time"))
     assert f.evidence["max_seconds"] == 30.123
     assert f.snippet == advice.HDF5_COLLECTIVE_METADATA
@@ -84,7 +84,9 @@ def _small_writes(*extra, nprocs=4):
 
 @pytest.mark.parametrize("layer", ["H5F", "H5D"])
 def test_advice_under_hdf5(layer):
-    f = _small_writes(counters(layer, [{"file": 9, "rank": -1}]))
+    # Parallel HDF5: its files reach MPI-IO (serial: tests/test_checks_hdf5_serial.py).
+    f = _small_writes(counters(layer, [{"file": 9, "rank": -1}]),
+                      counters("MPIIO", [{"file": 9, "rank": -1}]))
     assert "with HDF5, use collective transfers" in f.recommendation
 
 

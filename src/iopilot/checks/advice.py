@@ -410,3 +410,13 @@ if (rank == 0) {
     H5Fclose(file);
 }
 MPI_Bcast(meta, meta_bytes, MPI_BYTE, 0, MPI_COMM_WORLD);"""
+
+PY_H5PY_SERIAL_METADATA = """\
+# serial HDF5: one rank reads the small metadata, the others receive it
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+meta = None
+if comm.rank == 0:
+    with h5py.File(path, "r") as f:
+        meta = dict(f.attrs)              # the small reads, once
+meta = comm.bcast(meta, root=0)"""

@@ -233,6 +233,45 @@ def _mpiio_files(ctx: Context) -> np.ndarray:
     return unique(np.concatenate(parts).astype(np.uint64))
 
 
+def hdf5_parallel(ctx: Context) -> bool:
+    """HDF5 files were opened through the MPI-IO driver, or MPI-IO is in the
+    trace at all: only then do MPI-IO transfer and metadata properties apply
+    (serial HDF5: H5F_USE_MPIIO 0 and no MPI-IO layer)."""
+    return ctx.layer("MPIIO") is not None or len(_mpiio_files(ctx)) > 0
+
+
+def serial_small_advice(ctx: Context) -> tuple[str, str, str] | None:
+    """Advice on small POSIX requests beneath serial HDF5, which has no MPI-IO
+    properties to offer: (recommendation tail, snippet, language), or None
+    when HDF5 runs over MPI-IO."""
+    if hdf5_parallel(ctx):
+        return None
+    d = ctx.layer("H5D")
+    limit = ctx.thresholds["small_request_size"]
+    tsize = 8  # doubles, when no dataset says
+    if d is not None:
+        ops = np.maximum(d["H5D_READS"], 0) + np.maximum(d["H5D_WRITES"], 0)
+        moved = np.maximum(d["H5D_BYTES_READ"], 0) + np.maximum(d["H5D_BYTES_WRITTEN"], 0)
+        w = int(np.argmax(ops))
+        tsize = max(int(d["H5D_DATATYPE_SIZE"][w]), 1)
+    if d is not None and ops[w] and moved[w] / ops[w] >= limit:
+        # Large dataset accesses cut into small requests: the chunks do it.
+        nd = int(d["H5D_DATASPACE_NDIMS"][w])
+        dims = _dims(d, w, "H5D_ACCESS1_LENGTH_D", nd, reverse_right=True)
+        if not all(x > 0 for x in dims):
+            dims = [int(limit // tsize)]
+        snippet, lang = in_language(ctx, advice.py_hdf5_chunk(dims, False), advice.hdf5_chunk(dims),
+                                    fortran=advice.fortran_hdf5_chunk(dims))  # fmt: skip
+        return ("; with serial HDF5 the dataset accesses are large, so the small requests come "
+                "from small chunks: give the datasets chunks that hold whole accesses", snippet,
+                lang)  # fmt: skip
+    snippet, lang = in_language(ctx, advice.PY_H5PY_WHOLE_BLOCK,
+                                advice.hdf5_large_selection(max(1, math.ceil(limit / tsize))),
+                                fortran=advice.FORTRAN_HDF5_WHOLE_BLOCK)  # fmt: skip
+    return ("; with serial HDF5, move whole blocks per H5Dwrite/H5Dread and give the datasets "
+            "chunks that hold them", snippet, lang)  # fmt: skip
+
+
 @check
 class Hdf5IndependentTransfers(Check):
     """Parallel HDF5 datasets read or written only with independent transfers.
@@ -392,6 +431,15 @@ class Hdf5MetadataReads(Check):
                 "reads (< 1 KiB), at least one per rank: probably every rank reads the "
                 "metadata itself (the counters are summed over ranks, so this is not certain)."
             )
+        rec = ("Let one rank read the metadata and share it: enable collective metadata "
+               "operations on the file-access property list (HDF5 1.10 or later).")
+        snippet, lang = advice.HDF5_COLLECTIVE_METADATA, "c"
+        if not hdf5_parallel(ctx):
+            # Serial HDF5 has no collective metadata: share it through MPI.
+            rec = ("Let one rank read the metadata and share it: the files are opened with "
+                   "serial HDF5, so read it on rank 0 and broadcast it.")
+            snippet, lang = in_language(ctx, advice.PY_H5PY_SERIAL_METADATA,
+                                        advice.C_HDF5_SERIAL_METADATA)  # fmt: skip
         yield price(ctx, self.finding(
             ctx,
             level,
@@ -399,10 +447,9 @@ class Hdf5MetadataReads(Check):
             evidence=evidence,
             files=files,
             files_total=n,
-            recommendation="Let one rank read the metadata and share it: enable collective "
-            "metadata operations on the file-access property list (HDF5 1.10 or later).",
-            snippet=advice.HDF5_COLLECTIVE_METADATA,
-            snippet_lang="c",
+            recommendation=rec,
+            snippet=snippet,
+            snippet_lang=lang,
         ), io_time(ctx).rows_at_slowest(p, spent))
 
 

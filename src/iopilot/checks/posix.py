@@ -10,6 +10,7 @@ from ..model.aggregate import group_sum, isin
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .hdf5 import hdf5_parallel, serial_small_advice
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
 from .misalign import misaligned_seconds
 from .rankcost import in_language
@@ -156,7 +157,11 @@ class _SmallRequests(Check):
         snippet, lang = in_language(
             ctx, advice.PY_AGGREGATE_READ if reading else advice.PY_AGGREGATE,
             advice.POSIX_AGGREGATE_READ if reading else advice.POSIX_AGGREGATE)
-        if style == "hdf5":
+        serial = serial_small_advice(ctx) if style == "hdf5" else None
+        if serial is not None:  # serial HDF5 has no MPI-IO transfer properties
+            rec += serial[0]
+            snippet, lang = serial[1], serial[2]
+        elif style == "hdf5":
             rec += (
                 "; with HDF5, use collective transfers so MPI-IO merges the pieces, "
                 "and set chunk sizes to match the access pattern"
@@ -516,8 +521,9 @@ class PosixMetadataTime(Check):
             files=files,
             files_total=n,
             recommendation="Open, stat and close files less often (keep files open, stat once "
-            "and share the result); with HDF5, make metadata operations collective.",
-            snippet=advice.HDF5_COLLECTIVE_METADATA if _uses(ctx) == "hdf5" else "",
+            "and share the result); with parallel HDF5, make metadata operations collective.",
+            snippet=advice.HDF5_COLLECTIVE_METADATA
+            if _uses(ctx) == "hdf5" and hdf5_parallel(ctx) else "",
             snippet_lang="c",
         ), times_.rows_at_slowest(c, np.where(slow, meta, 0.0)))  # fmt: skip
 
