@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define STEPS 3000
+#define STEPS 2000
 #define VALUES (4 * 1024) /* 32 KiB of doubles per step */
 
 static void write_all(int fd, const void *buf, size_t n)
