@@ -10,7 +10,8 @@ from iopilot.checks import Level, advice
 from iopilot.checks.base import Context
 from iopilot.checks.hdf5 import _file_of, dataset_files, hdf5_file_ids
 from iopilot.checks.thresholds import defaults
-from kit import counters, findings, only, trace
+from iopilot.model import Records
+from kit import counters, findings, only, records, trace
 
 KiB, MiB = 1024, 1024**2
 
@@ -255,3 +256,173 @@ def test_dims_in_c_order():
     # Access lengths are right-aligned: D5 is the slowest.
     assert _dims(d, 0, "H5D_ACCESS1_LENGTH_D", 2, reverse_right=True) == [3, 5]
     assert _dims(d, 0, "H5D_ACCESS1_LENGTH_D", 1, reverse_right=True) == [3]
+
+
+def test_c_order_of_every_row_matches_dims():
+    from iopilot.checks.hdf5 import _c_order, _dims
+
+    d = counters("H5D", [
+        {"file": 1, "H5D_CHUNK_SIZE_D1": 4, "H5D_CHUNK_SIZE_D2": 8, "H5D_CHUNK_SIZE_D3": 16,
+         "H5D_ACCESS1_LENGTH_D5": 3, "H5D_ACCESS1_LENGTH_D4": 5, "H5D_ACCESS1_LENGTH_D3": 7,
+         "H5D_DATASPACE_NDIMS": 3},
+        {"file": 2, "H5D_CHUNK_SIZE_D1": 9, "H5D_ACCESS1_LENGTH_D5": 2, "H5D_DATASPACE_NDIMS": 1},
+    ])  # fmt: skip
+    nd = d["H5D_DATASPACE_NDIMS"]
+    chunk, acc = _c_order(d, "H5D_CHUNK_SIZE_D", nd, False), _c_order(
+        d, "H5D_ACCESS1_LENGTH_D", nd, True)
+    for row, n in ((0, 3), (1, 1)):
+        assert chunk[row, :n].tolist() == _dims(d, row, "H5D_CHUNK_SIZE_D", n, False)
+        assert acc[row, :n].tolist() == _dims(d, row, "H5D_ACCESS1_LENGTH_D", n, True)
+        assert not chunk[row, n:].any() and not acc[row, n:].any()
+
+
+# ------------------------------------------ chunks judged on what was written
+
+SLAB = 64**3 * 8  # one 64^3 slab of doubles
+
+
+def _field(npoints: int, steps: int = 60, chunk: int = 8, write_time: float = 2.0):
+    """A 3-D dataset of doubles written one 64^3 slab per step with chunk^3 chunks."""
+    row = {"file": 11, "parent": 1, "H5D_WRITES": steps, "H5D_DATATYPE_SIZE": 8,
+           "H5D_DATASPACE_NDIMS": 3, "H5D_DATASPACE_NPOINTS": npoints,
+           "H5D_BYTES_WRITTEN": steps * SLAB, "H5D_ACCESS1_ACCESS": SLAB,
+           "H5D_ACCESS1_COUNT": steps, "H5D_F_WRITE_TIME": write_time}  # fmt: skip
+    for i in (1, 2, 3):
+        row[f"H5D_CHUNK_SIZE_D{i}"] = chunk
+        row[f"H5D_ACCESS1_LENGTH_D{6 - i}"] = 64
+    return counters("H5D", [row])
+
+
+def _file(nbytes: int):
+    return counters("POSIX", [{"file": 1, "POSIX_WRITES": 10,
+                               "POSIX_MAX_BYTE_WRITTEN": nbytes - 1}])  # fmt: skip
+
+
+@pytest.mark.parametrize("npoints", [0, 60 * 64**3])  # created empty and grown; at full size
+def test_chunks_of_a_grown_dataset_are_judged_on_what_was_written(npoints):
+    tr = trace(_h5f(mpiio=0), _field(npoints), _file(60 * SLAB + 4096))
+    f = only(findings(tr, "hdf5-chunking"), Level.WARN)
+    assert f.evidence["elements"] == 60 * 64**3 and f.evidence["chunks_per_access"] == 512
+    assert f.evidence["suggested_dims"] == "[64, 64, 64]"
+    assert "hsize_t chunk[3] = {64, 64, 64};" in f.snippet and f.snippet_lang == "c"
+    assert ("it grew as it was written" in f.message) == (npoints == 0)
+    # The library's time on all but one chunk of each access's 512.
+    assert f.cost_seconds == pytest.approx(2.0 * (1 - 1 / 512))
+
+
+def test_grown_dataset_without_posix_counts_its_bytes():
+    f = only(findings(trace(_h5f(), _field(0)), "hdf5-chunking"))
+    assert f.evidence["elements"] == 60 * 64**3
+
+
+def test_dataset_rewritten_in_one_chunk_is_not_grown():
+    # 100 doubles in one chunk, rewritten 1,000 times: 800 KB moved, but the
+    # file holds 3 KiB, within chunk_min_bytes of the dataset's 800 B.
+    d = counters("H5D", [{"file": 11, "parent": 1, "H5D_WRITES": 1000, "H5D_DATATYPE_SIZE": 8,
+                          "H5D_DATASPACE_NDIMS": 1, "H5D_DATASPACE_NPOINTS": 100,
+                          "H5D_BYTES_WRITTEN": 800_000, "H5D_CHUNK_SIZE_D1": 100,
+                          "H5D_ACCESS1_ACCESS": 800, "H5D_ACCESS1_LENGTH_D5": 100}])  # fmt: skip
+    assert findings(trace(_h5f(), d, _file(3 * KiB)), "hdf5-chunking") == []
+    # A file 64 KiB + 1 beyond the dataset: it grew.
+    assert findings(trace(_h5f(), d, _file(800 + 64 * KiB + 1)), "hdf5-chunking")
+    assert findings(trace(_h5f(), d, _file(800 + 64 * KiB)), "hdf5-chunking") == []
+
+
+def _rows(chunk_rows: int, chunk_cols: int, width: int = 100, n: int = 5000, **extra):
+    """A table of doubles appended one row per call (``n`` rows of ``width``)."""
+    return counters("H5D", [{"file": 11, "parent": 1, "H5D_WRITES": n, "H5D_DATATYPE_SIZE": 8,
+                             "H5D_DATASPACE_NDIMS": 2, "H5D_DATASPACE_NPOINTS": 0,
+                             "H5D_BYTES_WRITTEN": n * width * 8, "H5D_CHUNK_SIZE_D1": chunk_cols,
+                             "H5D_CHUNK_SIZE_D2": chunk_rows, "H5D_ACCESS1_ACCESS": width * 8,
+                             "H5D_ACCESS1_LENGTH_D5": 1, "H5D_ACCESS1_LENGTH_D4": width,
+                             "H5D_F_WRITE_TIME": 1.0, **extra}])  # fmt: skip
+
+
+def test_row_appends_get_chunks_of_many_whole_rows():
+    f = only(findings(trace(_h5f(), _rows(1, 100)), "hdf5-chunking"))
+    # 64 KiB of 800-byte rows: 82 rows of the full row.
+    assert f.evidence["suggested_dims"] == "[82, 100]"
+    # One chunk per access already: the calls, not the chunks, cost the time.
+    assert f.cost_seconds == 0.0
+    # A chunk that splits each row (h5py's guess for a growing table) costs its share.
+    f = only(findings(trace(_h5f(), _rows(256, 4, width=16)), "hdf5-chunking"))
+    assert f.evidence["suggested_dims"] == "[512, 16]"
+    assert f.evidence["chunks_per_access"] == 4 and f.cost_seconds == pytest.approx(0.75)
+
+
+def test_suggested_chunk_stays_within_the_rows_written():
+    from iopilot.checks.hdf5 import suggest_chunk
+
+    assert suggest_chunk([1, 100], [1, 100], 8, 64 * KiB, 50 * 100) == ([50, 100],
+        "whole accesses grown along the slowest dimension")  # fmt: skip
+    assert suggest_chunk([4, 4], [0, 0], 8, 64 * KiB, 0)[0] == [2048, 4]
+    assert suggest_chunk([8], [8], 8, 64, 0) == ([8], "whole accesses")
+
+
+@pytest.mark.parametrize(("exe", "lang", "text"), [
+    ("python3 rows.py", "python", "maxshape=(None, 100),\n"),
+    ("./rows", "c", "H5Pset_chunk(dcpl, 2, chunk);"),
+])  # fmt: skip
+def test_chunk_advice_in_the_program_language(exe, lang, text):
+    tr = trace(_h5f(), _rows(1, 100))
+    tr.job.executable = exe
+    f = only(findings(tr, "hdf5-chunking"))
+    assert f.snippet_lang == lang and text in f.snippet
+    assert "chunks=(82, 100)" in f.snippet or "{82, 100}" in f.snippet
+    tr.job.language = "fortran"
+    f = only(findings(tr, "hdf5-chunking"))
+    assert f.snippet_lang == "fortran" and "[100_hsize_t, 82_hsize_t]" in f.snippet
+
+
+# ------------------------------ small accesses priced from the calls' records
+
+
+def _row_calls(n: int, length: int, dur: float, gap: float, file: int = 11):
+    """``n`` one-row writes of ``length`` bytes, ``dur`` s each, ``gap`` s apart."""
+    step = dur + gap
+    return records([(0, "w", file, -1, length, i * step, i * step + dur) for i in range(n)],
+                   layer="H5D")  # fmt: skip
+
+
+def test_small_access_cost_counts_the_tight_gaps_between_calls():
+    d = _rows(1, 100, n=1000, H5D_SIZE_WRITE_AGG_100_1K=1000, H5D_F_WRITE_TIME=0.1)
+    tr = trace(_h5f(), d, recs=_row_calls(1000, 800, 1e-4, 5e-4))
+    tr.job.runtime = 10.0
+    f = only(findings(tr, "hdf5-small-dataset-access"))
+    moved = 1000 * 800 / (1024**3)  # one call per block at default_bandwidth
+    # 0.1 s in the calls and 999 gaps of 0.5 ms (the first call has none).
+    assert f.cost_seconds == pytest.approx(0.1 - moved + 999 * 5e-4, rel=1e-4)
+    assert f.evidence["between_calls_seconds"] == pytest.approx(999 * 5e-4, rel=1e-4)
+    assert "tight loop" in f.message
+
+
+@pytest.mark.parametrize(("gap", "counted"), [(1e-3, True), (1.1e-3, False)])
+def test_gaps_above_call_overhead_gap_are_not_the_calls(gap, counted):
+    d = _rows(1, 100, n=200, H5D_SIZE_WRITE_AGG_100_1K=200, H5D_F_WRITE_TIME=0.02)
+    tr = trace(_h5f(), d, recs=_row_calls(200, 800, 1e-4, gap))
+    f = only(findings(tr, "hdf5-small-dataset-access"))
+    assert ("between_calls_seconds" in f.evidence) == counted
+
+
+def test_small_access_gaps_are_per_dataset():
+    # Two datasets written in turn: the gaps on each are 2 calls apart.
+    r = Records.concat([_row_calls(200, 800, 1e-4, 6e-4, file=11),
+                        _row_calls(200, 800, 1e-4, 6e-4, file=12)])  # fmt: skip
+    r.start[200:] += 3.5e-4
+    r.end[200:] += 3.5e-4
+    d = counters("H5D", [{**{"file": f, "parent": 1, "H5D_WRITES": 200,
+                             "H5D_SIZE_WRITE_AGG_100_1K": 200, "H5D_BYTES_WRITTEN": 160000,
+                             "H5D_F_WRITE_TIME": 0.02}} for f in (11, 12)])  # fmt: skip
+    f = only(findings(trace(_h5f(), d, recs=r), "hdf5-small-dataset-access"))
+    assert f.evidence["between_calls_seconds"] == pytest.approx(2 * 199 * 6e-4, rel=1e-4)
+
+
+@pytest.mark.parametrize(("exe", "lang", "text"), [
+    ("python3 rows.py", "python", "dset.resize(start + n, axis=0)"),
+    ("./rows", "c", "H5Sselect_hyperslab(filespace, H5S_SELECT_SET"),
+])  # fmt: skip
+def test_small_access_advice_in_the_program_language(exe, lang, text):
+    tr = trace(_h5f(), _rows(1, 100, H5D_SIZE_WRITE_AGG_100_1K=5000))
+    tr.job.executable = exe
+    f = only(findings(tr, "hdf5-small-dataset-access"))
+    assert f.snippet_lang == lang and text in f.snippet

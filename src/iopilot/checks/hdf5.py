@@ -562,10 +562,14 @@ def _c_order(d: Counters, prefix: str, ndims: np.ndarray, right: bool) -> np.nda
 
 def written_extent(ctx: Context, d: Counters) -> np.ndarray:
     """Per H5D row, the elements its dataset holds as far as the trace tells:
-    the extent at open, or more when more was written or read than that (a
-    dataset created empty and extended each step has 0 at open).  The bytes
-    moved count a rewrite twice, so they are capped by the file's extent on
-    POSIX when known."""
+    the extent at open, or more when the dataset grew as it was written (a
+    dataset created empty and extended each step has 0 at open).
+
+    The bytes moved count a rewrite as often as it happens, so they stand for
+    the extent only when the file's extent on POSIX bounds them and still
+    exceeds the extent at open by more than ``chunk_min_bytes`` (the file
+    also holds HDF5's metadata and the other datasets); without POSIX, only
+    for datasets that were empty at open."""
     tsize = np.maximum(d["H5D_DATATYPE_SIZE"], 1)
     ids, inv = ctx.file_index(d)
     moved = np.maximum(
@@ -573,6 +577,8 @@ def written_extent(ctx: Context, d: Counters) -> np.ndarray:
         group_sum(inv, np.maximum(d["H5D_BYTES_READ"], 0), len(ids)))[inv]
     at_open = np.zeros(len(ids), np.int64)
     np.maximum.at(at_open, inv, np.maximum(d["H5D_DATASPACE_NPOINTS"], 0))
+    at_open = at_open[inv]
+    grew = at_open == 0
     p = ctx.layer("POSIX")
     if p is not None:
         fids, finv = ctx.file_index(p)
@@ -580,8 +586,10 @@ def written_extent(ctx: Context, d: Counters) -> np.ndarray:
         np.maximum.at(size, finv, np.maximum(p["POSIX_MAX_BYTE_WRITTEN"],
                                              p["POSIX_MAX_BYTE_READ"]) + 1)
         cap = gather(size, index_of(fids, dataset_files(ctx, d)), default=-1)
-        moved = np.where(cap > 0, np.minimum(moved, cap), moved)
-    return np.maximum(at_open[inv], moved // tsize)
+        known = cap > 0
+        moved = np.where(known, np.minimum(moved, cap), moved)
+        grew = np.where(known, moved - at_open * tsize > ctx.thresholds["chunk_min_bytes"], grew)
+    return np.where(grew, np.maximum(at_open, moved // tsize), at_open)
 
 
 def _chunks_per_access(chunk: np.ndarray, access: np.ndarray, cbytes: np.ndarray,

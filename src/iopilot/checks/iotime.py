@@ -295,8 +295,10 @@ def price(ctx: Context, f: Finding, seconds: float | None, why: str = "", *,
     times = io_time(ctx)
     room = max(times.run_seconds - times.slowest_seconds, 0.0) if times.run_seconds > 0 else (
         max(outside, 0.0))
-    s = round(min(max(float(seconds), 0.0), times.slowest_seconds)
-              + min(max(outside, 0.0), room), 6)  # fmt: skip
+    beyond = min(max(outside, 0.0), room)
+    s = round(min(max(float(seconds), 0.0), times.slowest_seconds) + beyond, 6)
+    if beyond > 0:  # what a cap on the I/O time leaves out
+        f.evidence["outside_io_seconds"] = round(beyond, 6)
     f.cost_seconds = s
     if s > 0 or f.level >= Level.WARN:
         f.message += f" At stake: {times.share_text(s)} (slowest rank)."
