@@ -296,3 +296,17 @@ def test_terminal_json_and_html_carry_the_build_finding(runs, built):
     assert next(f for f in r["findings"] if f["check"] == "static-layers")["layer"] == "BUILD"
     page = api.report(trace, "html")
     assert "static-layers" in page
+
+
+def test_the_layer_libraries_themselves_define_their_layer():
+    # a library defines what a program that carries it statically defines
+    libs = {"MPI-IO": "/usr/lib/x86_64-linux-gnu/libmpi.so.40",
+            "HDF5": "/usr/lib/x86_64-linux-gnu/hdf5/serial/libhdf5.so"}  # fmt: skip
+    present = {k: v for k, v in libs.items() if Path(v).exists()}
+    if not present:
+        pytest.skip("no system MPI or HDF5 library")
+    for layer, path in present.items():
+        assert program.static_layers([path]) == {layer: path}
+    fortran = Path("/usr/lib/x86_64-linux-gnu/libgfortran.so.5")
+    if fortran.exists():
+        assert program.inspect(str(fortran))[2] is True  # the Fortran runtime's entry points
