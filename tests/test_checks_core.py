@@ -89,7 +89,7 @@ def test_random_writes_and_the_ok_verdicts():
     rnd = counters("POSIX", [{"POSIX_WRITES": 5000, "POSIX_SEQ_WRITES": 1000,
                               "POSIX_CONSEC_WRITES": 500}])  # fmt: skip
     f = only(findings(trace(rnd), "posix-random-writes"), Level.HIGH)
-    assert f.evidence["random"] == 4000
+    assert f.evidence["random"] == 3999  # the first write, at offset 0, is no jump
     seq = counters("POSIX", [{"POSIX_WRITES": 5000, "POSIX_SEQ_WRITES": 4900,
                               "POSIX_CONSEC_WRITES": 4000}])  # fmt: skip
     f = only(findings(trace(seq), "posix-random-writes"), Level.OK)

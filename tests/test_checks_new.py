@@ -168,7 +168,9 @@ def tiny(n, size, op="write", meta=0.001, exe=""):
 
 def test_tiny_files_count_both_sides_reads_and_writes_apart():
     n, size = T["tiny_files_count"], T["tiny_file_size"]
-    assert tiny(n, 100) == []
+    # At most tiny_files_min files are never a storm, whatever their share.
+    assert tiny(T["tiny_files_min"], 100) == []
+    assert one(tiny(T["tiny_files_min"] + 1, 100)).evidence["tiny_files_written"] == 101
     w = one(tiny(n + 1, 100))
     assert w.evidence["tiny_files_written"] == n + 1 and w.evidence["tiny_files_read"] == 0
     assert "one file" in w.recommendation and w.snippet_lang == "c"

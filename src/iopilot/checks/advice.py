@@ -304,6 +304,206 @@ if step % 100 == 0:
     logging.info("step %d residual %g", step, res)"""
 
 
+# --- POSIX, MPI-IO and rank advice in each language (C, mpi4py/numpy, Fortran) ---
+
+PY_DISTRIBUTED_WRITE = """\
+# mpi4py: instead of comm.gather(...) to rank 0, each rank writes its own block
+from mpi4py import MPI
+fh = MPI.File.Open(comm, path, MPI.MODE_CREATE | MPI.MODE_WRONLY)
+fh.Write_at_all(comm.rank * local.nbytes, local)   # collective: all ranks call it
+fh.Close()"""
+
+FORTRAN_DISTRIBUTED_WRITE = """\
+! instead of gathering everything on rank 0: each rank writes its own block
+integer(kind=MPI_OFFSET_KIND) :: offset
+offset = int(rank, MPI_OFFSET_KIND) * block_bytes
+call MPI_File_write_at_all(fh, offset, local, n, MPI_DOUBLE_PRECISION, &
+                           MPI_STATUS_IGNORE, ierr)"""
+
+PY_MPIIO_COLLECTIVE_WRITE = """\
+# mpi4py: every rank calls the collective form; aggregators merge the pieces
+from mpi4py import MPI
+fh = MPI.File.Open(comm, path, MPI.MODE_CREATE | MPI.MODE_WRONLY)
+fh.Write_at_all(offset, local)      # not fh.Write_at(offset, local)
+fh.Close()"""
+
+PY_MPIIO_COLLECTIVE_READ = """\
+# mpi4py: every rank calls the collective form; aggregators merge the pieces
+from mpi4py import MPI
+fh = MPI.File.Open(comm, path, MPI.MODE_RDONLY)
+fh.Read_at_all(offset, local)       # not fh.Read_at(offset, local)
+fh.Close()"""
+
+FORTRAN_MPIIO_COLLECTIVE_WRITE = """\
+! every rank calls the collective form; MPI-IO merges the pieces
+call MPI_File_write_at_all(fh, offset, buf, n, MPI_BYTE, MPI_STATUS_IGNORE, ierr)"""
+
+FORTRAN_MPIIO_COLLECTIVE_READ = """\
+! every rank calls the collective form; MPI-IO merges the pieces
+call MPI_File_read_at_all(fh, offset, buf, n, MPI_BYTE, MPI_STATUS_IGNORE, ierr)"""
+
+PY_MPIIO_NONBLOCKING_WRITE = """\
+req = fh.Iwrite_at_all(offset, local)   # starts the transfer
+compute()                               # work that does not touch `local`
+req.Wait()"""
+
+PY_MPIIO_NONBLOCKING_READ = """\
+req = fh.Iread_at_all(offset, local)    # starts the transfer
+compute()                               # work that does not need `local` yet
+req.Wait()"""
+
+FORTRAN_MPIIO_NONBLOCKING_WRITE = """\
+call MPI_File_iwrite_at_all(fh, offset, buf, n, MPI_BYTE, req, ierr)
+call compute()                          ! overlap work with the transfer
+call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)"""
+
+FORTRAN_MPIIO_NONBLOCKING_READ = """\
+call MPI_File_iread_at_all(fh, offset, buf, n, MPI_BYTE, req, ierr)
+call compute()                          ! overlap work with the transfer
+call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)"""
+
+C_CB_ENABLE = """\
+/* let collective I/O aggregate: do not switch collective buffering off */
+MPI_Info info;
+MPI_Info_create(&info);
+MPI_Info_set(info, "romio_cb_write", "enable");   /* was "disable" */
+MPI_Info_set(info, "romio_cb_read", "enable");
+MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, info, &fh);
+/* or in the ROMIO_HINTS file: romio_cb_write enable */"""
+
+PY_CB_ENABLE = """\
+# let collective I/O aggregate: do not switch collective buffering off
+info = MPI.Info.Create()
+info.Set("romio_cb_write", "enable")    # was "disable"
+info.Set("romio_cb_read", "enable")
+fh = MPI.File.Open(comm, path, MPI.MODE_CREATE | MPI.MODE_WRONLY, info)
+# or in the ROMIO_HINTS file: romio_cb_write enable"""
+
+FORTRAN_CB_ENABLE = """\
+! let collective I/O aggregate: do not switch collective buffering off
+call MPI_Info_create(info, ierr)
+call MPI_Info_set(info, "romio_cb_write", "enable", ierr)   ! was "disable"
+call MPI_Info_set(info, "romio_cb_read", "enable", ierr)
+call MPI_File_open(comm, path, ior(MPI_MODE_CREATE, MPI_MODE_WRONLY), info, fh, ierr)"""
+
+C_READ_ONCE_BCAST = """\
+/* read the configuration once, on one rank, and broadcast it (not every step) */
+char *cfg = NULL; long n = 0;
+if (rank == 0) {
+    FILE *f = fopen("config.txt", "rb");
+    fseek(f, 0, SEEK_END); n = ftell(f); rewind(f);
+    cfg = malloc(n); fread(cfg, 1, n, f); fclose(f);
+}
+MPI_Bcast(&n, 1, MPI_LONG, 0, comm);
+if (rank != 0) cfg = malloc(n);
+MPI_Bcast(cfg, (int)n, MPI_CHAR, 0, comm);
+for (int step = 0; step < nsteps; step++) use(cfg);"""
+
+PY_READ_ONCE_BCAST = """\
+# read the configuration once, on one rank, and broadcast it (not every step)
+cfg = None
+if comm.rank == 0:
+    with open("config.txt") as f:
+        cfg = parse(f.read())
+cfg = comm.bcast(cfg, root=0)
+for step in range(nsteps):
+    use(cfg)"""
+
+FORTRAN_READ_ONCE_BCAST = """\
+! read the configuration once, on one rank, and broadcast it (not every step)
+if (rank == 0) then
+   open(newunit=u, file="config.txt", status="old", action="read")
+   read(u, *) params
+   close(u)
+end if
+call MPI_Bcast(params, size(params), MPI_DOUBLE_PRECISION, 0, comm, ierr)
+do step = 1, nsteps
+   call use(params)
+end do"""
+
+FORTRAN_READ_ONCE = """\
+! read the file once, before the loop, and keep it in memory
+open(newunit=u, file=path, access="stream", form="unformatted", action="read")
+read(u) data                       ! the whole array in one READ
+close(u)
+do step = 1, nsteps
+   call use(data)
+end do"""
+
+FORTRAN_WRITE_ONCE = """\
+! open once before the loop, not at every step (position="append" reopens cost)
+open(newunit=u, file=path, action="write", status="replace")
+do step = 1, nsteps
+   write(u, '(i0, ",", es14.6)') step, value(step)
+end do
+close(u)"""
+
+FORTRAN_ONE_CONTAINER = """\
+! one file per rank (or one shared file through MPI-IO / HDF5), not one per step
+write(name, '("out_", i0, ".bin")') rank
+open(newunit=u, file=name, access="stream", form="unformatted", action="write")
+do step = 1, nsteps
+   write(u) field                  ! appended to the one open file
+end do
+close(u)"""
+
+C_ONE_FILE_PER_RANK = """\
+/* one file per rank, opened once (or one shared file: MPI-IO / HDF5) */
+char name[64]; snprintf(name, sizeof name, "out_%d.bin", rank);
+int fd = open(name, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+for (int step = 0; step < nsteps; step++)
+    write(fd, buf, nbytes);                  /* appended, no new file */
+close(fd);
+/* shared file: MPI_File_write_at_all(fh, (step * nranks + rank) * nbytes, ...) */"""
+
+FORTRAN_AGGREGATE = """\
+! one WRITE of the whole array (stream access), not one per element or row
+open(newunit=u, file=path, access="stream", form="unformatted", action="write")
+write(u) array
+close(u)"""
+
+FORTRAN_AGGREGATE_READ = """\
+! one READ of the whole array (stream access), then index it in memory
+open(newunit=u, file=path, access="stream", form="unformatted", action="read")
+read(u) array
+close(u)"""
+
+PY_SORTED_READS = """\
+# read the whole file (or large blocks) once and index it in memory
+data = np.fromfile(path, dtype=np.float64)      # or np.memmap(path, ...)
+picked = data[np.sort(indices)]                 # not f.seek(i); f.read(8) per item"""
+
+C_SORTED_READS = """\
+/* sort the requests by offset and read large blocks, then pick in memory */
+qsort(req, n, sizeof *req, by_offset);
+pread(fd, block, block_bytes, block_offset);"""
+
+FORTRAN_SORTED_READS = """\
+! read the whole array once (stream access), then pick elements in memory
+open(newunit=u, file=path, access="stream", form="unformatted", action="read")
+read(u) data
+close(u)
+picked = data(indices)"""
+
+PY_STDIO_BINARY = """\
+# binary output of whole arrays, not formatted text line by line
+arr.tofile("field.bin")                 # or np.save / h5py for self-describing files
+# when text is required: one call per array
+np.savetxt("field.txt", arr, fmt="%.6e")"""
+
+C_STDIO_BINARY = """\
+/* binary output of the whole array in one call, not fprintf per element */
+FILE *f = fopen("field.bin", "wb");
+fwrite(field, sizeof field[0], n, f);
+fclose(f);"""
+
+FORTRAN_STDIO_BINARY = """\
+! unformatted stream output of the whole array, not formatted lines
+open(newunit=u, file="field.bin", access="stream", form="unformatted")
+write(u) field
+close(u)"""
+
+
 # ---------------------------------------------------------------------------
 # HDF5 chunks, whole-block dataset access and flushes, per language.
 # ---------------------------------------------------------------------------
@@ -420,3 +620,12 @@ if comm.rank == 0:
     with h5py.File(path, "r") as f:
         meta = dict(f.attrs)              # the small reads, once
 meta = comm.bcast(meta, root=0)"""
+
+C_MPIIO_COLLECTIVE_STEP = """\
+/* one collective call per step instead of one independent call per piece:
+   a file view places this rank's pieces, aggregators merge all ranks' */
+MPI_File_set_view(fh, step_offset + rank * piece_bytes, MPI_BYTE, strided,
+                  "native", MPI_INFO_NULL);
+MPI_File_write_all(fh, buf, pieces * piece_bytes, MPI_BYTE, MPI_STATUS_IGNORE);
+/* a contiguous block per rank: MPI_File_write_at_all(fh, offset, buf, n, ...) */"""
+

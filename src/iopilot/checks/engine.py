@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .._record import field, record
@@ -102,8 +103,10 @@ def summarize(trace: Trace) -> list[LayerSummary]:
 
 def diagnose(trace: Trace, thresholds: dict[str, Any] | None = None,
              only: set[str] | None = None,
-             cache: AnalysisCache | None = None) -> Diagnosis:  # fmt: skip
-    """Run every registered check (or those in ``only``) on ``trace``.
+             cache: AnalysisCache | None = None, *, merge: bool = True) -> Diagnosis:  # fmt: skip
+    """Run every registered check (or those in ``only``) on ``trace``;
+    ``merge`` makes findings of the same root cause one (see
+    :func:`merge_same_cause`), and costs are capped (see :func:`cap_costs`).
 
     The checks share one :class:`AnalysisCache` of derived tables; it ends
     with the diagnosis (so the report renders without it in memory) unless
@@ -120,9 +123,151 @@ def diagnose(trace: Trace, thresholds: dict[str, Any] | None = None,
         except Exception as e:  # a broken check must not hide the others
             warnings.append(f"check {chk.id} failed: {type(e).__name__}: {e}")
     times = io_time(ctx)
+    if merge:
+        findings = merge_same_cause(findings, ctx)
     cap_severity(findings, times, values)
     findings.sort(key=cost_order)
+    cap_costs(findings, times)
     return Diagnosis(trace, findings, summarize(trace), values, warnings, times)
+
+
+# (kept, merged into it, when): pairs of checks that describe the same
+# operations.  The one kept is the one at the layer where the mistake lives.
+def _hdf5_traced(ctx: Context) -> bool:
+    return ctx.layer("H5F") is not None or ctx.layer("H5D") is not None
+
+
+def _rereads(_ctx: Context, _keep: Finding, merged: Finding) -> bool:
+    return merged.evidence.get("cause") == "re-reads"
+
+
+SAME_CAUSE: tuple[tuple[str, str, Any], ...] = (
+    # The small requests on shared files are among all small requests.
+    ("posix-small-writes", "posix-shared-small-writes", None),
+    ("posix-small-reads", "posix-shared-small-reads", None),
+    # Misaligned offsets of an HDF5 file are HDF5's object placement.
+    ("hdf5-alignment", "posix-misaligned-file", lambda ctx, _k, _f: _hdf5_traced(ctx)),
+    # Bytes read again, seen from the counters and from the records.
+    ("posix-redundant-reads", "overlapping-reads", None),
+    # Small reads that jump around the file: the random order is the mistake.
+    ("posix-random-reads", "posix-small-reads", lambda _c, k, _f: k.level >= Level.WARN),
+    # The same bytes read again through STDIO (fread, np.fromfile): the re-read
+    # is the mistake, STDIO only its path.
+    ("posix-redundant-reads", "stdio-share", lambda _c, k, f: _mostly_rereads(k, f)),
+    # A file re-read at every step: bytes (redundant reads) or opens (reopened
+    # files), whichever costs more, is where the mistake lives.
+    ("posix-redundant-reads", "reopened-files", lambda _c, k, f: _cheaper(k, f)),
+    ("reopened-files", "posix-redundant-reads", lambda _c, k, f: _cheaper(k, f)),
+    # Rank 0 (or some ranks) heavy because they re-read their inputs.
+    ("reopened-files", "rank-zero-heavy", _rereads),
+    ("reopened-files", "unbalanced-ranks", _rereads),
+)
+
+
+def _cheaper(keep: Finding, merged: Finding) -> bool:
+    """``merged`` costs no more than ``keep``."""
+    return (merged.cost_seconds or 0.0) <= (keep.cost_seconds or 0.0)
+
+
+def _mostly_rereads(keep: Finding, merged: Finding) -> bool:
+    """At least half of the STDIO bytes of ``merged`` (stdio-share) are
+    bytes ``keep`` says were read again."""
+    repeated = float(keep.evidence.get("repeated_bytes", 0) or 0)
+    return repeated >= 0.5 * float(merged.evidence.get("stdio_bytes", 0) or 0)
+
+
+def merge_same_cause(findings: list[Finding], ctx: Context) -> list[Finding]:
+    """One finding per root cause: of each :data:`SAME_CAUSE` pair that both
+    fired, the second becomes evidence of the first ("also seen as ..."),
+    which keeps the higher level and cost of the two; the merged finding's
+    Drishti code stays in ``evidence["drishti_also"]`` (see
+    :func:`drishti_codes`)."""
+    by_id: dict[str, Finding] = {}
+    for f in findings:
+        by_id.setdefault(f.check, f)
+    gone: set[int] = set()
+    for keep_id, merged_id, when in SAME_CAUSE:
+        keep, merged = by_id.get(keep_id), by_id.get(merged_id)
+        if keep is None or merged is None or id(merged) in gone or id(keep) in gone:
+            continue
+        if keep.level < Level.INFO or merged.level < Level.INFO:
+            continue  # an OK note is nothing to merge
+        if when is not None and not when(ctx, keep, merged):
+            continue
+        code = f" (Drishti {merged.drishti})" if merged.drishti else ""
+        seen = f"{merged.check}{code}: {merged.message}"
+        old = str(keep.evidence.get("also_seen_as", ""))
+        keep.evidence["also_seen_as"] = f"{old}; {seen}" if old else seen
+        note = f"also seen as {merged.check}{code}"
+        keep.drishti_note = f"{keep.drishti_note}; {note}" if keep.drishti_note else note
+        for k, v in merged.thresholds.items():
+            keep.thresholds.setdefault(k, v)
+        codes = [*str(keep.evidence.get("drishti_also", "")).split(),
+                 *str(merged.evidence.get("drishti_also", "")).split(),
+                 *([merged.drishti] if merged.drishti and merged.level >= Level.WARN else [])]
+        if codes:
+            keep.evidence["drishti_also"] = " ".join(dict.fromkeys(codes))
+        if merged.level > keep.level:
+            keep.level = merged.level
+        if merged.cost_seconds is not None and (keep.cost_seconds is None
+                                                or merged.cost_seconds > keep.cost_seconds):
+            keep.cost_seconds = merged.cost_seconds
+            keep.message = _restate_cost(keep.message, merged.message)
+        gone.add(id(merged))
+    return [f for f in findings if id(f) not in gone]
+
+
+def drishti_codes(findings: list[Finding], level: Level = Level.WARN) -> set[str]:
+    """The Drishti warnings (codes) the findings account for at ``level`` or
+    above: their own codes and those of the findings merged into them
+    (``evidence["drishti_also"]``), and, whatever the level, the code of a
+    finding that deliberately says less than Drishti's warning
+    (``evidence["drishti_warns"]``: blocking calls with nothing to overlap,
+    an imbalance that collective buffering makes), its note saying why."""
+    out: set[str] = set()
+    for f in findings:
+        if f.level >= level:
+            out.update([f.drishti] if f.drishti else [])
+            out.update(str(f.evidence.get("drishti_also", "")).split())
+        out.update(str(f.evidence.get("drishti_warns", "")).split())
+    return out
+
+
+_STAKE = re.compile(r" At stake: [^()]*\(slowest rank\)\.")
+
+
+def _restate_cost(message: str, source: str) -> str:
+    """``message`` with its "At stake" sentence taken from ``source``."""
+    found = _STAKE.search(source)
+    return message if found is None else _with_stake(message, found.group(0))
+
+
+def _with_stake(message: str, stake: str) -> str:
+    """``message`` with ``stake`` as its "At stake" sentence."""
+    if _STAKE.search(message):
+        return _STAKE.sub(lambda _m: stake, message, count=1)
+    return message + stake
+
+
+def cap_costs(findings: list[Finding], times: IoTime) -> None:
+    """Costs never add up to more than the slowest rank's I/O time: findings
+    often explain the same seconds twice (small and misaligned requests are
+    the same calls), so, most costly first, each keeps at most what the ones
+    before it left of that time; a cut one keeps its estimate in
+    ``evidence["cost_before_cap"]`` and says the capped figure."""
+    left = times.slowest_seconds
+    for f in findings:
+        if f.cost_seconds is None:
+            continue
+        # Per-call work between the calls (price's ``outside``) is not I/O time.
+        outside = float(f.evidence.get("outside_io_seconds", 0.0))
+        capped = round(max(min(f.cost_seconds, left + outside), 0.0), 6)
+        if capped < f.cost_seconds:
+            f.evidence["cost_before_cap"] = f.cost_seconds
+            f.cost_seconds = capped
+            f.message = _with_stake(
+                f.message, f" At stake: {times.share_text(capped)} (slowest rank).")
+        left -= max(capped - outside, 0.0)
 
 
 def cost_order(f: Finding) -> tuple[Any, ...]:

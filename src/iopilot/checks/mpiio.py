@@ -4,10 +4,35 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
+from ..model import OP_READ, OP_WRITE
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .collbuf import cb_disabled, collective_files
 from .iotime import direction_time, io_time, price, share_of
+from .language import in_language
+from .recordtools import _busy, _layer_records
+
+
+def collective_snippet(ctx: Context, word: str) -> tuple[str, str]:
+    """(snippet, language) of collective MPI-IO for ``word`` "read" or "write"."""
+    if word == "read":
+        return in_language(ctx, advice.PY_MPIIO_COLLECTIVE_READ, advice.MPIIO_COLLECTIVE_READ,
+                           fortran=advice.FORTRAN_MPIIO_COLLECTIVE_READ)
+    return in_language(ctx, advice.PY_MPIIO_COLLECTIVE_WRITE, advice.C_MPIIO_COLLECTIVE_STEP,
+                       fortran=advice.FORTRAN_MPIIO_COLLECTIVE_WRITE)
+
+
+def above_ideal(ctx: Context, c, seconds: np.ndarray, moved: np.ndarray) -> float:
+    """The slowest rank's ``seconds`` (per MPI-IO row) minus what moving the
+    rows' ``moved`` bytes would take at ``default_bandwidth``: what a
+    collective call with buffering (few large, aligned requests) would take
+    for the same bytes, so the rest is what the fix saves."""
+    rate = float(ctx.thresholds["default_bandwidth"])
+    ideal = np.asarray(moved, np.float64) / rate
+    return io_time(ctx).rows_at_slowest(c, np.maximum(seconds - ideal, 0.0))
 
 
 @check
@@ -45,9 +70,14 @@ class NoMpiio(Check):
 
 
 class _Collective(Check):
-    """Cost: the slowest rank's MPI-IO time in that direction times the share
-    of its calls that are independent (each call taken to cost the same);
-    0 when nothing is wrong."""
+    """Cost: the slowest rank's MPI-IO time in its independent calls of that
+    direction (the direction's time times their share of its calls, each
+    call taken to cost the same) minus what the same bytes would take at
+    ``default_bandwidth``, the rate a collective call with buffering reaches
+    when it turns the pieces into few large requests (see
+    :func:`above_ideal`); 0 when nothing is wrong.  The MPI-IO time counts,
+    not the POSIX time beneath it: the independent calls also lock, sieve
+    and wait above POSIX."""
 
     layer = "MPIIO"
     uses = ("collective_ops", "collective_share_low")
@@ -68,11 +98,13 @@ class _Collective(Check):
             return
         t = ctx.thresholds
         evidence = {"collective": coll, "independent": indep, "nonblocking": nb}
-        snippet = advice.MPIIO_COLLECTIVE_READ if word == "read" else advice.MPIIO_COLLECTIVE_WRITE
+        snippet, lang = collective_snippet(ctx, word)
         share = coll / total
         ops = sum(c[n] for n in mpiio_counters(self.direction))
-        cost = io_time(ctx).rows_at_slowest(
-            c, share_of(direction_time(c, self.direction), c[f"MPIIO_INDEP_{rw}"], ops))
+        indep_rows = c[f"MPIIO_INDEP_{rw}"]
+        moved = c["MPIIO_BYTES_READ" if word == "read" else "MPIIO_BYTES_WRITTEN"]
+        cost = above_ideal(ctx, c, share_of(direction_time(c, self.direction), indep_rows, ops),
+                           share_of(moved, indep_rows, ops))
         if coll == 0 and total > t["collective_ops"]:
             ids, sums = ctx.per_file(c, {"indep": c[f"MPIIO_INDEP_{rw}"]})
             per = sums["indep"]
@@ -88,7 +120,7 @@ class _Collective(Check):
                 recommendation=f"Use collective {word}s (the _all variants) so MPI-IO can merge "
                 "the ranks' requests into few large ones.",
                 snippet=snippet,
-                snippet_lang="c",
+                snippet_lang=lang,
             ), cost)
         elif coll and share < t["collective_share_low"] and indep > t["collective_ops"]:
             yield price(ctx, self.finding(
@@ -102,7 +134,7 @@ class _Collective(Check):
                 recommendation=f"Make the independent {word}s collective too; with HDF5 set the "
                 "transfer property to collective for every dataset.",
                 snippet=snippet,
-                snippet_lang="c",
+                snippet_lang=lang,
             ), cost)
         elif coll == 0:
             yield price(ctx, self.finding(
@@ -151,11 +183,16 @@ class MpiioCollectiveWrites(_Collective):
 
 
 class _NonBlocking(Check):
-    """Cost: the slowest rank's blocking MPI-IO time in that direction, the most
-    that overlapping it with computation could hide (an upper bound)."""
+    """Cost: what overlapping the blocking calls with computation could hide.
+    With MPI-IO records: per rank, the smaller of its blocking time in that
+    direction and its computation between those calls (gaps of at least
+    ``compute_gap_min`` seconds), at the slowest rank; a program with no
+    such gaps has nothing to overlap, and the finding is a note (INFO).
+    Without records: the slowest rank's blocking time, an upper bound."""
 
     layer = "MPIIO"
     direction = "READ"
+    uses = ("compute_gap_min",)
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         c = ctx.layer("MPIIO")
@@ -169,17 +206,90 @@ class _NonBlocking(Check):
             # Drishti also warns when there are no such operations at all.
             return
         h5 = ctx.layer("H5F") is not None or ctx.layer("H5D") is not None
+        blocking = io_time(ctx).rows_at_slowest(c, direction_time(c, self.direction))
+        gaps = _compute_between_calls(ctx, self.direction)
+        evidence: dict[str, float | int | str] = {f"{word}s": total, "nonblocking": 0}
+        if gaps is not None and gaps[1] <= 0.0:
+            yield price(ctx, self.finding(
+                ctx,
+                Level.INFO,
+                f"All {total:,} MPI-IO {word}s are blocking, but the program computes "
+                f"nothing between them (no gap of {ctx.thresholds['compute_gap_min']:g} s "
+                "or more on any rank): there is nothing to overlap them with.",
+                drishti_note="Drishti warns whenever no call is non-blocking",
+                evidence={**evidence, "compute_seconds": 0.0, "drishti_warns": self.drishti or ""},
+            ), 0.0)
+            return
+        if h5:
+            snippet, lang = advice.HDF5_ASYNC, "c"
+        elif word == "read":
+            snippet, lang = in_language(ctx, advice.PY_MPIIO_NONBLOCKING_READ,
+                                        advice.mpiio_nonblocking(word),
+                                        fortran=advice.FORTRAN_MPIIO_NONBLOCKING_READ)
+        else:
+            snippet, lang = in_language(ctx, advice.PY_MPIIO_NONBLOCKING_WRITE,
+                                        advice.mpiio_nonblocking(word),
+                                        fortran=advice.FORTRAN_MPIIO_NONBLOCKING_WRITE)
+        cost = blocking
+        if gaps is not None:
+            evidence["compute_seconds"] = round(gaps[1], 6)
+            cost = gaps[0]
         yield price(ctx, self.finding(
             ctx,
             Level.WARN,
-            f"All {total:,} MPI-IO {word}s are blocking: the application waits for each one.",
-            evidence={f"{word}s": total, "nonblocking": 0},
+            f"All {total:,} MPI-IO {word}s are blocking: the application waits for each one"
+            + (f", with {gaps[1]:.3g} s of computation between them (slowest rank) to "
+               "overlap." if gaps is not None else "."),
+            evidence=evidence,
             recommendation="If there is computation to overlap, issue the I/O asynchronously "
             + ("(HDF5 async VOL)" if h5 else "(non-blocking MPI-IO)")
             + " and wait for it later.",
-            snippet=advice.HDF5_ASYNC if h5 else advice.mpiio_nonblocking(word),
-            snippet_lang="c",
-        ), io_time(ctx).rows_at_slowest(c, direction_time(c, self.direction)))
+            snippet=snippet,
+            snippet_lang=lang,
+        ), cost)
+
+
+def _compute_between_calls(ctx: Context, direction: str) -> tuple[float, float] | None:
+    """(seconds overlapping could hide, seconds of computation) at the slowest
+    rank, from the MPI-IO records of ``direction``: the computation is the
+    sum of the gaps of at least ``compute_gap_min`` seconds between a rank's
+    consecutive calls, and the hideable part the smaller of it and the
+    rank's time in those calls.  None without MPI-IO records."""
+    r = ctx.trace.records
+    if not len(r):
+        return None
+    m = _layer_records(ctx, "MPIIO")
+    m = m.select(m.op == (OP_READ if direction == "READ" else OP_WRITE))
+    if not len(m) or m.rank.min() < 0:
+        return None
+    order = np.lexsort((m.start, m.rank))
+    rank, start, end = m.rank[order], m.start[order], m.end[order]
+    n = max(io_time(ctx).nprocs, int(rank.max()) + 1)
+    # Each rank's calls on their own time line (a call may end after the
+    # next one starts): shift the ranks apart before the running maximum.
+    width = float(max(end.max(), r.end.max()) - min(start.min(), r.start.min())) + 1.0
+    shift = rank * width
+    reach = np.maximum.accumulate(end + shift)
+    gap = (start + shift)[1:] - reach[:-1]
+    same = rank[1:] == rank[:-1]
+    long = same & (gap >= float(ctx.thresholds["compute_gap_min"]))
+    compute = np.bincount(rank[1:][long], gap[long], minlength=n)
+    # Other I/O of the rank inside those gaps (reading inputs, writing logs)
+    # is no computation to overlap with.
+    other = r.select((r.layer != m.layer[0]) & (r.rank >= 0) & (r.rank < n))
+    if len(other) and long.any():
+        lo, hi = reach[:-1][long], (start + shift)[1:][long]  # sorted, disjoint
+        at = other.start + other.rank * width
+        k = np.searchsorted(lo, at, side="right") - 1
+        inside = (k >= 0) & (at < hi[np.maximum(k, 0)])
+        busy_other = np.bincount(other.rank[inside], _busy(other.start, other.end)[inside],
+                                 minlength=n)  # fmt: skip
+        compute = np.maximum(compute - busy_other, 0.0)
+    busy = np.bincount(rank, _busy(start, end), minlength=n)
+    who = io_time(ctx).slowest_rank
+    if who >= n:
+        return 0.0, 0.0
+    return float(min(busy[who], compute[who])), float(compute[who])
 
 
 @check
@@ -260,3 +370,80 @@ class MpiioAggregators(Check):
 
 
 _NO_AGG_COST = "one run with one aggregator count cannot say how long another would take"
+
+
+@check
+class MpiioCbDisabled(Check):
+    """Collective MPI-IO whose collective buffering the hints switched off.
+
+    With ``romio_cb_write`` (``romio_cb_read``) set to ``disable``, a
+    collective call makes every rank issue its own pieces: the POSIX
+    requests stay as small as the MPI-IO ones, and the collective call only
+    adds synchronisation.  Fires when such files' POSIX requests average no
+    more than twice the MPI-IO pieces.  Cost: the slowest rank's collective
+    MPI-IO time in that direction on those files minus what the same bytes
+    would take at ``default_bandwidth`` (see :func:`above_ideal`)."""
+
+    id = "mpiio-cb-disabled"
+    layer = "MPIIO"
+    uses = ("default_bandwidth",)
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        c = ctx.layer("MPIIO")
+        if c is None:
+            return
+        p = ctx.layer("POSIX")
+        for d in ("WRITE", "READ"):
+            if not cb_disabled(ctx, d):
+                continue
+            files = collective_files(ctx, d)
+            if not len(files):
+                continue
+            yield from self._direction(ctx, c, p, d, files)
+
+    def _direction(self, ctx: Context, c, p, d: str, files: np.ndarray) -> Iterable[Finding]:
+        word, plural = ("write", "writes") if d == "WRITE" else ("read", "reads")
+        moved_col = "MPIIO_BYTES_WRITTEN" if d == "WRITE" else "MPIIO_BYTES_READ"
+        on = np.isin(c.file_id, files)
+        coll_rows = sum((c[n] for n in mpiio_counters(d, MPIIO_COLLECTIVE) if c.has(n)),
+                        np.zeros(len(c), np.int64))  # fmt: skip
+        ops = sum(c[n] for n in mpiio_counters(d))
+        coll = int(coll_rows[on].sum())
+        moved = float(c[moved_col][on].sum())
+        piece = moved / coll if coll else 0.0
+        posix_ops, posix_b = 0, 0.0
+        if p is not None:
+            pon = np.isin(p.file_id, files)
+            posix_ops = int(p[f"POSIX_{plural.upper()}"][pon].sum())
+            posix_b = float(p["POSIX_BYTES_WRITTEN" if d == "WRITE" else "POSIX_BYTES_READ"][pon]
+                            .sum())  # fmt: skip
+        request = posix_b / posix_ops if posix_ops else 0.0
+        if not coll or not posix_ops or request > 2 * piece:
+            return  # the pieces were merged anyway (another layer, or large already)
+        t = share_of(direction_time(c, d), coll_rows, ops)
+        cost = above_ideal(ctx, c, np.where(on, t, 0.0),
+                           np.where(on, share_of(c[moved_col], coll_rows, ops), 0.0))
+        hint = f"romio_cb_{word}"
+        ids, sums = ctx.per_file(c, {"coll": np.where(on, coll_rows, 0)})
+        listed, n = ctx.top_files(ids, sums["coll"], {f"collective {plural}": sums["coll"]},
+                                  sums["coll"] > 0)  # fmt: skip
+        snippet, lang = in_language(ctx, advice.PY_CB_ENABLE, advice.C_CB_ENABLE,
+                                    fortran=advice.FORTRAN_CB_ENABLE)
+        yield price(ctx, self.finding(
+            ctx,
+            Level.WARN,
+            f"Collective buffering is switched off ({hint} = disable): {coll:,} collective "
+            f"MPI-IO {plural} of {advice.human_size(piece)} each reach the file system as "
+            f"{posix_ops:,} POSIX {plural} of {advice.human_size(request)} on average, as "
+            "small as the pieces, and the collective calls only add synchronisation.",
+            evidence={"hint": f"{hint}=disable", "collective_ops": coll,
+                      "mpiio_bytes_per_call": round(piece, 1), "posix_ops": posix_ops,
+                      "posix_bytes_per_request": round(request, 1)},
+            files=listed,
+            files_total=n,
+            recommendation=f"Enable collective buffering (remove the {hint} disable hint, or "
+            "set it to enable or automatic with MPI_Info_set or in the ROMIO_HINTS file) so "
+            "that aggregators merge the ranks' pieces into large requests.",
+            snippet=snippet,
+            snippet_lang=lang,
+        ), cost)

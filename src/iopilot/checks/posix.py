@@ -10,6 +10,7 @@ from ..model.aggregate import group_sum, isin
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
+from .collbuf import aggregated_files
 from .hdf5 import hdf5_parallel, serial_small_advice
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
 from .misalign import misaligned_seconds
@@ -156,7 +157,8 @@ class _SmallRequests(Check):
         # A read finding gets read code, a Python program Python code.
         snippet, lang = in_language(
             ctx, advice.PY_AGGREGATE_READ if reading else advice.PY_AGGREGATE,
-            advice.POSIX_AGGREGATE_READ if reading else advice.POSIX_AGGREGATE)
+            advice.POSIX_AGGREGATE_READ if reading else advice.POSIX_AGGREGATE,
+            fortran=advice.FORTRAN_AGGREGATE_READ if reading else advice.FORTRAN_AGGREGATE)
         serial = serial_small_advice(ctx) if style == "hdf5" else None
         if serial is not None:  # serial HDF5 has no MPI-IO transfer properties
             rec += serial[0]
@@ -179,8 +181,11 @@ class _SmallRequests(Check):
         elif style in ("mpiio", "pnetcdf") or self.shared_only:
             rec += "; with MPI-IO, collective calls let aggregators merge the pieces"
             snippet, lang = in_language(
-                ctx, advice.PY_MPIIO_COLLECTIVE,
-                advice.MPIIO_COLLECTIVE_READ if reading else advice.MPIIO_COLLECTIVE_WRITE)
+                ctx,
+                advice.PY_MPIIO_COLLECTIVE_READ if reading else advice.PY_MPIIO_COLLECTIVE_WRITE,
+                advice.MPIIO_COLLECTIVE_READ if reading else advice.MPIIO_COLLECTIVE_WRITE,
+                fortran=(advice.FORTRAN_MPIIO_COLLECTIVE_READ if reading
+                         else advice.FORTRAN_MPIIO_COLLECTIVE_WRITE))
         yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
@@ -324,26 +329,25 @@ class PosixMisalignedFile(_Misaligned):
 
 
 class _Redundant(Check):
-    """Bytes moved beyond a file's extent must have been moved more than once.
+    """Bytes moved beyond a file's extent must have been moved more than once
+    (through POSIX or STDIO).
 
     Cost: the slowest rank's time in that direction on those files, times the
-    share of the file's bytes that were repeats."""
+    share of the file's bytes that were repeats, summed over the layers."""
 
     layer = "POSIX"
     direction = "READ"
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
-        c = ctx.layer("POSIX")
-        if c is None:
-            return
         _ops_name, past = RW[self.direction]
-        moved_col = "POSIX_BYTES_READ" if self.direction == "READ" else "POSIX_BYTES_WRITTEN"
-        max_col = "POSIX_MAX_BYTE_READ" if self.direction == "READ" else "POSIX_MAX_BYTE_WRITTEN"
-        ids, per = ctx.per_file(c, {"moved": c[moved_col]})
-        extent = np.zeros(len(ids), np.int64)
-        _, inv = ctx.file_index(c)
-        np.maximum.at(extent, inv, c[max_col] + 1)
-        extra = np.where(per["moved"] > 0, per["moved"] - extent, 0)
+        # Through STDIO too (fread, np.fromfile): the same bytes read again
+        # that way are the same mistake.
+        parts = [self._repeats(ctx, c) for c in (ctx.layer("POSIX"), ctx.layer("STDIO"))
+                 if c is not None]  # fmt: skip
+        if not parts:
+            return
+        ids, moved, extent, extra = (np.concatenate([p[k] for p in parts]) for k in range(4))
+        cost = sum(p[4] for p in parts)
         mask = extra > 0
         if not mask.any():
             return
@@ -351,13 +355,10 @@ class _Redundant(Check):
         files, n_files = ctx.top_files(
             ids,
             extra,
-            {f"bytes {past}": per["moved"], "file extent": extent, "repeated bytes": extra},
+            {f"bytes {past}": moved, "file extent": extent, "repeated bytes": extra},
             mask,
         )
         verb = "read" if self.direction == "READ" else "written"
-        row_extra = extra[inv].astype(np.float64)
-        cost = io_time(ctx).rows_at_slowest(
-            c, share_of(direction_time(c, self.direction), row_extra, per["moved"][inv]))
         rec = (
             "Read each byte once and share it (e.g. read on one rank and MPI_Bcast, or cache "
             "it in memory)"
@@ -365,6 +366,13 @@ class _Redundant(Check):
             else "Write each byte once: overwriting the same ranges repeatedly costs bandwidth "
             "and, on shared files, lock traffic"
         )
+        snippet, lang = "", ""
+        if self.direction == "READ":
+            parallel = ctx.trace.job.nprocs > 1
+            snippet, lang = in_language(
+                ctx, advice.PY_READ_ONCE_BCAST if parallel else advice.PY_READ_ONCE,
+                advice.C_READ_ONCE_BCAST if parallel else advice.C_READ_ONCE,
+                fortran=advice.FORTRAN_READ_ONCE_BCAST if parallel else advice.FORTRAN_READ_ONCE)
         yield price(ctx, self.finding(
             ctx,
             Level.WARN,
@@ -375,7 +383,31 @@ class _Redundant(Check):
             files=files,
             files_total=n_files,
             recommendation=rec + ".",
+            snippet=snippet,
+            snippet_lang=lang,
         ), cost)
+
+    def _repeats(self, ctx: Context, c) -> tuple[np.ndarray, ...]:
+        """(file ids, bytes moved, extent, bytes beyond the extent, per file;
+        the slowest rank's seconds in them) of one layer's counters."""
+        p = c.layer
+        d = self.direction
+        moved_col = f"{p}_BYTES_READ" if d == "READ" else f"{p}_BYTES_WRITTEN"
+        max_col = f"{p}_MAX_BYTE_READ" if d == "READ" else f"{p}_MAX_BYTE_WRITTEN"
+        ids, per = ctx.per_file(c, {"moved": c[moved_col]})
+        extent = np.zeros(len(ids), np.int64)
+        _, inv = ctx.file_index(c)
+        np.maximum.at(extent, inv, c[max_col] + 1)
+        extra = np.where(per["moved"] > 0, per["moved"] - extent, 0)
+        # Console streams have no extent to compare with.
+        extra = np.where([ctx.trace.name(int(i)) in _CONSOLE for i in ids], 0, extra)
+        row_extra = np.maximum(extra[inv], 0).astype(np.float64)
+        cost = io_time(ctx).rows_at_slowest(
+            c, share_of(direction_time(c, d), row_extra, per["moved"][inv]))
+        return ids, per["moved"], extent, extra, cost
+
+
+_CONSOLE = ("<STDOUT>", "<STDERR>", "<STDIN>")
 
 
 @check
@@ -415,12 +447,19 @@ class _Random(Check):
             return
         consec = c.total(f"POSIX_CONSEC_{ops_name.upper()}")
         seq = c.total(f"POSIX_SEQ_{ops_name.upper()}") - consec
-        random = max(total - consec - seq, 0)
+        # A rank's first access to a file has no previous one to follow: at
+        # offset 0 the counters call it neither sequential nor consecutive,
+        # yet it goes nowhere backwards (a file written once is not random).
+        # (A first access at a later offset counts as sequential already.)
+        ops = c[f"POSIX_{ops_name.upper()}"]
+        not_seq = np.maximum(ops - c[f"POSIX_SEQ_{ops_name.upper()}"], 0)
+        first = np.minimum(not_seq, np.where(c.rank >= 0, 1, max(1, ctx.trace.job.nprocs)))
+        random = max(total - consec - seq - int(first.sum()), 0)
         t = ctx.thresholds
-        evidence = {"random": random, "sequential": seq, "consecutive": consec, ops_name: total}
+        evidence = {"random": random, "sequential": seq, "consecutive": consec,
+                    "first_accesses": int(first.sum()), ops_name: total}
         if random / total > t["random_ratio"] and random > t["random_count"]:
-            ops = c[f"POSIX_{ops_name.upper()}"]
-            rnd = ops - c[f"POSIX_SEQ_{ops_name.upper()}"]
+            rnd = not_seq - first
             ids, per = ctx.per_file(c, {"random": rnd, "ops": ops})
             files, n = ctx.top_files(
                 ids, per["random"], {f"random {ops_name}": per["random"], ops_name: per["ops"]},
@@ -438,10 +477,7 @@ class _Random(Check):
                 files_total=n,
                 recommendation="Sort or batch requests by offset; for reads, prefetch large "
                 "blocks; with MPI-IO, collective I/O reorders requests across ranks.",
-                snippet=advice.MPIIO_COLLECTIVE_READ
-                if self.direction == "READ"
-                else advice.MPIIO_COLLECTIVE_WRITE,
-                snippet_lang="c",
+                **_random_snippet(ctx, self.direction),
             ), cost)
         elif random / total > t["random_ratio"]:
             # Drishti calls this "mostly sequential"; it is random, just too little to matter.
@@ -601,6 +637,11 @@ class _SharedImbalance(Check):
         bad = ratio > ctx.thresholds["shared_imbalance"]
         if not bad.any():
             return
+        aggregated = bad & isin(c.file_id, aggregated_files(ctx))
+        if (aggregated == bad).all():
+            yield _aggregators_note(self, ctx, c.file_id[bad], f"{self.kind} imbalance")
+            return
+        bad &= ~aggregated
         label = "bytes" if self.kind == "bytes" else "seconds"
         files, n = ctx.top_files(
             c.file_id, ratio,
@@ -672,6 +713,11 @@ class _RankSizeImbalance(Check):
         bad = (counts > 1) & (ratio > ctx.thresholds["rank_size_imbalance"])
         if not bad.any():
             return
+        aggregated = bad & isin(ids, aggregated_files(ctx))
+        if (aggregated == bad).all():
+            yield _aggregators_note(self, ctx, ids[bad], "imbalance of bytes per rank")
+            return
+        bad &= ~aggregated
         verb = "written" if self.direction == "WRITE" else "read"
         spent = times(c, "F_READ_TIME", "F_WRITE_TIME", "F_META_TIME")
         most = np.zeros(len(ids))
@@ -713,3 +759,43 @@ class PosixRankReadImbalance(_RankSizeImbalance):
     id = "posix-rank-read-imbalance"
     drishti = "P22"
     direction = "READ"
+
+
+def _aggregators_note(chk: Check, ctx: Context, ids: np.ndarray, what: str) -> Finding:
+    """The INFO finding of an imbalance that collective buffering explains: the
+    files' MPI-IO calls are collective and balanced over the ranks, so the
+    aggregator ranks issue all POSIX calls by design (nothing to fix, cost 0)."""
+    names = [ctx.trace.name(int(i)) for i in ids[: ctx.max_files]]
+    return price(ctx, chk.finding(
+        ctx,
+        Level.INFO,
+        f"The POSIX {what} on {len(ids)} shared file(s) ({', '.join(names[:3])}"
+        f"{' ...' if len(ids) > 3 else ''}) is the expected effect of collective buffering: "
+        "the ranks' MPI-IO calls are collective and balanced, and the aggregator ranks "
+        "issue the file-system calls for all of them.",
+        drishti_note="Drishti warns about this imbalance; with collective buffering it is "
+        "the aggregators at work, not an unbalanced program",
+        evidence={"files": len(ids), "collective_buffering": 1,
+                  "drishti_warns": chk.drishti or ""},
+    ), 0.0)
+
+
+def _random_snippet(ctx: Context, direction: str) -> dict[str, str]:
+    """Snippet of the random-access advice in the program's language: MPI-IO
+    collectives when the program uses MPI-IO, reading in order otherwise."""
+    if _uses(ctx) == "mpiio":
+        if direction == "READ":
+            snippet, lang = in_language(ctx, advice.PY_MPIIO_COLLECTIVE_READ,
+                                        advice.MPIIO_COLLECTIVE_READ,
+                                        fortran=advice.FORTRAN_MPIIO_COLLECTIVE_READ)
+        else:
+            snippet, lang = in_language(ctx, advice.PY_MPIIO_COLLECTIVE_WRITE,
+                                        advice.MPIIO_COLLECTIVE_WRITE,
+                                        fortran=advice.FORTRAN_MPIIO_COLLECTIVE_WRITE)
+    elif direction == "READ":
+        snippet, lang = in_language(ctx, advice.PY_SORTED_READS, advice.C_SORTED_READS,
+                                    fortran=advice.FORTRAN_SORTED_READS)
+    else:
+        snippet, lang = in_language(ctx, advice.PY_AGGREGATE, advice.POSIX_AGGREGATE,
+                                    fortran=advice.FORTRAN_AGGREGATE)
+    return {"snippet": snippet, "snippet_lang": lang}

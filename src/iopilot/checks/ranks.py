@@ -14,7 +14,10 @@ from ..vocabulary import MODULE
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, RankLocation, check, pct
 from .iotime import io_time, price
+from .language import in_language
+from .rankcost import fs_rows
 from .recordtools import _app_mask, _busy, _cached, _rank_list, chunks
+from .reopen import rereads
 
 # ---------------------------------------------------------------------------
 # Per-rank loads
@@ -179,10 +182,24 @@ class RankZeroHeavy(Check):
             )  # fmt: skip
         level = Level.HIGH if share_b > 50 else Level.WARN
         where = "traced operations" if load.source == "records" else "per-rank counters"
+        cause = reread_cause(ctx, [0], [b0 - b_mean], [o0 - o_mean])
+        if cause:
+            yield price(ctx, self.finding(
+                ctx,
+                Level.INFO,
+                f"Rank 0 of {len(load.bytes)} does {' and '.join(parts)} (from {where}), but "
+                f"its extra work is re-reading {cause}: reopened-files has the cause and "
+                "its fix (read once, on one rank, and broadcast).",
+                evidence={"ranks": len(load.bytes), "rank0_bytes": int(b0), "rank0_ops": o0,
+                          "cause": "re-reads", "reread_files": cause},
+                ranks=[0],
+            ), 0.0)
+            return
         rec = (
             "Spread the I/O over the ranks instead of funnelling it through rank 0: let every "
-            "rank write (or read) its own part of a shared file, with collective MPI-IO or "
-            "parallel HDF5/PnetCDF doing the merging"
+            "rank write (or read) its own block of a shared file collectively (MPI-IO "
+            "MPI_File_write_at_all, mpi4py Write_at_all, or parallel HDF5/PnetCDF), so the "
+            "library does the merging"
         )
         if heavy_o and not heavy_b:
             rec += (
@@ -193,6 +210,8 @@ class RankZeroHeavy(Check):
         cost = 0.0
         if len(secs) > 1 and io_time(ctx).slowest_rank == 0:
             cost = float(secs[0] - secs[1:].mean())
+        else:  # rank 0 is not the slowest: its extra work does not set the job's I/O time
+            level = Level.INFO
         yield price(ctx, self.finding(
             ctx,
             level,
@@ -208,8 +227,8 @@ class RankZeroHeavy(Check):
             },
             ranks=[0],
             recommendation=rec + ".",
-            snippet=advice.DISTRIBUTED_WRITE,
-            snippet_lang="c",
+            **_snippet(ctx, advice.PY_DISTRIBUTED_WRITE, advice.DISTRIBUTED_WRITE,
+                       advice.FORTRAN_DISTRIBUTED_WRITE),
         ), cost)
 
 
@@ -249,6 +268,21 @@ class UnbalancedRanks(Check):
             return
         worst = ranks[np.argsort(-b[ranks], kind="stable")]
         mean_b = float(b.mean())
+        ops = load.ops.astype(np.float64)
+        cause = reread_cause(ctx, [int(x) for x in worst], list(b[worst] - mean_b),
+                             list(ops[worst] - ops.mean()))
+        if cause:
+            yield price(ctx, self.finding(
+                ctx,
+                Level.INFO,
+                f"Rank(s) {_rank_list(worst)} of {len(b)} do markedly more I/O than the "
+                f"others, but their extra work is re-reading {cause}: reopened-files has the "
+                "cause and its fix.",
+                evidence={"ranks": len(b), "unbalanced": len(ranks), "cause": "re-reads",
+                          "reread_files": cause},
+                ranks=[int(x) for x in worst[:10]],
+            ), 0.0)
+            return
         share = pct(float(b[ranks].sum()), float(b.sum()))
         secs = io_time(ctx).rank_seconds
         yield price(ctx, self.finding(
@@ -288,6 +322,35 @@ class UnbalancedRanks(Check):
             recommendation="Give the ranks equal shares of the I/O, or use collective I/O so "
             "that aggregators even the load out; if the decomposition must stay uneven, "
             "overlap these ranks' I/O with computation.",
-            snippet=advice.MPIIO_COLLECTIVE_WRITE,
-            snippet_lang="c",
+            **_snippet(ctx, advice.PY_MPIIO_COLLECTIVE_WRITE, advice.MPIIO_COLLECTIVE_WRITE,
+                       advice.FORTRAN_MPIIO_COLLECTIVE_WRITE),
         ), float(secs.max() - secs.mean()))
+
+
+def _snippet(ctx: Context, python: str, c: str, fortran: str) -> dict[str, str]:
+    snippet, lang = in_language(ctx, python, c, fortran=fortran)
+    return {"snippet": snippet, "snippet_lang": lang}
+
+
+def reread_cause(ctx: Context, ranks: list[int], extra_bytes: list[float],
+                 extra_ops: list[float]) -> str:  # fmt: skip
+    """The files ``ranks`` re-read at every step (see :func:`.reopen.rereads`)
+    when those re-reads are at least half of each rank's extra bytes or
+    extra operations over the mean rank; "" when the re-reads do not
+    explain the load."""
+    rows = fs_rows(ctx)
+    if rows is None or not ranks:
+        return ""
+    again = rereads(ctx, rows)
+    if not again.any():
+        return ""
+    names: list[str] = []
+    for r, xb, xo in zip(ranks, extra_bytes, extra_ops, strict=True):
+        mine = again & (rows["rank"] == r)
+        rb = float(rows["bytes_read"][mine].sum())
+        ro = float(rows["reads"][mine].sum())
+        if not mine.any() or not (rb >= 0.5 * max(xb, 0) or ro >= 0.5 * max(xo, 0)):
+            return ""
+        names += [ctx.trace.name(int(f)) for f in unique(rows["file"][mine])]
+    listed = list(dict.fromkeys(names))
+    return ", ".join(listed[:3]) + (f" and {len(listed) - 3} more" if len(listed) > 3 else "")

@@ -10,8 +10,41 @@ import numpy as np
 
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, check, pct
-from .iotime import price
+from .iotime import io_time, price
 from .rankcost import fs_rows, in_language, is_python, metadata_cost
+
+
+def waiting_for(ctx: Context, ranks: np.ndarray) -> tuple[int, float]:
+    """(rank, seconds): of the ``ranks`` that re-read inputs, the one the
+    others wait for longest in MPI-IO calls (collective calls and what they
+    wait at end together): the slowest rank's MPI-IO seconds minus that
+    rank's.  (-1, 0) without MPI-IO or re-reading ranks."""
+    mpiio = io_time(ctx).per_rank.get("MPIIO")
+    ranks = np.unique(ranks[(ranks >= 0) & (ranks < (len(mpiio) if mpiio is not None else 0))])
+    if mpiio is None or not len(ranks):
+        return -1, 0.0
+    late = int(ranks[np.argmin(mpiio[ranks])])
+    slow = io_time(ctx).slowest_rank
+    return late, max(float(mpiio[slow] - mpiio[late]), 0.0)
+
+
+def read_again(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per :func:`fs_rows` row: bytes read beyond one pass over the file, and
+    their share of the row's bytes read."""
+    again = np.maximum(rows["bytes_read"] - rows["extent"], 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return again, np.where(rows["bytes_read"] > 0, again / rows["bytes_read"], 0.0)
+
+
+def rereads(ctx: Context, rows: dict[str, np.ndarray]) -> np.ndarray:
+    """Per :func:`fs_rows` row: a file opened ``reread_opens`` times or more
+    by its rank, read whole at least as many times over and written at most
+    once (it may have been created by the program): an input such as a
+    configuration file read again at every step."""
+    n = float(ctx.thresholds["reread_opens"])
+    return ((rows["rank"] >= 0) & (rows["opens"] >= n) & (rows["extent"] > 1)
+            & (rows["bytes_read"] >= n * rows["extent"])
+            & (rows["bytes_written"] <= rows["extent"]))  # fmt: skip
 
 
 @check
@@ -21,13 +54,21 @@ class ReopenedFiles(Check):
     Seeks and stats count beyond one per read or write (a seek before each
     access is an access pattern, which the random-access checks judge).
 
+    A file read whole again at each of ``reread_opens`` opens or more (a
+    configuration file re-read every step) counts too, whatever the count.
+
     ``cost_seconds``: the slowest rank's metadata seconds (open, stat, seek,
-    close) on the files it reopens; opening each once would save nearly all.
+    close) on the files it reopens, plus the time of its reads beyond the
+    first pass over each file (its read time times the share of repeated
+    bytes); opening and reading each once would save nearly all.  When
+    the other ranks of an MPI program wait for the re-reading rank in MPI-IO
+    calls, what the slowest rank waits (its MPI-IO seconds minus the
+    re-reading rank's) if that is more: reading once saves the wait.
     """
 
     id = "reopened-files"
     layer = "POSIX"
-    uses = ("reopen_count", "seek_stat_count", "metadata_time_share")
+    uses = ("reopen_count", "seek_stat_count", "reread_opens", "metadata_time_share")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         rows = fs_rows(ctx)
@@ -41,11 +82,23 @@ class ReopenedFiles(Check):
         # only the seeks and stats beyond one per data operation count.
         seek_stat = np.maximum(rows["seeks"] + rows["stats"] - rows["reads"] - rows["writes"],
                                0) * share  # fmt: skip
-        bad = (opens > float(t["reopen_count"])) | (seek_stat > float(t["seek_stat_count"]))
+        again, again_share = read_again(rows)
+        input_ = rereads(ctx, rows)
+        bad = ((opens > float(t["reopen_count"])) | (seek_stat > float(t["seek_stat_count"]))
+               | input_)  # fmt: skip
         if not bad.any():
             return
-        who, cost, io, level = metadata_cost(ctx, rows, bad)
-        written = bad & (rows["writes"] > 0)
+        # Reads beyond the first pass cost their share of the row's read time.
+        read_t = np.maximum(rows["io"] - rows["meta"], 0.0) * again_share
+        who, cost, io, level = metadata_cost(ctx, {**rows, "meta": rows["meta"] + read_t}, bad)
+        waits = waiting_for(ctx, rows["rank"][input_])
+        wait_text = ""
+        if waits[1] > cost:  # the other ranks wait longer than the re-reads take
+            cost = waits[1]
+            wait_text = (f"; the other ranks wait for rank {waits[0]} in their MPI-IO calls, "
+                         f"the slowest {cost:.3g} s longer than it")
+        # A file written once and read at every step is an input re-read.
+        written = bad & (rows["writes"] > 0) & ~input_
         read = bad & (rows["reads"] > 0) & ~written
         kind = "written" if written.any() else "read" if read.any() else "looked up"
         score = rows["opens"] + rows["seeks"] + rows["stats"]
@@ -66,8 +119,9 @@ class ReopenedFiles(Check):
             f"rank: {files[0].path} had {what}"
             + (f" for {int(rows['writes'][top]):,} writes" if rows["writes"][top] else
                f" for {int(rows['reads'][top]):,} reads" if rows["reads"][top] else "")
-            + f"; rank {who} spends {cost:.3g} s in their metadata calls "
-            f"({pct(cost, io):.1f} % of its I/O time)."
+            + f"; rank {who} spends {cost:.3g} s in their metadata calls"
+            + (" and repeated reads" if (read_t[bad] > 0).any() else "")
+            + f" ({pct(cost, io):.1f} % of its I/O time){wait_text}."
         )  # fmt: skip
         py = is_python(ctx)
         if kind == "written":
@@ -76,11 +130,18 @@ class ReopenedFiles(Check):
                    "instead of reopening it for every append"
                    + (" (pandas' to_csv(mode=\"a\") reopens, stats and seeks the file at "
                       "every call)" if py else ""))  # fmt: skip
-            snippet, lang = in_language(ctx, advice.PY_WRITE_ONCE, advice.C_WRITE_ONCE)
+            snippet, lang = in_language(ctx, advice.PY_WRITE_ONCE, advice.C_WRITE_ONCE,
+                                        fortran=advice.FORTRAN_WRITE_ONCE)
+        elif kind == "read" and ctx.trace.job.nprocs > 1:
+            rec = ("Read the file once, not at every step (and in an MPI program, read it on "
+                   "one rank and MPI_Bcast it to the others), then keep its contents in memory")
+            snippet, lang = in_language(ctx, advice.PY_READ_ONCE_BCAST, advice.C_READ_ONCE_BCAST,
+                                        fortran=advice.FORTRAN_READ_ONCE_BCAST)
         elif kind == "read":
             rec = ("Read the file once and keep its contents in memory (or keep it open) "
                    "instead of opening it again for every access")
-            snippet, lang = in_language(ctx, advice.PY_READ_ONCE, advice.C_READ_ONCE)
+            snippet, lang = in_language(ctx, advice.PY_READ_ONCE, advice.C_READ_ONCE,
+                                        fortran=advice.FORTRAN_READ_ONCE)
         else:
             rec = ("Remember what a stat or an existence test said instead of asking the file "
                    "system again at every step")
@@ -96,6 +157,7 @@ class ReopenedFiles(Check):
                 "opens": int(rows["opens"][bad].sum()),
                 "seeks": int(rows["seeks"][bad].sum()),
                 "stats": int(rows["stats"][bad].sum()),
+                "bytes_read_again": int(again[bad].sum()),
                 "slowest_rank": who,
                 "slowest_rank_metadata_seconds": round(cost, 6),
                 "slowest_rank_io_seconds": round(float(io), 6),

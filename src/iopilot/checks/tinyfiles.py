@@ -19,13 +19,19 @@ from .stdio import CONSOLE
 class TinyFiles(Check):
     """Many files each hold only a few bytes (read, or written).
 
+    A storm is judged by its share of the time, not by a count: more than
+    ``tiny_files_min`` tiny files whose opens, closes, stats and seeks take
+    ``tiny_files_share`` of the slowest such rank's I/O time or more (or,
+    whatever their share, more than ``tiny_files_count`` files).
+
     ``cost_seconds``: the slowest rank's metadata seconds (open, stat, seek,
     close) on the tiny files; packing them into one file saves most of it.
     """
 
     id = "tiny-files"
     layer = "POSIX"
-    uses = ("tiny_file_size", "tiny_files_count", "metadata_time_share")
+    uses = ("tiny_file_size", "tiny_files_count", "tiny_files_min", "tiny_files_share",
+            "metadata_time_share")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         rows = fs_rows(ctx)
@@ -41,10 +47,22 @@ class TinyFiles(Check):
         console = [fid for fid, name in ctx.trace.names.items() if name in CONSOLE]
         named = ~isin(ids, np.array(console, np.uint64))
         tiny = named & (extent < float(t["tiny_file_size"]))
-        written = tiny & (writes > 0)
+        # A small input the program writes once and then reads again and
+        # again is a re-read (reopened-files), not one file of a storm.
+        bytes_w = group_sum(inv, rows["bytes_written"], len(ids), as_float=True)
+        bytes_r = group_sum(inv, rows["bytes_read"], len(ids), as_float=True)
+        written = tiny & (writes > 0) & (bytes_r <= bytes_w)
         read = tiny & (reads > 0) & (writes == 0)
-        limit = int(t["tiny_files_count"])
-        many_w, many_r = int(written.sum()) > limit, int(read.sum()) > limit
+        limit, floor = int(t["tiny_files_count"]), int(t["tiny_files_min"])
+        storm = {}
+        for kind, mask in (("w", written), ("r", read)):
+            n = int(mask.sum())
+            if n <= floor:
+                storm[kind] = False
+                continue
+            _, meta_s, io_s, _ = metadata_cost(ctx, rows, mask[inv])
+            storm[kind] = n > limit or (io_s > 0 and meta_s >= float(t["tiny_files_share"]) * io_s)
+        many_w, many_r = storm["w"], storm["r"]
         if not (many_w or many_r):
             return
         flagged = (written if many_w else False) | (read if many_r else False)
@@ -61,11 +79,18 @@ class TinyFiles(Check):
         if many_r:
             parts.append(f"{int(read.sum()):,} tiny files read")
         mean = float(moved[flagged].mean())
-        if many_w:
+        if many_w and ctx.trace.job.nprocs > 1:
+            rec = ("Write the pieces into one file instead of one file each: one file per rank "
+                   "opened once for the whole run, or one shared file written with MPI-IO "
+                   "(MPI_File_write_at_all) or parallel HDF5 (h5py with driver=\"mpio\")")
+            snippet, lang = in_language(ctx, advice.PY_ONE_CONTAINER, advice.C_ONE_FILE_PER_RANK,
+                                        fortran=advice.FORTRAN_ONE_CONTAINER)
+        elif many_w:
             rec = ("Write the pieces into one file instead of one file each: datasets of one "
                    "HDF5 file, records at known offsets of one binary file with an index, or "
                    "one file per rank")
-            snippet, lang = in_language(ctx, advice.PY_ONE_CONTAINER, advice.C_ONE_CONTAINER)
+            snippet, lang = in_language(ctx, advice.PY_ONE_CONTAINER, advice.C_ONE_CONTAINER,
+                                        fortran=advice.FORTRAN_ONE_CONTAINER)
         else:
             rec = ("Pack the small inputs into one file (an archive, an HDF5 file) and read "
                    "that, or copy them to node-local storage once at the start")
