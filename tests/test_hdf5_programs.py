@@ -64,7 +64,8 @@ int main(int argc, char **argv) {
 """
 
 # A table of 16 doubles per row: argv rows, per_row (1: one H5Dwrite per row
-# after an H5Dset_extent, read back one row per H5Dread; 0: one call each way).
+# after an H5Dset_extent, read back one row per H5Dread; 0: one call each way),
+# rows per chunk.
 ROWS_C = r"""
 #include <hdf5.h>
 #include <stdlib.h>
@@ -82,10 +83,11 @@ static void rw(hid_t dset, hsize_t first, hsize_t n, double *buf, int write) {
 int main(int argc, char **argv) {
     hsize_t rows = (hsize_t)atoi(argv[1]);
     int per_row = atoi(argv[2]);
+    hsize_t chunk_rows = (hsize_t)atoi(argv[3]);
     double *data = malloc(sizeof(double) * rows * W);
     for (hsize_t i = 0; i < rows * W; i++) data[i] = (double)i;
     hid_t file = H5Fcreate("table.h5", H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    hsize_t dims[2] = {0, W}, maxdims[2] = {H5S_UNLIMITED, W}, chunk[2] = {1, W};
+    hsize_t dims[2] = {0, W}, maxdims[2] = {H5S_UNLIMITED, W}, chunk[2] = {chunk_rows, W};
     hid_t space = H5Screate_simple(2, dims, maxdims);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, 2, chunk);
@@ -252,14 +254,25 @@ def test_grown_dataset_fixed_draws_neither_warning(tmp_path):
 @need_h5cc
 def test_c_rows_one_call_each(tmp_path):
     exe = _build(tmp_path, "rows", ROWS_C)
-    fs = _traced(tmp_path, "mistake", str(exe), "3000", "1")
+    fs = _traced(tmp_path, "mistake", str(exe), "3000", "1", "1024")
     first = _first_warning(fs)
     assert first.check == "hdf5-small-dataset-access", [(f.check, f.cost_seconds) for f in fs]
     assert first.snippet_lang == "c" and "H5Sselect_hyperslab" in first.snippet
-    chunking = _warned(fs, "hdf5-chunking")[0]
-    assert chunking.evidence["suggested_dims"].endswith(", 16]")  # many rows x the full row
-    fixed = _traced(tmp_path, "fixed", str(exe), "3000", "0")
+    assert not _warned(fs, "hdf5-chunking")  # 128 KiB chunks: the calls are the mistake
+    fixed = _traced(tmp_path, "fixed", str(exe), "3000", "0", "1024")
     assert not _warned(fixed, "hdf5-small-dataset-access")
+
+
+@need_h5cc
+def test_c_rows_in_one_row_chunks(tmp_path):
+    exe = _build(tmp_path, "rows", ROWS_C)
+    fs = _traced(tmp_path, "mistake", str(exe), "3000", "1", "1")
+    assert _first_warning(fs).check == "hdf5-small-dataset-access"
+    chunking = _warned(fs, "hdf5-chunking")[0]
+    assert "it grew as it was written" in chunking.message
+    # Many rows x the full row: 64 KiB of 128-byte rows.
+    assert chunking.evidence["suggested_dims"] == "[512, 16]"
+    assert "hsize_t chunk[2] = {512, 16};" in chunking.snippet
 
 
 def test_h5py_rows_one_call_each(tmp_path):
