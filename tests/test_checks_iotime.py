@@ -214,7 +214,8 @@ def test_mpiio_independent_and_blocking_writes_cost_their_time():
     tr = trace(counters("MPIIO", rows), nprocs=1)
     # 75 % of the calls are independent: 3 of the 4 s.
     assert _cost(tr, "mpiio-collective-writes", collective_ops=1000) == pytest.approx(3.0)
-    assert _cost(tr, "mpiio-blocking-writes") == pytest.approx(4.0)
+    # Blocking: without records, whether there is computation to overlap is unknown.
+    assert _cost(tr, "mpiio-blocking-writes") is None
 
 
 def test_stdio_share_costs_data_streams_not_the_console():

@@ -7,9 +7,10 @@ import json
 import pytest
 
 from iopilot.checks import Level, diagnose
+from iopilot.checks.engine import drishti_codes
 from iopilot.cli import main
 from iopilot.sources import load
-from kit import SHARED
+from kit import SHARED, shared_logs
 
 pytestmark = pytest.mark.skipif(not SHARED.exists(), reason="shared log corpus not present")
 
@@ -93,3 +94,15 @@ def test_pnetcdf_and_lustre_logs():
     d = run("snyder_python3_id3116902-2110365_12-19-66957-188958432683465822_1.darshan")
     f = by_check(d, "lustre-ost-imbalance")
     assert f.level == Level.WARN
+
+
+@pytest.mark.parametrize("name", shared_logs())
+def test_merged_findings_keep_every_drishti_warning(name):
+    # One finding per root cause must not hide a Drishti code: the codes of
+    # the findings merged away stay in the one kept (drishti_codes reads them).
+    trace = load(str(SHARED / name))
+    apart = {f.drishti for f in diagnose(trace, merge=False).findings
+             if f.level >= Level.WARN and f.drishti}  # fmt: skip
+    merged = diagnose(load(str(SHARED / name))).findings
+    assert drishti_codes(merged) >= apart
+    assert len(merged) <= len(diagnose(load(str(SHARED / name)), merge=False).findings)

@@ -161,7 +161,15 @@ SAME_CAUSE: tuple[tuple[str, str, Any], ...] = (
     # Rank 0 (or some ranks) heavy because they re-read their inputs.
     ("reopened-files", "rank-zero-heavy", _rereads),
     ("reopened-files", "unbalanced-ranks", _rereads),
+    # The straggler is the rank that re-reads its inputs.
+    ("reopened-files", "phase-stragglers", lambda _c, k, f: _same_rank(k, f)),
 )
+
+
+def _same_rank(keep: Finding, merged: Finding) -> bool:
+    """``merged`` (a straggler) names the rank ``keep`` blames."""
+    rank = keep.evidence.get("slowest_rank")
+    return rank is not None and merged.evidence.get("worst_rank") == rank
 
 
 def _cheaper(keep: Finding, merged: Finding) -> bool:

@@ -188,7 +188,8 @@ class _NonBlocking(Check):
     direction and its computation between those calls (gaps of at least
     ``compute_gap_min`` seconds), at the slowest rank; a program with no
     such gaps has nothing to overlap, and the finding is a note (INFO).
-    Without records: the slowest rank's blocking time, an upper bound."""
+    Without records: unknown (the slowest rank's blocking time is only an
+    upper bound, reached when it computes as long as it waits)."""
 
     layer = "MPIIO"
     direction = "READ"
@@ -230,7 +231,7 @@ class _NonBlocking(Check):
             snippet, lang = in_language(ctx, advice.PY_MPIIO_NONBLOCKING_WRITE,
                                         advice.mpiio_nonblocking(word),
                                         fortran=advice.FORTRAN_MPIIO_NONBLOCKING_WRITE)
-        cost = blocking
+        cost: float | None = None  # without records: is there computation at all?
         if gaps is not None:
             evidence["compute_seconds"] = round(gaps[1], 6)
             cost = gaps[0]
@@ -246,7 +247,8 @@ class _NonBlocking(Check):
             + " and wait for it later.",
             snippet=snippet,
             snippet_lang=lang,
-        ), cost)
+        ), cost, f"without records, whether the program computes between the calls is unknown "
+           f"(at most the {blocking:.3g} s they block)")
 
 
 def _compute_between_calls(ctx: Context, direction: str) -> tuple[float, float] | None:
@@ -272,19 +274,21 @@ def _compute_between_calls(ctx: Context, direction: str) -> tuple[float, float] 
     reach = np.maximum.accumulate(end + shift)
     gap = (start + shift)[1:] - reach[:-1]
     same = rank[1:] == rank[:-1]
-    long = same & (gap >= float(ctx.thresholds["compute_gap_min"]))
-    compute = np.bincount(rank[1:][long], gap[long], minlength=n)
+    least = float(ctx.thresholds["compute_gap_min"])
+    long = same & (gap >= least)
+    gaps, owner = gap[long], rank[1:][long]
     # Other I/O of the rank inside those gaps (reading inputs, writing logs)
-    # is no computation to overlap with.
+    # is no computation to overlap with: what is left of each gap counts.
     other = r.select((r.layer != m.layer[0]) & (r.rank >= 0) & (r.rank < n))
-    if len(other) and long.any():
+    if len(other) and len(gaps):
         lo, hi = reach[:-1][long], (start + shift)[1:][long]  # sorted, disjoint
         at = other.start + other.rank * width
         k = np.searchsorted(lo, at, side="right") - 1
         inside = (k >= 0) & (at < hi[np.maximum(k, 0)])
-        busy_other = np.bincount(other.rank[inside], _busy(other.start, other.end)[inside],
-                                 minlength=n)  # fmt: skip
-        compute = np.maximum(compute - busy_other, 0.0)
+        gaps = gaps - np.bincount(k[inside], _busy(other.start, other.end)[inside],
+                                  minlength=len(gaps))  # fmt: skip
+    keep = gaps >= least
+    compute = np.bincount(owner[keep], gaps[keep], minlength=n)
     busy = np.bincount(rank, _busy(start, end), minlength=n)
     who = io_time(ctx).slowest_rank
     if who >= n:

@@ -27,7 +27,7 @@ class StdioTime(Check):
 
     id = "stdio-time"
     layer = "STDIO"
-    uses = ("stdio_time_share", "stdio_min_time")
+    uses = ("stdio_time_share", "stdio_min_time", "stdio_bulk_bytes")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         s = ctx.layer("STDIO")
@@ -54,15 +54,25 @@ class StdioTime(Check):
                                  mine & used)  # fmt: skip
         calls = int(s[ops_col][mine & used].sum())
         mid = median(per)
-        if d == "WRITE":
+        moved = float(s[bytes_col][mine & used].sum())
+        if d == "WRITE" and moved >= float(t["stdio_bulk_bytes"]):
+            # Megabytes of text: arrays printed value by value, not a log.
+            rec = ("Write the arrays in binary with one call each (fwrite, numpy tofile, an "
+                   "unformatted Fortran WRITE, or HDF5) instead of formatting them value by "
+                   "value; keep formatted text for what people read")
+            snippet, lang = in_language(ctx, advice.PY_STDIO_BINARY, advice.C_STDIO_BINARY,
+                                        fortran=advice.FORTRAN_STDIO_BINARY)
+        elif d == "WRITE":
             rec = ("Log less and in bigger pieces: every Nth step instead of every step, from "
                    "one rank (or a few), into a stream with a large buffer that is not flushed "
                    "after each line")
-            snippet, lang = in_language(ctx, advice.PY_LOG_LESS, advice.C_LOG_LESS)
+            snippet, lang = in_language(ctx, advice.PY_LOG_LESS, advice.C_LOG_LESS,
+                                        fortran=advice.FORTRAN_WRITE_ONCE)
         else:
             rec = ("Read the input in large pieces (or once) instead of line by line or value "
                    "by value, and share it instead of having each rank parse it")
-            snippet, lang = advice.STDIO_BUFFER, "c"
+            snippet, lang = in_language(ctx, advice.PY_READ_ONCE, advice.STDIO_BUFFER,
+                                        fortran=advice.FORTRAN_READ_ONCE)
         yield price(ctx, self.finding(
             ctx,
             Level.WARN,

@@ -81,6 +81,8 @@ DEFAULTS: dict[str, tuple[float | int, str]] = {
                          "stat'ing tiny files that makes them a storm"),
     "reread_opens": (10, "opens of one file by one rank that re-read all of it each time "
                      "(a configuration re-read every step)"),
+    "stdio_bulk_bytes": (8 * MiB, "bytes one rank writes through STDIO from which it is bulk "
+                         "data (arrays as text), not a log"),
 }
 
 
