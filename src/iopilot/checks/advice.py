@@ -521,7 +521,13 @@ def py_hdf5_chunk(dims: list[int], growing: bool) -> str:
             f"                        chunks=({chunks}), dtype=\"f8\")\n"
             "# grow it in whole chunks: dset.resize(n, axis=0) once per block of steps"
         )
-    return f"dset = f.create_dataset(name, shape=shape, chunks=({chunks}), dtype=\"f8\")"
+    rest = ", ".join(str(x) for x in dims[1:])
+    return (
+        f"dset = f.create_dataset(name, shape=shape, chunks=({chunks}), dtype=\"f8\")\n"
+        f"# a dataset that grows: shape=(0, {rest}), maxshape=(None, {rest}), same chunks"
+        if rest else
+        f"dset = f.create_dataset(name, shape=shape, chunks=({chunks}), dtype=\"f8\")"
+    )
 
 
 def fortran_hdf5_chunk(dims: list[int]) -> str:

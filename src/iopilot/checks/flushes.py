@@ -7,7 +7,9 @@ MPI_File_sync as fsync, but the program made one call.  Their time comes
 from the per-operation records when the source has them (``sync`` and
 ``flush`` operations), else from the counters: the layer's metadata time of
 the file (an upper bound, which also holds opens and seeks) or, for H5F,
-that time less the open and close.
+that time less the open and close.  A plain fflush hands the buffer to the
+kernel, not to the disk (STDIO checks judge its small writes); an fsync of
+the stream's descriptor after it counts here as an fsync.
 """
 
 from __future__ import annotations
