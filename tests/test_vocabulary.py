@@ -201,7 +201,8 @@ def test_iopilot_layers_switches_modules_by_name(tmp_path):
 def test_modules_write_their_parts_of_the_summary(tmp_path):
     s = _run_traced(tmp_path, ["/bin/true"], HDF5_PLUGIN_PATH="/plugins", SLURM_JOB_ID="42")
     # module tables first (MPI-IO's only when built with MPI headers), then the core's
-    assert [k for k in s["overflows"] if k != "split"] == ["aio", "fapl", "handles", "notes"]
+    assert [k for k in s["overflows"] if k != "split"] == ["aio", "fapl", "fortran_units",
+                                                           "handles", "notes"]
     assert s["env"]["HDF5_PLUGIN_PATH"] == "/plugins" and s["env"]["SLURM_JOB_ID"] == "42"
 
 

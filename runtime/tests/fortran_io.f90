@@ -3,6 +3,7 @@
 !   fortran_io whole N     one unformatted WRITE of the whole array
 !   fortran_io lines N     formatted WRITE of one line per value, then READ back
 !   fortran_io none        internal I/O and standard output only
+!   fortran_io implicit N  unit 12 without OPEN (gfortran's fort.12), a scratch file
 ! Each writes its file(s) in the working directory and prints a checksum.
 program fortran_io
   implicit none
@@ -48,6 +49,14 @@ program fortran_io
     end do
     close(21)
     if (any(abs(a(1:n) - b(1:n)) > 1d-12)) stop 5
+  case ('implicit')
+    write(12) a(1:n)
+    open(newunit=u, status='scratch', form='unformatted')
+    write(u) a(1:n)
+    rewind(u)
+    read(u) b(1:n)
+    close(u)
+    if (any(a(1:n) /= b(1:n))) stop 6
   case ('none')
     do i = 1, max(n, 1)
       write(text, '(I10)') i

@@ -11,7 +11,7 @@ from .engine import Diagnosis, diagnose
 
 _LAYERS = ("stdio", "posix", "mpiio", "hdf5", "pnetcdf", "lustre", "ranks", "phases", "overlaps",
            "reopen", "tinyfiles", "mpiio_time", "rmw", "stdio_time", "background", "program",
-           "flushes")
+           "flushes", "fortran")
 for _name in _LAYERS:
     import_module(f"{__name__}.{_name}")
 

@@ -635,3 +635,79 @@ MPI_File_set_view(fh, step_offset + rank * piece_bytes, MPI_BYTE, strided,
 MPI_File_write_all(fh, buf, pieces * piece_bytes, MPI_BYTE, MPI_STATUS_IGNORE);
 /* a contiguous block per rank: MPI_File_write_at_all(fh, offset, buf, n, ...) */"""
 
+
+
+# ---------------------------------------------------------------------------
+# Fortran: the FORTRAN layer's checks (fortran-element-io, fortran-formatted-io),
+# and Fortran forms of other checks' advice, for their ``fortran=`` argument.
+# ---------------------------------------------------------------------------
+
+FORTRAN_WHOLE_ARRAY = """\
+! one statement for the whole array, not one per element
+open(newunit=u, file='out.bin', access='stream', form='unformatted', &
+     status='replace', action='write')
+write(u) a                      ! not: do i = 1, n; write(u) a(i); end do
+close(u)
+! reading back: read(u) a       (one statement too)"""
+
+FORTRAN_STREAM_UNFORMATTED = """\
+! big arrays unformatted, in one statement; formatted output for people only
+open(newunit=u, file='field.bin', access='stream', form='unformatted', &
+     status='replace', action='write')
+write(u) nx, ny                 ! a small header, then the values
+write(u) field                  ! not: do i = 1, n; write(20, '(ES24.16)') field(i)
+close(u)"""
+
+FORTRAN_WRITE_AT_ALL = """\
+! parallel: every rank writes its block of one file, collectively (MPI-IO)
+use mpi
+integer(kind=MPI_OFFSET_KIND) :: offset
+call MPI_File_open(MPI_COMM_WORLD, 'out.bin', ior(MPI_MODE_CREATE, MPI_MODE_WRONLY), &
+                   MPI_INFO_NULL, fh, ierr)
+offset = int(rank, MPI_OFFSET_KIND) * n * 8       ! n real(8) values per rank
+call MPI_File_write_at_all(fh, offset, a, n, MPI_DOUBLE_PRECISION, MPI_STATUS_IGNORE, ierr)
+call MPI_File_close(fh, ierr)"""
+
+FORTRAN_H5DWRITE = """\
+! or HDF5 (parallel build): one hyperslab per rank, one collective write
+use hdf5
+call h5sselect_hyperslab_f(filespace, H5S_SELECT_SET_F, start, count, err)
+call h5pcreate_f(H5P_DATASET_XFER_F, dxpl, err)
+call h5pset_dxpl_mpio_f(dxpl, H5FD_MPIO_COLLECTIVE_F, err)
+call h5dwrite_f(dset, H5T_NATIVE_DOUBLE, a, count, err, &
+                mem_space_id=memspace, file_space_id=filespace, xfer_prp=dxpl)"""
+
+FORTRAN_SMALL_WRITES = """\
+! fewer, larger writes: a whole array (or a buffer of many records) per statement
+real(8) :: buf(4096)
+nbuf = 0
+do i = 1, n
+   nbuf = nbuf + 1
+   buf(nbuf) = value(i)
+   if (nbuf == size(buf)) then
+      write(u) buf              ! one 32 KiB statement, not 4096 of 8 bytes
+      nbuf = 0
+   end if
+end do
+if (nbuf > 0) write(u) buf(1:nbuf)"""
+
+FORTRAN_COLLECTIVE_WRITES = """\
+! every rank calls the collective form; aggregators merge the pieces
+call MPI_File_set_view(fh, disp, MPI_BYTE, filetype, 'native', MPI_INFO_NULL, ierr)
+call MPI_File_write_at_all(fh, offset, buf, count, MPI_BYTE, MPI_STATUS_IGNORE, ierr)
+! not: call MPI_File_write_at(fh, offset, buf, count, MPI_BYTE, MPI_STATUS_IGNORE, ierr)"""
+
+FORTRAN_HDF5_CHUNKS = """\
+! chunks of about 1 MiB or more, shaped like the writes (here 64 x 64 x 64 real(8))
+integer(hsize_t) :: chunk(3) = [64_hsize_t, 64_hsize_t, 64_hsize_t]
+call h5pcreate_f(H5P_DATASET_CREATE_F, dcpl, err)
+call h5pset_chunk_f(dcpl, 3, chunk, err)
+call h5dcreate_f(file, 'field', H5T_NATIVE_DOUBLE, space, dset, err, dcpl_id=dcpl)"""
+
+FORTRAN_FLUSH_AT_CHECKPOINTS = """\
+! flush at checkpoints (or not at all), not after every step
+do step = 1, nsteps
+   call write_step(u, step)
+   if (mod(step, checkpoint_every) == 0) flush(u)   ! not: flush(u) every step
+end do
+close(u)"""

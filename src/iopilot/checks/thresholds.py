@@ -83,6 +83,14 @@ DEFAULTS: dict[str, tuple[float | int, str]] = {
                      "(a configuration re-read every step)"),
     "stdio_bulk_bytes": (8 * MiB, "bytes one rank writes through STDIO from which it is bulk "
                          "data (arrays as text), not a log"),
+    "fortran_statements": (10000, "Fortran statements of one direction on one unit's file "
+                           "below which their number does not matter"),
+    "fortran_statement_bytes": (512, "mean bytes of values per Fortran statement at or below "
+                                "which statements move an element or a few"),
+    "fortran_formatted_bytes": (MiB, "bytes of values (kind x count) through formatted Fortran "
+                                "statements on one file from which they are a big array"),
+    "fortran_min_time": (0.1, "seconds a Fortran check's fix saves the slowest rank below "
+                         "which it is not reported"),
 }
 
 
