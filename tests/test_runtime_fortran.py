@@ -73,6 +73,11 @@ def _rows(trace: Path, layer: str = "FORTRAN") -> dict[str, dict[str, float]]:
     return out
 
 
+def _counts(row: dict[str, float], **expected: int) -> None:
+    """``row`` has these counts (a counter not written is 0)."""
+    assert {k: row.get(k, 0) for k in expected} == expected
+
+
 def _diagnose(trace: Path, **overrides: float):
     from iopilot.checks import diagnose
     from iopilot.checks.thresholds import defaults
@@ -90,12 +95,8 @@ def test_element_by_element_unformatted_writes(fio, tmp_path):
     rows = _rows(trace)
     f = rows[str(tmp_path / "element.bin")]
     n = 2_000_000
-    assert {k: f.get(k, 0) for k in ("WRITES", "UNFORMATTED_WRITES", "FORMATTED_WRITES",
-                                     "ITEMS_WRITTEN", "BYTES_WRITTEN", "SIZE_WRITE_0_100",
-                                     "OPENS", "READS", "ARRAYS_UNSIZED")} == {
-        "WRITES": n, "UNFORMATTED_WRITES": n, "FORMATTED_WRITES": 0, "ITEMS_WRITTEN": n,
-        "BYTES_WRITTEN": 8 * n, "SIZE_WRITE_0_100": n, "OPENS": 1, "READS": 0,
-        "ARRAYS_UNSIZED": 0}  # fmt: skip
+    _counts(f, WRITES=n, UNFORMATTED_WRITES=n, FORMATTED_WRITES=0, ITEMS_WRITTEN=n,
+            BYTES_WRITTEN=8 * n, SIZE_WRITE_0_100=n, OPENS=1, READS=0, ARRAYS_UNSIZED=0)
     # the one statement site of the file: its line, its source, all its statements
     assert f["SITE_LINE"] == _line(r"^\s+write\(u\) a\(i\)")
     assert f["site_source"] == str(SOURCE)
@@ -119,13 +120,9 @@ def test_formatted_lines_written_and_read_back(fio, tmp_path):
     assert p.returncode == 0, p.stderr
     f = _rows(trace)[str(tmp_path / "lines.txt")]
     n = 500_000
-    assert {k: f.get(k, 0) for k in ("WRITES", "FORMATTED_WRITES", "UNFORMATTED_WRITES",
-                                     "ITEMS_WRITTEN", "BYTES_WRITTEN", "READS",
-                                     "FORMATTED_READS", "ITEMS_READ", "BYTES_READ",
-                                     "OPENS")} == {
-        "WRITES": n, "FORMATTED_WRITES": n, "UNFORMATTED_WRITES": 0, "ITEMS_WRITTEN": 2 * n,
-        "BYTES_WRITTEN": 12 * n, "READS": n, "FORMATTED_READS": n, "ITEMS_READ": 2 * n,
-        "BYTES_READ": 12 * n, "OPENS": 2}  # fmt: skip
+    _counts(f, WRITES=n, FORMATTED_WRITES=n, UNFORMATTED_WRITES=0, ITEMS_WRITTEN=2 * n,
+            BYTES_WRITTEN=12 * n, READS=n, FORMATTED_READS=n, ITEMS_READ=2 * n,
+            BYTES_READ=12 * n, OPENS=2)
     assert f["SITE_LINE"] in (_line(r"write\(20, '\(I8"), _line(r"read\(21, \*"))
     _, d = _diagnose(trace, fortran_min_time=0)
     (finding,) = [x for x in d.findings if x.check == "fortran-formatted-io"]
@@ -139,12 +136,9 @@ def test_whole_array_write_and_read(fio, tmp_path):
     assert p.returncode == 0, p.stderr
     f = _rows(trace)[str(tmp_path / "whole.bin")]
     n = 2_000_000
-    assert {k: f.get(k, 0) for k in ("WRITES", "READS", "ITEMS_WRITTEN", "ITEMS_READ",
-                                     "BYTES_WRITTEN", "BYTES_READ", "SIZE_WRITE_10M_100M",
-                                     "UNFORMATTED_READS", "ARRAYS_UNSIZED", "OPENS")} == {
-        "WRITES": 1, "READS": 1, "ITEMS_WRITTEN": n, "ITEMS_READ": n,
-        "BYTES_WRITTEN": 8 * n, "BYTES_READ": 8 * n, "SIZE_WRITE_10M_100M": 1,
-        "UNFORMATTED_READS": 1, "ARRAYS_UNSIZED": 0, "OPENS": 2}  # fmt: skip
+    _counts(f, WRITES=1, READS=1, ITEMS_WRITTEN=n, ITEMS_READ=n, BYTES_WRITTEN=8 * n,
+            BYTES_READ=8 * n, SIZE_WRITE_10M_100M=1, UNFORMATTED_READS=1, ARRAYS_UNSIZED=0,
+            OPENS=2)
     assert f["SITE_LINE"] in (_line(r"^\s+write\(u\) a$"), _line(r"^\s+read\(u\) b$"))
     _, d = _diagnose(trace, fortran_min_time=0)
     assert d.findings == []  # one statement each way: nothing to fix

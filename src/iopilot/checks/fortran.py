@@ -159,11 +159,16 @@ class _FortranCheck(Check):
             snippet_lang="fortran",
         ), sec)  # fmt: skip
 
+    # the serial snippet (parallel jobs get MPI-IO and HDF5 forms too), and the
+    # recommendation with {word} (READ/WRITE) and {at} (" at line L of SRC")
+    serial_snippet: str
+    advice_text: str
+
     def snippet(self, ctx: Context) -> str:
-        raise NotImplementedError
+        return _parallel(ctx, self.serial_snippet)
 
     def recommendation(self, word: str, site: str) -> str:
-        raise NotImplementedError
+        return self.advice_text.format(word=word, at=f" at {site}" if site else "")
 
 
 def _parallel(ctx: Context, serial: str) -> str:
@@ -195,14 +200,10 @@ class FortranElementIo(_FortranCheck):
         return (unformatted & (n >= float(t["fortran_statements"]))
                 & (b <= float(t["fortran_statement_bytes"]) * n))  # fmt: skip
 
-    def snippet(self, ctx: Context) -> str:
-        return _parallel(ctx, advice.FORTRAN_WHOLE_ARRAY)
-
-    def recommendation(self, word: str, site: str) -> str:
-        at = f" at {site}" if site else ""
-        return (f"Move the array with one {word} statement{at} (the whole array or a section, "
-                f"a(1:n), not one statement per element inside a loop); a stream file "
-                f"(access='stream', form='unformatted') holds just the values.")
+    serial_snippet = advice.FORTRAN_WHOLE_ARRAY
+    advice_text = ("Move the array with one {word} statement{at} (the whole array or a "
+                   "section, a(1:n), not one statement per element inside a loop); a stream "
+                   "file (access='stream', form='unformatted') holds just the values.")
 
 
 @check
@@ -224,11 +225,7 @@ class FortranFormattedIo(_FortranCheck):
         formatted = _col(c, f"FORMATTED_{word}S") * 2 > _col(c, ops)
         return formatted & (_col(c, nbytes) >= float(ctx.thresholds["fortran_formatted_bytes"]))
 
-    def snippet(self, ctx: Context) -> str:
-        return _parallel(ctx, advice.FORTRAN_STREAM_UNFORMATTED)
-
-    def recommendation(self, word: str, site: str) -> str:
-        at = f" at {site}" if site else ""
-        return (f"Keep formatted {word} statements for what people read: move big arrays{at} "
-                f"unformatted (access='stream', form='unformatted') in one statement, and "
-                f"convert them to text afterwards if a text file is needed.")
+    serial_snippet = advice.FORTRAN_STREAM_UNFORMATTED
+    advice_text = ("Keep formatted {word} statements for what people read: move big "
+                   "arrays{at} unformatted (access='stream', form='unformatted') in one "
+                   "statement, and convert them to text afterwards if a text file is needed.")
