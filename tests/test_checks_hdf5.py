@@ -4,13 +4,15 @@ alignment)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from iopilot.checks import Level, advice
 from iopilot.checks.base import Context
 from iopilot.checks.hdf5 import _file_of, dataset_files, hdf5_file_ids
 from iopilot.checks.thresholds import defaults
-from iopilot.model import Records
+from iopilot.model import RECORD_LAYERS, Records
+from iopilot.vocabulary import OP_NAMES
 from kit import counters, findings, only, records, trace
 
 KiB, MiB = 1024, 1024**2
@@ -426,3 +428,31 @@ def test_small_access_advice_in_the_program_language(exe, lang, text):
     tr.job.executable = exe
     f = only(findings(tr, "hdf5-small-dataset-access"))
     assert f.snippet_lang == lang and text in f.snippet
+
+
+def test_gaps_with_other_work_on_the_file_are_not_the_calls():
+    # 200 row writes 0.6 ms apart; after every other one the rank writes to
+    # the file itself (a flush) or reopens the dataset: those gaps belong to
+    # the flush or the reopening, the rest to the calls.
+    d = _rows(1, 100, n=200, H5D_SIZE_WRITE_AGG_100_1K=200, H5D_F_WRITE_TIME=0.02)
+    calls = _row_calls(200, 800, 1e-4, 6e-4)
+    after = calls.end[0:200:2] + 1e-4
+    flush = records([(0, "w", 1, 0, 512, t, t + 1e-5) for t in after])  # file 1: the parent
+    f = only(findings(trace(_h5f(), d, recs=Records.concat([calls, flush])),
+                      "hdf5-small-dataset-access"))  # fmt: skip
+    assert f.evidence["between_calls_seconds"] == pytest.approx(99 * 6e-4, rel=1e-4)
+    # The same writes on another file leave every gap to the calls.
+    other = records([(0, "w", 2, 0, 512, t, t + 1e-5) for t in after])
+    f = only(findings(trace(_h5f(), d, recs=Records.concat([calls, other])),
+                      "hdf5-small-dataset-access"))  # fmt: skip
+    assert f.evidence["between_calls_seconds"] == pytest.approx(199 * 6e-4, rel=1e-4)
+    # The dataset closed and opened again between two calls (h5py reopening the file).
+    tr = trace(_h5f(), d, recs=calls)
+    n = len(after)
+    tr.meta_records = Records(
+        rank=np.zeros(n, np.int32), layer=np.full(n, RECORD_LAYERS.index("H5D"), np.uint8),
+        op=np.full(n, OP_NAMES.index("open"), np.uint8), file_id=np.full(n, 11, np.uint64),
+        offset=np.zeros(n, np.int64), length=np.zeros(n, np.int64), start=after,
+        end=after + 1e-5)  # fmt: skip
+    f = only(findings(tr, "hdf5-small-dataset-access"))
+    assert f.evidence["between_calls_seconds"] == pytest.approx(99 * 6e-4, rel=1e-4)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..model import OP_READ, OP_WRITE, Counters
 from ..model.aggregate import group_sum, isin, median, per_file, unique, unique_columns
-from ..vocabulary import DIRECTIONS, MPIIO_COLLECTIVE, mpiio_counters
+from ..vocabulary import DIRECTIONS, MPIIO_COLLECTIVE, RECORD_LAYERS, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
@@ -193,7 +193,9 @@ def _small_calls(ctx: Context, limit: float | None) -> tuple[float, float, int] 
     """From H5D records, for the slowest rank: seconds in the small calls
     (all calls when ``limit`` is None) less the same bytes at the rate of the
     large calls (or ``default_bandwidth``), seconds in the tight gaps before
-    them, and how many such gaps; None without H5D records."""
+    them, and how many such gaps; None without H5D records.  A gap in which
+    the rank did other traced work on the same file (a flush's writes, the
+    file or dataset reopened) is not the calls' own: other checks price it."""
     r = _layer_records(ctx, "H5D")
     r = r.select((r.op == OP_READ) | (r.op == OP_WRITE))
     if not len(r):
@@ -208,12 +210,57 @@ def _small_calls(ctx: Context, limit: float | None) -> tuple[float, float, int] 
     same = (rank[1:] == rank[:-1]) & (fid[1:] == fid[:-1])
     gap[1:] = np.where(same, start[1:] - end[:-1], np.inf)
     tight = small & (gap >= 0) & (gap <= ctx.thresholds["call_overhead_gap"])
+    if tight.any():
+        tight[tight] = ~_busy_between(ctx, rank[tight], fid[tight], start[tight] - gap[tight],
+                                      start[tight])  # fmt: skip
     big_t, big_b = float(dur[~small].sum()), float(length[~small].sum())
     rate = big_b / big_t if big_t > 0 and big_b > 0 else float(ctx.thresholds["default_bandwidth"])
     times_ = io_time(ctx)
     at = rank == times_.slowest_rank
     in_calls = float(dur[small & at].sum()) - float(length[small & at].sum()) / rate
     return max(in_calls, 0.0), float(gap[tight & at].sum()), int((tight & at).sum())
+
+
+def _busy_between(ctx: Context, rank: np.ndarray, dataset: np.ndarray, t0: np.ndarray,
+                  t1: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Whether ``rank`` started another traced operation on the file of
+    ``dataset`` (POSIX on the file, or the dataset opened or closed) between
+    ``t0`` and ``t1``: one binary search per interval over the events keyed
+    by (rank, file) and time."""
+    d = ctx.layer("H5D")
+    ids = np.zeros(0, np.uint64)
+    parents = ids
+    if d is not None:
+        ids, first = np.unique(d.file_id, return_index=True)
+        parents = dataset_files(ctx, d)[first]
+
+    def file_of(x: np.ndarray) -> np.ndarray:
+        k = index_of(ids, x)
+        found = gather(parents, k)
+        return np.where((k >= 0) & (found != 0), found, x).astype(np.uint64)
+
+    recs, metas = ctx.trace.records, ctx.trace.meta_records
+    posix, h5d = RECORD_LAYERS.index("POSIX"), RECORD_LAYERS.index("H5D")
+    ev_rank = np.concatenate([recs.rank[recs.layer == posix], metas.rank[metas.layer == posix],
+                              metas.rank[metas.layer == h5d]])  # fmt: skip
+    ev_file = np.concatenate([recs.file_id[recs.layer == posix],
+                              metas.file_id[metas.layer == posix],
+                              file_of(metas.file_id[metas.layer == h5d])])  # fmt: skip
+    ev_time = np.concatenate([recs.start[recs.layer == posix], metas.start[metas.layer == posix],
+                              metas.start[metas.layer == h5d]])  # fmt: skip
+    if not len(ev_time):
+        return np.zeros(len(t0), bool)
+    files = file_of(dataset)
+    _, inv = np.unique(np.concatenate([files, ev_file]).astype(np.uint64), return_inverse=True)
+    nranks = int(max(rank.max(), ev_rank.max())) + 1
+    group = inv * nranks + np.concatenate([rank, ev_rank]).astype(np.int64)
+    span = float(max(t1.max(), ev_time.max())) + 1.0
+    key = group * span
+    n = len(files)
+    events = np.sort(key[n:] + ev_time)
+    lo = np.searchsorted(events, key[:n] + t0, side="right")
+    hi = np.searchsorted(events, key[:n] + t1, side="left")
+    return hi > lo
 
 
 def _mpiio_files(ctx: Context) -> np.ndarray:
