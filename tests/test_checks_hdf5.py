@@ -456,3 +456,15 @@ def test_gaps_with_other_work_on_the_file_are_not_the_calls():
         end=after + 1e-5)  # fmt: skip
     f = only(findings(tr, "hdf5-small-dataset-access"))
     assert f.evidence["between_calls_seconds"] == pytest.approx(99 * 6e-4, rel=1e-4)
+
+
+@pytest.mark.parametrize(("exe", "language", "lang", "text"), [
+    ("python3 sim.py", "", "python", "alignment_threshold=1048576,\n"),
+    ("./sim", "fortran", "fortran", "h5pset_alignment_f(fapl, 1048576_hsize_t, 4096_hsize_t"),
+    ("./sim", "", "c", "H5Pset_alignment(fapl, 1048576, 4096);"),
+])  # fmt: skip
+def test_alignment_advice_in_the_program_language(exe, language, lang, text):
+    tr = trace(_h5f(), _mis(50, size=2 * MiB))
+    tr.job.executable, tr.job.language = exe, language
+    f = only(findings(tr, "hdf5-alignment"))
+    assert f.snippet_lang == lang and text in f.snippet

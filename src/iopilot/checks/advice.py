@@ -627,6 +627,20 @@ if comm.rank == 0:
         meta = dict(f.attrs)              # the small reads, once
 meta = comm.bcast(meta, root=0)"""
 
+
+def py_hdf5_alignment(threshold: int, alignment: int) -> str:
+    """h5py (3.5 or later): objects of ``threshold`` bytes or more on ``alignment``."""
+    return (f"f = h5py.File(path, \"w\", alignment_threshold={threshold},\n"
+            f"              alignment_interval={alignment})")
+
+
+def fortran_hdf5_alignment(threshold: int, alignment: int) -> str:
+    return (
+        "call h5pcreate_f(H5P_FILE_ACCESS_F, fapl, err)\n"
+        f"call h5pset_alignment_f(fapl, {threshold}_hsize_t, {alignment}_hsize_t, err)\n"
+        "call h5fcreate_f(path, H5F_ACC_TRUNC_F, file, err, access_prp=fapl)"
+    )
+
 C_MPIIO_COLLECTIVE_STEP = """\
 /* one collective call per step instead of one independent call per piece:
    a file view places this rank's pieces, aggregators merge all ranks' */

@@ -560,6 +560,9 @@ class Hdf5Alignment(Check):
         )
         row_bad = np.where(bad[inv], np.maximum(p["POSIX_FILE_NOT_ALIGNED"], 0), 0)
         spent = misaligned_seconds(ctx, p, row_bad, rw, align[inv])
+        snippet, lang = in_language(ctx, advice.py_hdf5_alignment(threshold, alignment),
+                                    advice.hdf5_alignment(threshold, alignment),
+                                    fortran=advice.fortran_hdf5_alignment(threshold, alignment))
         yield price(ctx, self.finding(
             ctx,
             Level.WARN,
@@ -576,8 +579,8 @@ class Hdf5Alignment(Check):
             recommendation=f"Ask HDF5 to start every object of {advice.human_size(threshold)} "
             f"or more on a {advice.human_size(alignment)} boundary (the {unit} size), so that "
             "dataset data begins on a boundary and large requests map onto whole blocks.",
-            snippet=advice.hdf5_alignment(threshold, alignment),
-            snippet_lang="c",
+            snippet=snippet,
+            snippet_lang=lang,
         ), io_time(ctx).rows_at_slowest(p, spent))  # fmt: skip
 
 
