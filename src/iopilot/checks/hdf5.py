@@ -377,6 +377,7 @@ class Hdf5IndependentTransfers(Check):
             elif on.any():
                 note = f" MPI-IO agrees: {ind:,} independent and no collective operations."
         spent = np.where(indep, times(d, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
+        snippet, lang = in_language(ctx, advice.PY_HDF5_COLLECTIVE, advice.HDF5_COLLECTIVE)
         yield price(ctx, self.finding(
             ctx,
             level,
@@ -389,8 +390,8 @@ class Hdf5IndependentTransfers(Check):
             recommendation="Pass a dataset-transfer property list set to collective to "
             "H5Dread/H5Dwrite, so that MPI-IO can merge the ranks' pieces into large requests "
             "issued by a few aggregators.",
-            snippet=advice.HDF5_COLLECTIVE,
-            snippet_lang="c",
+            snippet=snippet,
+            snippet_lang=lang,
         ), io_time(ctx).rows_at_slowest(d, spent))
 
 
