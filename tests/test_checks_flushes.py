@@ -141,3 +141,13 @@ def test_fortran_advice():
     f = only(findings(tr, CHECK))
     assert f.snippet_lang == "fortran" and "h5fflush_f" in f.snippet
     assert f.snippet == advice.flush_once("fortran", "hdf5")
+
+
+def test_many_ranks_say_the_calls_per_rank():
+    rows = [{"file": 1, "rank": r, "POSIX_WRITES": 30, "POSIX_FSYNCS": 30,
+             "POSIX_F_META_TIME": 2.0, "POSIX_F_WRITE_TIME": 8.0} for r in range(4)]
+    f = only(findings(trace(counters("POSIX", rows), nprocs=4), CHECK))
+    assert f.message.startswith("120 fsync/fdatasync calls on /data/file1 (30 per rank), "
+                                "1 per write: 2 s = 20 %")
+    f = only(findings(trace(_posix(120, 8.0, 32.0, rank=-1), nprocs=4), CHECK))
+    assert "(30 per rank)" in f.message

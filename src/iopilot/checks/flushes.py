@@ -145,6 +145,9 @@ class FlushPerStep(Check):
             every = writes / max(total, 1)
             step = (", 1 per write" if every <= 1.05 else f", 1 every {every:.1f} writes")
         where = f"{n_files} file(s)" if n_files > 1 else ctx.trace.name(int(ids[0]))
+        ranks = ctx.trace.job.nprocs if (c.rank[hit] < 0).any() else len(unique(c.rank[hit]))
+        if ranks > 1:
+            where = f"{where} ({total / ranks:,.0f} per rank)"
         kind = {"H5F": "hdf5", "H5D": "hdf5", "MPIIO": "mpiio"}.get(layer, "posix")
         snippet, lang = in_language(ctx, advice.flush_once("python", kind),
                                     advice.flush_once("c", kind),
