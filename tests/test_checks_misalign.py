@@ -44,7 +44,8 @@ def test_posix_misaligned_cost_by_file_system(path, cost):
 def test_local_large_misaligned_reads_cost_one_block_in_many():
     # 1 MiB reads: 256 blocks, one more when misaligned.
     tr = trace(_posix(100, 0, MiB, 100), mounts=MOUNTS, names={1: "/home/in.bin"})
-    assert only(findings(tr, "posix-misaligned-file")).cost_seconds == pytest.approx(1 / 257, abs=1e-6)
+    f = only(findings(tr, "posix-misaligned-file"))
+    assert f.cost_seconds == pytest.approx(1 / 257, abs=1e-6)
 
 
 def test_without_a_mount_table_the_upper_bound_stays():
