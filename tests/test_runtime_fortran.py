@@ -38,7 +38,7 @@ def _line(pattern: str) -> int:
 @pytest.fixture(scope="module")
 def fio(tmp_path_factory) -> Path:
     exe = tmp_path_factory.mktemp("build") / "fortran_io"
-    subprocess.run(["gfortran", "-O2", "-g", "-o", str(exe), str(SOURCE)], check=True,
+    subprocess.run(["gfortran", "-O2", "-g", "-fopenmp", "-o", str(exe), str(SOURCE)], check=True,
                    timeout=TIMEOUT)  # fmt: skip
     return exe
 
@@ -154,6 +154,15 @@ def test_unit_without_open_and_scratch_file(fio, tmp_path):
     assert rows[scratch]["OPENS"] == 1 and rows[scratch]["BYTES_READ"] == 800
 
 
+def test_threads_writing_their_own_units_are_each_counted_exactly(fio, tmp_path):
+    p, trace = _run(fio, tmp_path, "threads", "50000")
+    assert p.returncode == 0, p.stderr
+    rows = _rows(trace)
+    for k in range(4):
+        _counts(rows[str(tmp_path / f"thread{k}.bin")], WRITES=50_000, ITEMS_WRITTEN=50_000,
+                BYTES_WRITTEN=200_000, OPENS=1, SITE_STATEMENTS=50_000)
+
+
 def test_internal_io_is_not_file_io(fio, tmp_path):
     p, trace = _run(fio, tmp_path, "none", "1000")
     assert p.returncode == 0, p.stderr
@@ -170,7 +179,8 @@ def test_a_program_without_fortran_has_no_fortran_rows(tmp_path):
 
 
 @pytest.mark.parametrize("args", [("element", "300000"), ("lines", "20000"),
-                                  ("whole", "100000"), ("implicit", "1000"), ("bogus",)])
+                                  ("whole", "100000"), ("implicit", "1000"),
+                                  ("threads", "20000"), ("bogus",)])
 def test_traced_and_untraced_runs_write_the_same(fio, tmp_path, args):
     plain, _ = _run(fio, tmp_path / "plain", *args, traced=False)
     traced, _ = _run(fio, tmp_path / "traced", *args)

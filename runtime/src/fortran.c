@@ -137,6 +137,7 @@ static unit_slot *unit_find(int32_t unit, int claim) {
         if (s->unit == unit) return s;
     }
     if (!claim) return NULL;
+    iop_busy_enter(); /* a signal handler's statement meanwhile passes through */
     iop_lock(&units_lock);
     unit_slot *found = NULL;
     for (unsigned i = 0; i < NUNITS && !found; i++) {
@@ -151,6 +152,7 @@ static unit_slot *unit_find(int32_t unit, int claim) {
         }
     }
     iop_unlock(&units_lock);
+    iop_busy_leave();
     if (!found) iop_overflow(&unit_overflows);
     return found;
 }

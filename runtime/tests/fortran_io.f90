@@ -4,6 +4,8 @@
 !   fortran_io lines N     formatted WRITE of one line per value, then READ back
 !   fortran_io none        internal I/O and standard output only
 !   fortran_io implicit N  unit 12 without OPEN (gfortran's fort.12), a scratch file
+!   fortran_io threads N   (built with -fopenmp) 4 threads, each N one-value WRITEs
+!                          to its own file threadK.bin
 ! Each writes its file(s) in the working directory and prints a checksum.
 program fortran_io
   implicit none
@@ -57,6 +59,8 @@ program fortran_io
     read(u) b(1:n)
     close(u)
     if (any(a(1:n) /= b(1:n))) stop 6
+  case ('threads')
+    call threads(n)
   case ('none')
     do i = 1, max(n, 1)
       write(text, '(I10)') i
@@ -65,4 +69,20 @@ program fortran_io
     stop 2
   end select
   print '(A,1X,ES24.16)', trim(mode), sum(a(1:max(n, 1)))
+contains
+  subroutine threads(n)
+    integer, intent(in) :: n
+    integer :: k, j, v
+    character(len=16) :: fname
+    !$omp parallel do private(j, v, fname) num_threads(4)
+    do k = 0, 3
+      write(fname, '(A,I0,A)') 'thread', k, '.bin'
+      open(newunit=v, file=trim(fname), access='stream', form='unformatted', status='replace')
+      do j = 1, n
+        write(v) j
+      end do
+      close(v)
+    end do
+    !$omp end parallel do
+  end subroutine threads
 end program fortran_io
