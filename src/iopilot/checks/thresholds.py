@@ -70,10 +70,10 @@ DEFAULTS: dict[str, tuple[float | int, str]] = {
                           "finding is HIGH"),
     "call_overhead_gap": (0.001, "seconds between consecutive calls on one dataset up to "
                           "which the gap is per-call work of a tight loop (h5py, resize)"),
-    "flush_count": (10, "flushes/syncs of one file by one process above which they are "
-                    "issued per step"),
+    "flush_count": (10, "flushes/syncs of one file by one process (this many or more) that "
+                    "are issued per step"),
     "flush_time_share": (0.1, "share of the slowest rank's I/O time in repeated "
-                         "flushes/syncs above which to warn"),
+                         "flushes/syncs (this much or more) that is a problem"),
     "compute_gap_min": (0.001, "seconds between a rank's blocking MPI-IO calls that count "
                         "as computation to overlap them with"),
     "tiny_files_min": (100, "tiny files read, or written, below which they are never a storm"),
