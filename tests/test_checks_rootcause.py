@@ -233,9 +233,19 @@ def test_independent_small_writes_name_the_missing_collective_first():
     ideal = 2000 * 1024 / T["default_bandwidth"]
     assert first.cost_seconds == pytest.approx(0.5 - ideal)
     assert first.snippet == advice.C_MPIIO_COLLECTIVE_STEP
-    # small writes on shared files and on all files are one finding
+    # The small POSIX writes beneath (on shared files and on all files) are
+    # the same calls' pieces: one finding, their Drishti codes kept.
     checks = [f.check for f in d.findings]
-    assert "posix-small-writes" in checks and "posix-shared-small-writes" not in checks
+    assert "posix-small-writes" not in checks and "posix-shared-small-writes" not in checks
+    assert first.evidence["drishti_also"] == "P16 P06"
+    # POSIX small writes on files that MPI-IO did not write stay apart.
+    other = counters("POSIX", [{"file": 8, "rank": 0, "POSIX_WRITES": 5000,
+                                "POSIX_SIZE_WRITE_100_1K": 5000, "POSIX_F_WRITE_TIME": 0.2}])
+    tr = _independent()
+    tr.counters["POSIX"] = other
+    tr.names[8] = "/data/file8"
+    checks = [f.check for f in diagnose(tr, _values()).findings]
+    assert "posix-small-writes" in checks and "mpiio-collective-writes" in checks
 
 
 @pytest.mark.parametrize(("lang", "needle"), [("python", "fh.Write_at_all"),
@@ -245,12 +255,12 @@ def test_collective_write_advice_per_language(lang, needle):
     assert needle in f.snippet and f.snippet_lang == lang
 
 
-def _calls(gap: float):
-    """Each rank: 10 MPI-IO writes of 1 ms, ``gap`` seconds apart."""
+def _calls(gap: float, calls: int = 10):
+    """Each rank: ``calls`` MPI-IO writes of 1 ms, ``gap`` seconds apart."""
     rows = []
     for r in range(4):
         t = 0.0
-        for _ in range(10):
+        for _ in range(calls):
             rows.append((r, "w", 7, 0, 1024, t, t + 0.001))
             t += 0.001 + gap
     return records(rows, layer="MPIIO")
@@ -266,6 +276,11 @@ def test_blocking_writes_are_a_note_without_computation_between_them():
     assert f.evidence["compute_seconds"] == pytest.approx(9 * gap * 2)
     assert f.cost_seconds == pytest.approx(0.01)
     assert "Iwrite_at_all" in f.snippet and f.snippet_lang == "python"
+    # Computation must recur: four gaps (five calls) are a rank descheduled.
+    assert only(findings(_independent(_calls(gap * 2, 5)), "mpiio-blocking-writes")
+                ).level == Level.INFO
+    assert only(findings(_independent(_calls(gap * 2, 6)), "mpiio-blocking-writes")
+                ).level == Level.WARN
     # Without records nothing says whether there is computation: unknown.
     f = only(findings(_independent(), "mpiio-blocking-writes"), Level.WARN)
     assert f.cost_seconds is None and "at most the 0.5 s" in f.evidence["cost_unknown"]
@@ -344,6 +359,8 @@ class _Ctx:
     (_f("reopened-files", 0.4), _f("posix-redundant-reads", 0.1, drishti="P09"), {}),
     (_f("reopened-files", 0.4, slowest_rank=0), _f("phase-stragglers", 0.5, worst_rank=0),
      {}),
+    (_f("tiny-files", 0.9), _f("posix-metadata-share", 1.0), {}),
+    (_f("reopened-files", 0.5), _f("posix-metadata-share", 1.0), {}),
 ])  # fmt: skip
 def test_same_cause_pairs_become_one_finding(keep, merged, kw):
     out = merge_same_cause([merged, keep], _Ctx(kw.get("hdf5", False)))
@@ -362,6 +379,9 @@ def test_pairs_stay_apart_when_their_condition_fails():
     assert len(merge_same_cause([a, b], _Ctx(False))) == 2
     # Rank 0 heavy for another reason than re-reads.
     a, b = _f("reopened-files", 0.4), _f("rank-zero-heavy", 1.0, drishti="D01")
+    assert len(merge_same_cause([a, b], _Ctx(False))) == 2
+    # Metadata time mostly elsewhere than in the tiny files.
+    a, b = _f("tiny-files", 0.4), _f("posix-metadata-share", 1.0)
     assert len(merge_same_cause([a, b], _Ctx(False))) == 2
     # A straggler other than the re-reading rank.
     a, b = _f("reopened-files", 0.4, slowest_rank=0), _f("phase-stragglers", 0.5, worst_rank=3)

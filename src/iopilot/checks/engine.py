@@ -145,6 +145,10 @@ SAME_CAUSE: tuple[tuple[str, str, Any], ...] = (
     # The small requests on shared files are among all small requests.
     ("posix-small-writes", "posix-shared-small-writes", None),
     ("posix-small-reads", "posix-shared-small-reads", None),
+    # Small POSIX requests beneath independent MPI-IO calls: the calls are
+    # where the mistake lives (collective ones would merge the pieces).
+    ("mpiio-collective-writes", "posix-small-writes", lambda c, k, f: _beneath(c, k, f)),
+    ("mpiio-collective-reads", "posix-small-reads", lambda c, k, f: _beneath(c, k, f)),
     # Misaligned offsets of an HDF5 file are HDF5's object placement.
     ("hdf5-alignment", "posix-misaligned-file", lambda ctx, _k, _f: _hdf5_traced(ctx)),
     # Bytes read again, seen from the counters and from the records.
@@ -161,9 +165,32 @@ SAME_CAUSE: tuple[tuple[str, str, Any], ...] = (
     # Rank 0 (or some ranks) heavy because they re-read their inputs.
     ("reopened-files", "rank-zero-heavy", _rereads),
     ("reopened-files", "unbalanced-ranks", _rereads),
+    # Metadata taking most of the I/O time: the storm's opens, or the reopens.
+    ("tiny-files", "posix-metadata-share", lambda _c, k, f: _explains(k, f)),
+    ("reopened-files", "posix-metadata-share", lambda _c, k, f: _explains(k, f)),
+    # Or the syncs issued at every step.
+    ("flush-per-step", "posix-metadata-share", lambda _c, k, f: _explains(k, f)),
+    ("flush-per-step", "posix-metadata-time", lambda _c, k, f: _explains(k, f)),
     # The straggler is the rank that re-reads its inputs.
     ("reopened-files", "phase-stragglers", lambda _c, k, f: _same_rank(k, f)),
 )
+
+
+def _beneath(ctx: Context, keep: Finding, merged: Finding) -> bool:
+    """``keep`` warns of independent MPI-IO calls and every file ``merged``
+    lists is an MPI-IO file: its requests are those calls' pieces."""
+    if keep.level < Level.WARN or not merged.files:
+        return False
+    c = ctx.layer("MPIIO")
+    if c is None:
+        return False
+    names = {ctx.trace.name(int(i)) for i in unique(c.file_id)}
+    return all(f.path in names for f in merged.files)
+
+
+def _explains(keep: Finding, merged: Finding) -> bool:
+    """``keep`` accounts for at least half of ``merged``'s seconds."""
+    return (keep.cost_seconds or 0.0) >= 0.5 * (merged.cost_seconds or 0.0)
 
 
 def _same_rank(keep: Finding, merged: Finding) -> bool:

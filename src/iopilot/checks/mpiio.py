@@ -186,8 +186,10 @@ class _NonBlocking(Check):
     """Cost: what overlapping the blocking calls with computation could hide.
     With MPI-IO records: per rank, the smaller of its blocking time in that
     direction and its computation between those calls (gaps of at least
-    ``compute_gap_min`` seconds), at the slowest rank; a program with no
-    such gaps has nothing to overlap, and the finding is a note (INFO).
+    ``compute_gap_min`` seconds, counted on ranks that have at least five:
+    one or two are the rank descheduled, not a loop that computes), at the
+    slowest rank; a program with no such gaps has nothing to overlap, and
+    the finding is a note (INFO).
     Without records: unknown (the slowest rank's blocking time is only an
     upper bound, reached when it computes as long as it waits)."""
 
@@ -251,6 +253,9 @@ class _NonBlocking(Check):
            f"(at most the {blocking:.3g} s they block)")
 
 
+_RECURRING = 5  # gaps of computation a rank needs between its calls
+
+
 def _compute_between_calls(ctx: Context, direction: str) -> tuple[float, float] | None:
     """(seconds overlapping could hide, seconds of computation) at the slowest
     rank, from the MPI-IO records of ``direction``: the computation is the
@@ -288,7 +293,10 @@ def _compute_between_calls(ctx: Context, direction: str) -> tuple[float, float] 
         gaps = gaps - np.bincount(k[inside], _busy(other.start, other.end)[inside],
                                   minlength=len(gaps))  # fmt: skip
     keep = gaps >= least
-    compute = np.bincount(owner[keep], gaps[keep], minlength=n)
+    # Computation recurs (a loop computes, then writes): a rank with fewer
+    # than _RECURRING such gaps was only descheduled now and then.
+    recurring = np.bincount(owner[keep], minlength=n) >= _RECURRING
+    compute = np.where(recurring, np.bincount(owner[keep], gaps[keep], minlength=n), 0.0)
     busy = np.bincount(rank, _busy(start, end), minlength=n)
     who = io_time(ctx).slowest_rank
     if who >= n:
