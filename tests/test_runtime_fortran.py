@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,21 @@ def test_internal_io_is_not_file_io(fio, tmp_path):
     rows = _rows(trace)
     assert list(rows) == ["<STDOUT>"]  # 1,000 internal WRITEs: not counted
     assert rows["<STDOUT>"]["FORMATTED_WRITES"] == 1
+
+
+def test_reports_of_a_fortran_trace(fio, tmp_path):
+    """Text, JSON and HTML reports hold the layer, whatever counters it lacks
+    (no READ statements here)."""
+    _, trace = _run(fio, tmp_path, "element", "20000")
+    p = subprocess.run([sys.executable, "-m", "iopilot", "report", str(trace), "--set",
+                        "fortran_min_time=0", "--json", str(tmp_path / "r.json"), "--html",
+                        str(tmp_path / "p.html")], capture_output=True, text=True,
+                       timeout=TIMEOUT)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    (report,) = json.loads((tmp_path / "r.json").read_text())["reports"]
+    checks = [f["check"] for f in report["findings"]]
+    assert checks[0] == "fortran-element-io", checks
+    assert "Fortran" in (tmp_path / "p.html").read_text()
 
 
 def test_a_program_without_fortran_has_no_fortran_rows(tmp_path):

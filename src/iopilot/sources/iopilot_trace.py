@@ -37,7 +37,16 @@ from ..model import RECORD_LAYERS, BackgroundOps, Counters, Job, ModuleInfo, Rec
 from ..model.aggregate import unique
 from ..model.command import is_launcher, is_python
 from ..model.trace import safe_name
-from ..vocabulary import FS_LAYERS, MAX_COUNTERS, MODULE, OP_NAMES, RECORD_FLAGS, RUNTIME_LAYERS
+from ..vocabulary import (
+    COUNTERS,
+    FCOUNTERS,
+    FS_LAYERS,
+    MAX_COUNTERS,
+    MODULE,
+    OP_NAMES,
+    RECORD_FLAGS,
+    RUNTIME_LAYERS,
+)
 from .checked import (
     REQUIRED,
     Fields,
@@ -829,9 +838,11 @@ def _layer_spec(procs: list[_Proc]) -> dict[str, tuple[tuple[str, ...], tuple[st
     spec = {}
     for layer, (ei, ef) in extra.items():
         prefix = MODULE[layer].darshan_table
-        # a layer Darshan has no module for (FORTRAN): the runtime's names only
+        # a layer Darshan has no module for (FORTRAN): every runtime counter, so
+        # each of its columns exists whatever the trace holds
         inames, fnames = ((_counter_names(prefix), _counter_names(prefix + "_f")) if prefix
-                          else ((), ()))  # fmt: skip
+                          else (tuple(f"{layer}_{n}" for n in COUNTERS),
+                                tuple(f"{layer}_{n}" for n in FCOUNTERS)))  # fmt: skip
         spec[layer] = (tuple(inames) + tuple(n for n in ei if n not in inames),
                        tuple(fnames) + tuple(n for n in ef if n not in fnames))  # fmt: skip
     return spec
