@@ -469,7 +469,9 @@ IOP_EXPORT void _gfortran_st_open(void *opp) {
     REAL(_gfortran_st_open)(opp);
     int e = errno;
     double t2 = iop_now();
-    if (!(c->flags & GFC_LIBRETURN_MASK)) {
+    /* NEWUNIT= unreadable: the unit is unknown (not the block's placeholder) */
+    int known_unit = !(flags & GFC_OPEN_HAS_NEWUNIT) || newunit;
+    if (!(c->flags & GFC_LIBRETURN_MASK) && known_unit) {
         if (newunit) unit = *newunit;
         unit_slot *s = unit_find(unit, 1);
         if (s) {
