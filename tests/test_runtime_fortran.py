@@ -187,6 +187,24 @@ def test_reports_of_a_fortran_trace(fio, tmp_path):
     assert "Fortran" in (tmp_path / "p.html").read_text()
 
 
+def test_a_library_of_another_layout_is_counted_without_names(tmp_path):
+    """Calls served by a library that is not libgfortran.so.5, with parameter
+    blocks whose fields past the common part point to unmapped memory: no
+    crash, the unit unnamed, the array unsized (runtime/tests/fortran_unknown.c)."""
+    src = ROOT / "runtime" / "tests" / "fortran_unknown.c"
+    lib, exe = tmp_path / "libfakefortran.so", tmp_path / "unknown"
+    subprocess.run(["cc", "-shared", "-fPIC", "-DFAKE_LIBRARY", "-o", str(lib), str(src)],
+                   check=True, timeout=TIMEOUT)  # fmt: skip
+    subprocess.run(["cc", "-o", str(exe), str(src), f"-L{tmp_path}", "-lfakefortran",
+                    f"-Wl,-rpath,{tmp_path}"], check=True, timeout=TIMEOUT)  # fmt: skip
+    p, trace = _run(exe, tmp_path / "run")
+    assert p.returncode == 0, p.stderr
+    rows = _rows(trace)
+    assert list(rows) == ["<Fortran unit 7>"]
+    _counts(rows["<Fortran unit 7>"], OPENS=1, WRITES=1, ITEMS_WRITTEN=1, BYTES_WRITTEN=8,
+            ARRAYS_UNSIZED=1, SITE_LINE=3)
+
+
 def test_a_program_without_fortran_has_no_fortran_rows(tmp_path):
     target = tmp_path / "c.txt"
     _, trace = _run(Path("/bin/sh"), tmp_path, "-c", f"echo hello > {target}")
