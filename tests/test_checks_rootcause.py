@@ -319,6 +319,10 @@ def test_cb_disabled_both_sides():
     assert findings(_cb(None, 8000), "mpiio-cb-disabled") == []
     assert findings(_cb("enable", 8000), "mpiio-cb-disabled") == []
     assert findings(_cb("disable", 2000), "mpiio-cb-disabled") == []  # 4 KiB: merged
+    # POSIX requests as large as the small-request size: nothing lost either.
+    big = _cb("disable", 8000)
+    assert findings(big, "mpiio-cb-disabled", small_request_size=1024) == []
+    assert only(findings(big, "mpiio-cb-disabled", small_request_size=1025))
     py = only(findings(_with_language(_cb("disable", 8000), "python"), "mpiio-cb-disabled"))
     assert "info.Set" in py.snippet and py.snippet_lang == "python"
 
@@ -359,6 +363,8 @@ class _Ctx:
     (_f("reopened-files", 0.4), _f("posix-redundant-reads", 0.1, drishti="P09"), {}),
     (_f("reopened-files", 0.4, slowest_rank=0), _f("phase-stragglers", 0.5, worst_rank=0),
      {}),
+    (_f("reopened-files", 0.4, slowest_rank=0, others_wait_seconds=0.3),
+     _f("phase-stragglers", 0.5, worst_rank=2), {}),
     (_f("tiny-files", 0.9), _f("posix-metadata-share", 1.0), {}),
     (_f("reopened-files", 0.5), _f("posix-metadata-share", 1.0), {}),
 ])  # fmt: skip
@@ -371,6 +377,18 @@ def test_same_cause_pairs_become_one_finding(keep, merged, kw):
     if merged.drishti and merged.level >= Level.WARN:
         assert merged.drishti in drishti_codes(out)
         assert f"Drishti {merged.drishti}" in keep.drishti_note
+
+
+def test_small_writes_beneath_cb_disabled_collectives_are_one_finding():
+    p = counters("POSIX", [{"file": 7, "rank": -1, "POSIX_WRITES": 8000,
+                            "POSIX_SIZE_WRITE_100_1K": 8000, "POSIX_BYTES_WRITTEN": 8000 * 1024,
+                            "POSIX_F_WRITE_TIME": 0.5}])  # fmt: skip
+    tr = _cb("disable", 8000)
+    tr.counters["POSIX"] = p
+    d = diagnose(tr, _values())
+    first = next(f for f in d.findings if f.level >= Level.WARN)
+    assert first.check == "mpiio-cb-disabled" and "P06" in first.evidence["drishti_also"]
+    assert "posix-small-writes" not in [f.check for f in d.findings]
 
 
 def test_pairs_stay_apart_when_their_condition_fails():
@@ -418,3 +436,60 @@ def test_diagnosis_costs_sum_within_the_io_time():
     known = sum(f.cost_seconds or 0.0 for f in d.findings)
     assert known <= d.io_time.slowest_seconds + 1e-9
     assert any("cost_before_cap" in f.evidence for f in d.findings)
+
+
+# ------------------------------------------------------ advice per language
+
+_SMALL_W = {"file": 3, "rank": 0, "POSIX_WRITES": 5000, "POSIX_SIZE_WRITE_0_100": 5000,
+            "POSIX_BYTES_WRITTEN": 5000, "POSIX_F_WRITE_TIME": 1.0}
+_SMALL_R = {"file": 3, "rank": 0, "POSIX_READS": 5000, "POSIX_SIZE_READ_0_100": 5000,
+            "POSIX_BYTES_READ": 5000, "POSIX_F_READ_TIME": 1.0, "POSIX_SEQ_READS": 4999,
+            "POSIX_CONSEC_READS": 4999}  # fmt: skip
+_REREAD = {"file": 3, "rank": 0, "POSIX_READS": 100, "POSIX_BYTES_READ": 100 * MiB,
+           "POSIX_MAX_BYTE_READ": MiB - 1, "POSIX_F_READ_TIME": 1.0}  # fmt: skip
+
+
+@pytest.mark.parametrize(("check", "row", "want"), [
+    ("posix-small-writes", _SMALL_W, {"c": advice.POSIX_AGGREGATE, "python": advice.PY_AGGREGATE,
+                                      "fortran": advice.FORTRAN_AGGREGATE}),
+    ("posix-small-reads", _SMALL_R, {"c": advice.POSIX_AGGREGATE_READ,
+                                     "python": advice.PY_AGGREGATE_READ,
+                                     "fortran": advice.FORTRAN_AGGREGATE_READ}),
+    ("posix-redundant-reads", _REREAD, {"c": advice.C_READ_ONCE, "python": advice.PY_READ_ONCE,
+                                        "fortran": advice.FORTRAN_READ_ONCE}),
+])  # fmt: skip
+@pytest.mark.parametrize("lang", ["c", "python", "fortran"])
+def test_posix_advice_is_in_the_programs_language(check, row, want, lang):
+    tr = _with_language(trace(counters("POSIX", [row])), lang)
+    f = only(findings(tr, check))
+    assert (f.snippet, f.snippet_lang) == (want[lang], lang)
+
+
+@pytest.mark.parametrize(("lang", "needle"), [("c", "MPI_Bcast(cfg"),
+                                              ("python", "comm.bcast"),
+                                              ("fortran", "call MPI_Bcast")])
+def test_redundant_reads_in_mpi_programs_read_once_and_broadcast(lang, needle):
+    tr = _with_language(trace(counters("POSIX", [_REREAD]), nprocs=4), lang)
+    f = only(findings(tr, "posix-redundant-reads"))
+    assert needle in f.snippet and f.snippet_lang == lang
+
+
+def test_redundant_reads_through_stdio_count():
+    # np.fromfile and fread re-read through STDIO: the same mistake.
+    row = {"file": 3, "rank": 0, "STDIO_READS": 100, "STDIO_BYTES_READ": 100 * MiB,
+           "STDIO_MAX_BYTE_READ": MiB - 1, "STDIO_F_READ_TIME": 2.0}
+    f = only(findings(trace(counters("STDIO", [row])), "posix-redundant-reads"))
+    assert f.evidence["repeated_bytes"] == 99 * MiB
+    assert f.cost_seconds == pytest.approx(2.0 * 99 / 100)
+
+
+@pytest.mark.parametrize(("moved", "want"), [(8 * MiB, advice.C_STDIO_BINARY),
+                                             (8 * MiB - 1, advice.C_LOG_LESS)])
+def test_stdio_time_advice_for_bulk_text_and_for_logs(moved, want):
+    row = {"file": 3, "rank": 0, "STDIO_WRITES": 100000, "STDIO_BYTES_WRITTEN": moved,
+           "STDIO_F_WRITE_TIME": 5.0}
+    f = only(findings(trace(counters("STDIO", [row])), "stdio-time"))
+    assert f.snippet == want and f.snippet_lang == "c"
+    ftn = only(findings(_with_language(trace(counters("STDIO", [row])), "fortran"),
+                        "stdio-time"))  # fmt: skip
+    assert ftn.snippet_lang == "fortran"

@@ -177,8 +177,10 @@ def test_files_written_once_each_are_not_random_writes(built, tmp_path):
 
 
 def test_config_reread_on_rank_zero_is_reopened_files(built, tmp_path):
-    d = _traced(tmp_path, "config", [built["storm"], "200", "1", "0"])
-    f = first(d)
+    d = _traced(tmp_path, "config", [built["storm"], "300", "1", "0"])
+    # 4 ranks on 2 shared cores: a rank descheduled for a while shows as a
+    # straggler whatever the program does, so stragglers are left out here.
+    f = next(x for x in d.findings if x.level >= Level.WARN and x.check != "phase-stragglers")
     assert f.check == "reopened-files", [(x.check, x.cost_seconds) for x in d.findings]
     assert f.files[0].path.endswith("config.txt")
     assert "MPI_Bcast" in f.recommendation and "MPI_Bcast" in f.snippet

@@ -149,6 +149,9 @@ SAME_CAUSE: tuple[tuple[str, str, Any], ...] = (
     # where the mistake lives (collective ones would merge the pieces).
     ("mpiio-collective-writes", "posix-small-writes", lambda c, k, f: _beneath(c, k, f)),
     ("mpiio-collective-reads", "posix-small-reads", lambda c, k, f: _beneath(c, k, f)),
+    # ...or beneath collective calls whose buffering the hints switched off.
+    ("mpiio-cb-disabled", "posix-small-writes", lambda c, k, f: _beneath(c, k, f)),
+    ("mpiio-cb-disabled", "posix-small-reads", lambda c, k, f: _beneath(c, k, f)),
     # Misaligned offsets of an HDF5 file are HDF5's object placement.
     ("hdf5-alignment", "posix-misaligned-file", lambda ctx, _k, _f: _hdf5_traced(ctx)),
     # Bytes read again, seen from the counters and from the records.
@@ -177,8 +180,9 @@ SAME_CAUSE: tuple[tuple[str, str, Any], ...] = (
 
 
 def _beneath(ctx: Context, keep: Finding, merged: Finding) -> bool:
-    """``keep`` warns of independent MPI-IO calls and every file ``merged``
-    lists is an MPI-IO file: its requests are those calls' pieces."""
+    """``keep`` warns of MPI-IO calls that reach POSIX unmerged (independent,
+    or collective without buffering) and every file ``merged`` lists is an
+    MPI-IO file: its requests are those calls' pieces."""
     if keep.level < Level.WARN or not merged.files:
         return False
     c = ctx.layer("MPIIO")
@@ -194,9 +198,11 @@ def _explains(keep: Finding, merged: Finding) -> bool:
 
 
 def _same_rank(keep: Finding, merged: Finding) -> bool:
-    """``merged`` (a straggler) names the rank ``keep`` blames."""
+    """``merged`` (a straggler) names the rank ``keep`` blames, or ``keep``
+    found the other ranks waiting for that rank (the straggler waits)."""
     rank = keep.evidence.get("slowest_rank")
-    return rank is not None and merged.evidence.get("worst_rank") == rank
+    waited = float(keep.evidence.get("others_wait_seconds", 0) or 0) > 0
+    return rank is not None and (merged.evidence.get("worst_rank") == rank or waited)
 
 
 def _cheaper(keep: Finding, merged: Finding) -> bool:

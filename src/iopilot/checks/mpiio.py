@@ -392,13 +392,15 @@ class MpiioCbDisabled(Check):
     collective call makes every rank issue its own pieces: the POSIX
     requests stay as small as the MPI-IO ones, and the collective call only
     adds synchronisation.  Fires when such files' POSIX requests average no
-    more than twice the MPI-IO pieces.  Cost: the slowest rank's collective
+    more than twice the MPI-IO calls' size and less than
+    ``small_request_size`` (otherwise the hint was ignored or the requests
+    are large anyway).  Cost: the slowest rank's collective
     MPI-IO time in that direction on those files minus what the same bytes
     would take at ``default_bandwidth`` (see :func:`above_ideal`)."""
 
     id = "mpiio-cb-disabled"
     layer = "MPIIO"
-    uses = ("default_bandwidth",)
+    uses = ("default_bandwidth", "small_request_size")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         c = ctx.layer("MPIIO")
@@ -430,8 +432,9 @@ class MpiioCbDisabled(Check):
             posix_b = float(p["POSIX_BYTES_WRITTEN" if d == "WRITE" else "POSIX_BYTES_READ"][pon]
                             .sum())  # fmt: skip
         request = posix_b / posix_ops if posix_ops else 0.0
-        if not coll or not posix_ops or request > 2 * piece:
-            return  # the pieces were merged anyway (another layer, or large already)
+        if (not coll or not posix_ops or request > 2 * piece
+                or request >= float(ctx.thresholds["small_request_size"])):
+            return  # merged anyway (the hint ignored), or large already
         t = share_of(direction_time(c, d), coll_rows, ops)
         cost = above_ideal(ctx, c, np.where(on, t, 0.0),
                            np.where(on, share_of(c[moved_col], coll_rows, ops), 0.0))
@@ -446,8 +449,9 @@ class MpiioCbDisabled(Check):
             Level.WARN,
             f"Collective buffering is switched off ({hint} = disable): {coll:,} collective "
             f"MPI-IO {plural} of {advice.human_size(piece)} each reach the file system as "
-            f"{posix_ops:,} POSIX {plural} of {advice.human_size(request)} on average, as "
-            "small as the pieces, and the collective calls only add synchronisation.",
+            f"{posix_ops:,} POSIX {plural} of {advice.human_size(request)} on average: every "
+            "rank issues its own pieces unmerged, and the collective calls only add "
+            "synchronisation.",
             evidence={"hint": f"{hint}=disable", "collective_ops": coll,
                       "mpiio_bytes_per_call": round(piece, 1), "posix_ops": posix_ops,
                       "posix_bytes_per_request": round(request, 1)},

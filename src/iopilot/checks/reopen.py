@@ -158,6 +158,7 @@ class ReopenedFiles(Check):
                 "seeks": int(rows["seeks"][bad].sum()),
                 "stats": int(rows["stats"][bad].sum()),
                 "bytes_read_again": int(again[bad].sum()),
+                "others_wait_seconds": round(waits[1], 6),
                 "slowest_rank": who,
                 "slowest_rank_metadata_seconds": round(cost, 6),
                 "slowest_rank_io_seconds": round(float(io), 6),
