@@ -137,6 +137,21 @@ def test_rank_zero_heavy_from_config_rereads_points_at_reopened_files():
     assert heavy.evidence["cause"] == "re-reads"
 
 
+def test_input_every_rank_rereads_is_judged_per_rank():
+    # All 4 ranks read a 5,000-byte params file 40 times: one reduced row.
+    def job(opens):
+        row = {"file": 1, "rank": -1, "POSIX_OPENS": opens, "POSIX_WRITES": 1,
+               "POSIX_BYTES_WRITTEN": 5000, "POSIX_READS": opens,
+               "POSIX_BYTES_READ": opens * 5000, "POSIX_MAX_BYTE_READ": 4999,
+               "POSIX_MAX_BYTE_WRITTEN": 4999, "POSIX_F_META_TIME": 0.01,
+               "POSIX_F_READ_TIME": 0.01}  # fmt: skip
+        return trace(counters("POSIX", [row]), nprocs=4)
+
+    f = only(findings(job(4 * T["reread_opens"]), "reopened-files"))
+    assert f.evidence["files_read"] == 1 and "MPI_Bcast" in f.snippet
+    assert findings(job(4 * T["reread_opens"] - 1), "reopened-files") == []
+
+
 @pytest.mark.parametrize(("lang", "needle"), [("python", "comm.bcast"),
                                               ("fortran", "call MPI_Bcast")])
 def test_reread_advice_per_language(lang, needle):
@@ -229,8 +244,9 @@ def test_independent_small_writes_name_the_missing_collective_first():
     d = diagnose(_independent(), _values())
     first = next(f for f in d.findings if f.level >= Level.WARN)
     assert first.check == "mpiio-collective-writes"
-    # MPI-IO time above what a collective write of the same bytes would take.
-    ideal = 2000 * 1024 / T["default_bandwidth"]
+    # MPI-IO time above what a collective write of the same bytes would take:
+    # one aggregator (one node) writing all 4 ranks' bytes.
+    ideal = 4 * 2000 * 1024 / T["default_bandwidth"]
     assert first.cost_seconds == pytest.approx(0.5 - ideal)
     assert first.snippet == advice.C_MPIIO_COLLECTIVE_STEP
     # The small POSIX writes beneath (on shared files and on all files) are
@@ -314,7 +330,7 @@ def test_cb_disabled_both_sides():
     assert f.evidence["hint"] == "romio_cb_write=disable"
     assert f.evidence["posix_bytes_per_request"] == 1024.0
     assert 'MPI_Info_set(info, "romio_cb_write", "enable")' in f.snippet
-    assert f.cost_seconds == pytest.approx((2.0 - 8000 * 1024 / T["default_bandwidth"]) / 4)
+    assert f.cost_seconds == pytest.approx(2.0 / 4 - 8000 * 1024 / T["default_bandwidth"])
     # buffering on, or the pieces merged anyway: nothing to say
     assert findings(_cb(None, 8000), "mpiio-cb-disabled") == []
     assert findings(_cb("enable", 8000), "mpiio-cb-disabled") == []
@@ -361,6 +377,7 @@ class _Ctx:
     (_f("posix-random-reads", 0.2, Level.HIGH, "P11"), _f("posix-small-reads", 0.6,
                                                           drishti="P05"), {}),
     (_f("reopened-files", 0.4), _f("posix-redundant-reads", 0.1, drishti="P09"), {}),
+    (_f("stdio-time", 1.0), _f("stdio-share", 1.0, Level.HIGH, "S01"), {}),
     (_f("reopened-files", 0.4, slowest_rank=0), _f("phase-stragglers", 0.5, worst_rank=0),
      {}),
     (_f("reopened-files", 0.4, slowest_rank=0, others_wait_seconds=0.3),
@@ -493,3 +510,18 @@ def test_stdio_time_advice_for_bulk_text_and_for_logs(moved, want):
     ftn = only(findings(_with_language(trace(counters("STDIO", [row])), "fortran"),
                         "stdio-time"))  # fmt: skip
     assert ftn.snippet_lang == "fortran"
+
+
+def test_bulk_text_matters_from_a_shorter_time_than_a_log():
+    def job(moved, seconds):
+        row = {"file": 3, "rank": 0, "STDIO_WRITES": 100000, "STDIO_BYTES_WRITTEN": moved,
+               "STDIO_F_WRITE_TIME": seconds}
+        tr = trace(counters("STDIO", [row]))
+        tr.job.runtime = 1.0
+        return findings(tr, "stdio-time")
+
+    bulk, least = T["stdio_bulk_bytes"], T["stdio_bulk_min_time"]
+    assert only(job(bulk, least + 0.01)).snippet == advice.C_STDIO_BINARY
+    assert job(bulk, least) == []
+    assert job(bulk - 1, T["stdio_min_time"]) == []  # a log: the longer time applies
+    assert only(job(bulk - 1, T["stdio_min_time"] + 0.01)).snippet == advice.C_LOG_LESS

@@ -161,6 +161,9 @@ SAME_CAUSE: tuple[tuple[str, str, Any], ...] = (
     # The same bytes read again through STDIO (fread, np.fromfile): the re-read
     # is the mistake, STDIO only its path.
     ("posix-redundant-reads", "stdio-share", lambda _c, k, f: _mostly_rereads(k, f)),
+    # Text through STDIO: its time on one rank and its share of the bytes
+    # are the same calls; the time says where the run's seconds went.
+    ("stdio-time", "stdio-share", None),
     # A file re-read at every step: bytes (redundant reads) or opens (reopened
     # files), whichever costs more, is where the mistake lives.
     ("posix-redundant-reads", "reopened-files", lambda _c, k, f: _cheaper(k, f)),

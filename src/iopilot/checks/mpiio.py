@@ -26,13 +26,15 @@ def collective_snippet(ctx: Context, word: str) -> tuple[str, str]:
 
 
 def above_ideal(ctx: Context, c, seconds: np.ndarray, moved: np.ndarray) -> float:
-    """The slowest rank's ``seconds`` (per MPI-IO row) minus what moving the
-    rows' ``moved`` bytes would take at ``default_bandwidth``: what a
-    collective call with buffering (few large, aligned requests) would take
-    for the same bytes, so the rest is what the fix saves."""
-    rate = float(ctx.thresholds["default_bandwidth"])
-    ideal = np.asarray(moved, np.float64) / rate
-    return io_time(ctx).rows_at_slowest(c, np.maximum(seconds - ideal, 0.0))
+    """The slowest rank's ``seconds`` (per MPI-IO row) minus what a
+    collective call with buffering would take for the same bytes, so the
+    rest is what the fix saves: the aggregators (one per node) move all
+    ranks' ``moved`` bytes in few large requests, at ``default_bandwidth``
+    each, and every rank waits for them."""
+    nodes = max(1, len(set(ctx.trace.job.hosts.values())))
+    ideal = float(np.asarray(moved, np.float64).sum()) / (
+        nodes * float(ctx.thresholds["default_bandwidth"]))
+    return max(io_time(ctx).rows_at_slowest(c, seconds) - ideal, 0.0)
 
 
 @check
@@ -72,9 +74,9 @@ class NoMpiio(Check):
 class _Collective(Check):
     """Cost: the slowest rank's MPI-IO time in its independent calls of that
     direction (the direction's time times their share of its calls, each
-    call taken to cost the same) minus what the same bytes would take at
-    ``default_bandwidth``, the rate a collective call with buffering reaches
-    when it turns the pieces into few large requests (see
+    call taken to cost the same) minus what a collective call with
+    buffering would take for the same bytes: the aggregators, one per node,
+    moving all ranks' bytes at ``default_bandwidth`` (see
     :func:`above_ideal`); 0 when nothing is wrong.  The MPI-IO time counts,
     not the POSIX time beneath it: the independent calls also lock, sieve
     and wait above POSIX."""
@@ -395,8 +397,8 @@ class MpiioCbDisabled(Check):
     more than twice the MPI-IO calls' size and less than
     ``small_request_size`` (otherwise the hint was ignored or the requests
     are large anyway).  Cost: the slowest rank's collective
-    MPI-IO time in that direction on those files minus what the same bytes
-    would take at ``default_bandwidth`` (see :func:`above_ideal`)."""
+    MPI-IO time in that direction on those files minus what collective
+    buffering would take for the same bytes (see :func:`above_ideal`)."""
 
     id = "mpiio-cb-disabled"
     layer = "MPIIO"

@@ -38,12 +38,15 @@ def read_again(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 def rereads(ctx: Context, rows: dict[str, np.ndarray]) -> np.ndarray:
     """Per :func:`fs_rows` row: a file opened ``reread_opens`` times or more
-    by its rank, read whole at least as many times over and written at most
-    once (it may have been created by the program): an input such as a
-    configuration file read again at every step."""
+    by its rank (by each rank, for a shared file's row of all ranks), read
+    whole at least as many times over and written at most once (it may have
+    been created by the program): an input such as a configuration file
+    read again at every step."""
     n = float(ctx.thresholds["reread_opens"])
-    return ((rows["rank"] >= 0) & (rows["opens"] >= n) & (rows["extent"] > 1)
-            & (rows["bytes_read"] >= n * rows["extent"])
+    # A shared input's reduced row (rank -1) holds all ranks' opens and reads.
+    ranks = np.where(rows["rank"] < 0, max(1, ctx.trace.job.nprocs), 1)
+    return ((rows["opens"] >= n * ranks) & (rows["extent"] > 1)
+            & (rows["bytes_read"] >= n * ranks * rows["extent"])
             & (rows["bytes_written"] <= rows["extent"]))  # fmt: skip
 
 

@@ -21,13 +21,17 @@ _DIRS = {"WRITE": ("writing", "STDIO_WRITES", "STDIO_BYTES_WRITTEN"),
 class StdioTime(Check):
     """One rank spends a large share of the run in STDIO calls (logging, text I/O).
 
+    More than ``stdio_time_share`` of the run and ``stdio_min_time`` seconds;
+    bulk text (``stdio_bulk_bytes`` or more, arrays printed value by value)
+    from ``stdio_bulk_min_time`` seconds, and its advice is binary output.
+
     ``cost_seconds``: that rank's STDIO seconds in the direction found
     (reads or writes, with the metadata time of the files it used that way).
     """
 
     id = "stdio-time"
     layer = "STDIO"
-    uses = ("stdio_time_share", "stdio_min_time", "stdio_bulk_bytes")
+    uses = ("stdio_time_share", "stdio_min_time", "stdio_bulk_bytes", "stdio_bulk_min_time")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         s = ctx.layer("STDIO")
@@ -45,16 +49,19 @@ class StdioTime(Check):
             if best is None or sec > best[2]:
                 best = (d, who, sec, per, secs, used)
         d, who, sec, per, secs, used = best  # type: ignore[misc]
-        if sec <= float(t["stdio_min_time"]) or sec <= float(t["stdio_time_share"]) * runtime:
-            return
         verb, ops_col, bytes_col = _DIRS[d]
         mine = (s.rank == who) | (s.rank < 0)
+        moved = float(s[bytes_col][mine & used].sum())
+        # Bulk text (arrays printed value by value) matters from a shorter time.
+        least = (float(t["stdio_bulk_min_time"]) if moved >= float(t["stdio_bulk_bytes"])
+                 else float(t["stdio_min_time"]))  # fmt: skip
+        if sec <= least or sec <= float(t["stdio_time_share"]) * runtime:
+            return
         files, n = ctx.top_files(s.file_id, secs, {"seconds": secs, "calls": s[ops_col],
                                                    "bytes": s[bytes_col]},
                                  mine & used)  # fmt: skip
         calls = int(s[ops_col][mine & used].sum())
         mid = median(per)
-        moved = float(s[bytes_col][mine & used].sum())
         if d == "WRITE" and moved >= float(t["stdio_bulk_bytes"]):
             # Megabytes of text: arrays printed value by value, not a log.
             rec = ("Write the arrays in binary with one call each (fwrite, numpy tofile, an "

@@ -83,6 +83,8 @@ DEFAULTS: dict[str, tuple[float | int, str]] = {
                      "(a configuration re-read every step)"),
     "stdio_bulk_bytes": (8 * MiB, "bytes one rank writes through STDIO from which it is bulk "
                          "data (arrays as text), not a log"),
+    "stdio_bulk_min_time": (0.1, "seconds of one rank's STDIO time below which bulk text "
+                            "(stdio_bulk_bytes or more) is ignored"),
     "fortran_statements": (10000, "Fortran statements of one direction on one unit's file "
                            "below which their number does not matter"),
     "fortran_statement_bytes": (512, "mean bytes of values per Fortran statement at or below "
