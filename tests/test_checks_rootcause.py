@@ -354,6 +354,13 @@ def _f(check, cost, level=Level.WARN, drishti=None, **evidence):
                    cost_seconds=cost)  # fmt: skip
 
 
+def _listing(f, path):
+    from iopilot.checks.base import FileEvidence
+
+    f.files = [FileEvidence(path, {"seconds": 1.0})]
+    return f
+
+
 class _Ctx:
     def __init__(self, hdf5: bool):
         self._hdf5 = hdf5
@@ -378,9 +385,13 @@ class _Ctx:
                                                           drishti="P05"), {}),
     (_f("reopened-files", 0.4), _f("posix-redundant-reads", 0.1, drishti="P09"), {}),
     (_f("stdio-time", 1.0), _f("stdio-share", 1.0, Level.HIGH, "S01"), {}),
-    (_f("reopened-files", 0.4, slowest_rank=0), _f("phase-stragglers", 0.5, worst_rank=0),
+    (_listing(_f("reopened-files", 0.4), "/run/params.txt"),
+     _listing(_f("stdio-time", 0.4), "/run/params.txt"), {}),
+    (_listing(_f("posix-redundant-reads", 0.4, drishti="P09"), "/run/mesh.bin"),
+     _listing(_f("stdio-time", 0.3), "/run/mesh.bin"), {}),
+    (_f("reopened-files", 0.6, slowest_rank=0), _f("phase-stragglers", 0.5, worst_rank=0),
      {}),
-    (_f("reopened-files", 0.4, slowest_rank=0, others_wait_seconds=0.3),
+    (_f("reopened-files", 0.6, slowest_rank=0, others_wait_seconds=0.3),
      _f("phase-stragglers", 0.5, worst_rank=2), {}),
     (_f("tiny-files", 0.9), _f("posix-metadata-share", 1.0), {}),
     (_f("reopened-files", 0.5), _f("posix-metadata-share", 1.0), {}),
@@ -417,6 +428,10 @@ def test_pairs_stay_apart_when_their_condition_fails():
     assert len(merge_same_cause([a, b], _Ctx(False))) == 2
     # Metadata time mostly elsewhere than in the tiny files.
     a, b = _f("tiny-files", 0.4), _f("posix-metadata-share", 1.0)
+    assert len(merge_same_cause([a, b], _Ctx(False))) == 2
+    # STDIO time on other files than the re-read ones.
+    a = _listing(_f("reopened-files", 0.4), "/run/params.txt")
+    b = _listing(_f("stdio-time", 0.9), "/run/log.txt")
     assert len(merge_same_cause([a, b], _Ctx(False))) == 2
     # A straggler other than the re-reading rank.
     a, b = _f("reopened-files", 0.4, slowest_rank=0), _f("phase-stragglers", 0.5, worst_rank=3)
@@ -525,3 +540,46 @@ def test_bulk_text_matters_from_a_shorter_time_than_a_log():
     assert job(bulk, least) == []
     assert job(bulk - 1, T["stdio_min_time"]) == []  # a log: the longer time applies
     assert only(job(bulk - 1, T["stdio_min_time"] + 0.01)).snippet == advice.C_LOG_LESS
+
+
+def test_a_stragglers_wait_is_no_cost_of_the_cause():
+    # The straggler's seconds are the others waiting: not what reading once saves.
+    a = _f("reopened-files", 0.4, slowest_rank=0, others_wait_seconds=1.3)
+    (kept,) = merge_same_cause([a, _f("phase-stragglers", 1.3, worst_rank=2)], _Ctx(False))
+    assert kept.cost_seconds == 0.4 and "phase-stragglers" in kept.evidence["also_seen_as"]
+
+
+def test_an_input_parsed_at_every_open_costs_the_time_it_stays_open():
+    import numpy as np
+
+    from iopilot.model import Records
+    from iopilot.vocabulary import OP_NAMES, RECORD_LAYERS
+
+    opens = 20
+    # rank 0: each open of the 661-byte input stays open 10 ms (parsing).
+    t0 = np.arange(opens) * 0.1
+    n = 2 * opens
+    meta = Records(rank=np.zeros(n, np.int32),
+                   layer=np.full(n, RECORD_LAYERS.index("POSIX"), np.uint8),
+                   op=np.array([OP_NAMES.index("open")] * opens + [OP_NAMES.index("close")]
+                               * opens, np.uint8),
+                   file_id=np.full(n, 1, np.uint64), offset=np.zeros(n, np.int64),
+                   length=np.zeros(n, np.int64),
+                   start=np.concatenate([t0, t0 + 0.01]),
+                   end=np.concatenate([t0 + 1e-5, t0 + 0.01 + 1e-5]))  # fmt: skip
+    row = {"file": 1, "rank": 0, "POSIX_OPENS": opens, "POSIX_READS": 3 * opens,
+           "POSIX_BYTES_READ": 661 * opens, "POSIX_MAX_BYTE_READ": 660,
+           "POSIX_F_META_TIME": 0.001, "POSIX_F_READ_TIME": 0.001}
+    # the job's other I/O: room under the I/O time for the cost
+    other = {"file": 2, "rank": 0, "POSIX_WRITES": 1, "POSIX_BYTES_WRITTEN": 1,
+             "POSIX_F_WRITE_TIME": 1.0}
+    tr = trace(counters("POSIX", [row, other]))
+    tr.meta_records = meta
+    f = only(findings(tr, "reopened-files"))
+    spans = opens * (0.01 + 1e-5)
+    assert f.evidence["open_seconds"] == pytest.approx(spans)
+    assert f.cost_seconds == pytest.approx(spans * (1 - 1 / opens))
+    # Without the records, the calls' own time.
+    tr.meta_records = Records.empty()
+    f = only(findings(tr, "reopened-files"))
+    assert f.cost_seconds == pytest.approx(0.001 + 0.001 * (opens - 1) / opens)

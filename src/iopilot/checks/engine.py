@@ -161,6 +161,9 @@ SAME_CAUSE: tuple[tuple[str, str, Any], ...] = (
     # The same bytes read again through STDIO (fread, np.fromfile): the re-read
     # is the mistake, STDIO only its path.
     ("posix-redundant-reads", "stdio-share", lambda _c, k, f: _mostly_rereads(k, f)),
+    # The STDIO time is the re-reading of the inputs (fscanf, fread each step).
+    ("reopened-files", "stdio-time", lambda _c, k, f: _same_files(k, f)),
+    ("posix-redundant-reads", "stdio-time", lambda _c, k, f: _same_files(k, f)),
     # Text through STDIO: its time on one rank and its share of the bytes
     # are the same calls; the time says where the run's seconds went.
     ("stdio-time", "stdio-share", None),
@@ -195,6 +198,12 @@ def _beneath(ctx: Context, keep: Finding, merged: Finding) -> bool:
     return all(f.path in names for f in merged.files)
 
 
+def _same_files(keep: Finding, merged: Finding) -> bool:
+    """``merged`` lists files, and ``keep`` lists each of them."""
+    mine = {f.path for f in keep.files}
+    return bool(merged.files) and all(f.path in mine for f in merged.files)
+
+
 def _explains(keep: Finding, merged: Finding) -> bool:
     """``keep`` accounts for at least half of ``merged``'s seconds."""
     return (keep.cost_seconds or 0.0) >= 0.5 * (merged.cost_seconds or 0.0)
@@ -218,6 +227,11 @@ def _mostly_rereads(keep: Finding, merged: Finding) -> bool:
     bytes ``keep`` says were read again."""
     repeated = float(keep.evidence.get("repeated_bytes", 0) or 0)
     return repeated >= 0.5 * float(merged.evidence.get("stdio_bytes", 0) or 0)
+
+
+# Checks whose cost measures a consequence (ranks waiting for a late one),
+# not what the cause's fix saves: merged, their cost does not carry over.
+_CONSEQUENCES = {"phase-stragglers"}
 
 
 def merge_same_cause(findings: list[Finding], ctx: Context) -> list[Finding]:
@@ -253,8 +267,8 @@ def merge_same_cause(findings: list[Finding], ctx: Context) -> list[Finding]:
             keep.evidence["drishti_also"] = " ".join(dict.fromkeys(codes))
         if merged.level > keep.level:
             keep.level = merged.level
-        if merged.cost_seconds is not None and (keep.cost_seconds is None
-                                                or merged.cost_seconds > keep.cost_seconds):
+        if merged.check not in _CONSEQUENCES and merged.cost_seconds is not None and (
+                keep.cost_seconds is None or merged.cost_seconds > keep.cost_seconds):
             keep.cost_seconds = merged.cost_seconds
             keep.message = _restate_cost(keep.message, merged.message)
         gone.add(id(merged))

@@ -8,10 +8,13 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..model.aggregate import isin, unique
+from ..vocabulary import OP_NAMES
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, check, pct
 from .iotime import io_time, price
 from .rankcost import fs_rows, in_language, is_python, metadata_cost
+from .recordtools import _dense
 
 
 def waiting_for(ctx: Context, ranks: np.ndarray) -> tuple[int, float]:
@@ -26,6 +29,51 @@ def waiting_for(ctx: Context, ranks: np.ndarray) -> tuple[int, float]:
     late = int(ranks[np.argmin(mpiio[ranks])])
     slow = io_time(ctx).slowest_rank
     return late, max(float(mpiio[slow] - mpiio[late]), 0.0)
+
+
+_FEW_READS = 64  # reads per open of an input read whole by a parser
+
+
+def open_spans(ctx: Context, rows: dict[str, np.ndarray], on: np.ndarray) -> np.ndarray:
+    """Per :func:`fs_rows` row (``on`` only, else 0): seconds from each open
+    to its close, summed, from the trace's open and close records (a
+    reduced row of a shared file sums all ranks').  0 without them, and for
+    a (file, rank) whose opens and closes do not pair up."""
+    out = np.zeros(len(rows["file"]))
+    m = ctx.trace.meta_records
+    if not len(m) or not on.any():
+        return out
+    m = m.select(isin(m.file_id, unique(rows["file"][on])))
+    o_op, c_op = OP_NAMES.index("open"), OP_NAMES.index("close")
+    opens, closes = m.select(m.op == o_op), m.select(m.op == c_op)
+    if not len(opens) or not len(closes):
+        return out
+    files, _ = _dense(np.concatenate([opens.file_id, closes.file_id]))
+    width = int(max(opens.rank.max(), closes.rank.max())) + 1
+    ko = np.searchsorted(files, opens.file_id).astype(np.int64) * width + opens.rank
+    kc = np.searchsorted(files, closes.file_id).astype(np.int64) * width + closes.rank
+    # Each (file, rank)'s opens and closes in time order pair up one to one.
+    oo, oc = np.lexsort((opens.start, ko)), np.lexsort((closes.end, kc))
+    ko, kc = ko[oo], kc[oc]
+    keys_o, n_o = np.unique(ko, return_counts=True)
+    keys_c, n_c = np.unique(kc, return_counts=True)
+    both = np.intersect1d(keys_o, keys_c)
+    same = both[n_o[np.searchsorted(keys_o, both)] == n_c[np.searchsorted(keys_c, both)]]
+    so, sc = isin(ko, same), isin(kc, same)
+    span = np.maximum(closes.end[oc][sc] - opens.start[oo][so], 0.0)
+    per_key = np.bincount(np.searchsorted(same, ko[so]), span, minlength=len(same))
+    per_file = np.bincount(same // width, per_key, minlength=len(files))
+    # Back to the rows: a rank's row takes its key, a reduced row all ranks'.
+    fi = np.minimum(np.searchsorted(files, rows["file"]), len(files) - 1)
+    known = on & (files[fi] == rows["file"])
+    key = fi.astype(np.int64) * width + np.maximum(rows["rank"], 0)
+    pos = np.minimum(np.searchsorted(same, key), max(len(same) - 1, 0))
+    own = known & (rows["rank"] >= 0) & (len(same) > 0)
+    hit = own & (same[pos] == key) if len(same) else own
+    out[hit] = per_key[pos[hit]]
+    reduced = known & (rows["rank"] < 0)
+    out[reduced] = per_file[fi[reduced]]
+    return out
 
 
 def read_again(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -63,10 +111,12 @@ class ReopenedFiles(Check):
     ``cost_seconds``: the slowest rank's metadata seconds (open, stat, seek,
     close) on the files it reopens, plus the time of its reads beyond the
     first pass over each file (its read time times the share of repeated
-    bytes); opening and reading each once would save nearly all.  When
-    the other ranks of an MPI program wait for the re-reading rank in MPI-IO
-    calls, what the slowest rank waits (its MPI-IO seconds minus the
-    re-reading rank's) if that is more: reading once saves the wait.
+    bytes); opening and reading each once would save nearly all.  An input
+    read whole by a parser at every step (few reads per open) costs, if
+    more, the time it stays open at every open but the first (parsing
+    included).  The message says how long the other ranks of an MPI program
+    wait for the re-reading rank in MPI-IO calls: the same seconds, seen
+    from them.
     """
 
     id = "reopened-files"
@@ -93,13 +143,23 @@ class ReopenedFiles(Check):
             return
         # Reads beyond the first pass cost their share of the row's read time.
         read_t = np.maximum(rows["io"] - rows["meta"], 0.0) * again_share
-        who, cost, io, level = metadata_cost(ctx, {**rows, "meta": rows["meta"] + read_t}, bad)
+        spent = rows["meta"] + read_t
+        # An input parsed as it is read (pd.read_csv, np.loadtxt: a few reads
+        # per open, parsing between them) costs all the time it stays open,
+        # every time but the first; with many calls per open (fscanf per
+        # value) the span is mostly those calls, already counted.
+        few = input_ & (rows["reads"] <= _FEW_READS * np.maximum(rows["opens"], 1))
+        spans = np.zeros(len(spent))
+        if few.any():
+            spans = open_spans(ctx, rows, few)
+            spent = np.where(few, np.maximum(spent, spans * (1 - 1 / np.maximum(
+                rows["opens"], 1))), spent)  # fmt: skip
+        who, cost, io, level = metadata_cost(ctx, {**rows, "meta": spent}, bad)
         waits = waiting_for(ctx, rows["rank"][input_])
         wait_text = ""
-        if waits[1] > cost:  # the other ranks wait longer than the re-reads take
-            cost = waits[1]
+        if waits[1] > 0:  # the same seconds seen from the ranks that wait
             wait_text = (f"; the other ranks wait for rank {waits[0]} in their MPI-IO calls, "
-                         f"the slowest {cost:.3g} s longer than it")
+                         f"the slowest {waits[1]:.3g} s longer than it")
         # A file written once and read at every step is an input re-read.
         written = bad & (rows["writes"] > 0) & ~input_
         read = bad & (rows["reads"] > 0) & ~written
@@ -162,6 +222,7 @@ class ReopenedFiles(Check):
                 "stats": int(rows["stats"][bad].sum()),
                 "bytes_read_again": int(again[bad].sum()),
                 "others_wait_seconds": round(waits[1], 6),
+                "open_seconds": round(float(spans[bad].sum()), 6),
                 "slowest_rank": who,
                 "slowest_rank_metadata_seconds": round(cost, 6),
                 "slowest_rank_io_seconds": round(float(io), 6),
