@@ -125,7 +125,7 @@ def findings(tr: Trace, check_id: str, **overrides: float):
 
 # Column labels are lower case; capitals only for these names and units.
 CAPS = {"POSIX", "STDIO", "MPI-IO", "HDF5", "OST", "OSTs", "MiB", "KiB", "GiB", "MiB/s", "I/O"}
-SNIPPET_LANGS = {"c", "python", "fortran", "sh", "toml", "text"}
+SNIPPET_LANGS = {"c", "c++", "python", "fortran", "sh", "toml", "text"}
 
 
 def _label_ok(label: str) -> bool:

@@ -187,11 +187,11 @@ def test_misaligned_file_offsets_evidence_and_files():
     assert f.files_total == 2
     assert [(x.path, x.numbers["misaligned"], x.numbers["requests"]) for x in f.files] == [
         ("/data/file1", 30, 100), ("/data/file3", 1, 100)]  # fmt: skip
-    # plain POSIX: no snippet, just the advice
+    # plain POSIX: pad to the block, in the program's language
     assert f.recommendation == (
         "Start requests on 4096-byte boundaries (the file system's alignment unit)."
     )
-    assert f.snippet == ""
+    assert f.snippet == advice.C_ALIGN_OFFSETS and f.snippet_lang == "c"
 
 
 def test_misaligned_memory_buffers_name_the_memory_alignment():

@@ -583,3 +583,26 @@ def test_an_input_parsed_at_every_open_costs_the_time_it_stays_open():
     tr.meta_records = Records.empty()
     f = only(findings(tr, "reopened-files"))
     assert f.cost_seconds == pytest.approx(0.001 + 0.001 * (opens - 1) / opens)
+
+
+@pytest.mark.parametrize(("lang", "snippet"), [("c", advice.C_ALIGN_OFFSETS),
+                                               ("python", advice.PY_ALIGN_OFFSETS),
+                                               ("fortran", advice.FORTRAN_ALIGN_OFFSETS)])
+def test_misaligned_offsets_advice_per_language(lang, snippet):
+    row = {"POSIX_WRITES": 100, "POSIX_FILE_NOT_ALIGNED": 90, "POSIX_FILE_ALIGNMENT": 4096,
+           "POSIX_F_WRITE_TIME": 1.0}
+    tr = _with_language(trace(counters("POSIX", [row])), lang)
+    f = only(findings(tr, "posix-misaligned-file"))
+    assert (f.snippet, f.snippet_lang) == (snippet, lang)
+
+
+def test_cpp_small_writes_say_newline_not_endl():
+    tr = _with_language(trace(counters("POSIX", [_SMALL_W])), "c++")
+    f = only(findings(tr, "posix-small-writes"))
+    assert f.snippet == advice.CPP_AGGREGATE and f.snippet_lang == "c++"
+    assert "'\\n'" in f.snippet and "std::endl" in f.snippet
+
+
+def test_fortran_collective_write_advice_has_the_view_and_write_all():
+    f = only(findings(_independent(lang="fortran"), "mpiio-collective-writes"))
+    assert "call MPI_File_write_all" in f.snippet and "call MPI_File_set_view" in f.snippet

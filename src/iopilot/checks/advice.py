@@ -336,7 +336,10 @@ fh.Close()"""
 
 FORTRAN_MPIIO_COLLECTIVE_WRITE = """\
 ! every rank calls the collective form; MPI-IO merges the pieces
-call MPI_File_write_at_all(fh, offset, buf, n, MPI_BYTE, MPI_STATUS_IGNORE, ierr)"""
+call MPI_File_write_at_all(fh, offset, buf, n, MPI_BYTE, MPI_STATUS_IGNORE, ierr)
+! many pieces per step: one file view, then one collective call for them all
+call MPI_File_set_view(fh, disp, MPI_BYTE, filetype, "native", MPI_INFO_NULL, ierr)
+call MPI_File_write_all(fh, buf, nbytes, MPI_BYTE, MPI_STATUS_IGNORE, ierr)"""
 
 FORTRAN_MPIIO_COLLECTIVE_READ = """\
 ! every rank calls the collective form; MPI-IO merges the pieces
@@ -648,6 +651,40 @@ MPI_File_set_view(fh, step_offset + rank * piece_bytes, MPI_BYTE, strided,
                   "native", MPI_INFO_NULL);
 MPI_File_write_all(fh, buf, pieces * piece_bytes, MPI_BYTE, MPI_STATUS_IGNORE);
 /* a contiguous block per rank: MPI_File_write_at_all(fh, offset, buf, n, ...) */"""
+
+CPP_AGGREGATE = """\
+// let the stream buffer: '\\n' ends a line, std::endl also flushes it (a write each)
+std::ofstream out("values.txt");
+std::vector<char> buf(1 << 20);
+out.rdbuf()->pubsetbuf(buf.data(), buf.size());   // before the first output
+for (double v : values) out << v << '\\n';           // not << std::endl
+// binary data: one out.write(reinterpret_cast<const char *>(a.data()), bytes)"""
+
+C_ALIGN_OFFSETS = """\
+/* start the data on a block boundary: pad the header to the block size */
+const off_t block = 4096;                       /* st_blksize, or the stripe size */
+off_t data_start = (header_bytes + block - 1) / block * block;
+pwrite(fd, header, header_bytes, 0);
+for (int i = 0; i < n; i++)                     /* blocks of a multiple of 4 KiB */
+    pwrite(fd, chunk[i], chunk_bytes, data_start + (off_t)i * chunk_bytes);"""
+
+PY_ALIGN_OFFSETS = """\
+# start the data on a block boundary: pad the header to the block size
+block = os.statvfs(path).f_bsize                # 4096 on most file systems
+with open(path, "wb") as f:
+    f.write(header.ljust(-(-len(header) // block) * block, b"\\0"))
+    for chunk in chunks:                        # each a multiple of the block
+        f.write(chunk)"""
+
+FORTRAN_ALIGN_OFFSETS = """\
+! start the data on a block boundary: pad the header to the block size
+integer, parameter :: block = 4096
+integer(kind=8) :: start
+start = ((header_bytes + block - 1) / block) * block + 1   ! stream positions from 1
+open(newunit=u, file=path, access="stream", form="unformatted", action="write")
+write(u, pos=1) header
+write(u, pos=start) data                        ! whole blocks from here on
+close(u)"""
 
 
 

@@ -158,7 +158,8 @@ class _SmallRequests(Check):
         snippet, lang = in_language(
             ctx, advice.PY_AGGREGATE_READ if reading else advice.PY_AGGREGATE,
             advice.POSIX_AGGREGATE_READ if reading else advice.POSIX_AGGREGATE,
-            fortran=advice.FORTRAN_AGGREGATE_READ if reading else advice.FORTRAN_AGGREGATE)
+            fortran=advice.FORTRAN_AGGREGATE_READ if reading else advice.FORTRAN_AGGREGATE,
+            cpp=None if reading else advice.CPP_AGGREGATE)
         serial = serial_small_advice(ctx) if style == "hdf5" else None
         if serial is not None:  # serial HDF5 has no MPI-IO transfer properties
             rec += serial[0]
@@ -283,17 +284,18 @@ class _Misaligned(Check):
         style = _uses(ctx)
         lustre = ctx.trace.lustre is not None and len(ctx.trace.lustre) > 0
         rec = f"Start requests on {align}-byte boundaries (the file system's alignment unit)"
-        snippet, lang = "", "c"
+        snippet, lang = in_language(ctx, advice.PY_ALIGN_OFFSETS, advice.C_ALIGN_OFFSETS,
+                                    fortran=advice.FORTRAN_ALIGN_OFFSETS)
         if style == "hdf5":
             rec += "; HDF5 can align its objects for you"
-            snippet = advice.hdf5_alignment(max(align, 1), max(align, 1))
+            snippet, lang = advice.hdf5_alignment(max(align, 1), max(align, 1)), "c"
         elif lustre:
             rec += "; on Lustre, make the stripe size a multiple of the request size"
             snippet = advice.lfs_setstripe(4, advice.lfs_size(max(align, 1 << 20)), "DIR")
             lang = "sh"
         elif style in ("mpiio", "pnetcdf"):
             rec += "; collective MPI-IO aligns the aggregators' requests to file domains"
-            snippet = advice.MPIIO_HINTS_CB
+            snippet, lang = advice.MPIIO_HINTS_CB, "c"
         # Honest on local disks: the page cache absorbs misaligned writes there.
         cost = io_time(ctx).rows_at_slowest(c, misaligned_seconds(ctx, c, bad, ops))
         yield price(ctx, self.finding(
