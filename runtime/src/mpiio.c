@@ -18,6 +18,10 @@
  *     (PMPI_File_get_byte_offset); shared file pointer calls: -1.
  *   - sync, set_size, set_view (VIEWS), set_info (HINTS).
  *
+ * Fortran programs reach the library through its Fortran bindings, which
+ * call PMPI_* directly: mpiio_fortran.c wraps those and records through the
+ * same functions (mpiio.h), so both are counted alike.
+ *
  * Calls made by the MPI library underneath (pwrite, open ...) are still
  * traced by the POSIX layer: the MPI-IO wrappers do not enter the runtime
  * around the real call.  A thread-local depth keeps an MPI-IO call that an
@@ -34,9 +38,11 @@
 
 #include "behind.h"
 #include "core.h"
+#include "mpiio.h"
 #include "settings.h"
 
-static __thread int mpiio_depth; /* >0 inside a traced MPI-IO call */
+IOP_TLS int iop_mpiio_depth;
+int iop_mpiio_live;
 
 /* ------------------------------------------------------------------ */
 /* MPI objects that are data symbols in the library. */
@@ -85,12 +91,6 @@ REAL_DECL(int, PMPI_Info_get_nthkey, (MPI_Info, int, char *));
 REAL_DECL(int, PMPI_Info_get, (MPI_Info, const char *, int, char *, int *));
 REAL_DECL(int, PMPI_Info_free, (MPI_Info *));
 
-/* The handle of a traced file, or NULL: pass the call straight through. */
-static inline iop_open *traced(MPI_File fh) {
-    if (!iop_active() || mpiio_depth) return NULL;
-    return iop_handle(IOP_LAYER_MPIIO, (uintptr_t)fh);
-}
-
 /* For MPI-IO handles the runtime's ``offset`` slot holds the access mode
  * (positions live in the MPI library and are asked for when needed). */
 static inline int amode_of(const iop_open *o) { return (int)o->offset; }
@@ -118,24 +118,20 @@ static int64_t individual_offset(const iop_open *o, MPI_File fh) {
     return byte_offset(o, fh, pos);
 }
 
-/* Where the data goes: an explicit offset, the individual or the shared
- * file pointer. */
-enum { AT_EXPLICIT, AT_INDIVIDUAL, AT_SHARED };
-
-static inline int64_t offset_before(const iop_open *o, MPI_File fh, int at) {
-    return at == AT_INDIVIDUAL ? individual_offset(o, fh) : -1;
+int64_t iop_mpiio_offset_before(const iop_open *o, MPI_File fh, int at) {
+    return at == IOP_AT_INDIVIDUAL ? individual_offset(o, fh) : -1;
 }
 
-/* After a call: count it and record it.  The size and the explicit offset
- * are asked for only after a successful call, so a bad datatype or offset
- * is reported by the real call, as without us. */
-static void data_done(iop_open *o, MPI_File fh, int op, int counter, unsigned flags, int at,
-                      MPI_Offset off, int64_t pre, const void *buf, int count,
-                      MPI_Datatype dt, int ret, double t1, double t2) {
+/* The size and the explicit offset are asked for only after a successful
+ * call, so a bad datatype or offset is reported by the real call, as
+ * without us. */
+void iop_mpiio_data_done(iop_open *o, MPI_File fh, int op, int counter, unsigned flags, int at,
+                         MPI_Offset off, int64_t pre, const void *buf, int count,
+                         MPI_Datatype dt, int ret, double t1, double t2) {
     int64_t bytes = -1, offset = pre;
     if (ret == MPI_SUCCESS) {
         bytes = type_bytes(count, dt);
-        if (at == AT_EXPLICIT) offset = byte_offset(o, fh, off);
+        if (at == IOP_AT_EXPLICIT) offset = byte_offset(o, fh, off);
     }
     iop_count(o->st, counter, 1);
     iop_data_op(o->st, op, offset, bytes, buf, 0, t1, t2, flags);
@@ -152,29 +148,29 @@ static void data_done(iop_open *o, MPI_File fh, int op, int counter, unsigned fl
 
 /* Time one call and hand what it did to ``DONE`` (a function taking the
  * common arguments below); untraced handles pass straight through. */
-#define TIMED_CALL(at, CALL, DONE, ...)                                        \
-    iop_open *o = traced(fh);                                                  \
-    if (!o) return CALL;                                                       \
-    int64_t pre = offset_before(o, fh, at);                                    \
-    double t1 = iop_now();                                                     \
-    mpiio_depth++;                                                             \
-    int r = CALL;                                                              \
-    mpiio_depth--;                                                             \
-    int e = errno;                                                             \
-    double t2 = iop_now();                                                     \
-    DONE(o, fh, __VA_ARGS__, pre, buf, count, dt, r, t1, t2);                  \
-    errno = e;                                                                 \
+#define TIMED_CALL(at, CALL, DONE, ...)                       \
+    iop_open *o = iop_mpiio_traced(fh);                       \
+    if (!o) return CALL;                                      \
+    int64_t pre = iop_mpiio_offset_before(o, fh, at);         \
+    double t1 = iop_now();                                    \
+    iop_mpiio_depth++;                                        \
+    int r = CALL;                                             \
+    iop_mpiio_depth--;                                        \
+    int e = errno;                                            \
+    double t2 = iop_now();                                    \
+    DONE(o, fh, __VA_ARGS__, pre, buf, count, dt, r, t1, t2); \
+    errno = e;                                                \
     return r
 
 #define DATA_CALL(op, counter, flags, at, off, CALL) \
-    TIMED_CALL(at, CALL, data_done, op, IOP_C_##counter, flags, at, off)
+    TIMED_CALL(at, CALL, iop_mpiio_data_done, op, IOP_C_##counter, flags, at, off)
 
 /* Explicit offset: (fh, offset, buf, count, datatype, last). */
 #define WRAP_AT(name, op, counter, flags, BUFT, LASTT)                             \
     REAL_DECL(int, P##name, (MPI_File, MPI_Offset, BUFT, int, MPI_Datatype, LASTT)); \
     IOP_EXPORT int name(MPI_File fh, MPI_Offset off, BUFT buf, int count,          \
                         MPI_Datatype dt, LASTT last) {                             \
-        DATA_CALL(op, counter, flags, AT_EXPLICIT, off,                            \
+        DATA_CALL(op, counter, flags, IOP_AT_EXPLICIT, off,                            \
                   REAL(P##name)(fh, off, buf, count, dt, last));                   \
     }
 
@@ -191,30 +187,12 @@ static void data_done(iop_open *o, MPI_File fh, int op, int counter, unsigned fl
 #define STAT MPI_Status *
 #define REQ MPI_Request *
 
-WRAP_AT(MPI_File_read_at, RD, INDEP_READS, 0, RBUF, STAT)
-WRAP_AT(MPI_File_write_at, WR, INDEP_WRITES, 0, WBUF, STAT)
-WRAP_AT(MPI_File_read_at_all, RD, COLL_READS, COLL, RBUF, STAT)
-WRAP_AT(MPI_File_write_at_all, WR, COLL_WRITES, COLL, WBUF, STAT)
-WRAP_AT(MPI_File_iread_at, RD, NB_READS, NB, RBUF, REQ)
-WRAP_AT(MPI_File_iwrite_at, WR, NB_WRITES, NB, WBUF, REQ)
-WRAP_AT(MPI_File_iread_at_all, RD, NB_READS, NB | COLL, RBUF, REQ)
-WRAP_AT(MPI_File_iwrite_at_all, WR, NB_WRITES, NB | COLL, WBUF, REQ)
-
-WRAP_PTR(MPI_File_read, AT_INDIVIDUAL, RD, INDEP_READS, 0, RBUF, STAT)
-WRAP_PTR(MPI_File_write, AT_INDIVIDUAL, WR, INDEP_WRITES, 0, WBUF, STAT)
-WRAP_PTR(MPI_File_read_all, AT_INDIVIDUAL, RD, COLL_READS, COLL, RBUF, STAT)
-WRAP_PTR(MPI_File_write_all, AT_INDIVIDUAL, WR, COLL_WRITES, COLL, WBUF, STAT)
-WRAP_PTR(MPI_File_iread, AT_INDIVIDUAL, RD, NB_READS, NB, RBUF, REQ)
-WRAP_PTR(MPI_File_iwrite, AT_INDIVIDUAL, WR, NB_WRITES, NB, WBUF, REQ)
-WRAP_PTR(MPI_File_iread_all, AT_INDIVIDUAL, RD, NB_READS, NB | COLL, RBUF, REQ)
-WRAP_PTR(MPI_File_iwrite_all, AT_INDIVIDUAL, WR, NB_WRITES, NB | COLL, WBUF, REQ)
-
-WRAP_PTR(MPI_File_read_shared, AT_SHARED, RD, INDEP_READS, 0, RBUF, STAT)
-WRAP_PTR(MPI_File_write_shared, AT_SHARED, WR, INDEP_WRITES, 0, WBUF, STAT)
-WRAP_PTR(MPI_File_read_ordered, AT_SHARED, RD, COLL_READS, COLL, RBUF, STAT)
-WRAP_PTR(MPI_File_write_ordered, AT_SHARED, WR, COLL_WRITES, COLL, WBUF, STAT)
-WRAP_PTR(MPI_File_iread_shared, AT_SHARED, RD, NB_READS, NB, RBUF, REQ)
-WRAP_PTR(MPI_File_iwrite_shared, AT_SHARED, WR, NB_WRITES, NB, WBUF, REQ)
+#define C_AT(low, UP, op, counter, flags, BUFT, LASTT) \
+    WRAP_AT(MPI_File_##low, op, counter, flags, BUFT, LASTT)
+#define C_PTR(low, UP, at, op, counter, flags, BUFT, LASTT) \
+    WRAP_PTR(MPI_File_##low, at, op, counter, flags, BUFT, LASTT)
+IOP_MPIIO_AT_CALLS(C_AT)
+IOP_MPIIO_PTR_CALLS(C_PTR)
 
 /* ------------------------------------------------------------------ */
 /* Split collectives.  MPI allows one pending split collective per file
@@ -236,26 +214,36 @@ static int split_take(MPI_File fh, iop_inflight *out) {
     return iop_inflight_take(splits, NSPLIT, &split_lock, (uintptr_t)fh, out);
 }
 
-static void split_begun(iop_open *o, MPI_File fh, int op, int at, MPI_Offset off, int64_t pre,
-                        const void *buf, int count, MPI_Datatype dt, int ret, double t1,
-                        double t2) {
+void iop_mpiio_split_begun(iop_open *o, MPI_File fh, int op, int at, MPI_Offset off,
+                           int64_t pre, const void *buf, int count, MPI_Datatype dt, int ret,
+                           double t1, double t2) {
     int64_t offset = pre;
     if (ret == MPI_SUCCESS) {
-        if (at == AT_EXPLICIT) offset = byte_offset(o, fh, off);
+        if (at == IOP_AT_EXPLICIT) offset = byte_offset(o, fh, off);
         if (split_put(fh, t1, offset, type_bytes(count, dt), buf)) return;
     }
     /* Failed, or no room to wait for the end: record it now. */
-    data_done(o, fh, op, op == RD ? IOP_C_SPLIT_READS : IOP_C_SPLIT_WRITES, COLL, at, off, pre,
-              buf, count, dt, ret, t1, t2);
+    iop_mpiio_data_done(o, fh, op, op == RD ? IOP_C_SPLIT_READS : IOP_C_SPLIT_WRITES, COLL, at,
+                        off, pre, buf, count, dt, ret, t1, t2);
 }
 
-#define SPLIT_BEGIN(op, at, off, CALL) TIMED_CALL(at, CALL, split_begun, op, at, off)
+/* The end call: the pair is counted once, timed from begin to end. */
+void iop_mpiio_split_ended(iop_open *o, MPI_File fh, int op, int counter, int ret, double t2) {
+    iop_inflight s;
+    if (split_take(fh, &s)) {
+        iop_count(o->st, counter, 1);
+        iop_data_op(o->st, op, s.offset, ret == MPI_SUCCESS ? s.bytes : -1, s.buf, 0, s.t1, t2,
+                    COLL);
+    }
+}
+
+#define SPLIT_BEGIN(op, at, off, CALL) TIMED_CALL(at, CALL, iop_mpiio_split_begun, op, at, off)
 
 #define WRAP_BEGIN_AT(name, op, BUFT)                                              \
     REAL_DECL(int, P##name, (MPI_File, MPI_Offset, BUFT, int, MPI_Datatype));      \
     IOP_EXPORT int name(MPI_File fh, MPI_Offset off, BUFT buf, int count,          \
                         MPI_Datatype dt) {                                         \
-        SPLIT_BEGIN(op, AT_EXPLICIT, off, REAL(P##name)(fh, off, buf, count, dt)); \
+        SPLIT_BEGIN(op, IOP_AT_EXPLICIT, off, REAL(P##name)(fh, off, buf, count, dt)); \
     }
 
 #define WRAP_BEGIN(name, at, op, BUFT)                                             \
@@ -264,38 +252,26 @@ static void split_begun(iop_open *o, MPI_File fh, int op, int at, MPI_Offset off
         SPLIT_BEGIN(op, at, 0, REAL(P##name)(fh, buf, count, dt));                 \
     }
 
-#define WRAP_END(name, op, counter, BUFT)                                          \
-    REAL_DECL(int, P##name, (MPI_File, BUFT, MPI_Status *));                       \
-    IOP_EXPORT int name(MPI_File fh, BUFT buf, MPI_Status *status) {               \
-        iop_open *o = traced(fh);                                                  \
-        if (!o) return REAL(P##name)(fh, buf, status);                             \
-        mpiio_depth++;                                                             \
-        int r = REAL(P##name)(fh, buf, status);                                    \
-        mpiio_depth--;                                                             \
-        int e = errno;                                                             \
-        double t2 = iop_now();                                                     \
-        iop_inflight s;                                                            \
-        if (split_take(fh, &s)) {                                                  \
-            iop_count(o->st, IOP_C_##counter, 1);                                  \
-            iop_data_op(o->st, op, s.offset, r == MPI_SUCCESS ? s.bytes : -1,      \
-                        s.buf, 0, s.t1, t2, COLL);                                 \
-        }                                                                          \
-        errno = e;                                                                 \
-        return r;                                                                  \
+#define WRAP_END(name, op, counter, BUFT)                                \
+    REAL_DECL(int, P##name, (MPI_File, BUFT, MPI_Status *));             \
+    IOP_EXPORT int name(MPI_File fh, BUFT buf, MPI_Status *status) {     \
+        iop_open *o = iop_mpiio_traced(fh);                              \
+        if (!o) return REAL(P##name)(fh, buf, status);                   \
+        iop_mpiio_depth++;                                               \
+        int r = REAL(P##name)(fh, buf, status);                          \
+        iop_mpiio_depth--;                                               \
+        int e = errno;                                                   \
+        iop_mpiio_split_ended(o, fh, op, IOP_C_##counter, r, iop_now()); \
+        errno = e;                                                       \
+        return r;                                                        \
     }
 
-WRAP_BEGIN_AT(MPI_File_read_at_all_begin, RD, RBUF)
-WRAP_BEGIN_AT(MPI_File_write_at_all_begin, WR, WBUF)
-WRAP_BEGIN(MPI_File_read_all_begin, AT_INDIVIDUAL, RD, RBUF)
-WRAP_BEGIN(MPI_File_write_all_begin, AT_INDIVIDUAL, WR, WBUF)
-WRAP_BEGIN(MPI_File_read_ordered_begin, AT_SHARED, RD, RBUF)
-WRAP_BEGIN(MPI_File_write_ordered_begin, AT_SHARED, WR, WBUF)
-WRAP_END(MPI_File_read_at_all_end, RD, SPLIT_READS, RBUF)
-WRAP_END(MPI_File_write_at_all_end, WR, SPLIT_WRITES, WBUF)
-WRAP_END(MPI_File_read_all_end, RD, SPLIT_READS, RBUF)
-WRAP_END(MPI_File_write_all_end, WR, SPLIT_WRITES, WBUF)
-WRAP_END(MPI_File_read_ordered_end, RD, SPLIT_READS, RBUF)
-WRAP_END(MPI_File_write_ordered_end, WR, SPLIT_WRITES, WBUF)
+#define C_BEGIN_AT(low, UP, op, BUFT) WRAP_BEGIN_AT(MPI_File_##low, op, BUFT)
+#define C_BEGIN(low, UP, at, op, BUFT) WRAP_BEGIN(MPI_File_##low, at, op, BUFT)
+#define C_END(low, UP, op, counter, BUFT) WRAP_END(MPI_File_##low, op, counter, BUFT)
+IOP_MPIIO_BEGIN_AT_CALLS(C_BEGIN_AT)
+IOP_MPIIO_BEGIN_CALLS(C_BEGIN)
+IOP_MPIIO_END_CALLS(C_END)
 
 /* ------------------------------------------------------------------ */
 /* Hints.  Each distinct (file, hint set) is noted once, so a program that
@@ -543,11 +519,8 @@ static void settings_check(MPI_File fh, uint64_t file,
     if (have) REAL(PMPI_Info_free)(&used);
 }
 
-REAL_DECL(int, PMPI_File_open, (MPI_Comm, const char *, int, MPI_Info, MPI_File *));
-IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
-                             MPI_File *fh) {
-    if (!iop_active() || mpiio_depth || !filename || !fh)
-        return REAL(PMPI_File_open)(comm, filename, amode, info, fh);
+int iop_mpiio_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh,
+                   iop_mpiio_open_fn real, void *call) {
     const iop_setting_value *hints[IOP_NSETTINGS];
     const char *lustre_why[2] = {NULL, NULL};
     MPI_Info mine;
@@ -555,17 +528,17 @@ IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI
     if (IOP_UNLIKELY(iop_settings_on))
         added = settings_info(filename, amode, info, &mine, hints, lustre_why);
     double t1 = iop_now();
-    mpiio_depth++;
+    iop_mpiio_depth++;
     iop_inside_mpi_open++; /* its descriptors are MPI-IO's: never write-behind */
-    int r = REAL(PMPI_File_open)(comm, filename, amode, added ? mine : info, fh);
+    int r = real(call, added ? mine : info, fh);
     int rejected = 0;
     if (IOP_UNLIKELY(added && r != MPI_SUCCESS)) { /* as the program asked, then */
-        int again = REAL(PMPI_File_open)(comm, filename, amode, info, fh);
+        int again = real(call, info, fh);
         if (again == MPI_SUCCESS) rejected = r;
         r = again;
     }
     iop_inside_mpi_open--;
-    mpiio_depth--;
+    iop_mpiio_depth--;
     int e = errno;
     double t2 = iop_now();
     if (added) REAL(PMPI_Info_free)(&mine);
@@ -577,6 +550,7 @@ IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI
         }
         if (IOP_UNLIKELY(lustre_why[0] || lustre_why[1])) lustre_record(id, lustre_why);
         iop_open *o = iop_handle_set(IOP_LAYER_MPIIO, (uintptr_t)*fh, id, amode);
+        __atomic_store_n(&iop_mpiio_live, 1, __ATOMIC_RELEASE);
         if (o) {
             int nprocs = 1;
             if (REAL(PMPI_Comm_size)(comm, &nprocs) != MPI_SUCCESS) nprocs = 1;
@@ -607,6 +581,26 @@ IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI
     }
     errno = e;
     return r;
+}
+
+typedef struct {
+    MPI_Comm comm;
+    const char *filename;
+    int amode;
+} c_open_call;
+
+REAL_DECL(int, PMPI_File_open, (MPI_Comm, const char *, int, MPI_Info, MPI_File *));
+static int c_open_real(void *p, MPI_Info info, MPI_File *fh) {
+    const c_open_call *c = p;
+    return REAL(PMPI_File_open)(c->comm, c->filename, c->amode, info, fh);
+}
+
+IOP_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
+                             MPI_File *fh) {
+    if (!iop_active() || iop_mpiio_depth || !filename || !fh)
+        return REAL(PMPI_File_open)(comm, filename, amode, info, fh);
+    c_open_call call = {comm, filename, amode};
+    return iop_mpiio_open(comm, filename, amode, info, fh, c_open_real, &call);
 }
 
 /* Another rank may read after a barrier what this one wrote before it. */
@@ -682,39 +676,46 @@ WRAP_MESSAGE(MPI_Win_fence, (int a, MPI_Win w), (a, w))
 
 REAL_DECL(int, PMPI_File_close, (MPI_File *));
 IOP_EXPORT int MPI_File_close(MPI_File *fh) {
-    iop_open *o = fh ? traced(*fh) : NULL;
+    iop_open *o = fh ? iop_mpiio_traced(*fh) : NULL;
     if (!o) return REAL(PMPI_File_close)(fh);
     iop_behind_fence_all();
     uintptr_t key = (uintptr_t)*fh; /* the call sets *fh to MPI_FILE_NULL */
     iop_stats *st = o->st;
     double t1 = iop_now();
-    mpiio_depth++;
+    iop_mpiio_depth++;
     int r = REAL(PMPI_File_close)(fh);
-    mpiio_depth--;
+    iop_mpiio_depth--;
     int e = errno;
-    double t2 = iop_now();
-    if (r == MPI_SUCCESS) iop_handle_clear(IOP_LAYER_MPIIO, key);
-    iop_meta_op(st, IOP_OP_CLOSE, -1, t1, t2, r == MPI_SUCCESS ? 0 : IOP_FLAG_ERROR);
+    iop_mpiio_close_done(st, key, r, t1, iop_now());
     errno = e;
     return r;
 }
 
+void iop_mpiio_close_done(iop_stats *st, uintptr_t key, int ret, double t1, double t2) {
+    if (ret == MPI_SUCCESS) iop_handle_clear(IOP_LAYER_MPIIO, key);
+    iop_meta_op(st, IOP_OP_CLOSE, -1, t1, t2, ret == MPI_SUCCESS ? 0 : IOP_FLAG_ERROR);
+}
+
+void iop_mpiio_meta_done(iop_open *o, int op, int counter, unsigned flags, int ret, double t1,
+                         double t2) {
+    iop_meta_op(o->st, op, counter, t1, t2, flags | (ret == MPI_SUCCESS ? 0 : IOP_FLAG_ERROR));
+}
+
 /* Calls on an open file that are metadata: (params), (args), op, counter. */
-#define WRAP_FILE_META(name, params, args, op, counter, flags)               \
-    REAL_DECL(int, P##name, params);                                         \
-    IOP_EXPORT int name params {                                             \
-        iop_open *o = traced(fh);                                            \
-        if (!o) return REAL(P##name) args;                                   \
+#define WRAP_FILE_META(name, params, args, op, counter, flags)                \
+    REAL_DECL(int, P##name, params);                                          \
+    IOP_EXPORT int name params {                                              \
+        iop_open *o = iop_mpiio_traced(fh);                                   \
+        if (!o) return REAL(P##name) args;                                    \
         iop_behind_fence_all(); /* the program's deferred POSIX writes too */ \
-        double t1 = iop_now();                                               \
-        mpiio_depth++;                                                       \
-        int r = REAL(P##name) args;                                          \
-        mpiio_depth--;                                                       \
-        int e = errno;                                                       \
-        iop_meta_op(o->st, op, counter, t1, iop_now(),                       \
-                    (flags) | (r == MPI_SUCCESS ? 0 : IOP_FLAG_ERROR));      \
-        errno = e;                                                           \
-        return r;                                                            \
+        double t1 = iop_now();                                                \
+        iop_mpiio_depth++;                                                    \
+        int r = REAL(P##name) args;                                           \
+        iop_mpiio_depth--;                                                    \
+        int e = errno;                                                        \
+        iop_mpiio_meta_done(o, op, counter, flags, r, t1, iop_now());         \
+        errno = e;                                                            \
+        return r;                                                             \
     }
 
 WRAP_FILE_META(MPI_File_sync, (MPI_File fh), (fh), IOP_OP_SYNC, IOP_C_SYNCS, COLL)
@@ -723,24 +724,27 @@ WRAP_FILE_META(MPI_File_set_size, (MPI_File fh, MPI_Offset size), (fh, size),
 
 /* Calls that change how the file is seen: counted, not recorded (the
  * record format has no operation for them). */
-#define WRAP_FILE_SETTING(name, params, args, counter)                        \
-    REAL_DECL(int, P##name, params);                                          \
-    IOP_EXPORT int name params {                                              \
-        iop_open *o = traced(fh);                                             \
-        if (!o) return REAL(P##name) args;                                    \
-        mpiio_depth++;                                                        \
-        int r = REAL(P##name) args;                                           \
-        mpiio_depth--;                                                        \
-        int e = errno;                                                        \
-        if (r == MPI_SUCCESS) {                                               \
-            if ((counter) >= 0) iop_count(o->st, counter, 1);                 \
-            if (info_given(info)) {                                           \
-                iop_count(o->st, IOP_C_HINTS, 1);                             \
-                note_info("mpiio_hint_passed", o->st->file_id, info);         \
-            }                                                                 \
-        }                                                                     \
-        errno = e;                                                            \
-        return r;                                                             \
+void iop_mpiio_setting_done(iop_open *o, int counter, MPI_Info info, int ret) {
+    if (ret != MPI_SUCCESS) return;
+    if (counter >= 0) iop_count(o->st, counter, 1);
+    if (info_given(info)) {
+        iop_count(o->st, IOP_C_HINTS, 1);
+        note_info("mpiio_hint_passed", o->st->file_id, info);
+    }
+}
+
+#define WRAP_FILE_SETTING(name, params, args, counter) \
+    REAL_DECL(int, P##name, params);                   \
+    IOP_EXPORT int name params {                       \
+        iop_open *o = iop_mpiio_traced(fh);            \
+        if (!o) return REAL(P##name) args;             \
+        iop_mpiio_depth++;                             \
+        int r = REAL(P##name) args;                    \
+        iop_mpiio_depth--;                             \
+        int e = errno;                                 \
+        iop_mpiio_setting_done(o, counter, info, r);   \
+        errno = e;                                     \
+        return r;                                      \
     }
 
 WRAP_FILE_SETTING(MPI_File_set_view,
@@ -762,11 +766,22 @@ static void learn_rank(void) {
     iop_set_rank(rank, size);
 }
 
+void iop_mpiio_init_done(int ret) {
+    if (ret == MPI_SUCCESS) learn_rank();
+}
+
+void iop_mpiio_finalizing(void) {
+    if (!iop_enabled) return;
+    iop_flush_all();
+    /* Handles may not be converted from now on. */
+    __atomic_store_n(&iop_mpiio_live, 0, __ATOMIC_RELEASE);
+}
+
 REAL_DECL(int, PMPI_Init, (int *, char ***));
 IOP_EXPORT int MPI_Init(int *argc, char ***argv) {
     int r = REAL(PMPI_Init)(argc, argv);
     int e = errno;
-    if (r == MPI_SUCCESS) learn_rank();
+    iop_mpiio_init_done(r);
     errno = e;
     return r;
 }
@@ -775,14 +790,14 @@ REAL_DECL(int, PMPI_Init_thread, (int *, char ***, int, int *));
 IOP_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     int r = REAL(PMPI_Init_thread)(argc, argv, required, provided);
     int e = errno;
-    if (r == MPI_SUCCESS) learn_rank();
+    iop_mpiio_init_done(r);
     errno = e;
     return r;
 }
 
 REAL_DECL(int, PMPI_Finalize, (void));
 IOP_EXPORT int MPI_Finalize(void) {
-    if (iop_enabled) iop_flush_all();
+    iop_mpiio_finalizing();
     return REAL(PMPI_Finalize)();
 }
 

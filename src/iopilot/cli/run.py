@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     u.add_argument("--max-records", type=int, metavar="N",
                    help="operation records kept per process (counters stay exact)")
     u.add_argument("--layers", metavar="L[,L...]",
-                   help="trace only these layers: POSIX, STDIO, MPIIO, HDF5")
+                   help="trace only these layers: POSIX, STDIO, MPIIO, HDF5, FORTRAN")
     u.add_argument("--settings", metavar="FILE",
                    help="apply this settings file (TOML: MPI-IO hints, HDF5 properties, ...) "
                         "to the program without changing it")
