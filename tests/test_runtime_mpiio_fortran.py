@@ -162,6 +162,28 @@ def test_fortran_calls_counted_as_c_calls(programs, tmp_path, variant):
     assert rows.total("MPIIO_COLL_WRITES") == 2 * NP
 
 
+def test_settings_hints_reach_a_fortran_open(programs, tmp_path):
+    """[mpiio] hints are added to a copy of the program's info at a Fortran
+    MPI_FILE_OPEN too; the program's own hint stays, its output does not change."""
+    settings = tmp_path / "s.toml"
+    settings.write_text("[mpiio]\ncb_nodes = 1\n")
+    shared, trace = tmp_path / "s.dat", tmp_path / "trace"
+    run = traced(programs["use-mpi"], [str(shared), "2", "1024"], tmp_path, trace,
+                 extra=(f"IOPILOT_SETTINGS={settings}",))  # fmt: skip
+    assert run.stdout.startswith(f"bytes {6 * NP * 1024} ")
+    st = load(str(trace)).settings
+    assert st and st["errors"] == []
+    got = {(e["setting"], e["value"], e["file"], e["outcome"]): e["count"] for e in st["outcomes"]}
+    assert got == {("mpiio.cb_nodes", "1", str(shared), "applied"): NP}
+    for f in trace.glob("p*.json"):
+        p = RawProc(f)
+        assert p.notes_of("mpiio_hint")[str(shared)] == {
+            "cb_nodes": "1",
+            "access_style": "write_once",
+        }
+        assert p.notes_of("mpiio_hint_passed")[str(shared)] == {"access_style": "write_once"}
+
+
 def test_fortran_calls_pass_through_untraced(programs, tmp_path):
     """Preloaded without a trace directory: nothing recorded, same file."""
     exe = programs["use-mpi"]
