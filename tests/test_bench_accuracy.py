@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -45,6 +46,14 @@ def test_first_right_needs_the_advice_in_the_snippet():
 ])  # fmt: skip
 def test_language_right(language, snippet_lang, right):
     assert acc.language_right(language, finding(lang=snippet_lang)) is right
+
+
+def test_a_link_line_is_right_only_for_a_finding_about_the_build():
+    relink = {**finding(check="static-layers", snippet="h5cc -shlib -o app app.c", lang="sh"),
+              "layer": "BUILD"}
+    assert acc.language_right("c", relink) and acc.language_right("fortran", relink)
+    assert not acc.language_right("c", {**relink, "layer": "POSIX"})
+    assert not acc.language_right("c", {**relink, "snippet_lang": "python"})
 
 
 def test_no_snippet_or_no_finding_is_not_in_the_language():
@@ -240,6 +249,24 @@ def test_a_program_is_built_once_per_source_and_command(tmp_path):
     with pytest.raises(cp.CaseError, match="build failed"):
         cp.build(c, tmp_path / "build")
     assert [p.name for p in (tmp_path / "build").iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_the_fixed_mode_may_be_built_another_way(tmp_path):
+    toml = GOOD.replace('"python"', '"c"', 1).replace("{python} {src}", "{exe}")
+    path = write_case(tmp_path / "corpus", "w", toml + 'build = "cc -o {exe} {src}"\n'
+                      + 'build_fixed = "cc -DFIXED -o {exe} {src}"\n', "main.c",
+                      "int main(void) {\n#ifdef FIXED\nreturn 7;\n#endif\nreturn 0; }\n")
+    c = cp.load_case(path)
+    mistake, fixed = cp.build(c, tmp_path / "b"), cp.build(c, tmp_path / "b", mode="fixed")
+    assert mistake != fixed
+    assert subprocess.run([str(mistake)]).returncode == 0
+    assert subprocess.run([str(fixed)]).returncode == 7
+    assert cp.build(c, tmp_path / "b", mode="mistake") == mistake  # the mistake is built as before
+    bad = write_case(tmp_path / "c2", "v", GOOD + 'build_fixed = "cc -o {exe} {src}"\n',
+                     "main.py", "")
+    with pytest.raises(cp.CaseError, match="build_fixed without build"):
+        cp.load_case(bad)
 
 
 # ---------------------------------------------------------------------------

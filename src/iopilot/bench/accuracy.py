@@ -57,9 +57,13 @@ def _lang(name: str | None) -> str:
 
 def language_right(language: str, first: dict[str, Any] | None) -> bool:
     """The first finding's advice is code in the program's ``language`` (a
-    C++ program's is labelled "c++"); no finding or no snippet is not."""
+    C++ program's is labelled "c++"); no finding or no snippet is not.  A
+    finding about how the program is built (layer BUILD) is right with a
+    shell line: relinking is the fix, whatever the program's language."""
     if first is None or not first.get("snippet"):
         return False
+    if first.get("layer") == "BUILD" and first.get("snippet_lang") == "sh":
+        return True
     return _lang(first.get("snippet_lang")) == _lang(language)
 
 
@@ -221,6 +225,7 @@ def run_case(case: Case, repeat: int, timing: bool) -> Result:
     later step that fails leaves what the earlier ones measured, with why."""
     exe = build(case)
     errors: list[str] = []
+    exe_fixed = build(case, mode="fixed") if case.build_fixed else exe
 
     def attempt(step: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -230,9 +235,9 @@ def run_case(case: Case, repeat: int, timing: bool) -> Result:
             return None
 
     t_mistake = attempt(time_mode, case, exe, "mistake", repeat) if timing else None
-    t_fixed = attempt(time_mode, case, exe, "fixed", repeat) if timing else None
+    t_fixed = attempt(time_mode, case, exe_fixed, "fixed", repeat) if timing else None
     mistake = traced_diagnosis(case, exe, "mistake")  # without it, nothing to score
-    fixed = attempt(traced_diagnosis, case, exe, "fixed")
+    fixed = attempt(traced_diagnosis, case, exe_fixed, "fixed")
     result = score(case, mistake, fixed, t_mistake, t_fixed)
     result.error = "; ".join(errors) or None
     return result

@@ -37,8 +37,10 @@ USES = {"hdf5": None, "hdf5-static": None, "mpi": None, "mpiio": None, "h5py": "
 SOURCES = ("main.c", "main.cpp", "main.f90", "main.py")
 MODES = ("mistake", "fixed")
 _REQUIRED = ("title", "language", "run", "expect")
-_TEXT_KEYS = ("title", "language", "build", "run", "expect", "advice", "mistake", "fix")
-_PLACEHOLDERS = {"build": {"exe", "src"}, "run": {"exe", "python", "src", "mode"}}
+_TEXT_KEYS = ("title", "language", "build", "build_fixed", "run", "expect", "advice", "mistake",
+              "fix")
+_PLACEHOLDERS = {"build": {"exe", "src"}, "build_fixed": {"exe", "src"},
+                 "run": {"exe", "python", "src", "mode"}}  # fmt: skip
 _PLACEHOLDER = re.compile(r"\{(\w*)\}")
 RUN_TIMEOUT = 300.0  # seconds; a mode runs in a few seconds, a hang fails the case
 
@@ -59,6 +61,8 @@ class Case:
     run: str
     expect: str
     build: str | None = None
+    # The fixed mode built another way (a link line is the fix): None, as ``build``.
+    build_fixed: str | None = None
     uses: list[str] = field(default_factory=list)
     ranks: int | None = None
     advice: str | None = None
@@ -68,8 +72,9 @@ class Case:
     def needs(self) -> list[str]:
         """What this machine lacks to build and run the case (empty: nothing)."""
         tools: list[str] = []
-        if self.build:
-            tools.append(shlex.split(self.build)[0])
+        for line in (self.build, self.build_fixed):
+            if line:
+                tools.append(shlex.split(line)[0])
         head = shlex.split(self.run)[0]
         if not _PLACEHOLDER.fullmatch(head):
             tools.append(head)
@@ -117,7 +122,9 @@ def load_case(path: Path) -> Case:
             if name not in allowed:
                 raise CaseError(where, f"{key}: unknown placeholder {{{name}}} "
                                        f"(known: {', '.join(sorted(allowed))})")  # fmt: skip
-    for key in ("build", "run"):
+    if "build_fixed" in doc and "build" not in doc:
+        raise CaseError(where, "build_fixed without build")
+    for key in ("build", "build_fixed", "run"):
         try:
             if key in doc and not shlex.split(doc[key]):
                 raise CaseError(where, f"{key}: empty command")
@@ -129,7 +136,8 @@ def load_case(path: Path) -> Case:
         raise CaseError(where, f"needs one program source ({' or '.join(SOURCES)}); found {found}")
     return Case(name=path.parent.name, dir=path.parent, source=sources[0], title=doc["title"],
                 language=doc["language"], run=doc["run"], expect=doc["expect"],
-                build=doc.get("build"), uses=list(uses), ranks=ranks, advice=doc.get("advice"),
+                build=doc.get("build"), build_fixed=doc.get("build_fixed"), uses=list(uses),
+                ranks=ranks, advice=doc.get("advice"),
                 mistake=doc.get("mistake", ""), fix=doc.get("fix", ""))  # fmt: skip
 
 
@@ -159,30 +167,36 @@ def load_corpus(corpus: Path = CORPUS_DIR,
 # ---------------------------------------------------------------------------
 
 
-def build_key(case: Case) -> str:
+def build_line(case: Case, mode: str = "mistake") -> str | None:
+    """The command that builds the program of ``mode`` (None: not compiled)."""
+    return case.build_fixed if mode == "fixed" and case.build_fixed else case.build
+
+
+def build_key(case: Case, mode: str = "mistake") -> str:
     """What the built program depends on: the case's files but its label, and
     the build command."""
-    h = hashlib.sha256((case.build or "").encode())
+    h = hashlib.sha256((build_line(case, mode) or "").encode())
     for f in sorted(p for p in case.dir.iterdir() if p.is_file() and p.name != "case.toml"):
         h.update(f"\0{f.name}\0".encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
 
-def build(case: Case, root: Path = BUILD_DIR) -> Path | None:
-    """The case's program, built once into ``root/<case>-<key>/`` (None for
-    a program that is not compiled); :class:`CaseError` with the compiler's
-    last lines when the build fails."""
-    if not case.build:
+def build(case: Case, root: Path = BUILD_DIR, mode: str = "mistake") -> Path | None:
+    """The case's program for ``mode``, built once into ``root/<case>-<key>/``
+    (None for a program that is not compiled); :class:`CaseError` with the
+    compiler's last lines when the build fails."""
+    line = build_line(case, mode)
+    if not line:
         return None
-    out = root / f"{case.name}-{build_key(case)}"
+    out = root / f"{case.name}-{build_key(case, mode)}"
     exe = out / case.name
     if exe.is_file():
         return exe
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{case.name}-", dir=root))
     try:
-        cmd = case.build.replace("{exe}", shlex.quote(str(work / case.name)))
+        cmd = line.replace("{exe}", shlex.quote(str(work / case.name)))
         cmd = cmd.replace("{src}", shlex.quote(str(case.source)))
         p = subprocess.run(cmd, shell=True, cwd=work, capture_output=True, text=True,
                            timeout=RUN_TIMEOUT)  # fmt: skip
