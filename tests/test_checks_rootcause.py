@@ -362,10 +362,14 @@ def _listing(f, path):
 
 
 class _Ctx:
-    def __init__(self, hdf5: bool):
+    def __init__(self, hdf5: bool, mpiio: str = ""):
         self._hdf5 = hdf5
+        self._mpiio = (counters("MPIIO", [{"file": 7, "rank": -1}]) if mpiio else None)
+        self.trace = trace(*([self._mpiio] if mpiio else []))
 
     def layer(self, name):
+        if name == "MPIIO":
+            return self._mpiio
         return object() if self._hdf5 and name in ("H5F", "H5D") else None
 
 
@@ -385,6 +389,9 @@ class _Ctx:
                                                           drishti="P05"), {}),
     (_f("reopened-files", 0.4), _f("posix-redundant-reads", 0.1, drishti="P09"), {}),
     (_f("stdio-time", 1.0), _f("stdio-share", 1.0, Level.HIGH, "S01"), {}),
+    (_f("mpiio-collective-writes", 0.5, drishti="M03"),
+     _listing(_f("posix-shared-time-imbalance", 0.1, Level.HIGH, "P19"), "/data/file7"),
+     {"mpiio": "/data/file7"}),
     (_listing(_f("reopened-files", 0.4), "/run/params.txt"),
      _listing(_f("stdio-time", 0.4), "/run/params.txt"), {}),
     (_listing(_f("posix-redundant-reads", 0.4, drishti="P09"), "/run/mesh.bin"),
@@ -397,7 +404,7 @@ class _Ctx:
     (_f("reopened-files", 0.5), _f("posix-metadata-share", 1.0), {}),
 ])  # fmt: skip
 def test_same_cause_pairs_become_one_finding(keep, merged, kw):
-    out = merge_same_cause([merged, keep], _Ctx(kw.get("hdf5", False)))
+    out = merge_same_cause([merged, keep], _Ctx(kw.get("hdf5", False), kw.get("mpiio", "")))
     assert out == [keep]
     assert keep.evidence["also_seen_as"].startswith(merged.check)
     assert keep.level == max(keep.level, merged.level)
@@ -606,3 +613,32 @@ def test_cpp_small_writes_say_newline_not_endl():
 def test_fortran_collective_write_advice_has_the_view_and_write_all():
     f = only(findings(_independent(lang="fortran"), "mpiio-collective-writes"))
     assert "call MPI_File_write_all" in f.snippet and "call MPI_File_set_view" in f.snippet
+
+
+def test_collective_time_uses_the_rate_the_file_system_showed_if_faster():
+    tr = _independent()
+    # POSIX moved the 4 x 2000 KiB in 4 ms: 2 GB/s, faster than the default.
+    c = tr.counters["POSIX"]
+    c.floats[:, c.float_names.index("POSIX_F_WRITE_TIME")] = 0.001
+    f = only(findings(tr, "mpiio-collective-writes"))
+    assert f.cost_seconds == pytest.approx(0.5 - 0.004)
+
+
+def test_covered_seconds_of_intervals():
+    import numpy as np
+
+    from iopilot.checks.mpiio import _covered
+
+    start, end = np.array([0.0, 1.0, 1.5, 5.0]), np.array([0.5, 2.0, 3.0, 6.0])
+    got = _covered(start, end, np.array([0.0, 0.25, 2.5, 3.0, 4.0]),
+                   np.array([10.0, 1.25, 5.5, 4.0, 4.5]))  # fmt: skip
+    assert got == pytest.approx([3.5, 0.5, 1.0, 0.0, 0.0])
+
+
+def test_waiting_for_another_ranks_reads_is_not_computation():
+    calls = _calls(0.01)
+    # Rank 0 reads its input while the others wait between their calls.
+    rows = [(0, "r", 9, 0, 100, 0.0011 + k * 0.011, 0.0109 + k * 0.011) for k in range(9)]
+    recs = type(calls).concat([calls, records(rows, layer="STDIO")])
+    f = only(findings(_independent(recs), "mpiio-blocking-writes"), Level.INFO)
+    assert f.evidence["compute_seconds"] == 0.0

@@ -149,6 +149,10 @@ SAME_CAUSE: tuple[tuple[str, str, Any], ...] = (
     # where the mistake lives (collective ones would merge the pieces).
     ("mpiio-collective-writes", "posix-small-writes", lambda c, k, f: _beneath(c, k, f)),
     ("mpiio-collective-reads", "posix-small-reads", lambda c, k, f: _beneath(c, k, f)),
+    # Ranks taking unequal time on a file they write with independent calls:
+    # collective calls with aggregators are the fix of both.
+    ("mpiio-collective-writes", "posix-shared-time-imbalance",
+     lambda c, k, f: _beneath(c, k, f)),
     # ...or beneath collective calls whose buffering the hints switched off.
     ("mpiio-cb-disabled", "posix-small-writes", lambda c, k, f: _beneath(c, k, f)),
     ("mpiio-cb-disabled", "posix-small-reads", lambda c, k, f: _beneath(c, k, f)),

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model import OP_READ, OP_WRITE
+from ..model.aggregate import isin, unique
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
@@ -25,15 +26,26 @@ def collective_snippet(ctx: Context, word: str) -> tuple[str, str]:
                        fortran=advice.FORTRAN_MPIIO_COLLECTIVE_WRITE)
 
 
-def above_ideal(ctx: Context, c, seconds: np.ndarray, moved: np.ndarray) -> float:
+def above_ideal(ctx: Context, c, seconds: np.ndarray, moved: np.ndarray,
+                direction: str) -> float:  # fmt: skip
     """The slowest rank's ``seconds`` (per MPI-IO row) minus what a
     collective call with buffering would take for the same bytes, so the
     rest is what the fix saves: the aggregators (one per node) move all
-    ranks' ``moved`` bytes in few large requests, at ``default_bandwidth``
-    each, and every rank waits for them."""
+    ranks' ``moved`` bytes in few large requests, each at the rate the
+    file system showed for these files' POSIX calls in ``direction``, or
+    ``default_bandwidth`` if that is faster (small requests show less than
+    large ones reach), and every rank waits for them."""
+    moved = np.asarray(moved, np.float64)
+    rate = float(ctx.thresholds["default_bandwidth"])
+    p = ctx.layer("POSIX")
+    if p is not None:
+        on = isin(p.file_id, unique(c.file_id[moved > 0]))
+        col = "POSIX_BYTES_READ" if direction == "READ" else "POSIX_BYTES_WRITTEN"
+        t = float(direction_time(p, direction)[on].sum())
+        if t > 0:
+            rate = max(rate, float(p[col][on].sum()) / t)
     nodes = max(1, len(set(ctx.trace.job.hosts.values())))
-    ideal = float(np.asarray(moved, np.float64).sum()) / (
-        nodes * float(ctx.thresholds["default_bandwidth"]))
+    ideal = float(moved.sum()) / (nodes * rate)
     return max(io_time(ctx).rows_at_slowest(c, seconds) - ideal, 0.0)
 
 
@@ -106,7 +118,7 @@ class _Collective(Check):
         indep_rows = c[f"MPIIO_INDEP_{rw}"]
         moved = c["MPIIO_BYTES_READ" if word == "read" else "MPIIO_BYTES_WRITTEN"]
         cost = above_ideal(ctx, c, share_of(direction_time(c, self.direction), indep_rows, ops),
-                           share_of(moved, indep_rows, ops))
+                           share_of(moved, indep_rows, ops), self.direction)
         if coll == 0 and total > t["collective_ops"]:
             ids, sums = ctx.per_file(c, {"indep": c[f"MPIIO_INDEP_{rw}"]})
             per = sums["indep"]
@@ -258,12 +270,35 @@ class _NonBlocking(Check):
 _RECURRING = 5  # gaps of computation a rank needs between its calls
 
 
+def _covered(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per interval [lo, hi]: the seconds of it that some [start, end] covers."""
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], np.maximum(end[order], start[order])
+    # The union of the intervals: a new piece wherever one starts after all
+    # before it ended.
+    reach = np.maximum.accumulate(e)
+    head = np.concatenate([[True], s[1:] > reach[:-1]])
+    seg_s = s[head]
+    seg_e = np.maximum.reduceat(e, np.flatnonzero(head))
+    before = np.concatenate([[0.0], np.cumsum(seg_e - seg_s)])
+
+    def upto(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(seg_s, t, side="right") - 1
+        kk = np.maximum(k, 0)
+        part = np.clip(t - seg_s[kk], 0.0, seg_e[kk] - seg_s[kk])
+        return np.where(k >= 0, before[kk] + part, 0.0)
+
+    return np.maximum(upto(hi) - upto(lo), 0.0)
+
+
 def _compute_between_calls(ctx: Context, direction: str) -> tuple[float, float] | None:
     """(seconds overlapping could hide, seconds of computation) at the slowest
     rank, from the MPI-IO records of ``direction``: the computation is the
     sum of the gaps of at least ``compute_gap_min`` seconds between a rank's
-    consecutive calls, and the hideable part the smaller of it and the
-    rank's time in those calls.  None without MPI-IO records."""
+    consecutive calls, less the other I/O any rank does meanwhile (its own
+    inputs and logs, or another rank's that it waits for), and the hideable
+    part the smaller of it and the rank's time in those calls.  None
+    without MPI-IO records."""
     r = ctx.trace.records
     if not len(r):
         return None
@@ -284,16 +319,18 @@ def _compute_between_calls(ctx: Context, direction: str) -> tuple[float, float] 
     least = float(ctx.thresholds["compute_gap_min"])
     long = same & (gap >= least)
     gaps, owner = gap[long], rank[1:][long]
-    # Other I/O of the rank inside those gaps (reading inputs, writing logs)
-    # is no computation to overlap with: what is left of each gap counts.
-    other = r.select((r.layer != m.layer[0]) & (r.rank >= 0) & (r.rank < n))
-    if len(other) and len(gaps):
-        lo, hi = reach[:-1][long], (start + shift)[1:][long]  # sorted, disjoint
-        at = other.start + other.rank * width
-        k = np.searchsorted(lo, at, side="right") - 1
-        inside = (k >= 0) & (at < hi[np.maximum(k, 0)])
-        gaps = gaps - np.bincount(k[inside], _busy(other.start, other.end)[inside],
-                                  minlength=len(gaps))  # fmt: skip
+    # Other I/O inside those gaps is no computation to overlap with: the
+    # rank's own (reading inputs, writing logs), and any other rank's, which
+    # it waits for in an untraced collective (a broadcast of what rank 0
+    # reads).  What is left of each gap counts.
+    other = r.select((r.layer != m.layer[0]) & (r.rank >= 0))
+    meta = ctx.trace.meta_records  # opens, closes, stats: I/O too
+    meta = meta.select((meta.layer != m.layer[0]) & (meta.rank >= 0)) if len(meta) else meta
+    if (len(other) or len(meta)) and len(gaps):
+        lo = reach[:-1][long] - owner * width
+        hi = (start + shift)[1:][long] - owner * width
+        gaps = gaps - _covered(np.concatenate([other.start, meta.start]),
+                               np.concatenate([other.end, meta.end]), lo, hi)
     keep = gaps >= least
     # Computation recurs (a loop computes, then writes): a rank with fewer
     # than _RECURRING such gaps was only descheduled now and then.
@@ -439,7 +476,7 @@ class MpiioCbDisabled(Check):
             return  # merged anyway (the hint ignored), or large already
         t = share_of(direction_time(c, d), coll_rows, ops)
         cost = above_ideal(ctx, c, np.where(on, t, 0.0),
-                           np.where(on, share_of(c[moved_col], coll_rows, ops), 0.0))
+                           np.where(on, share_of(c[moved_col], coll_rows, ops), 0.0), d)
         hint = f"romio_cb_{word}"
         ids, sums = ctx.per_file(c, {"coll": np.where(on, coll_rows, 0)})
         listed, n = ctx.top_files(ids, sums["coll"], {f"collective {plural}": sums["coll"]},
