@@ -147,7 +147,7 @@ def test_fortran_calls_counted_as_c_calls(programs, tmp_path, variant):
         assert [w[3] for w in writes] == [K] * (N + 4)
         assert [w[8] for w in writes] == [0] * N + [COLL, COLL, COLL, NB]
         reads = p.records_of("MPIIO", shared, OP_READ)
-        assert [(r[2], r[3], r[8]) for r in reads] == [((N + 1) * NP * K + rank * K, K, 0)]
+        assert [(r[2], r[3], r[8]) for r in reads] == [(((N - 1) * NP + rank) * K, K, 0)]
         assert p.notes_of("mpiio_hint_passed")[str(shared)] == {"access_style": "write_once"}
     # The MPI library's own system calls are still counted beneath.
     posix = [p.get("POSIX", shared) for p in procs.values()]

@@ -13,7 +13,7 @@
  *   truncate, mmap, fsync, fdatasync, close, dup2 onto the descriptor.
  *   exec, fork, exit, MPI_Barrier, MPI_File_sync, MPI_File_close and
  *   H5Fflush wait for every pending write (the MPI calls from C, and from
- *   Fortran through mpiio_fortran.c).
+ *   Fortran: mpiio_fortran.c, mpi_fences.c).
  * - A deferred failure (EIO, ENOSPC, EFBIG ...) is reported by the next
  *   fsync, fdatasync or close of that file: the call returns -1 with that
  *   errno (close still closes the descriptor).

@@ -1,17 +1,13 @@
 /* MPI-IO layer: calls made through MPI's Fortran bindings.
  *
  * A Fortran program's CALL MPI_FILE_WRITE_AT(...) reaches the library's
- * Fortran binding (Open MPI: libmpi_mpifh's ompi_file_write_at_f, also
- * known as mpi_file_write_at_, mpi_file_write_at__, mpi_file_write_at and
- * MPI_FILE_WRITE_AT; libmpi_usempif08 calls ompi_file_*_f), which calls
+ * Fortran binding (Open MPI: ompi_file_write_at_f of libmpi_mpifh, alias
+ * mpi_file_write_at_ ...; libmpi_usempif08 calls it too), which calls
  * PMPI_File_write_at directly: the C wrappers of mpiio.c never see it.  So
- * the bindings are wrapped here by name.  Each wrapper is one function
- * exported under all those names (aliases share one address, as in the
- * library, so a call is counted once whatever name it came in under); it
- * calls the library's own binding (the first of the names the library
- * defines, looked up when first needed) and hands what it did, with the
- * handles converted by MPI_File_f2c and MPI_Type_f2c, to the recording
- * path the C wrappers use (mpiio.h): same counters, offsets and records.
+ * the bindings are wrapped here by name (mpi_fortran.h) and hand what the
+ * call did, with the handles converted by MPI_File_f2c and MPI_Type_f2c,
+ * to the recording path the C wrappers use (mpiio.h): same counters,
+ * offsets, records, hints and settings.
  *
  * Handles are converted only once a file was opened with MPI up (the open
  * itself asks MPI_Initialized and MPI_Finalized), so nothing is converted
@@ -20,8 +16,7 @@
  * MPI library, nothing calls these wrappers.
  *
  * MPI_INIT and MPI_FINALIZE are wrapped too (the rank; the trace written
- * before finalize), and the Fortran message and barrier calls, which wait
- * for write-behind's deferred POSIX writes as their C forms do (mpiio.c).
+ * before finalize).  The Fortran messages are in mpi_fences.c.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -29,9 +24,8 @@
 
 #include "behind.h"
 #include "core.h"
+#include "mpi_fortran.h"
 #include "mpiio.h"
-
-typedef MPI_Fint F;
 
 REAL_DECL(MPI_File, PMPI_File_f2c, (MPI_Fint));
 REAL_DECL(MPI_Datatype, PMPI_Type_f2c, (MPI_Fint));
@@ -40,38 +34,6 @@ REAL_DECL(MPI_Info, PMPI_Info_f2c, (MPI_Fint));
 REAL_DECL(MPI_Fint, PMPI_Info_c2f, (MPI_Info));
 REAL_DECL(int, PMPI_Initialized, (int *));
 REAL_DECL(int, PMPI_Finalized, (int *));
-
-/* ------------------------------------------------------------------ */
-/* Names and resolution. */
-
-/* The library's binding: the first of ``names`` it defines. */
-static void *binding(void **slot, const char *const names[]) {
-    void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (IOP_LIKELY(p != NULL)) return p;
-    for (int i = 0; names[i] && !p; i++) p = iop_resolve(names[i]);
-    __atomic_store_n(slot, p, __ATOMIC_RELEASE);
-    return p;
-}
-
-/* The binding of routine ``low`` (mpi_<low>_ ...), as a function of the
- * wrapper's own type. */
-#define REAL_F(low)                                                                         \
-    ((__typeof__(&ompi_##low##_f))binding(&real_##low, names_##low))
-
-/* Declares the names of routine ``low``/``UP`` and the slot of its binding. */
-#define FORTRAN_NAMES(low, UP)                                                              \
-    static void *real_##low;                                                                \
-    static const char *const names_##low[] = {"ompi_" #low "_f", "mpi_" #low "_",           \
-                                              "mpi_" #low "__",  "mpi_" #low,               \
-                                              "MPI_" #UP,        NULL}
-
-#define ALIAS_OF(low, name)                                                                 \
-    extern __typeof__(ompi_##low##_f) name                                                  \
-        __attribute__((alias("ompi_" #low "_f"), visibility("default")));
-/* The other names the wrapper ompi_<low>_f answers to. */
-#define FORTRAN_ALIASES(low, UP)                                                            \
-    ALIAS_OF(low, mpi_##low##_)                                                             \
-    ALIAS_OF(low, mpi_##low##__) ALIAS_OF(low, mpi_##low) ALIAS_OF(low, MPI_##UP)
 
 /* ------------------------------------------------------------------ */
 /* Handles. */
@@ -318,68 +280,3 @@ IOP_EXPORT void ompi_finalize_f(F *ierr) {
     REAL_F(finalize)(ierr);
 }
 FORTRAN_ALIASES(finalize, FINALIZE)
-
-/* ------------------------------------------------------------------ */
-/* Messages: the program's deferred POSIX writes land first, as in the C
- * forms (mpiio.c).  Every argument of a Fortran binding is a pointer; the
- * count is the standard's arguments plus IERROR. */
-
-#define P2 (void *a, void *b)
-#define A2 (a, b)
-#define P3 (void *a, void *b, void *c)
-#define A3 (a, b, c)
-#define P6 (void *a, void *b, void *c, void *d, void *e, void *f)
-#define A6 (a, b, c, d, e, f)
-#define P7 (void *a, void *b, void *c, void *d, void *e, void *f, void *g)
-#define A7 (a, b, c, d, e, f, g)
-#define P8 (void *a, void *b, void *c, void *d, void *e, void *f, void *g, void *h)
-#define A8 (a, b, c, d, e, f, g, h)
-#define P9 (void *a, void *b, void *c, void *d, void *e, void *f, void *g, void *h, void *i)
-#define A9 (a, b, c, d, e, f, g, h, i)
-#define P10 (void *a, void *b, void *c, void *d, void *e, void *f, void *g, void *h, void *i, \
-             void *j)
-#define A10 (a, b, c, d, e, f, g, h, i, j)
-#define P13 (void *a, void *b, void *c, void *d, void *e, void *f, void *g, void *h, void *i, \
-             void *j, void *k, void *l, void *m)
-#define A13 (a, b, c, d, e, f, g, h, i, j, k, l, m)
-
-/* ``relaxed``: whether IOPILOT_ASYNC_RELAXED lets the call pass (not for
- * a barrier, as in C). */
-#define F_FENCE(low, UP, n, relaxed)                                                        \
-    FORTRAN_NAMES(low, UP);                                                                 \
-    IOP_EXPORT void ompi_##low##_f P##n {                                                   \
-        if (IOP_UNLIKELY(iop_behind_pending) && !((relaxed) && iop_behind_relaxed) &&       \
-            iop_active())                                                                   \
-            iop_behind_fence_all();                                                         \
-        REAL_F(low) A##n;                                                                   \
-    }                                                                                       \
-    FORTRAN_ALIASES(low, UP)
-
-F_FENCE(barrier, BARRIER, 2, 0)
-F_FENCE(send, SEND, 7, 1)
-F_FENCE(ssend, SSEND, 7, 1)
-F_FENCE(bsend, BSEND, 7, 1)
-F_FENCE(rsend, RSEND, 7, 1)
-F_FENCE(isend, ISEND, 8, 1)
-F_FENCE(issend, ISSEND, 8, 1)
-F_FENCE(sendrecv, SENDRECV, 13, 1)
-F_FENCE(sendrecv_replace, SENDRECV_REPLACE, 10, 1)
-F_FENCE(bcast, BCAST, 6, 1)
-F_FENCE(ibcast, IBCAST, 7, 1)
-F_FENCE(reduce, REDUCE, 8, 1)
-F_FENCE(allreduce, ALLREDUCE, 7, 1)
-F_FENCE(iallreduce, IALLREDUCE, 8, 1)
-F_FENCE(gather, GATHER, 9, 1)
-F_FENCE(gatherv, GATHERV, 10, 1)
-F_FENCE(allgather, ALLGATHER, 8, 1)
-F_FENCE(allgatherv, ALLGATHERV, 9, 1)
-F_FENCE(scatter, SCATTER, 9, 1)
-F_FENCE(scatterv, SCATTERV, 10, 1)
-F_FENCE(alltoall, ALLTOALL, 8, 1)
-F_FENCE(alltoallv, ALLTOALLV, 10, 1)
-F_FENCE(reduce_scatter, REDUCE_SCATTER, 7, 1)
-F_FENCE(scan, SCAN, 7, 1)
-F_FENCE(exscan, EXSCAN, 7, 1)
-F_FENCE(ibarrier, IBARRIER, 3, 1)
-F_FENCE(put, PUT, 9, 1)
-F_FENCE(win_fence, WIN_FENCE, 3, 1)
