@@ -556,40 +556,69 @@ def test_a_stragglers_wait_is_no_cost_of_the_cause():
     assert kept.cost_seconds == 0.4 and "phase-stragglers" in kept.evidence["also_seen_as"]
 
 
-def test_an_input_parsed_at_every_open_costs_the_time_it_stays_open():
+def _open_close_records(opens: int, stay: float):
+    """Open and close records of file 1 on rank 0: each open stays ``stay`` s."""
     import numpy as np
 
     from iopilot.model import Records
     from iopilot.vocabulary import OP_NAMES, RECORD_LAYERS
 
-    opens = 20
-    # rank 0: each open of the 661-byte input stays open 10 ms (parsing).
     t0 = np.arange(opens) * 0.1
     n = 2 * opens
-    meta = Records(rank=np.zeros(n, np.int32),
+    return Records(rank=np.zeros(n, np.int32),
                    layer=np.full(n, RECORD_LAYERS.index("POSIX"), np.uint8),
                    op=np.array([OP_NAMES.index("open")] * opens + [OP_NAMES.index("close")]
                                * opens, np.uint8),
                    file_id=np.full(n, 1, np.uint64), offset=np.zeros(n, np.int64),
                    length=np.zeros(n, np.int64),
-                   start=np.concatenate([t0, t0 + 0.01]),
-                   end=np.concatenate([t0 + 1e-5, t0 + 0.01 + 1e-5]))  # fmt: skip
+                   start=np.concatenate([t0, t0 + stay]),
+                   end=np.concatenate([t0 + 1e-5, t0 + stay + 1e-5]))  # fmt: skip
+
+
+# the job's other I/O: room under the I/O time for the cost
+_OTHER = {"file": 2, "rank": 0, "POSIX_WRITES": 1, "POSIX_BYTES_WRITTEN": 1,
+          "POSIX_F_WRITE_TIME": 1.0}
+
+
+def test_an_input_parsed_at_every_open_costs_the_time_it_stays_open():
+    opens = 20
+    # rank 0: each open of the 661-byte input stays open 10 ms (parsing).
     row = {"file": 1, "rank": 0, "POSIX_OPENS": opens, "POSIX_READS": 3 * opens,
            "POSIX_BYTES_READ": 661 * opens, "POSIX_MAX_BYTE_READ": 660,
            "POSIX_F_META_TIME": 0.001, "POSIX_F_READ_TIME": 0.001}
-    # the job's other I/O: room under the I/O time for the cost
-    other = {"file": 2, "rank": 0, "POSIX_WRITES": 1, "POSIX_BYTES_WRITTEN": 1,
-             "POSIX_F_WRITE_TIME": 1.0}
-    tr = trace(counters("POSIX", [row, other]))
-    tr.meta_records = meta
+    tr = trace(counters("POSIX", [row, _OTHER]))
+    tr.meta_records = _open_close_records(opens, 0.01)
     f = only(findings(tr, "reopened-files"))
     spans = opens * (0.01 + 1e-5)
     assert f.evidence["open_seconds"] == pytest.approx(spans)
     assert f.cost_seconds == pytest.approx(spans * (1 - 1 / opens))
+    # The calls' own time is I/O time; the rest of the spans (parsing) is not.
+    calls = 0.001 + 0.001 * (opens - 1) / opens
+    assert f.evidence["outside_io_seconds"] == pytest.approx(spans * (1 - 1 / opens) - calls)
     # Without the records, the calls' own time.
-    tr.meta_records = Records.empty()
+    tr.meta_records = type(tr.meta_records).empty()
     f = only(findings(tr, "reopened-files"))
-    assert f.cost_seconds == pytest.approx(0.001 + 0.001 * (opens - 1) / opens)
+    assert f.cost_seconds == pytest.approx(calls)
+
+
+def test_a_file_appended_a_row_per_open_costs_the_time_it_stays_open():
+    opens = 120  # above reopen_count (100)
+    # each open appends one row, formatted while the file is open (10 ms)
+    row = {"file": 1, "rank": 0, "POSIX_OPENS": opens, "POSIX_WRITES": opens,
+           "POSIX_BYTES_WRITTEN": 40 * opens, "POSIX_MAX_BYTE_WRITTEN": 40 * opens - 1,
+           "POSIX_F_META_TIME": 0.001, "POSIX_F_WRITE_TIME": 0.001}
+    tr = trace(counters("POSIX", [row, _OTHER]))
+    tr.meta_records = _open_close_records(opens, 0.01)
+    f = only(findings(tr, "reopened-files"))
+    spans = opens * (0.01 + 1e-5)
+    assert f.cost_seconds == pytest.approx(spans * (1 - 1 / opens))
+    assert f.evidence["outside_io_seconds"] > 0
+    # Many writes per open: the span is mostly those calls, already counted.
+    many = {**row, "POSIX_WRITES": 100 * opens}
+    tr = trace(counters("POSIX", [many, _OTHER]))
+    tr.meta_records = _open_close_records(opens, 0.01)
+    f = only(findings(tr, "reopened-files"))
+    assert f.cost_seconds < 0.01 and "outside_io_seconds" not in f.evidence
 
 
 @pytest.mark.parametrize(("lang", "snippet"), [("c", advice.C_ALIGN_OFFSETS),

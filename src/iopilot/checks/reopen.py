@@ -13,7 +13,7 @@ from ..vocabulary import OP_NAMES
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, check, pct
 from .iotime import io_time, price
-from .rankcost import fs_rows, in_language, is_python, metadata_cost
+from .rankcost import fs_rows, in_language, is_python, metadata_cost, per_rank
 from .recordtools import _dense
 
 
@@ -148,13 +148,21 @@ class ReopenedFiles(Check):
         # per open, parsing between them) costs all the time it stays open,
         # every time but the first; with many calls per open (fscanf per
         # value) the span is mostly those calls, already counted.
-        few = input_ & (rows["reads"] <= _FEW_READS * np.maximum(rows["opens"], 1))
+        # The same holds for a file appended a row per open (to_csv(mode="a"):
+        # the row is formatted while the file is open).
+        per_open = np.maximum(rows["opens"], 1)
+        few = ((input_ & (rows["reads"] <= _FEW_READS * per_open))
+               | (bad & (rows["writes"] > 0) & (rows["writes"] <= _FEW_READS * per_open)))
         spans = np.zeros(len(spent))
+        in_calls = spent
         if few.any():
             spans = open_spans(ctx, rows, few)
-            spent = np.where(few, np.maximum(spent, spans * (1 - 1 / np.maximum(
-                rows["opens"], 1))), spent)  # fmt: skip
+            spent = np.where(few, np.maximum(spent, spans * (1 - 1 / per_open)), spent)
         who, cost, io, level = metadata_cost(ctx, {**rows, "meta": spent}, bad)
+        # What the calls took is I/O time; the rest of the open spans (parsing,
+        # formatting) is the program's own work, priced beyond the I/O time.
+        calls = float(per_rank(ctx, rows["rank"][bad], in_calls[bad])[who])
+        outside = max(cost - calls, 0.0)
         waits = waiting_for(ctx, rows["rank"][input_])
         wait_text = ""
         if waits[1] > 0:  # the same seconds seen from the ranks that wait
@@ -233,4 +241,4 @@ class ReopenedFiles(Check):
             recommendation=rec + ".",
             snippet=snippet,
             snippet_lang=lang,
-        ), cost)  # fmt: skip
+        ), min(cost, calls), outside=outside)  # fmt: skip
