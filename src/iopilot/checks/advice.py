@@ -687,7 +687,6 @@ write(u, pos=start) data                        ! whole blocks from here on
 close(u)"""
 
 
-
 # ---------------------------------------------------------------------------
 # Fortran: the FORTRAN layer's checks (fortran-element-io, fortran-formatted-io),
 # and Fortran forms of other checks' advice, for their ``fortran=`` argument.
