@@ -161,6 +161,16 @@ def inputs(items: Sequence[str]) -> list[str]:
     return expand_inputs(items)
 
 
+def program_facts(trace_dir: str | Path) -> dict[str, Any]:
+    """What the executables of a trace's processes link: I/O layers linked
+    into them statically, the language runtime (for job.json, so that a
+    report made on another machine still knows)."""
+    from .sources.program import program_facts as facts
+    from .sources.program import trace_executables
+
+    return facts(trace_executables(trace_dir))
+
+
 def preload() -> None:
     """Import the readers, the checks and the renderers now (a process forked
     to run a report loads them while its parent reads the command line)."""

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..model.scope import FileScope, scope_args
-from ..sources.program import program_facts, trace_executables
 from ..vocabulary import RUNTIME_SWITCHES
 from .foreground import Outcome, run_foreground
 from .tracedir import TraceDir
@@ -166,7 +165,9 @@ def _program_facts(trace_dir: Path) -> dict[str, object]:
     language runtime), read here where they exist so that a report made
     elsewhere still says it; nothing when they cannot be read."""
     try:
-        return program_facts(trace_executables(trace_dir))
+        from .. import api
+
+        return api.program_facts(trace_dir)
     except Exception:  # the program's status and trace matter more
         if os.environ.get("IOPILOT_DEBUG"):
             raise
