@@ -212,6 +212,8 @@ static inline uint64_t iop_ident(uint64_t dev, uint64_t ino) {
 void iop_fd_set(int layer, int fd, uint64_t file_id, int64_t offset);
 void iop_fd_clear(int fd);
 void iop_fd_copy(int from, int to);
+/* ``fd`` was closed inside the C library (fclose): forget it (posix.c). */
+void iop_posix_forget(int fd);
 
 static inline int iop_fd_known_below(int fd) { return fd >= 0 && fd < iop_nfds; }
 

@@ -176,6 +176,19 @@ IOP_EXPORT int close(int fd) {
     return r;
 }
 
+/* A descriptor the C library closed on its own (fclose, freopen): what
+ * close does for a descriptor we follow, without a close the program did
+ * not call.  Its number is free again, and the next stream to get it must
+ * not inherit this file's counters and position. */
+void iop_posix_forget(int fd) {
+    if (IOP_UNLIKELY(iop_behind_on)) iop_behind_losing(fd, fd);
+    iop_open *o = iop_fd(fd);
+    if (!o) return;
+    if (IOP_UNLIKELY(o->direct_fd >= 0)) iop_direct_closing(o);
+    if (IOP_UNLIKELY(iop_behind_on)) iop_behind_closing(o->ident);
+    iop_fd_clear(fd);
+}
+
 /* ------------------------------------------------------------------ */
 /* Data at the descriptor's position: read, write and their fortified and
  * vector forms.  ``CALL`` is the real call, ``BUF`` the buffer to check. */

@@ -2,10 +2,13 @@
  * that a write() wrapper never sees, so streams are traced here, keyed by
  * their FILE pointer, with the stream position tracked by us. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "settings.h"
@@ -100,11 +103,24 @@ static void buffer_apply(FILE *fp, uint64_t file_id) {
 }
 
 /* ------------------------------------------------------------------ */
-/* Streams. */
+/* Streams.  The C library opens and closes a stream's descriptor without
+ * our open and close: fileno hands it to the POSIX layer (C++ fstreams read
+ * and write through it), and fclose or freopen takes it back, so that the
+ * next stream given the same number starts afresh. */
+
+REAL_DECL(int, fileno, (FILE *));
+
+/* Before the C library closes the descriptor of ``fp``. */
+static void stream_fd_closing(FILE *fp) {
+    int fd = REAL(fileno)(fp);
+    if (fd >= 0) iop_posix_forget(fd);
+}
 
 static void stream_opened(FILE *fp, const char *path, const char *mode, double t1, double t2,
                           int counter) {
     if (!fp) return;
+    int fd = REAL(fileno)(fp); /* new: whatever was known of its number is stale */
+    if (IOP_UNLIKELY(iop_fd(fd) != NULL)) iop_fd_clear(fd);
     uint64_t id = iop_register_path(path);
     if (IOP_UNLIKELY(iop_settings_on)) buffer_apply(fp, id);
     iop_open *o = iop_handle_set(IOP_LAYER_STDIO, (uintptr_t)fp, id, 0);
@@ -135,6 +151,7 @@ WRAP_FOPEN(fopen64)
     IOP_EXPORT FILE *name(const char *path, const char *mode, FILE *old) {         \
         if (!iop_active()) return REAL(name)(path, mode, old);                     \
         iop_handle_clear(IOP_LAYER_STDIO, (uintptr_t)old);                         \
+        stream_fd_closing(old);                                                    \
         iop_behind_fence_path(path);                                                   \
         int slot = IOP_UNLIKELY(nbuffers) ? buffer_of(old) : -1;                   \
         double t1 = iop_now();                                                     \
@@ -169,9 +186,18 @@ IOP_EXPORT FILE *fdopen(int fd, const char *mode) {
     return fp;
 }
 
+/* A stream's descriptor, followed from its first fileno: the stream may
+ * have read ahead or written already, so its position is the kernel's. */
+static void stream_fd_follow(int fd, uint64_t id) {
+    long fl = syscall(SYS_fcntl, fd, F_GETFL);
+    long pos = syscall(SYS_lseek, fd, 0L, SEEK_CUR);
+    int64_t off = fl >= 0 && (fl & O_APPEND) ? IOP_OFFSET_END : pos > 0 ? (int64_t)pos : 0;
+    iop_fd_set(IOP_LAYER_POSIX, fd, id, off);
+}
+
 /* fileno of a stream we follow: its descriptor is followed too, counted as
- * an open of the kind FILENOS in the POSIX layer, as Darshan does. */
-REAL_DECL(int, fileno, (FILE *));
+ * an open of the kind FILENOS in the POSIX layer, as Darshan does.  An
+ * fdopen'd descriptor we already follow keeps its own position. */
 IOP_EXPORT int fileno(FILE *fp) {
     iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL;
     if (!o) return REAL(fileno)(fp);
@@ -179,7 +205,7 @@ IOP_EXPORT int fileno(FILE *fp) {
     int r = REAL(fileno)(fp);
     int e = errno;
     if (r >= 0) { /* every call counts, as in Darshan */
-        if (!iop_fd(r)) iop_fd_set(IOP_LAYER_POSIX, r, o->st->file_id, 0);
+        if (!iop_fd(r)) stream_fd_follow(r, o->st->file_id);
         iop_open *p = iop_fd(r);
         if (p) {
             iop_count(p->st, IOP_C_OPENS, 1);
@@ -192,6 +218,7 @@ IOP_EXPORT int fileno(FILE *fp) {
 
 REAL_DECL(int, fclose, (FILE *));
 IOP_EXPORT int fclose(FILE *fp) {
+    if (fp && iop_active()) stream_fd_closing(fp); /* followed or not: its number is freed */
     if (IOP_UNLIKELY(nbuffers)) {
         int slot = buffer_of(fp);
         if (slot >= 0) { /* our buffer: given back once the stream let it go */
