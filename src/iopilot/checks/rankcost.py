@@ -45,9 +45,10 @@ _SUMS = ("opens", "seeks", "stats", "reads", "writes", "bytes_read", "bytes_writ
 
 def fs_rows(ctx: Context) -> dict[str, np.ndarray] | None:
     """One row per (file, rank) over the file-system layers (POSIX and STDIO):
-    ``file``, ``rank``, sums of opens, seeks, stats, reads, writes, bytes,
-    metadata seconds (``meta``) and all I/O seconds (``io``), and ``extent``
-    (the byte after the last one read or written)."""
+    ``file``, ``rank``, sums of opens (real ones: no fileno, dup or fdopen),
+    seeks, stats, reads, writes, bytes, metadata seconds (``meta``) and all
+    I/O seconds (``io``), and ``extent`` (the byte after the last one read or
+    written)."""
     parts = []
     for layer in FS_LAYERS:
         c = ctx.layer(layer)
@@ -59,7 +60,11 @@ def fs_rows(ctx: Context) -> dict[str, np.ndarray] | None:
             return c[full].astype(np.float64) if c.has(full) else np.zeros(len(c))
 
         meta = col("F_META_TIME")
-        parts.append({"file": c.file_id, "rank": c.rank, "opens": col("OPENS"),
+        # Darshan's OPENS include filenos and dups (POSIX) and fdopens (STDIO):
+        # none opens the file again (a C++ fstream calls fileno at every read
+        # or write), so only the opens that reach the file system count.
+        opens = np.maximum(col("OPENS") - col("FILENOS") - col("DUPS") - col("FDOPENS"), 0)
+        parts.append({"file": c.file_id, "rank": c.rank, "opens": opens,
                       "seeks": col("SEEKS"), "stats": col("STATS"), "reads": col("READS"),
                       "writes": col("WRITES"), "bytes_read": col("BYTES_READ"),
                       "bytes_written": col("BYTES_WRITTEN"), "meta": meta,

@@ -1,0 +1,91 @@
+"""Opens that open nothing: Darshan's (and the runtime's) POSIX_OPENS count
+every fileno and dup, STDIO_OPENS every fdopen.  A C++ ofstream calls
+fileno before each write, so a file opened once and written by line shows
+hundreds of thousands of "opens"; the checks judge the real ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iopilot.checks import Level
+from iopilot.checks.base import Context
+from iopilot.checks.rankcost import fs_rows
+from iopilot.checks.thresholds import defaults
+from kit import counters, findings, trace
+
+T = defaults()
+
+
+def posix(**kw):
+    return {"file": 1, "rank": 0, **{f"POSIX_{k.upper()}": v for k, v in kw.items()}}
+
+
+def reopened(*tables):
+    return findings(trace(*tables), "reopened-files")
+
+
+def rows_of(*tables) -> dict[str, np.ndarray]:
+    rows = fs_rows(Context(trace(*tables), defaults()))
+    assert rows is not None
+    return rows
+
+
+def test_one_open_and_ten_thousand_filenos_is_not_reopened():
+    # ofstream written by line with std::endl: one open, a fileno per write
+    row = posix(opens=1 + 10_000, filenos=10_000, writes=10_000, f_meta_time=0.5)
+    assert reopened(counters("POSIX", [row])) == []
+    assert rows_of(counters("POSIX", [row]))["opens"].tolist() == [1]
+
+
+def test_two_hundred_real_opens_are_reopened():
+    row = posix(opens=200, writes=200, f_meta_time=0.5)
+    (f,) = reopened(counters("POSIX", [row]))
+    assert f.evidence["opens"] == 200 and f.level >= Level.WARN
+    assert "200 opens" in f.message
+    # ... and with a fileno at each of their writes, still 200
+    row = posix(opens=200 + 5_000, filenos=5_000, writes=5_000, f_meta_time=0.5)
+    (f,) = reopened(counters("POSIX", [row]))
+    assert f.evidence["opens"] == 200 and "200 opens" in f.message
+
+
+def test_reopen_count_both_sides_with_filenos_and_dups():
+    n = int(T["reopen_count"])
+    extra = {"filenos": 3 * n, "dups": n}  # 4n opens that open nothing
+    at = posix(opens=n + 4 * n, writes=n, f_meta_time=0.2, **extra)
+    assert reopened(counters("POSIX", [at])) == []
+    above = posix(opens=n + 1 + 4 * n, writes=n, f_meta_time=0.2, **extra)
+    (f,) = reopened(counters("POSIX", [above]))
+    assert f.evidence["opens"] == n + 1
+
+
+def test_fdopens_are_not_stdio_opens():
+    n = int(T["reopen_count"])
+    # each step opens the file and fdopens a stream on it: n opens, not 2n
+    po = counters("POSIX", [posix(opens=n, f_meta_time=0.2)])
+    st = counters("STDIO", [{"file": 1, "rank": 0, "STDIO_OPENS": n, "STDIO_FDOPENS": n,
+                             "STDIO_WRITES": n, "STDIO_F_META_TIME": 0.1}])  # fmt: skip
+    assert reopened(po, st) == []
+    st = counters("STDIO", [{"file": 1, "rank": 0, "STDIO_OPENS": n + 1, "STDIO_FDOPENS": n,
+                             "STDIO_WRITES": n, "STDIO_F_META_TIME": 0.1}])  # fmt: skip
+    (f,) = reopened(po, st)
+    assert f.evidence["opens"] == n + 1
+
+
+def test_real_opens_never_below_zero():
+    # a log whose counters disagree (filenos without their opens)
+    rows = rows_of(counters("POSIX", [posix(opens=2, filenos=5, dups=1, reads=1)]))
+    assert rows["opens"].tolist() == [0]
+
+
+@pytest.mark.parametrize(("real", "found"), [(T["reread_opens"] - 1, False),
+                                             (T["reread_opens"], True)])  # fmt: skip
+def test_an_input_reread_counts_real_opens(real, found):
+    # a 1 MiB input read whole at each open, a fileno before each read
+    n = int(real)
+    row = posix(opens=n + 16 * n, filenos=16 * n, reads=16 * n, bytes_read=n << 20,
+                max_byte_read=(1 << 20) - 1, f_read_time=0.5, f_meta_time=0.01)  # fmt: skip
+    fs = reopened(counters("POSIX", [row]))
+    assert bool(fs) == found
+    if found:
+        assert fs[0].evidence["opens"] == n
