@@ -89,3 +89,49 @@ def test_an_input_reread_counts_real_opens(real, found):
     assert bool(fs) == found
     if found:
         assert fs[0].evidence["opens"] == n
+
+
+# ------------------------- a data file re-read whole: the bytes are the mistake
+
+
+def _input(extent: int, meta: float, read: float, opens: int = 150):
+    """An input of ``extent`` bytes read whole at each of ``opens`` opens."""
+    return counters("POSIX", [posix(opens=opens, reads=opens, bytes_read=opens * extent,
+                                    max_byte_read=extent - 1, f_read_time=read,
+                                    f_meta_time=meta)])  # fmt: skip
+
+
+def _first(*tables):
+    from iopilot.checks import diagnose
+
+    values = defaults() | {"high_min_io_seconds": 0, "high_min_io_share": 0}
+    d = diagnose(trace(*tables), values, only={"reopened-files", "posix-redundant-reads"})
+    return next(f for f in d.findings if f.level >= Level.WARN)
+
+
+def test_a_data_file_reread_whole_is_redundant_reads_not_reopens():
+    MiB = 1 << 20
+    # 1 MiB read whole 150 times: the repeated reads are the cost
+    (f,) = reopened(_input(MiB, meta=0.01, read=1.5))
+    assert f.cost_seconds == pytest.approx(0.01)  # the opens' metadata only
+    first = _first(_input(MiB, meta=0.01, read=1.5))
+    assert first.check == "posix-redundant-reads"
+    assert "reopened-files" in first.evidence["also_seen_as"]
+    assert first.cost_seconds == pytest.approx(1.5 * 149 / 150)
+    # just below 1 MiB it is a configuration re-read: opens and reads together
+    (f,) = reopened(_input(MiB - 1, meta=0.01, read=1.5))
+    assert f.cost_seconds == pytest.approx(0.01 + 1.5 * 149 / 150)
+    assert _first(_input(MiB - 1, meta=0.01, read=1.5)).check == "reopened-files"
+    # a data file whose opens cost more than its repeated reads: reopens
+    (f,) = reopened(_input(MiB, meta=2.0, read=1.5))
+    assert f.cost_seconds == pytest.approx(2.0 + 1.5 * 149 / 150)
+    assert _first(_input(MiB, meta=2.0, read=1.5)).check == "reopened-files"
+
+
+def test_an_input_reread_says_its_reads():
+    # created by the program (one write), then read whole at every open
+    row = posix(opens=200, reads=200, writes=1, bytes_read=200 * 1000, bytes_written=1000,
+                max_byte_read=999, max_byte_written=999, f_meta_time=0.5)  # fmt: skip
+    (f,) = reopened(counters("POSIX", [row]))
+    assert "200 opens, 0 seeks and 0 stats for 200 reads" in f.message
+    assert f.evidence["files_read"] == 1
