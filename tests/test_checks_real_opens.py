@@ -135,3 +135,56 @@ def test_an_input_reread_says_its_reads():
     (f,) = reopened(counters("POSIX", [row]))
     assert "200 opens, 0 seeks and 0 stats for 200 reads" in f.message
     assert f.evidence["files_read"] == 1
+
+
+# --------------------------------------- how long a re-read input stays open
+
+
+def _opens_and_closes(rows: list[tuple[str, str, float]]):
+    """Metadata records of file 1, rank 0 from (layer, "open"|"close", time)."""
+    from iopilot.model import OP_NAMES, RECORD_LAYERS, Records
+
+    n = len(rows)
+    return Records(
+        rank=np.zeros(n, np.int32),
+        layer=np.array([RECORD_LAYERS.index(r[0]) for r in rows], np.uint8),
+        op=np.array([OP_NAMES.index(r[1]) for r in rows], np.uint8),
+        file_id=np.ones(n, np.uint64), offset=np.zeros(n, np.int64),
+        length=np.zeros(n, np.int64), start=np.array([r[2] for r in rows]),
+        end=np.array([r[2] + 1e-4 for r in rows]),
+    )  # fmt: skip
+
+
+def _parsed_config(meta_rows):
+    """A 20 kB config parsed at each of 20 opens (an ifstream: fopen, a
+    fileno before each read, fclose), with these open and close records."""
+    from iopilot._record import replace
+
+    po = counters("POSIX", [posix(opens=20, filenos=20, reads=20, bytes_read=20 * 20_000,
+                                  max_byte_read=19_999, f_read_time=0.02)])  # fmt: skip
+    st = counters("STDIO", [{"file": 1, "rank": 0, "STDIO_OPENS": 20,
+                             "STDIO_F_META_TIME": 0.01}])  # fmt: skip
+    tr = replace(trace(po, st), meta_records=_opens_and_closes(meta_rows))
+    (f,) = findings(tr, "reopened-files")
+    return f
+
+
+def test_a_streams_fileno_opens_do_not_unpair_its_opens_and_closes():
+    rows = []
+    for i in range(20):  # each stream open 0.1 s, parsing; a fileno inside
+        rows += [("STDIO", "open", i), ("POSIX", "open", i + 0.01), ("STDIO", "close", i + 0.1)]
+    f = _parsed_config(rows)
+    assert f.evidence["opens"] == 20
+    assert f.evidence["open_seconds"] == pytest.approx(20 * (0.1 + 1e-4))
+    # the opens and closes of no layer pair up: no span known
+    f = _parsed_config([r for r in rows if r[1] == "open"] + [("STDIO", "close", 30.0)])
+    assert f.evidence["open_seconds"] == 0
+
+
+def test_nested_layers_are_open_as_long_as_the_outer_one():
+    rows = []
+    for i in range(20):  # a POSIX open and close inside each stream's
+        rows += [("STDIO", "open", i), ("POSIX", "open", i + 0.01),
+                 ("POSIX", "close", i + 0.05), ("STDIO", "close", i + 0.1)]  # fmt: skip
+    f = _parsed_config(rows)
+    assert f.evidence["open_seconds"] == pytest.approx(20 * (0.1 + 1e-4))  # not summed

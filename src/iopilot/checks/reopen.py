@@ -41,7 +41,7 @@ def open_spans(ctx: Context, rows: dict[str, np.ndarray], on: np.ndarray) -> np.
     """Per :func:`fs_rows` row (``on`` only, else 0): seconds from each open
     to its close, summed, from the trace's open and close records (a
     reduced row of a shared file sums all ranks').  0 without them, and for
-    a (file, rank) whose opens and closes do not pair up."""
+    a (file, rank) whose opens and closes pair up in no layer."""
     out = np.zeros(len(rows["file"]))
     m = ctx.trace.meta_records
     if not len(m) or not on.any():
@@ -53,9 +53,13 @@ def open_spans(ctx: Context, rows: dict[str, np.ndarray], on: np.ndarray) -> np.
         return out
     files, _ = _dense(np.concatenate([opens.file_id, closes.file_id]))
     width = int(max(opens.rank.max(), closes.rank.max())) + 1
-    ko = np.searchsorted(files, opens.file_id).astype(np.int64) * width + opens.rank
-    kc = np.searchsorted(files, closes.file_id).astype(np.int64) * width + closes.rank
-    # Each (file, rank)'s opens and closes in time order pair up one to one.
+    nl = int(max(opens.layer.max(), closes.layer.max())) + 1
+    ko = ((np.searchsorted(files, opens.file_id).astype(np.int64) * width + opens.rank) * nl
+          + opens.layer)  # fmt: skip
+    kc = ((np.searchsorted(files, closes.file_id).astype(np.int64) * width + closes.rank) * nl
+          + closes.layer)  # fmt: skip
+    # Each (file, rank, layer)'s opens and closes in time order pair up one to
+    # one (a stream's fileno is an open with no close of its layer: unpaired).
     oo, oc = np.lexsort((opens.start, ko)), np.lexsort((closes.end, kc))
     ko, kc = ko[oo], kc[oc]
     keys_o, n_o = np.unique(ko, return_counts=True)
@@ -65,6 +69,12 @@ def open_spans(ctx: Context, rows: dict[str, np.ndarray], on: np.ndarray) -> np.
     so, sc = isin(ko, same), isin(kc, same)
     span = np.maximum(closes.end[oc][sc] - opens.start[oo][so], 0.0)
     per_key = np.bincount(np.searchsorted(same, ko[so]), span, minlength=len(same))
+    # Layers see the same opens (fopen and its open, H5Fopen and the POSIX
+    # open inside it): a (file, rank) is open as long as its longest layer says.
+    same, inv = np.unique(same // nl, return_inverse=True)
+    longest = np.zeros(len(same))
+    np.maximum.at(longest, inv, per_key)
+    per_key = longest
     per_file = np.bincount(same // width, per_key, minlength=len(files))
     # Back to the rows: a rank's row takes its key, a reduced row all ranks'.
     fi = np.minimum(np.searchsorted(files, rows["file"]), len(files) - 1)
