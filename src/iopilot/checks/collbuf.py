@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.aggregate import group_sum
+from ..model.aggregate import group_sum, unique
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from .base import Context
 
@@ -29,7 +29,7 @@ def collective_files(ctx: Context, direction: str) -> np.ndarray:
         return np.zeros(0, np.uint64)
     coll = sum((c[n] for n in mpiio_counters(direction, MPIIO_COLLECTIVE) if c.has(n)),
                np.zeros(len(c), np.int64))  # fmt: skip
-    return np.unique(c.file_id[coll > 0])
+    return unique(c.file_id[coll > 0])
 
 
 def aggregated_files(ctx: Context) -> np.ndarray:
@@ -44,7 +44,7 @@ def aggregated_files(ctx: Context) -> np.ndarray:
     ids = [collective_files(ctx, d) for d in ("WRITE", "READ") if not cb_disabled(ctx, d)]
     if not ids:
         return np.zeros(0, np.uint64)
-    coll = np.unique(np.concatenate(ids))
+    coll = unique(np.concatenate(ids))
     moved = (c["MPIIO_BYTES_READ"] + c["MPIIO_BYTES_WRITTEN"]).astype(np.float64)
     ids_all, inv = np.unique(c.file_id, return_inverse=True)
     # Per-rank rows: spread over the file's ranks; reduced rows: Darshan's

@@ -23,7 +23,7 @@ def waiting_for(ctx: Context, ranks: np.ndarray) -> tuple[int, float]:
     wait at end together): the slowest rank's MPI-IO seconds minus that
     rank's.  (-1, 0) without MPI-IO or re-reading ranks."""
     mpiio = io_time(ctx).per_rank.get("MPIIO")
-    ranks = np.unique(ranks[(ranks >= 0) & (ranks < (len(mpiio) if mpiio is not None else 0))])
+    ranks = unique(ranks[(ranks >= 0) & (ranks < (len(mpiio) if mpiio is not None else 0))])
     if mpiio is None or not len(ranks):
         return -1, 0.0
     late = int(ranks[np.argmin(mpiio[ranks])])
