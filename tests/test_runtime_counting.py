@@ -222,6 +222,20 @@ def test_stdio_character_scan_and_position_calls_are_counted(counting):
     assert c["SEEKS"] == 2  # rewind, fsetpos
 
 
+def test_fscanf_reads_what_the_stream_position_moved_by(counting):
+    # 3,000 lines scanned to EOF (buffer refills), then a getc, an ungetc
+    # and a scan from offset 0, then a scan after a seek to line 1,000.
+    proc, work, _ = run_pattern(counting, "scan")
+    c = proc.get("STDIO", work / "scan.dat")
+    size = sum(len(f"k{i} = {i}\n") for i in range(3000))
+    assert (c["READS"], c["BYTES_READ"]) == (3001 + 2 + 1, size + 1 + 6 + len("k1000 = 1000"))
+    assert c["MAX_BYTE_READ"] == size - 1
+    assert c["SEEKS"] == 3
+    # Each scan of the first pass starts where the previous read ended; the
+    # scan after the pushback starts at 0 (where getc read), not at 1.
+    assert c["CONSEC_READS"] == 3000
+
+
 def test_loading_keeps_counters_darshan_does_not_have(counting):
     proc, work, trace = run_pattern(counting, "stdio")
     stdio = load(trace).counters["STDIO"]

@@ -86,6 +86,27 @@ int main(int argc, char **argv) {
         fsetpos(f, &pos); /* seek */
         fclose(f);
         return 0;
+    } else if (!strcmp(p, "scan")) { /* fscanf across buffer refills, a pushback, a seek */
+        close(fd);
+        FILE *f = fopen(path, "w+");
+        long line1000 = 0;
+        for (int i = 0; i < 3000; i++) {
+            if (i == 1000) line1000 = ftell(f);
+            fprintf(f, "k%d = %d\n", i, i); /* 3000 writes */
+        }
+        rewind(f); /* seek */
+        char key[32];
+        int v, n = 0;
+        while (fscanf(f, "%31s = %d", key, &v) == 2) n++; /* the whole file, one more call at EOF */
+        if (n != 3000) return 4;
+        rewind(f); /* seek */
+        int c = getc(f); /* 1 byte at 0 */
+        ungetc(c, f);    /* back to 0: the next scan starts there, not at 1 */
+        if (fscanf(f, "%31s = %d", key, &v) != 2 || v != 0) return 5; /* "k0 = 0" */
+        fseek(f, line1000, SEEK_SET); /* seek */
+        if (fscanf(f, "%31s = %d", key, &v) != 2 || v != 1000) return 6; /* "k1000 = 1000" */
+        fclose(f);
+        return 0;
     } else {
         return 2;
     }
