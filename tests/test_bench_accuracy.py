@@ -251,6 +251,26 @@ def test_a_program_is_built_once_per_source_and_command(tmp_path):
     assert [p.name for p in (tmp_path / "build").iterdir() if p.name.startswith(".")] == []
 
 
+def test_a_case_may_run_another_cases_program(tmp_path):
+    root = tmp_path / "corpus"
+    write_case(root, "a", GOOD, "main.py", "print(1)\n")
+    path = write_case(root, "b", GOOD + 'source = "../a/main.py"\n')
+    (path.parent / "main.py").unlink()  # b has no program of its own
+    c = cp.load_case(path)
+    assert c.source == (root / "a" / "main.py").resolve()
+    key = cp.build_key(c)
+    c.source.write_text("print(2)\n")  # the shared program changes: so does the key
+    assert cp.build_key(c) != key
+    # its own program besides, or a file that is no program source: refused
+    (path.parent / "main.py").write_text("")
+    with pytest.raises(cp.CaseError, match=r"has its own main\.py"):
+        cp.load_case(path)
+    (path.parent / "main.py").unlink()
+    path.write_text(GOOD + 'source = "../a/case.toml"\n')
+    with pytest.raises(cp.CaseError, match="is not a program source"):
+        cp.load_case(path)
+
+
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_the_fixed_mode_may_be_built_another_way(tmp_path):
     toml = GOOD.replace('"python"', '"c"', 1).replace("{python} {src}", "{exe}")

@@ -37,8 +37,8 @@ USES = {"hdf5": None, "hdf5-static": None, "mpi": None, "mpiio": None, "h5py": "
 SOURCES = ("main.c", "main.cpp", "main.f90", "main.py")
 MODES = ("mistake", "fixed")
 _REQUIRED = ("title", "language", "run", "expect")
-_TEXT_KEYS = ("title", "language", "build", "build_fixed", "run", "expect", "advice", "mistake",
-              "fix")
+_TEXT_KEYS = ("title", "language", "source", "build", "build_fixed", "run", "expect", "advice",
+              "mistake", "fix")
 _PLACEHOLDERS = {"build": {"exe", "src"}, "build_fixed": {"exe", "src"},
                  "run": {"exe", "python", "src", "mode"}}  # fmt: skip
 _PLACEHOLDER = re.compile(r"\{(\w*)\}")
@@ -131,6 +131,15 @@ def load_case(path: Path) -> Case:
         except ValueError as e:
             raise CaseError(where, f"{key}: {e}") from None
     sources = [path.parent / s for s in SOURCES if (path.parent / s).is_file()]
+    if "source" in doc:  # another case's program, built or run otherwise
+        shared = (path.parent / doc["source"]).resolve()
+        if sources:
+            raise CaseError(where, f"source: names {doc['source']} but the case has its own "
+                                   f"{sources[0].name}")  # fmt: skip
+        if shared.name not in SOURCES or not shared.is_file():
+            raise CaseError(where, f"source: {doc['source']} is not a program source "
+                                   f"({' or '.join(SOURCES)})")  # fmt: skip
+        sources = [shared]
     if len(sources) != 1:
         found = ", ".join(s.name for s in sources) or "none"
         raise CaseError(where, f"needs one program source ({' or '.join(SOURCES)}); found {found}")
@@ -176,7 +185,8 @@ def build_key(case: Case, mode: str = "mistake") -> str:
     """What the built program depends on: the case's files but its label, and
     the build command."""
     h = hashlib.sha256((build_line(case, mode) or "").encode())
-    for f in sorted(p for p in case.dir.iterdir() if p.is_file() and p.name != "case.toml"):
+    files = {p for p in case.dir.iterdir() if p.is_file() and p.name != "case.toml"}
+    for f in sorted(files | {case.source}):
         h.update(f"\0{f.name}\0".encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:12]
