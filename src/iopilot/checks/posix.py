@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..model import Counters
 from ..model.aggregate import group_sum, isin
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
@@ -15,6 +16,7 @@ from .hdf5 import hdf5_parallel, serial_small_advice
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
 from .misalign import misaligned_seconds
 from .rankcost import in_language
+from .stdio import console_ids
 
 RW = {"READ": ("reads", "read"), "WRITE": ("writes", "written")}
 
@@ -389,7 +391,7 @@ class _Redundant(Check):
             snippet_lang=lang,
         ), cost)
 
-    def _repeats(self, ctx: Context, c) -> tuple[np.ndarray, ...]:
+    def _repeats(self, ctx: Context, c: Counters) -> tuple[np.ndarray, ...]:
         """(file ids, bytes moved, extent, bytes beyond the extent, per file;
         the slowest rank's seconds in them) of one layer's counters."""
         p = c.layer
@@ -402,14 +404,11 @@ class _Redundant(Check):
         np.maximum.at(extent, inv, c[max_col] + 1)
         extra = np.where(per["moved"] > 0, per["moved"] - extent, 0)
         # Console streams have no extent to compare with.
-        extra = np.where([ctx.trace.name(int(i)) in _CONSOLE for i in ids], 0, extra)
+        extra = np.where(isin(ids, console_ids(ctx)), 0, extra)
         row_extra = np.maximum(extra[inv], 0).astype(np.float64)
         cost = io_time(ctx).rows_at_slowest(
             c, share_of(direction_time(c, d), row_extra, per["moved"][inv]))
         return ids, per["moved"], extent, extra, cost
-
-
-_CONSOLE = ("<STDOUT>", "<STDERR>", "<STDIN>")
 
 
 @check

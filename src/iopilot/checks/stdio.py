@@ -16,6 +16,11 @@ from .language import in_language
 CONSOLE = ("<STDOUT>", "<STDERR>", "<STDIN>")
 
 
+def console_ids(ctx: Context) -> np.ndarray:
+    """Ids of the trace's console streams (:data:`CONSOLE`)."""
+    return np.array([i for i, n in ctx.trace.names.items() if n in CONSOLE], np.uint64)
+
+
 @check
 class StdioShare(Check):
     """A large share of the data moves through STDIO.
@@ -49,8 +54,7 @@ class StdioShare(Check):
         note = (
             f" ({advice.human_size(console)} of it is console output)" if console else ""
         )
-        console_ids = np.array([i for i, n in ctx.trace.names.items() if n in CONSOLE], np.uint64)
-        data = ~isin(s.file_id, console_ids)
+        data = ~isin(s.file_id, console_ids(ctx))
         spent = np.where(data, times(s, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
         yield price(ctx, self.finding(
             ctx,

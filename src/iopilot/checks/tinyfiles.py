@@ -12,7 +12,7 @@ from . import advice
 from .base import Check, Context, Finding, check, pct
 from .iotime import price
 from .rankcost import fs_rows, in_language, metadata_cost
-from .stdio import CONSOLE
+from .stdio import console_ids
 
 
 @check
@@ -44,8 +44,7 @@ class TinyFiles(Check):
         np.maximum.at(extent, inv, rows["extent"])
         writes = group_sum(inv, rows["writes"], len(ids), as_float=True)
         reads = group_sum(inv, rows["reads"], len(ids), as_float=True)
-        console = [fid for fid, name in ctx.trace.names.items() if name in CONSOLE]
-        named = ~isin(ids, np.array(console, np.uint64))
+        named = ~isin(ids, console_ids(ctx))
         tiny = named & (extent < float(t["tiny_file_size"]))
         # A small input the program writes once and then reads again and
         # again is a re-read (reopened-files), not one file of a storm.
