@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .._record import field, record
@@ -131,62 +132,14 @@ def diagnose(trace: Trace, thresholds: dict[str, Any] | None = None,
     return Diagnosis(trace, findings, summarize(trace), values, warnings, times)
 
 
-# (kept, merged into it, when): pairs of checks that describe the same
-# operations.  The one kept is the one at the layer where the mistake lives.
-def _hdf5_traced(ctx: Context) -> bool:
+def _hdf5_traced(ctx: Context, _keep: Finding, _merged: Finding) -> bool:
+    """The trace has HDF5 records: the file's layout is HDF5's."""
     return ctx.layer("H5F") is not None or ctx.layer("H5D") is not None
 
 
 def _rereads(_ctx: Context, _keep: Finding, merged: Finding) -> bool:
+    """``merged`` says its cause is re-reads."""
     return merged.evidence.get("cause") == "re-reads"
-
-
-SAME_CAUSE: tuple[tuple[str, str, Any], ...] = (
-    # The small requests on shared files are among all small requests.
-    ("posix-small-writes", "posix-shared-small-writes", None),
-    ("posix-small-reads", "posix-shared-small-reads", None),
-    # Small POSIX requests beneath independent MPI-IO calls: the calls are
-    # where the mistake lives (collective ones would merge the pieces).
-    ("mpiio-collective-writes", "posix-small-writes", lambda c, k, f: _beneath(c, k, f)),
-    ("mpiio-collective-reads", "posix-small-reads", lambda c, k, f: _beneath(c, k, f)),
-    # Ranks taking unequal time on a file they write with independent calls:
-    # collective calls with aggregators are the fix of both.
-    ("mpiio-collective-writes", "posix-shared-time-imbalance",
-     lambda c, k, f: _beneath(c, k, f)),
-    # ...or beneath collective calls whose buffering the hints switched off.
-    ("mpiio-cb-disabled", "posix-small-writes", lambda c, k, f: _beneath(c, k, f)),
-    ("mpiio-cb-disabled", "posix-small-reads", lambda c, k, f: _beneath(c, k, f)),
-    # Misaligned offsets of an HDF5 file are HDF5's object placement.
-    ("hdf5-alignment", "posix-misaligned-file", lambda ctx, _k, _f: _hdf5_traced(ctx)),
-    # Bytes read again, seen from the counters and from the records.
-    ("posix-redundant-reads", "overlapping-reads", None),
-    # Small reads that jump around the file: the random order is the mistake.
-    ("posix-random-reads", "posix-small-reads", lambda _c, k, _f: k.level >= Level.WARN),
-    # The same bytes read again through STDIO (fread, np.fromfile): the re-read
-    # is the mistake, STDIO only its path.
-    ("posix-redundant-reads", "stdio-share", lambda _c, k, f: _mostly_rereads(k, f)),
-    # The STDIO time is the re-reading of the inputs (fscanf, fread each step).
-    ("reopened-files", "stdio-time", lambda _c, k, f: _same_files(k, f)),
-    ("posix-redundant-reads", "stdio-time", lambda _c, k, f: _same_files(k, f)),
-    # Text through STDIO: its time on one rank and its share of the bytes
-    # are the same calls; the time says where the run's seconds went.
-    ("stdio-time", "stdio-share", None),
-    # A file re-read at every step: bytes (redundant reads) or opens (reopened
-    # files), whichever costs more, is where the mistake lives.
-    ("posix-redundant-reads", "reopened-files", lambda _c, k, f: _cheaper(k, f)),
-    ("reopened-files", "posix-redundant-reads", lambda _c, k, f: _cheaper(k, f)),
-    # Rank 0 (or some ranks) heavy because they re-read their inputs.
-    ("reopened-files", "rank-zero-heavy", _rereads),
-    ("reopened-files", "unbalanced-ranks", _rereads),
-    # Metadata taking most of the I/O time: the storm's opens, or the reopens.
-    ("tiny-files", "posix-metadata-share", lambda _c, k, f: _explains(k, f)),
-    ("reopened-files", "posix-metadata-share", lambda _c, k, f: _explains(k, f)),
-    # Or the syncs issued at every step.
-    ("flush-per-step", "posix-metadata-share", lambda _c, k, f: _explains(k, f)),
-    ("flush-per-step", "posix-metadata-time", lambda _c, k, f: _explains(k, f)),
-    # The straggler is the rank that re-reads its inputs.
-    ("reopened-files", "phase-stragglers", lambda _c, k, f: _same_rank(k, f)),
-)
 
 
 def _beneath(ctx: Context, keep: Finding, merged: Finding) -> bool:
@@ -202,18 +155,18 @@ def _beneath(ctx: Context, keep: Finding, merged: Finding) -> bool:
     return all(f.path in names for f in merged.files)
 
 
-def _same_files(keep: Finding, merged: Finding) -> bool:
+def _same_files(_ctx: Context, keep: Finding, merged: Finding) -> bool:
     """``merged`` lists files, and ``keep`` lists each of them."""
     mine = {f.path for f in keep.files}
     return bool(merged.files) and all(f.path in mine for f in merged.files)
 
 
-def _explains(keep: Finding, merged: Finding) -> bool:
+def _explains(_ctx: Context, keep: Finding, merged: Finding) -> bool:
     """``keep`` accounts for at least half of ``merged``'s seconds."""
     return (keep.cost_seconds or 0.0) >= 0.5 * (merged.cost_seconds or 0.0)
 
 
-def _same_rank(keep: Finding, merged: Finding) -> bool:
+def _same_rank(_ctx: Context, keep: Finding, merged: Finding) -> bool:
     """``merged`` (a straggler) names the rank ``keep`` blames, or ``keep``
     found the other ranks waiting for that rank (the straggler waits)."""
     rank = keep.evidence.get("slowest_rank")
@@ -221,16 +174,72 @@ def _same_rank(keep: Finding, merged: Finding) -> bool:
     return rank is not None and (merged.evidence.get("worst_rank") == rank or waited)
 
 
-def _cheaper(keep: Finding, merged: Finding) -> bool:
+def _cheaper(_ctx: Context, keep: Finding, merged: Finding) -> bool:
     """``merged`` costs no more than ``keep``."""
     return (merged.cost_seconds or 0.0) <= (keep.cost_seconds or 0.0)
 
 
-def _mostly_rereads(keep: Finding, merged: Finding) -> bool:
+def _mostly_rereads(_ctx: Context, keep: Finding, merged: Finding) -> bool:
     """At least half of the STDIO bytes of ``merged`` (stdio-share) are
     bytes ``keep`` says were read again."""
     repeated = float(keep.evidence.get("repeated_bytes", 0) or 0)
     return repeated >= 0.5 * float(merged.evidence.get("stdio_bytes", 0) or 0)
+
+
+def _warns(_ctx: Context, keep: Finding, _merged: Finding) -> bool:
+    """``keep`` is a problem (WARN or above), not a note."""
+    return keep.level >= Level.WARN
+
+
+# (kept, merged into it, when): pairs of checks that describe the same
+# operations.  The one kept is the one at the layer where the mistake lives.
+# ``when`` (ctx, kept, merged) tells whether this pair merges; None: always.
+_When = Callable[[Context, Finding, Finding], bool]
+SAME_CAUSE: tuple[tuple[str, str, _When | None], ...] = (
+    # The small requests on shared files are among all small requests.
+    ("posix-small-writes", "posix-shared-small-writes", None),
+    ("posix-small-reads", "posix-shared-small-reads", None),
+    # Small POSIX requests beneath independent MPI-IO calls: the calls are
+    # where the mistake lives (collective ones would merge the pieces).
+    ("mpiio-collective-writes", "posix-small-writes", _beneath),
+    ("mpiio-collective-reads", "posix-small-reads", _beneath),
+    # Ranks taking unequal time on a file they write with independent calls:
+    # collective calls with aggregators are the fix of both.
+    ("mpiio-collective-writes", "posix-shared-time-imbalance", _beneath),
+    # ...or beneath collective calls whose buffering the hints switched off.
+    ("mpiio-cb-disabled", "posix-small-writes", _beneath),
+    ("mpiio-cb-disabled", "posix-small-reads", _beneath),
+    # Misaligned offsets of an HDF5 file are HDF5's object placement.
+    ("hdf5-alignment", "posix-misaligned-file", _hdf5_traced),
+    # Bytes read again, seen from the counters and from the records.
+    ("posix-redundant-reads", "overlapping-reads", None),
+    # Small reads that jump around the file: the random order is the mistake.
+    ("posix-random-reads", "posix-small-reads", _warns),
+    # The same bytes read again through STDIO (fread, np.fromfile): the re-read
+    # is the mistake, STDIO only its path.
+    ("posix-redundant-reads", "stdio-share", _mostly_rereads),
+    # The STDIO time is the re-reading of the inputs (fscanf, fread each step).
+    ("reopened-files", "stdio-time", _same_files),
+    ("posix-redundant-reads", "stdio-time", _same_files),
+    # Text through STDIO: its time on one rank and its share of the bytes
+    # are the same calls; the time says where the run's seconds went.
+    ("stdio-time", "stdio-share", None),
+    # A file re-read at every step: bytes (redundant reads) or opens (reopened
+    # files), whichever costs more, is where the mistake lives.
+    ("posix-redundant-reads", "reopened-files", _cheaper),
+    ("reopened-files", "posix-redundant-reads", _cheaper),
+    # Rank 0 (or some ranks) heavy because they re-read their inputs.
+    ("reopened-files", "rank-zero-heavy", _rereads),
+    ("reopened-files", "unbalanced-ranks", _rereads),
+    # Metadata taking most of the I/O time: the storm's opens, or the reopens.
+    ("tiny-files", "posix-metadata-share", _explains),
+    ("reopened-files", "posix-metadata-share", _explains),
+    # Or the syncs issued at every step.
+    ("flush-per-step", "posix-metadata-share", _explains),
+    ("flush-per-step", "posix-metadata-time", _explains),
+    # The straggler is the rank that re-reads its inputs.
+    ("reopened-files", "phase-stragglers", _same_rank),
+)
 
 
 # Checks whose cost measures a consequence (ranks waiting for a late one),
