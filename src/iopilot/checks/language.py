@@ -42,3 +42,10 @@ def in_language(ctx: Context, python: str, c: str, *, fortran: str | None = None
         return (cpp or c), "c++"
     return c, "c"
 
+
+def snippet_fields(ctx: Context, python: str, c: str, *, fortran: str | None = None,
+                   cpp: str | None = None) -> dict[str, str]:  # fmt: skip
+    """:func:`in_language` as a finding's ``snippet`` and ``snippet_lang``
+    keyword arguments."""
+    snippet, lang = in_language(ctx, python, c, fortran=fortran, cpp=cpp)
+    return {"snippet": snippet, "snippet_lang": lang}

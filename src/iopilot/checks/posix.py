@@ -183,12 +183,7 @@ class _SmallRequests(Check):
             snippet, lang = advice.MPIIO_HINTS_CB, "c"
         elif style in ("mpiio", "pnetcdf") or self.shared_only:
             rec += "; with MPI-IO, collective calls let aggregators merge the pieces"
-            snippet, lang = in_language(
-                ctx,
-                advice.PY_MPIIO_COLLECTIVE_READ if reading else advice.PY_MPIIO_COLLECTIVE_WRITE,
-                advice.MPIIO_COLLECTIVE_READ if reading else advice.MPIIO_COLLECTIVE_WRITE,
-                fortran=(advice.FORTRAN_MPIIO_COLLECTIVE_READ if reading
-                         else advice.FORTRAN_MPIIO_COLLECTIVE_WRITE))
+            snippet, lang = _collective_mpiio(ctx, reading)
         yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
@@ -785,14 +780,7 @@ def _random_snippet(ctx: Context, direction: str) -> dict[str, str]:
     """Snippet of the random-access advice in the program's language: MPI-IO
     collectives when the program uses MPI-IO, reading in order otherwise."""
     if _uses(ctx) == "mpiio":
-        if direction == "READ":
-            snippet, lang = in_language(ctx, advice.PY_MPIIO_COLLECTIVE_READ,
-                                        advice.MPIIO_COLLECTIVE_READ,
-                                        fortran=advice.FORTRAN_MPIIO_COLLECTIVE_READ)
-        else:
-            snippet, lang = in_language(ctx, advice.PY_MPIIO_COLLECTIVE_WRITE,
-                                        advice.MPIIO_COLLECTIVE_WRITE,
-                                        fortran=advice.FORTRAN_MPIIO_COLLECTIVE_WRITE)
+        snippet, lang = _collective_mpiio(ctx, direction == "READ")
     elif direction == "READ":
         snippet, lang = in_language(ctx, advice.PY_SORTED_READS, advice.C_SORTED_READS,
                                     fortran=advice.FORTRAN_SORTED_READS)
@@ -800,3 +788,12 @@ def _random_snippet(ctx: Context, direction: str) -> dict[str, str]:
         snippet, lang = in_language(ctx, advice.PY_AGGREGATE, advice.POSIX_AGGREGATE,
                                     fortran=advice.FORTRAN_AGGREGATE)
     return {"snippet": snippet, "snippet_lang": lang}
+
+
+def _collective_mpiio(ctx: Context, reading: bool) -> tuple[str, str]:
+    """(snippet, language) of collective MPI-IO reads or writes."""
+    if reading:
+        return in_language(ctx, advice.PY_MPIIO_COLLECTIVE_READ, advice.MPIIO_COLLECTIVE_READ,
+                           fortran=advice.FORTRAN_MPIIO_COLLECTIVE_READ)
+    return in_language(ctx, advice.PY_MPIIO_COLLECTIVE_WRITE, advice.MPIIO_COLLECTIVE_WRITE,
+                       fortran=advice.FORTRAN_MPIIO_COLLECTIVE_WRITE)

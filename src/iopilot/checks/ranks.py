@@ -14,7 +14,7 @@ from ..vocabulary import MODULE
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, RankLocation, check, pct
 from .iotime import io_time, price
-from .language import in_language
+from .language import snippet_fields
 from .rankcost import fs_rows
 from .recordtools import _app_mask, _busy, _cached, _rank_list, chunks
 from .reopen import rereads
@@ -227,8 +227,8 @@ class RankZeroHeavy(Check):
             },
             ranks=[0],
             recommendation=rec + ".",
-            **_snippet(ctx, advice.PY_DISTRIBUTED_WRITE, advice.DISTRIBUTED_WRITE,
-                       advice.FORTRAN_DISTRIBUTED_WRITE),
+            **snippet_fields(ctx, advice.PY_DISTRIBUTED_WRITE, advice.DISTRIBUTED_WRITE,
+                             fortran=advice.FORTRAN_DISTRIBUTED_WRITE),
         ), cost)
 
 
@@ -322,14 +322,9 @@ class UnbalancedRanks(Check):
             recommendation="Give the ranks equal shares of the I/O, or use collective I/O so "
             "that aggregators even the load out; if the decomposition must stay uneven, "
             "overlap these ranks' I/O with computation.",
-            **_snippet(ctx, advice.PY_MPIIO_COLLECTIVE_WRITE, advice.MPIIO_COLLECTIVE_WRITE,
-                       advice.FORTRAN_MPIIO_COLLECTIVE_WRITE),
+            **snippet_fields(ctx, advice.PY_MPIIO_COLLECTIVE_WRITE, advice.MPIIO_COLLECTIVE_WRITE,
+                             fortran=advice.FORTRAN_MPIIO_COLLECTIVE_WRITE),
         ), float(secs.max() - secs.mean()))
-
-
-def _snippet(ctx: Context, python: str, c: str, fortran: str) -> dict[str, str]:
-    snippet, lang = in_language(ctx, python, c, fortran=fortran)
-    return {"snippet": snippet, "snippet_lang": lang}
 
 
 def reread_cause(ctx: Context, ranks: list[int], extra_bytes: list[float],

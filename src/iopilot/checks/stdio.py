@@ -10,7 +10,7 @@ from ..model.aggregate import isin
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import io_time, price, times
-from .language import in_language
+from .language import snippet_fields
 
 # Streams every program has; their traffic is console output, not data.
 CONSOLE = ("<STDOUT>", "<STDERR>", "<STDIN>")
@@ -66,9 +66,8 @@ class StdioShare(Check):
             files_total=n,
             recommendation="Move bulk data to a parallel interface (MPI-IO, HDF5, PnetCDF) or "
             "at least give the streams large buffers; keep STDIO for small text output.",
-            **dict(zip(("snippet", "snippet_lang"), in_language(
-                ctx, advice.PY_STDIO_BINARY, advice.STDIO_BUFFER,
-                fortran=advice.FORTRAN_STDIO_BINARY), strict=True)),
+            **snippet_fields(ctx, advice.PY_STDIO_BINARY, advice.STDIO_BUFFER,
+                             fortran=advice.FORTRAN_STDIO_BINARY),
         ), io_time(ctx).rows_at_slowest(s, spent))
 
 
