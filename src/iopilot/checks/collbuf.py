@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model import Counters
 from ..model.aggregate import group_sum, unique
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from .base import Context
@@ -22,14 +23,18 @@ def cb_disabled(ctx: Context, direction: str) -> bool:
     return str(hints.get(_HINT[direction], "")).strip().lower() == "disable"
 
 
+def collective_ops(c: Counters, direction: str) -> np.ndarray:
+    """Per MPI-IO row, its collective calls in ``direction``."""
+    return sum((c[n] for n in mpiio_counters(direction, MPIIO_COLLECTIVE) if c.has(n)),
+               np.zeros(len(c), np.int64))  # fmt: skip
+
+
 def collective_files(ctx: Context, direction: str) -> np.ndarray:
     """Sorted ids of the MPI-IO files with collective calls in ``direction``."""
     c = ctx.layer("MPIIO")
     if c is None:
         return np.zeros(0, np.uint64)
-    coll = sum((c[n] for n in mpiio_counters(direction, MPIIO_COLLECTIVE) if c.has(n)),
-               np.zeros(len(c), np.int64))  # fmt: skip
-    return unique(c.file_id[coll > 0])
+    return unique(c.file_id[collective_ops(c, direction) > 0])
 
 
 def aggregated_files(ctx: Context) -> np.ndarray:

@@ -155,8 +155,8 @@ class Hdf5SmallDatasetAccess(Check):
             lost += small_request_seconds(ctx, d, "H5D_SIZE", f"{rw}_AGG", small_rw, n_rw,
                                           moved)  # fmt: skip
         shared = np.fromiter(ctx.shared_ids, np.uint64, len(ctx.shared_ids))
-        on_shared = isin(dataset_files(ctx, d)[hit], shared) & isin(
-            dataset_files(ctx, d)[hit], _mpiio_files(ctx))
+        parents = dataset_files(ctx, d)[hit]
+        on_shared = isin(parents, shared) & isin(parents, _mpiio_files(ctx))
         if ctx.trace.job.nprocs > 1 and on_shared.any():
             rec += "; on shared files, make the transfers collective as well"
         evidence: dict[str, float | int | str] = {

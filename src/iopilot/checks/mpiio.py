@@ -6,12 +6,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..model import OP_READ, OP_WRITE
+from ..model import OP_READ, OP_WRITE, Counters
 from ..model.aggregate import isin, unique
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
-from .collbuf import cb_disabled, collective_files
+from .collbuf import cb_disabled, collective_files, collective_ops
 from .iotime import direction_time, io_time, price, share_of
 from .language import in_language
 from .recordtools import _busy, _layer_records
@@ -26,7 +26,7 @@ def collective_snippet(ctx: Context, word: str) -> tuple[str, str]:
                        fortran=advice.FORTRAN_MPIIO_COLLECTIVE_WRITE)
 
 
-def above_ideal(ctx: Context, c, seconds: np.ndarray, moved: np.ndarray,
+def above_ideal(ctx: Context, c: Counters, seconds: np.ndarray, moved: np.ndarray,
                 direction: str) -> float:  # fmt: skip
     """The slowest rank's ``seconds`` (per MPI-IO row) minus what a
     collective call with buffering would take for the same bytes, so the
@@ -454,12 +454,12 @@ class MpiioCbDisabled(Check):
                 continue
             yield from self._direction(ctx, c, p, d, files)
 
-    def _direction(self, ctx: Context, c, p, d: str, files: np.ndarray) -> Iterable[Finding]:
+    def _direction(self, ctx: Context, c: Counters, p: Counters | None, d: str,
+                   files: np.ndarray) -> Iterable[Finding]:  # fmt: skip
         word, plural = ("write", "writes") if d == "WRITE" else ("read", "reads")
         moved_col = "MPIIO_BYTES_WRITTEN" if d == "WRITE" else "MPIIO_BYTES_READ"
         on = np.isin(c.file_id, files)
-        coll_rows = sum((c[n] for n in mpiio_counters(d, MPIIO_COLLECTIVE) if c.has(n)),
-                        np.zeros(len(c), np.int64))  # fmt: skip
+        coll_rows = collective_ops(c, d)
         ops = sum(c[n] for n in mpiio_counters(d))
         coll = int(coll_rows[on].sum())
         moved = float(c[moved_col][on].sum())
