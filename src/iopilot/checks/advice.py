@@ -726,38 +726,3 @@ call h5pcreate_f(H5P_DATASET_XFER_F, dxpl, err)
 call h5pset_dxpl_mpio_f(dxpl, H5FD_MPIO_COLLECTIVE_F, err)
 call h5dwrite_f(dset, H5T_NATIVE_DOUBLE, a, count, err, &
                 mem_space_id=memspace, file_space_id=filespace, xfer_prp=dxpl)"""
-
-FORTRAN_SMALL_WRITES = """\
-! fewer, larger writes: a whole array (or a buffer of many records) per statement
-real(8) :: buf(4096)
-nbuf = 0
-do i = 1, n
-   nbuf = nbuf + 1
-   buf(nbuf) = value(i)
-   if (nbuf == size(buf)) then
-      write(u) buf              ! one 32 KiB statement, not 4096 of 8 bytes
-      nbuf = 0
-   end if
-end do
-if (nbuf > 0) write(u) buf(1:nbuf)"""
-
-FORTRAN_COLLECTIVE_WRITES = """\
-! every rank calls the collective form; aggregators merge the pieces
-call MPI_File_set_view(fh, disp, MPI_BYTE, filetype, 'native', MPI_INFO_NULL, ierr)
-call MPI_File_write_at_all(fh, offset, buf, count, MPI_BYTE, MPI_STATUS_IGNORE, ierr)
-! not: call MPI_File_write_at(fh, offset, buf, count, MPI_BYTE, MPI_STATUS_IGNORE, ierr)"""
-
-FORTRAN_HDF5_CHUNKS = """\
-! chunks of about 1 MiB or more, shaped like the writes (here 64 x 64 x 64 real(8))
-integer(hsize_t) :: chunk(3) = [64_hsize_t, 64_hsize_t, 64_hsize_t]
-call h5pcreate_f(H5P_DATASET_CREATE_F, dcpl, err)
-call h5pset_chunk_f(dcpl, 3, chunk, err)
-call h5dcreate_f(file, 'field', H5T_NATIVE_DOUBLE, space, dset, err, dcpl_id=dcpl)"""
-
-FORTRAN_FLUSH_AT_CHECKPOINTS = """\
-! flush at checkpoints (or not at all), not after every step
-do step = 1, nsteps
-   call write_step(u, step)
-   if (mod(step, checkpoint_every) == 0) flush(u)   ! not: flush(u) every step
-end do
-close(u)"""
