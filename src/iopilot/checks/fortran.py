@@ -24,10 +24,13 @@ from ..model import Counters
 from . import advice
 from .base import Check, Context, Finding, check, pct
 from .iotime import price
+from .lustre import gather, index_of
 from .rankcost import level_by_share, per_rank, slowest
 
 _DIRS = {"WRITE": ("WRITES", "BYTES_WRITTEN", "F_WRITE_TIME", "WRITE"),
          "READ": ("READS", "BYTES_READ", "F_READ_TIME", "READ")}  # fmt: skip
+# (direction, rows that qualify, seconds saved, seconds of the fixed form) per row
+_Part = tuple[str, np.ndarray, np.ndarray, np.ndarray]
 _LARGE_STATEMENT = 1 << 20  # bytes per statement whose bandwidth stands for the fixed form
 
 
@@ -52,13 +55,8 @@ def _bandwidth(ctx: Context, c: Counters, direction: str) -> np.ndarray:
     p_ids, p_bytes = posix.by_file(f"POSIX_{nbytes}")
     _, p_time = posix.by_file(f"POSIX_F_{secs[2:]}")
     ok = (p_bytes > 0) & (p_time > 0)
-    p_ids, bw = p_ids[ok], p_bytes[ok] / p_time[ok]
-    if not len(p_ids):
-        return out
-    at = np.minimum(np.searchsorted(p_ids, c.file_id), len(p_ids) - 1)
-    hit = p_ids[at] == c.file_id
-    out[hit] = bw[at[hit]]
-    return out
+    at = index_of(p_ids[ok], c.file_id)
+    return np.where(at >= 0, gather(p_bytes[ok] / p_time[ok], at), out)
 
 
 def _site(ctx: Context, c: Counters, row: int) -> str:
@@ -86,7 +84,7 @@ class _FortranCheck(Check):
             return
         # Both directions of a file are one root cause (the same statements'
         # form): their savings add up, the larger one is described.
-        parts = []
+        parts: list[_Part] = []
         for d, (_, nbytes, secs, _) in _DIRS.items():
             sel = self.rows(ctx, c, d)
             if sel.any():
@@ -103,7 +101,8 @@ class _FortranCheck(Check):
         parts.sort(key=lambda p: -float(p[2][mine].sum()))
         yield self.report(ctx, c, parts, who, sec)
 
-    def report(self, ctx: Context, c: Counters, parts: list, who: int, sec: float) -> Finding:
+    def report(self, ctx: Context, c: Counters, parts: list[_Part], who: int,
+               sec: float) -> Finding:  # fmt: skip
         d, sel, saving, fixed = parts[0]
         ops, nbytes, secs, word = _DIRS[d]
         mine = sel & ((c.rank == who) | (c.rank < 0))
