@@ -81,7 +81,7 @@ def stake_ratio(cost_seconds: float | None, saved: float | None) -> float | None
 
 
 def stake_right(ratio: float | None) -> bool:
-    """Within a factor of 2 of the saving, both ends included."""
+    """Within a factor of :data:`STAKE_FACTOR` of the saving, both ends included."""
     return ratio is not None and 1 / STAKE_FACTOR <= ratio <= STAKE_FACTOR
 
 
@@ -204,10 +204,11 @@ def render(results: list[Result], t: dict[str, Any]) -> str:
               f"advice in the program's language: {t['language_right']}/{n} "
               f"({_pct(t['language_right'], n)})"]  # fmt: skip
     if t["timed"]:
-        lines.append(f"at stake within 2x: {t['stake_right']}/{t['stake_cases']} of the cases "
-                     f"saving >= {MIN_SAVING:g} s ({_pct(t['stake_right'], t['stake_cases'])})")
+        k, m = t["stake_right"], t["stake_cases"]
+        lines.append(f"at stake within {STAKE_FACTOR:g}x: {k}/{m} of the cases saving >= "
+                     f"{MIN_SAVING:g} s ({_pct(k, m)})")
     else:
-        lines.append("at stake within 2x: not measured (no untraced runs)")
+        lines.append(f"at stake within {STAKE_FACTOR:g}x: not measured (no untraced runs)")
     if t["still_in_fixed"]:
         lines.append(f"expected finding still WARN/HIGH after the fix: {t['still_in_fixed']}/{n}")
     if t["failed"]:
