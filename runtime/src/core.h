@@ -231,6 +231,8 @@ void iop_data_op_at(iop_stats *st, int op, int64_t *pos, int64_t bytes, const vo
                     int64_t alignment, double t1, double t2, unsigned flags);
 /* Record and count one metadata operation (open, close, seek, stat, ...). */
 void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsigned flags);
+/* The same, counted only (a layer that writes no records). */
+void iop_meta_count(iop_stats *st, int op, int counter, double t1, double t2);
 /* Record a background thread's operation on the program's behalf (queued,
  * issued and completed times); records only, counters untouched. */
 void iop_background_op(int layer, int op, uint64_t file_id, int64_t offset, int64_t len,

@@ -247,14 +247,14 @@ static void finish(int write, double t2) {
     int formatted = (x.flags & GFC_DT_FORMATTED) != 0;
     double dt = t2 - x.t1;
     iop_busy_enter();
-    /* a new site's source name first: registering takes the names' lock */
-    site *p = NULL;
     iop_lock(&st->lock);
-    p = site_of(s, &x);
-    int fresh = !p->statements && x.src;
-    iop_unlock(&st->lock);
-    uint64_t src_id = fresh ? iop_register_name(x.src) : 0;
-    iop_lock(&st->lock);
+    site *p = site_of(s, &x);
+    uint64_t src_id = p->src_id;
+    if (IOP_UNLIKELY(!p->statements && x.src)) { /* a new site: its source's name, */
+        iop_unlock(&st->lock);                   /* registered under the names' lock */
+        src_id = iop_register_name(x.src);
+        iop_lock(&st->lock);
+    }
     int64_t *c = st->c;
     double *f = st->f;
     c[write ? IOP_C_WRITES : IOP_C_READS]++;
@@ -279,7 +279,7 @@ static void finish(int write, double t2) {
     st->last_op = write ? IOP_OP_WRITE : IOP_OP_READ;
     /* the site, unless another thread took its place meanwhile */
     if (p->src == x.src && p->line == x.line) {
-        if (fresh && !p->src_id) p->src_id = src_id;
+        if (!p->src_id) p->src_id = src_id;
         p->time += dt;
         p->statements++;
         p->bytes += x.bytes;
@@ -438,20 +438,6 @@ static int open_name(const void *opp, int32_t flags, char *out, size_t cap) {
     return n > 0 ? 1 : -1;
 }
 
-static void meta(iop_stats *st, int op, double t1, double t2) {
-    if (!st) return;
-    iop_busy_enter();
-    iop_lock(&st->lock);
-    st->f[IOP_F_F_META_TIME] += t2 - t1;
-    int ts = op == IOP_OP_OPEN ? IOP_F_F_OPEN_START_TIMESTAMP : IOP_F_F_CLOSE_START_TIMESTAMP;
-    int te = op == IOP_OP_OPEN ? IOP_F_F_OPEN_END_TIMESTAMP : IOP_F_F_CLOSE_END_TIMESTAMP;
-    if (st->f[ts] == 0 || t1 < st->f[ts]) st->f[ts] = t1;
-    if (t2 > st->f[te]) st->f[te] = t2;
-    if (op == IOP_OP_OPEN) st->c[IOP_C_OPENS]++;
-    iop_unlock(&st->lock);
-    iop_busy_leave();
-}
-
 REAL_DECL(void, _gfortran_st_open, (void *));
 IOP_EXPORT void _gfortran_st_open(void *opp) {
     if (!iop_active()) {
@@ -479,7 +465,7 @@ IOP_EXPORT void _gfortran_st_open(void *opp) {
             s->opened = named != 0; /* FILE= absent: gfortran's fort.N */
             if (named > 0 && iop_layer_traced(IOP_LAYER_FORTRAN))
                 s->name_id = iop_register_path(name);
-            meta(unit_stats(s), IOP_OP_OPEN, t1, t2);
+            iop_meta_count(unit_stats(s), IOP_OP_OPEN, IOP_C_OPENS, t1, t2);
         }
     }
     errno = e;
@@ -497,7 +483,7 @@ IOP_EXPORT void _gfortran_st_close(void *clp) {
     int e = errno;
     unit_slot *s = unit_find(unit, 0);
     if (s) {
-        meta(s->resolved ? s->st : NULL, IOP_OP_CLOSE, t1, iop_now());
+        iop_meta_count(s->resolved ? s->st : NULL, IOP_OP_CLOSE, -1, t1, iop_now());
         unit_reset(s);
     }
     errno = e;

@@ -251,7 +251,7 @@ void iop_data_op_at(iop_stats *st, int op, int64_t *pos, int64_t bytes, const vo
     iop_busy_leave();
 }
 
-void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsigned flags) {
+void iop_meta_count(iop_stats *st, int op, int counter, double t1, double t2) {
     if (IOP_UNLIKELY(!st)) return;
     iop_busy_enter();
     iop_lock(&st->lock);
@@ -270,6 +270,13 @@ void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsig
         if (t2 > st->f[IOP_F_F_CLOSE_END_TIMESTAMP]) st->f[IOP_F_F_CLOSE_END_TIMESTAMP] = t2;
     }
     iop_unlock(&st->lock);
+    iop_busy_leave();
+}
+
+void iop_meta_op(iop_stats *st, int op, int counter, double t1, double t2, unsigned flags) {
+    if (IOP_UNLIKELY(!st)) return;
+    iop_busy_enter();
+    iop_meta_count(st, op, counter, t1, t2);
     add_record(st->layer, op, st->file_id, -1, 0, t1, t2, flags);
     iop_busy_leave();
 }
