@@ -10,7 +10,7 @@ from ..model.aggregate import per_rank as sum_per_rank
 from ..vocabulary import FS_LAYERS
 from .base import Context, Level
 from .language import in_language, is_python  # noqa: F401  (checks import them from here)
-from .recordtools import _dense
+from .recordtools import _cached, _dense
 
 
 def per_rank(ctx: Context, rank: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -48,7 +48,12 @@ def fs_rows(ctx: Context) -> dict[str, np.ndarray] | None:
     ``file``, ``rank``, sums of opens (real ones: no fileno, dup or fdopen),
     seeks, stats, reads, writes, bytes, metadata seconds (``meta``) and all
     I/O seconds (``io``), and ``extent`` (the byte after the last one read or
-    written)."""
+    written).  Computed once per diagnosis (several checks read it), its
+    arrays read-only."""
+    return _cached(ctx, "fs_rows", lambda: _fs_rows(ctx))
+
+
+def _fs_rows(ctx: Context) -> dict[str, np.ndarray] | None:
     parts = []
     for layer in FS_LAYERS:
         c = ctx.layer(layer)
@@ -83,6 +88,8 @@ def fs_rows(ctx: Context) -> dict[str, np.ndarray] | None:
     np.maximum.at(out["extent"], inv, rows["extent"])
     out["file"] = files[keys // width]
     out["rank"] = keys % width - 1
+    for v in out.values():
+        v.setflags(write=False)
     return out
 
 
