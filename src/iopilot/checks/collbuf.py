@@ -13,6 +13,7 @@ from ..model import Counters
 from ..model.aggregate import group_sum, unique
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from .base import Context
+from .recordtools import _cached
 
 _HINT = {"WRITE": "romio_cb_write", "READ": "romio_cb_read"}
 
@@ -42,7 +43,12 @@ def aggregated_files(ctx: Context) -> np.ndarray:
     buffering: collective MPI-IO calls (reads or writes) with buffering not
     switched off, and MPI-IO bytes balanced over the ranks (max - min over
     max within ``rank_size_imbalance``), so that any POSIX imbalance on them
-    is the aggregators' doing."""
+    is the aggregators' doing.  Computed once per diagnosis (four imbalance
+    checks ask)."""
+    return _cached(ctx, "aggregated_files", lambda: _aggregated_files(ctx))
+
+
+def _aggregated_files(ctx: Context) -> np.ndarray:
     c = ctx.layer("MPIIO")
     if c is None:
         return np.zeros(0, np.uint64)
@@ -71,4 +77,6 @@ def aggregated_files(ctx: Context) -> np.ndarray:
         spread = np.where(hi > 0, (hi - lo) / hi, 0.0)
     balanced = (ranks > 1) & (spread <= float(ctx.thresholds["rank_size_imbalance"]))
     keep = balanced & np.isin(ids_all, coll)
-    return ids_all[keep]
+    out = ids_all[keep]
+    out.setflags(write=False)  # shared by the checks
+    return out
