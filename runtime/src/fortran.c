@@ -204,12 +204,10 @@ typedef struct {
 
 static IOP_TLS statement cur;
 
-/* One item of ``bytes`` bytes (``n`` items of an array). */
-static inline void item(const void *dtp, int64_t n, int64_t bytes) {
-    if (cur.dtp == dtp && !cur.inner && !iop_in_runtime) {
-        cur.items += n;
-        cur.bytes += bytes;
-    }
+/* One item of ``bytes`` bytes. */
+static inline void item(int64_t bytes) {
+    cur.items++;
+    cur.bytes += bytes;
 }
 
 static void start(const void *dtp) {
@@ -325,22 +323,22 @@ WRAP_DONE(_gfortran_st_read_done, 0)
 
 /* Items: kind bytes each (complex: two reals; characters: length x kind). */
 /* libgfortran's _write forms call the plain ones through the PLT: an
- * item is counted once, by the outer wrapper. */
-#define ITEM_CALL(dtp, n, bytes, call)                                    \
+ * item is counted (``COUNT``) once, by the outer wrapper. */
+#define ITEM_CALL(dtp, COUNT, CALL)                                       \
     do {                                                                  \
         if (cur.dtp != (dtp) || cur.inner) {                              \
-            call;                                                         \
+            CALL;                                                         \
             break;                                                        \
         }                                                                 \
-        item(dtp, n, bytes);                                              \
+        if (!iop_in_runtime) COUNT;                                       \
         cur.inner = 1;                                                    \
-        call;                                                             \
+        CALL;                                                             \
         cur.inner = 0;                                                    \
     } while (0)
 #define WRAP_KIND(name, factor)                                           \
     REAL_DECL(void, name, (void *, void *, int));                         \
     IOP_EXPORT void name(void *dtp, void *p, int kind) {                  \
-        ITEM_CALL(dtp, 1, (int64_t)kind * (factor), REAL(name)(dtp, p, kind)); \
+        ITEM_CALL(dtp, item((int64_t)kind * (factor)), REAL(name)(dtp, p, kind)); \
     }
 WRAP_KIND(_gfortran_transfer_integer, 1)
 WRAP_KIND(_gfortran_transfer_integer_write, 1)
@@ -358,7 +356,7 @@ WRAP_KIND(_gfortran_transfer_complex128_write, 2)
 #define WRAP_CHAR(name)                                                   \
     REAL_DECL(void, name, (void *, void *, size_t));                      \
     IOP_EXPORT void name(void *dtp, void *p, size_t len) {                \
-        ITEM_CALL(dtp, 1, (int64_t)len, REAL(name)(dtp, p, len));         \
+        ITEM_CALL(dtp, item((int64_t)len), REAL(name)(dtp, p, len));       \
     }
 WRAP_CHAR(_gfortran_transfer_character)
 WRAP_CHAR(_gfortran_transfer_character_write)
@@ -366,15 +364,14 @@ WRAP_CHAR(_gfortran_transfer_character_write)
 #define WRAP_WIDE(name)                                                   \
     REAL_DECL(void, name, (void *, void *, size_t, int));                 \
     IOP_EXPORT void name(void *dtp, void *p, size_t len, int kind) {      \
-        ITEM_CALL(dtp, 1, (int64_t)len * kind, REAL(name)(dtp, p, len, kind)); \
+        ITEM_CALL(dtp, item((int64_t)len * kind), REAL(name)(dtp, p, len, kind)); \
     }
 WRAP_WIDE(_gfortran_transfer_character_wide)
 WRAP_WIDE(_gfortran_transfer_character_wide_write)
 
 /* An array: its elements and bytes from the descriptor, when the layout is
  * known and the descriptor looks like one (else counted in ARRAYS_UNSIZED). */
-static void array_item(const void *dtp, const gfc_array *d) {
-    if (cur.dtp != dtp || cur.inner || iop_in_runtime) return;
+static void array_item(const gfc_array *d) {
     int rank = layout_known == 1 && d ? d->rank : -1;
     if (rank < 0 || rank > 15 || d->elem_len == 0 || d->elem_len > (1u << 30)) {
         cur.unsized++;
@@ -393,14 +390,7 @@ static void array_item(const void *dtp, const gfc_array *d) {
     REAL_DECL(void, name, (void *, void *, int, size_t));                 \
     IOP_EXPORT void name(void *dtp, void *desc, int kind, size_t charlen) {  \
         if (IOP_UNLIKELY(layout_known < 0)) check_layout(REAL(name));     \
-        if (cur.dtp != dtp || cur.inner) {                                \
-            REAL(name)(dtp, desc, kind, charlen);                         \
-            return;                                                       \
-        }                                                                 \
-        array_item(dtp, desc);                                            \
-        cur.inner = 1;                                                    \
-        REAL(name)(dtp, desc, kind, charlen);                             \
-        cur.inner = 0;                                                    \
+        ITEM_CALL(dtp, array_item(desc), REAL(name)(dtp, desc, kind, charlen)); \
     }
 WRAP_ARRAY(_gfortran_transfer_array)
 WRAP_ARRAY(_gfortran_transfer_array_write)
