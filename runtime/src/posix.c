@@ -151,19 +151,27 @@ IOP_EXPORT int __openat64_2(int dirfd, const char *path, int flags) {
     return openat64(dirfd, path, flags);
 }
 
+/* Before a descriptor ``o`` we follow is closed: its O_DIRECT twin let go,
+ * the file's deferred writes landed (their error returned, with ``take``),
+ * and the descriptor forgotten. */
+static int fd_closing(int fd, iop_open *o, int take) {
+    if (IOP_UNLIKELY(o->direct_fd >= 0)) iop_direct_closing(o);
+    int deferred = 0;
+    if (IOP_UNLIKELY(iop_behind_on)) {
+        iop_behind_closing(o->ident);
+        if (take) deferred = iop_behind_take_error(o->ident);
+    }
+    iop_fd_clear(fd);
+    return deferred;
+}
+
 REAL_DECL(int, close, (int));
 IOP_EXPORT int close(int fd) {
     if (IOP_UNLIKELY(iop_behind_on) && iop_active()) iop_behind_losing(fd, fd);
     iop_open *o = iop_active() ? iop_fd(fd) : NULL;
     if (!o) return REAL(close)(fd);
     iop_stats *st = o->st;
-    if (IOP_UNLIKELY(o->direct_fd >= 0)) iop_direct_closing(o);
-    int deferred = 0;
-    if (IOP_UNLIKELY(iop_behind_on)) { /* the file's writes land first; their error is ours */
-        iop_behind_closing(o->ident);
-        deferred = iop_behind_take_error(o->ident);
-    }
-    iop_fd_clear(fd);
+    int deferred = fd_closing(fd, o, 1); /* a deferred write's error is the close's */
     double t1 = iop_now();
     int r = REAL(close)(fd);
     if (deferred && r == 0) {
@@ -183,10 +191,7 @@ IOP_EXPORT int close(int fd) {
 void iop_posix_forget(int fd) {
     if (IOP_UNLIKELY(iop_behind_on)) iop_behind_losing(fd, fd);
     iop_open *o = iop_fd(fd);
-    if (!o) return;
-    if (IOP_UNLIKELY(o->direct_fd >= 0)) iop_direct_closing(o);
-    if (IOP_UNLIKELY(iop_behind_on)) iop_behind_closing(o->ident);
-    iop_fd_clear(fd);
+    if (o) fd_closing(fd, o, 0);
 }
 
 /* ------------------------------------------------------------------ */
