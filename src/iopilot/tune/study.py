@@ -35,6 +35,7 @@ ATTR = "iopilot"  # the user attribute holding a trial's record
 
 
 CLAIM = "claim:"  # study attribute prefix: a point a worker is measuring
+CLAIM_SETTLE = 0.5  # seconds a claim settles before a worker of a shared study keeps it
 
 
 @dataclass
@@ -186,6 +187,9 @@ class Study:
             raise InputError("--trials/--repeats", "must be 1 or more")
         history = self._default_measured_elsewhere()
         default = next((r for r in history if r.phase == "default"), None)
+        if default is None and not self._claim_won({}, 0.0):  # another worker measures it
+            history = self._default_measured_elsewhere()
+            default = next((r for r in history if r.phase == "default"), None)
         if default is None:
             self._claim({}, True)
             try:
@@ -220,6 +224,7 @@ class Study:
         while True:
             # Other workers of a shared study: what they measured, and what they
             # are measuring now (as records without runs), so nobody repeats it.
+            looked = time.monotonic()
             history = self.history()
             taken = history + self._claimed({r.key for r in history})
             if len(taken) >= o.trials:
@@ -234,7 +239,13 @@ class Study:
                 break
             if point_key(proposal.point) in {r.key for r in taken}:  # a strategy's slip
                 raise AssertionError(f"{o.strategy} proposed a measured point")
-            self._claim(proposal.point, True)
+            if not self._claim_won(proposal.point, time.monotonic() - looked):
+                # Another worker chose the same point at the same moment and
+                # measures it: this one chooses again.
+                if proposal.trial is not None:
+                    proposal.trial.set_user_attr("claimed_elsewhere", True)
+                    self.study.tell(proposal.trial, state=optuna_state("FAIL"))
+                continue
 
             def promising(values: list[float], best_loss: float = best.loss) -> bool:
                 # Only a candidate that may be the best earns the extra runs.
@@ -275,6 +286,27 @@ class Study:
         """Say (in the study) that this worker measures ``point`` now, or no longer."""
         value = json.dumps({"owner": search.owner(), "point": point}) if on else ""
         self.study.set_user_attr(CLAIM + point_key(point), value)
+
+    def _claim_won(self, point: dict[str, Any], chose: float) -> bool:
+        """Claim ``point``; whether this worker keeps it.  Two workers of a
+        shared study that read it before either claimed may choose the same
+        point; both write the same attribute and the last write stands.  A
+        worker that chose later than another claimed would have seen that
+        claim, so the two writes are less than a choosing time apart
+        (``chose``: reading the study to choosing, milliseconds): read back
+        after well over that, both see the same owner, and one measures."""
+        self._claim(point, True)
+        if not self.shared:
+            return True
+        time.sleep(max(CLAIM_SETTLE, 3 * chose))
+        value = self.study.user_attrs.get(CLAIM + point_key(point), "")
+        return bool(value) and json.loads(value)["owner"] == search.owner()
+
+    @property
+    def shared(self) -> bool:
+        """Whether other workers can join the study (a database server's)."""
+        url = self.opts.storage
+        return isinstance(url, str) and "://" in url and not url.startswith("sqlite")
 
     def _claimed(self, measured: set[str]) -> list[Record]:
         """Points other live workers are measuring, as records without runs."""
@@ -369,6 +401,13 @@ def _open_study(optuna: Any, storage: str, name: str, direction: str, tries: int
                 raise
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def optuna_state(name: str) -> Any:
+    """Optuna's trial state ``name`` (FAIL, COMPLETE ...)."""
+    import optuna
+
+    return getattr(optuna.trial.TrialState, name)
 
 
 def storage_url(url: str) -> str:
