@@ -1,5 +1,7 @@
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,32 @@ def _children_skip_mutation_bookkeeping():
         if os.environ.get("MUTANT_UNDER_TEST") == "stats":
             mp.delenv("MUTANT_UNDER_TEST")
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _scratch_under_basetemp(tmp_path_factory):
+    """``tempfile.mkdtemp()`` in a test lands under pytest's base directory
+    (pruned across sessions), never loose in /tmp."""
+    root = tmp_path_factory.getbasetemp() / "scratch"
+    root.mkdir(exist_ok=True)
+    old, tempfile.tempdir = tempfile.tempdir, str(root)
+    yield root
+    tempfile.tempdir = old
+
+
+@pytest.fixture(autouse=True)
+def _scratch_freed_after_each_test(_scratch_under_basetemp):
+    """What a test body left in the scratch directory goes when it ends: a
+    property test makes hundreds of traced runs, each with its own files.
+    Wider-scoped fixtures are set up before this snapshot, so theirs stay."""
+    before = set(os.listdir(_scratch_under_basetemp))
+    yield
+    for name in set(os.listdir(_scratch_under_basetemp)) - before:
+        path = _scratch_under_basetemp / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def pytest_sessionstart(session):
