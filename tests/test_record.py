@@ -108,6 +108,24 @@ def test_the_model_loads_without_dataclasses():
     assert out.stdout.split() == ["False"]
 
 
+def test_every_data_class_of_the_package_is_a_record():
+    # One system: a module that imports dataclasses brings back the cost above.
+    import ast
+    from pathlib import Path
+
+    import iopilot
+
+    root = Path(iopilot.__file__).parent
+    users = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if "dataclasses" in names:
+                users.append(str(path.relative_to(root)))
+    assert users == []
+
+
 def test_records_cross_process_boundaries_by_pickle():
     # Worker processes send findings and traces back to the parent.
     import pickle

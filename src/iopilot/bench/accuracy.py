@@ -14,10 +14,10 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._record import asdict, field, record
 from ..errors import InputError
 from .corpus import (
     CORPUS_DIR,
@@ -90,7 +90,7 @@ def stake_right(ratio: float | None) -> bool:
 # ---------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Result:
     """What one case measured and how it scored."""
 

@@ -21,10 +21,10 @@ import tempfile
 import time
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._record import field, record
 from ..errors import InputError
 from .kernels import REPO, mpirun_command
 
@@ -49,7 +49,7 @@ class CaseError(InputError):
     """A case that cannot be read, built or run: ``str()`` is one line."""
 
 
-@dataclass
+@record
 class Case:
     """One program of the corpus and its label."""
 

@@ -24,10 +24,10 @@ import statistics
 import sys
 import tempfile
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._record import record
 from ..errors import InputError
 from .kernels import KERNEL_DIR
 
@@ -57,7 +57,7 @@ when = {_ROMIO}
 """
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Case:
     """A program and the space every point of which is measured."""
 

@@ -12,9 +12,10 @@ import os
 import signal
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
+
+from .._record import record
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
              signal.SIGUSR2)  # fmt: skip
@@ -22,7 +23,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 FROM_TERMINAL = (signal.SIGINT, signal.SIGQUIT)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Outcome:
     """How the program ended, as a shell reports it."""
 

@@ -29,13 +29,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from iopilot.errors import InputError
 
+from .._record import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class TrialRun:
     """What one trial did: exit status (negative: killed by that signal), its
     output, its wall time, and whether it was stopped for exceeding its timeout."""
@@ -147,7 +148,7 @@ _FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PR
                  "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"}
 
 
-@dataclass
+@record
 class SlurmLauncher:
     """Trials through Slurm.
 

@@ -15,10 +15,10 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._record import field, record
 from . import settings as st
 from .engine import Launcher
 
@@ -27,7 +27,7 @@ OBJECTIVES = {"io": ("s", "minimize"), "wall": ("s", "minimize"),
 RESULT_TAG = "IOPILOT-RESULT "
 
 
-@dataclass
+@record
 class Run:
     """One run: its value, or why it failed."""
 

@@ -23,9 +23,9 @@ import random
 import statistics
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from .._record import field, record
 from .space import Param, Space, point_key
 
 OWNER = "iopilot_owner"  # "host:pid" of the worker that asked for a running trial
@@ -42,7 +42,7 @@ PATIENCE = 4  # model-based trials without a real improvement before guided stop
 DRAWS = 200  # random draws before a space counts as exhausted
 
 
-@dataclass
+@record
 class Record:
     """A measured trial, as the study keeps it."""
 
@@ -65,7 +65,7 @@ class Record:
         return self.status == "ok"
 
 
-@dataclass
+@record
 class Proposal:
     point: dict[str, Any]
     phase: str
@@ -73,7 +73,7 @@ class Proposal:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class Context:
     """What a strategy may look at."""
 

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._record import record
 from ..errors import InputError
 from ..userfiles import clip, load_toml, quote, short_errors, suggest
 
@@ -62,7 +62,7 @@ _ENABLE = ("enable", "disable", "automatic")
 _ROMIO = ("cb_config_list", "ind_rd_buffer_size", "ind_wr_buffer_size")  # and romio_*
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Setting:
     """One name a settings file may hold."""
 

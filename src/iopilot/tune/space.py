@@ -29,10 +29,10 @@ import math
 import random
 import re
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._record import field, record
 from ..errors import InputError
 from . import settings as st
 
@@ -61,7 +61,7 @@ def point_key(point: dict[str, Any]) -> str:
     return json.dumps(sorted(point.items()), separators=(",", ":"))
 
 
-@dataclass
+@record
 class Param:
     """One parameter: categorical (``values``) or an integer range."""
 

@@ -20,10 +20,10 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._record import field, record
 from ..errors import InputError
 from . import search
 from .engine import Launcher
@@ -38,7 +38,7 @@ CLAIM = "claim:"  # study attribute prefix: a point a worker is measuring
 CLAIM_SETTLE = 0.5  # seconds a claim settles before a worker of a shared study keeps it
 
 
-@dataclass
+@record
 class Options:
     command: list[str]
     objective: str = "io"
@@ -53,7 +53,7 @@ class Options:
     study_name: str = ""
 
 
-@dataclass
+@record
 class Outcome:
     """What a study found."""
 

@@ -13,14 +13,14 @@ line in :data:`VIEWS` (see docs/html-report.md).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from ..._record import record
 from . import apmpi, background, fs, heatmap, phases, sizes, spatiality, summary, timeline
 from .context import PageContext
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class View:
     key: str  # its name in the URL hash: #view=KEY&finding=N
     title: str  # its tab

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..._record import record
 from ...checks import Diagnosis
 from ...model import RECORD_LAYERS
 from ...model.aggregate import isin, unique
@@ -64,7 +64,7 @@ def _extremes() -> int:
 
 
 
-@dataclass
+@record
 class _BinGrid:
     layer: int
     rows: int
