@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from iopilot.sources import load
+from iopilot.tune import settings as st
 from test_settings_runtime import LIB, MPIRUN, SOURCES, TIMEOUT, clean_env
 
 H5PCC = shutil.which("h5pcc")
@@ -241,3 +242,51 @@ def test_page_buffer_at_open_needs_a_paged_file(serial: Path, tmp_path: Path) ->
         assert (outcome, count) == (expected, 1)
         if expected == "not_applicable":
             assert detail.startswith("the file is not paged")
+
+
+def example_value(s: st.Setting) -> str:
+    """A TOML value of the setting's kind that HDF5 takes for the test program."""
+    return {"size": '"64k"', "int": "4", "bool": "true", "ints": "[4, 16]",
+            "enum": f'"{s.choices[0]}"' if s.choices else '""'}[s.kind]  # fmt: skip
+
+
+HDF5_SETTINGS = [s for s in st.SETTINGS if s.table == "hdf5"]
+
+
+@pytest.mark.parametrize("setting", HDF5_SETTINGS, ids=lambda s: s.name)
+def test_every_hdf5_setting_is_applied_or_says_why_not(
+    setting: st.Setting, serial: Path, tmp_path: Path
+) -> None:
+    """Every [hdf5] name of the vocabulary reaches its applier: alone in a
+    settings file, it has an outcome (a setting with none was skipped)."""
+    text = f"[hdf5]\n{setting.name} = {example_value(setting)}\n"
+    run(serial, tmp_path / "x.h5", tmp_path / "t", text)
+    got = {(name, obj): o for (name, obj), o in outcomes(tmp_path / "t").items()}
+    mine = {k: o for k, o in got.items() if k[0] == setting.name}
+    assert mine, f"{setting.name}: no outcome recorded ({got})"
+    assert all(o[0] in st.OUTCOMES and o[0] != "ignored" for o in mine.values()), mine
+
+
+def test_an_hdf5_setting_without_its_applier_does_not_build(tmp_path: Path) -> None:
+    """The appliers' table is made from the vocabulary: a new [hdf5] name
+    with no h5_apply_<ID> in hdf5_settings.c stops the build."""
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler")
+    src = Path(__file__).resolve().parents[1] / "runtime"
+    shutil.copytree(src / "src", tmp_path / "src")
+    shutil.copytree(src / "include", tmp_path / "include")
+
+    def compile_settings() -> subprocess.CompletedProcess:
+        return subprocess.run(["cc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Werror",
+                               "src/hdf5_settings.c"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=TIMEOUT)  # fmt: skip
+
+    assert compile_settings().returncode == 0
+    header = tmp_path / "include" / "iopilot_settings.h"
+    text = header.read_text()
+    row = '    X(HDF5_TRANSFER, IOP_ST_HDF5, "transfer",'
+    assert row in text
+    header.write_text(text.replace(row, '    X(HDF5_NEW_KNOB, IOP_ST_HDF5, "new_knob", '
+                                        'IOP_SK_SIZE, "", 0) \\\n' + row))  # fmt: skip
+    r = compile_settings()
+    assert r.returncode != 0 and "h5_apply_HDF5_NEW_KNOB" in r.stderr, r.stderr

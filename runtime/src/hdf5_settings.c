@@ -100,85 +100,99 @@ static hid_t copy_list(h5lib *L, hid_t list, const char *cls) {
 /* Does the library run MPI-IO (a parallel build)? */
 static int parallel_build(h5lib *L) { return H5F_(L, H5Pset_all_coll_metadata_ops) != NULL; }
 
-int file_setting_given(void) {
-    for (int id = IOP_SET_HDF5_ALIGNMENT; id <= IOP_SET_HDF5_PAGE_BUFFER_SIZE; id++)
-        if (iop_setting(id)) return 1;
+/* ------------------------------------------------------------------ */
+/* Appliers: one per [hdf5] setting, each changing the copy of one list. */
+
+enum { H5_FAPL, H5_DCPL, H5_DXPL }; /* the list a setting changes */
+
+/* What an applier works on: the copy of the list, and the call's context. */
+typedef struct {
+    h5lib *L;
+    h5_outcomes *out;
+    hid_t list; /* the copy to change */
+    /* file access lists */
+    int create, mpio;   /* H5Fcreate; the file is opened with the MPI-IO driver */
+    hid_t fcpl_in;      /* the program's creation list (H5Fcreate) */
+    hid_t *fcpl;        /* a copy of it, made when a setting needs one (-1: none) */
+    int *page;          /* the page buffer was set */
+    /* dataset creation lists */
+    hid_t space;
+} h5_target;
+
+typedef struct {
+    int list; /* H5_FAPL, H5_DCPL or H5_DXPL */
+    void (*apply)(h5_target *t, int id, const iop_setting_value *v);
+} h5_applier;
+
+/* alignment and alignment_threshold go in one H5Pset_alignment call: each
+ * of the two makes the same call, with both values. */
+static void set_alignment(h5_target *t, int id, const iop_setting_value *v) {
+    const iop_setting_value *al = iop_setting(IOP_SET_HDF5_ALIGNMENT),
+                            *th = iop_setting(IOP_SET_HDF5_ALIGNMENT_THRESHOLD);
+    hsize_t thr = 1, align = 1;
+    t_H5Pget_alignment *ga = H5F_(t->L, H5Pget_alignment);
+    t_H5Pset_alignment *sa = H5F_(t->L, H5Pset_alignment);
+    if (ga) ga(t->list, &thr, &align);
+    if (al) align = (hsize_t)al->i;
+    if (th) thr = (hsize_t)th->i;
+    pend_set(t->L, t->out, id, sa ? sa(t->list, thr, align) : -1, "H5Pset_alignment");
+}
+static const h5_applier h5_apply_HDF5_ALIGNMENT = {H5_FAPL, set_alignment};
+static const h5_applier h5_apply_HDF5_ALIGNMENT_THRESHOLD = {H5_FAPL, set_alignment};
+
+static void set_sieve_buf_size(h5_target *t, int id, const iop_setting_value *v) {
+    t_H5Pset_sieve_buf_size *f = H5F_(t->L, H5Pset_sieve_buf_size);
+    pend_set(t->L, t->out, id, f ? f(t->list, (size_t)v->i) : -1, "H5Pset_sieve_buf_size");
+}
+static const h5_applier h5_apply_HDF5_SIEVE_BUF_SIZE = {H5_FAPL, set_sieve_buf_size};
+
+static void set_meta_block_size(h5_target *t, int id, const iop_setting_value *v) {
+    t_H5Pset_meta_block_size *f = H5F_(t->L, H5Pset_meta_block_size);
+    pend_set(t->L, t->out, id, f ? f(t->list, (hsize_t)v->i) : -1, "H5Pset_meta_block_size");
+}
+static const h5_applier h5_apply_HDF5_META_BLOCK_SIZE = {H5_FAPL, set_meta_block_size};
+
+/* Collective metadata needs a parallel build and a file opened with the
+ * MPI-IO driver: 1 when both hold, else the setting is not applicable. */
+static int collective_file(h5_target *t, int id) {
+    if (!parallel_build(t->L))
+        pend(t->out, id, IOP_SO_NOT_APPLICABLE, "HDF5 %s is not a parallel build",
+             library_version(t->L));
+    else if (!t->mpio)
+        pend(t->out, id, IOP_SO_NOT_APPLICABLE, "the file is not opened with the MPI-IO driver");
+    else
+        return 1;
     return 0;
 }
 
-/* Called inside iop_enter() and quiet_on(): the [hdf5] file settings on
- * copies of the program's lists (*fapl, *fcpl: -1 when not copied).  At an
- * open ``fcpl_in`` is ignored; ``page`` says whether the page buffer was
- * set (an open may have to retry without it). */
-static void file_lists(h5lib *L, int create, hid_t fcpl_in, hid_t fapl_in, hid_t *fcpl,
-                       hid_t *fapl, int *page, h5_outcomes *out) {
-    const iop_setting_value *al = iop_setting(IOP_SET_HDF5_ALIGNMENT),
-                            *th = iop_setting(IOP_SET_HDF5_ALIGNMENT_THRESHOLD),
-                            *sv = iop_setting(IOP_SET_HDF5_SIEVE_BUF_SIZE),
-                            *mb = iop_setting(IOP_SET_HDF5_META_BLOCK_SIZE),
-                            *co = iop_setting(IOP_SET_HDF5_COLL_METADATA_OPS),
-                            *cw = iop_setting(IOP_SET_HDF5_COLL_METADATA_WRITE),
-                            *pb = iop_setting(IOP_SET_HDF5_PAGE_BUFFER_SIZE);
-    *fcpl = *fapl = -1;
-    *page = 0;
-    *fapl = copy_list(L, fapl_in, "H5P_CLS_FILE_ACCESS_ID_g");
-    if (*fapl < 0) {
-        for (int id = IOP_SET_HDF5_ALIGNMENT; id <= IOP_SET_HDF5_PAGE_BUFFER_SIZE; id++)
-            if (iop_setting(id))
-                pend(out, id, IOP_SO_NOT_APPLICABLE, "the file access list cannot be copied");
-        return;
-    }
-    t_H5Pget_driver *gd = H5F_(L, H5Pget_driver);
-    int mpio = gd && !strcmp(driver_name(L, gd(*fapl)), "mpio");
-    if (al || th) {
-        hsize_t thr = 1, align = 1;
-        t_H5Pget_alignment *ga = H5F_(L, H5Pget_alignment);
-        t_H5Pset_alignment *sa = H5F_(L, H5Pset_alignment);
-        if (ga) ga(*fapl, &thr, &align);
-        if (al) align = (hsize_t)al->i;
-        if (th) thr = (hsize_t)th->i;
-        herr_t r = sa ? sa(*fapl, thr, align) : -1;
-        if (al) pend_set(L, out, IOP_SET_HDF5_ALIGNMENT, r, "H5Pset_alignment");
-        if (th) pend_set(L, out, IOP_SET_HDF5_ALIGNMENT_THRESHOLD, r, "H5Pset_alignment");
-    }
-    if (sv) {
-        t_H5Pset_sieve_buf_size *f = H5F_(L, H5Pset_sieve_buf_size);
-        pend_set(L, out, IOP_SET_HDF5_SIEVE_BUF_SIZE, f ? f(*fapl, (size_t)sv->i) : -1,
-                 "H5Pset_sieve_buf_size");
-    }
-    if (mb) {
-        t_H5Pset_meta_block_size *f = H5F_(L, H5Pset_meta_block_size);
-        pend_set(L, out, IOP_SET_HDF5_META_BLOCK_SIZE, f ? f(*fapl, (hsize_t)mb->i) : -1,
-                 "H5Pset_meta_block_size");
-    }
-    for (int k = 0; k < 2; k++) {
-        const iop_setting_value *v = k ? cw : co;
-        int id = k ? IOP_SET_HDF5_COLL_METADATA_WRITE : IOP_SET_HDF5_COLL_METADATA_OPS;
-        if (!v) continue;
-        if (!parallel_build(L))
-            pend(out, id, IOP_SO_NOT_APPLICABLE, "HDF5 %s is not a parallel build",
-                 library_version(L));
-        else if (!mpio)
-            pend(out, id, IOP_SO_NOT_APPLICABLE, "the file is not opened with the MPI-IO driver");
-        else if (k) {
-            t_H5Pset_coll_metadata_write *f = H5F_(L, H5Pset_coll_metadata_write);
-            pend_set(L, out, id, f ? f(*fapl, v->i != 0) : -1, "H5Pset_coll_metadata_write");
-        } else {
-            t_H5Pset_all_coll_metadata_ops *f = H5F_(L, H5Pset_all_coll_metadata_ops);
-            pend_set(L, out, id, f ? f(*fapl, v->i != 0) : -1, "H5Pset_all_coll_metadata_ops");
-        }
-    }
-    if (!pb) return;
-    int id = IOP_SET_HDF5_PAGE_BUFFER_SIZE;
+static void set_coll_metadata_ops(h5_target *t, int id, const iop_setting_value *v) {
+    if (!collective_file(t, id)) return;
+    t_H5Pset_all_coll_metadata_ops *f = H5F_(t->L, H5Pset_all_coll_metadata_ops);
+    pend_set(t->L, t->out, id, f ? f(t->list, v->i != 0) : -1, "H5Pset_all_coll_metadata_ops");
+}
+static const h5_applier h5_apply_HDF5_COLL_METADATA_OPS = {H5_FAPL, set_coll_metadata_ops};
+
+static void set_coll_metadata_write(h5_target *t, int id, const iop_setting_value *v) {
+    if (!collective_file(t, id)) return;
+    t_H5Pset_coll_metadata_write *f = H5F_(t->L, H5Pset_coll_metadata_write);
+    pend_set(t->L, t->out, id, f ? f(t->list, v->i != 0) : -1, "H5Pset_coll_metadata_write");
+}
+static const h5_applier h5_apply_HDF5_COLL_METADATA_WRITE = {H5_FAPL, set_coll_metadata_write};
+
+/* The page buffer needs paged file space: at a create the creation list is
+ * copied and made paged; an open may have to retry without it (*page). */
+static void set_page_buffer_size(h5_target *t, int id, const iop_setting_value *pb) {
+    h5lib *L = t->L;
+    h5_outcomes *out = t->out;
     t_H5Pset_page_buffer_size *spb = H5F_(L, H5Pset_page_buffer_size);
     t_H5Pset_file_space_strategy *sfs = H5F_(L, H5Pset_file_space_strategy);
     t_H5Pget_file_space_strategy *gfs = H5F_(L, H5Pget_file_space_strategy);
     t_H5Pget_file_space_page_size *gps = H5F_(L, H5Pget_file_space_page_size);
     /* HDF5 1.10 refuses page buffering in every parallel build; later ones
      * with the MPI-IO driver. */
-    if (mpio || (parallel_build(L) && !strncmp(library_version(L), "1.10.", 5))) {
+    if (t->mpio || (parallel_build(L) && !strncmp(library_version(L), "1.10.", 5))) {
         pend(out, id, IOP_SO_NOT_APPLICABLE, "HDF5 %s has no page buffering %s",
-             library_version(L), mpio ? "with the MPI-IO driver" : "in a parallel build");
+             library_version(L), t->mpio ? "with the MPI-IO driver" : "in a parallel build");
         return;
     }
     if (!spb || !sfs || !gfs || !gps) {
@@ -187,70 +201,144 @@ static void file_lists(h5lib *L, int create, hid_t fcpl_in, hid_t fapl_in, hid_t
         return;
     }
     if (pb->i == 0) { /* 0: no page buffer, which needs no paged file */
-        pend_set(L, out, id, spb(*fapl, 0, 0, 0), "H5Pset_page_buffer_size");
+        pend_set(L, out, id, spb(t->list, 0, 0, 0), "H5Pset_page_buffer_size");
         return;
     }
     hsize_t page_size = 4096;
-    if (create) {
-        *fcpl = copy_list(L, fcpl_in, "H5P_CLS_FILE_CREATE_ID_g");
+    if (t->create) {
+        *t->fcpl = copy_list(L, t->fcpl_in, "H5P_CLS_FILE_CREATE_ID_g");
         int strategy = -1;
         uint64_t persist = 0;
         hsize_t threshold = 1;
-        if (*fcpl < 0 || gfs(*fcpl, &strategy, &persist, &threshold) < 0) {
+        if (*t->fcpl < 0 || gfs(*t->fcpl, &strategy, &persist, &threshold) < 0) {
             pend(out, id, IOP_SO_NOT_APPLICABLE, "the file creation list cannot be copied");
             return;
         }
         if (strategy != H5F_FSPACE_STRATEGY_PAGE &&
-            sfs(*fcpl, H5F_FSPACE_STRATEGY_PAGE, persist != 0, threshold) < 0) {
+            sfs(*t->fcpl, H5F_FSPACE_STRATEGY_PAGE, persist != 0, threshold) < 0) {
             char why[128];
             h5_error(L, why);
             pend(out, id, IOP_SO_REJECTED, "H5Pset_file_space_strategy: %s", why);
             return;
         }
-        gps(*fcpl, &page_size);
+        gps(*t->fcpl, &page_size);
     }
     if ((hsize_t)pb->i < page_size) {
         pend(out, id, IOP_SO_REJECTED, "smaller than the file space page size (%llu)", page_size);
         return;
     }
-    herr_t r = spb(*fapl, (size_t)pb->i, 0, 0);
+    herr_t r = spb(t->list, (size_t)pb->i, 0, 0);
     pend_set(L, out, id, r, "H5Pset_page_buffer_size");
-    *page = r >= 0;
+    *t->page = r >= 0;
+}
+static const h5_applier h5_apply_HDF5_PAGE_BUFFER_SIZE = {H5_FAPL, set_page_buffer_size};
+
+static void set_chunk(h5_target *t, int id, const iop_setting_value *ch) {
+    t_H5Sget_simple_extent_ndims *gn = H5F_(t->L, H5Sget_simple_extent_ndims);
+    t_H5Pset_chunk *sc = H5F_(t->L, H5Pset_chunk);
+    int rank = gn && t->space > 0 ? gn(t->space) : -1;
+    if (rank != ch->n) {
+        pend(t->out, id, IOP_SO_NOT_APPLICABLE, "the dataset has rank %d, the chunk %d", rank,
+             ch->n);
+        return;
+    }
+    hsize_t dims[IOP_SETTINGS_MAX_RANK];
+    for (int i = 0; i < ch->n; i++) dims[i] = (hsize_t)ch->a[i];
+    pend_set(t->L, t->out, id, sc ? sc(t->list, ch->n, dims) : -1, "H5Pset_chunk");
+}
+static const h5_applier h5_apply_HDF5_CHUNK = {H5_DCPL, set_chunk};
+
+static void set_fill_time(h5_target *t, int id, const iop_setting_value *v) {
+    static const int fill_time[] = {1 /* never */, 0 /* alloc */, 2 /* ifset */};
+    t_H5Pset_fill_time *sf = H5F_(t->L, H5Pset_fill_time);
+    pend_set(t->L, t->out, id, sf ? sf(t->list, fill_time[v->i % 3]) : -1, "H5Pset_fill_time");
+}
+static const h5_applier h5_apply_HDF5_FILL_TIME = {H5_DCPL, set_fill_time};
+
+/* Called once dxpl_list found a parallel build and a file opened with the
+ * MPI-IO driver. */
+static void set_transfer(h5_target *t, int id, const iop_setting_value *v) {
+    t_H5Pset_dxpl_mpio *sx = H5F_(t->L, H5Pset_dxpl_mpio);
+    pend_set(t->L, t->out, id, sx(t->list, v->i == 0 ? H5FD_MPIO_COLLECTIVE : 0),
+             "H5Pset_dxpl_mpio");
+}
+static const h5_applier h5_apply_HDF5_TRANSFER = {H5_DXPL, set_transfer};
+
+/* The table: one row per [hdf5] setting of the vocabulary, made from it
+ * (ROW_<table> keeps the [hdf5] rows, the other tables' are empty), so a
+ * setting added to src/iopilot/tune/settings.py without its h5_apply_<ID>
+ * above does not build. */
+#define ROW_IOP_ST_HDF5(id) {IOP_SET_##id, &h5_apply_##id},
+#define ROW_IOP_ST_MPIIO(id)
+#define ROW_IOP_ST_OMPI(id)
+#define ROW_IOP_ST_STDIO(id)
+#define ROW_IOP_ST_LUSTRE(id)
+#define ROW_IOP_ST_POSIX(id)
+static const struct {
+    int id;
+    const h5_applier *a;
+} appliers[] = {
+#define IOP_X(id, table, name, kind, choices, romio) ROW_##table(id)
+    IOP_SETTINGS(IOP_X)
+#undef IOP_X
+};
+#define NAPPLIERS (sizeof appliers / sizeof appliers[0])
+
+/* Is a setting of ``list`` given? */
+static int list_setting_given(int list) {
+    for (size_t k = 0; k < NAPPLIERS; k++)
+        if (appliers[k].a->list == list && iop_setting(appliers[k].id)) return 1;
+    return 0;
+}
+
+/* Every given setting of ``list`` is not applicable, for ``why``. */
+static void list_not_applicable(h5_outcomes *out, int list, const char *why) {
+    for (size_t k = 0; k < NAPPLIERS; k++)
+        if (appliers[k].a->list == list && iop_setting(appliers[k].id))
+            pend(out, appliers[k].id, IOP_SO_NOT_APPLICABLE, "%s", why);
+}
+
+/* The given settings of ``list`` applied to t->list, in the vocabulary's order. */
+static void apply_list(h5_target *t, int list) {
+    for (size_t k = 0; k < NAPPLIERS; k++) {
+        const iop_setting_value *v = iop_setting(appliers[k].id);
+        if (v && appliers[k].a->list == list) appliers[k].a->apply(t, appliers[k].id, v);
+    }
+}
+
+int file_setting_given(void) { return list_setting_given(H5_FAPL); }
+
+/* Called inside iop_enter() and quiet_on(): the [hdf5] file settings on
+ * copies of the program's lists (*fapl, *fcpl: -1 when not copied).  At an
+ * open ``fcpl_in`` is ignored; ``page`` says whether the page buffer was
+ * set (an open may have to retry without it). */
+static void file_lists(h5lib *L, int create, hid_t fcpl_in, hid_t fapl_in, hid_t *fcpl,
+                       hid_t *fapl, int *page, h5_outcomes *out) {
+    *fcpl = *fapl = -1;
+    *page = 0;
+    *fapl = copy_list(L, fapl_in, "H5P_CLS_FILE_ACCESS_ID_g");
+    if (*fapl < 0) {
+        list_not_applicable(out, H5_FAPL, "the file access list cannot be copied");
+        return;
+    }
+    t_H5Pget_driver *gd = H5F_(L, H5Pget_driver);
+    h5_target t = {.L = L, .out = out, .list = *fapl, .create = create, .fcpl_in = fcpl_in,
+                   .fcpl = fcpl, .page = page,
+                   .mpio = gd && !strcmp(driver_name(L, gd(*fapl)), "mpio")};
+    apply_list(&t, H5_FAPL);
 }
 
 /* Called inside iop_enter() and quiet_on(): a copy of the dataset creation
- * list with chunk and fill_time, or -1 when none is given. */
+ * list with the [hdf5] dataset settings, or -1 when none is given. */
 hid_t dcpl_list(h5lib *L, hid_t space, hid_t dcpl_in, h5_outcomes *out) {
-    const iop_setting_value *ch = iop_setting(IOP_SET_HDF5_CHUNK),
-                            *ft = iop_setting(IOP_SET_HDF5_FILL_TIME);
-    if (!ch && !ft) return -1;
+    if (!list_setting_given(H5_DCPL)) return -1;
     hid_t dcpl = copy_list(L, dcpl_in, "H5P_CLS_DATASET_CREATE_ID_g");
     if (dcpl < 0) {
-        if (ch) pend(out, IOP_SET_HDF5_CHUNK, IOP_SO_NOT_APPLICABLE, "the list cannot be copied");
-        if (ft)
-            pend(out, IOP_SET_HDF5_FILL_TIME, IOP_SO_NOT_APPLICABLE, "the list cannot be copied");
+        list_not_applicable(out, H5_DCPL, "the list cannot be copied");
         return -1;
     }
-    if (ch) {
-        t_H5Sget_simple_extent_ndims *gn = H5F_(L, H5Sget_simple_extent_ndims);
-        t_H5Pset_chunk *sc = H5F_(L, H5Pset_chunk);
-        int rank = gn && space > 0 ? gn(space) : -1;
-        if (rank != ch->n) {
-            pend(out, IOP_SET_HDF5_CHUNK, IOP_SO_NOT_APPLICABLE,
-                 "the dataset has rank %d, the chunk %d", rank, ch->n);
-        } else {
-            hsize_t dims[IOP_SETTINGS_MAX_RANK];
-            for (int i = 0; i < ch->n; i++) dims[i] = (hsize_t)ch->a[i];
-            pend_set(L, out, IOP_SET_HDF5_CHUNK, sc ? sc(dcpl, ch->n, dims) : -1,
-                     "H5Pset_chunk");
-        }
-    }
-    if (ft) {
-        static const int fill_time[] = {1 /* never */, 0 /* alloc */, 2 /* ifset */};
-        t_H5Pset_fill_time *sf = H5F_(L, H5Pset_fill_time);
-        pend_set(L, out, IOP_SET_HDF5_FILL_TIME, sf ? sf(dcpl, fill_time[ft->i % 3]) : -1,
-                 "H5Pset_fill_time");
-    }
+    h5_target t = {.L = L, .out = out, .list = dcpl, .space = space};
+    apply_list(&t, H5_DCPL);
     return dcpl;
 }
 
@@ -269,28 +357,30 @@ static int object_in_mpio_file(h5lib *L, hid_t obj) {
 }
 
 /* Called inside iop_enter() and quiet_on(): a copy of the transfer list
- * with the [hdf5] transfer mode, or -1. */
+ * with the [hdf5] transfer settings, or -1.  They are MPI-IO transfer
+ * properties: without a parallel build and a file opened with the MPI-IO
+ * driver the program's list is used as it is. */
 static hid_t dxpl_list(h5lib *L, hid_t dset, hid_t dxpl_in, h5_outcomes *out) {
-    const iop_setting_value *tr = iop_setting(IOP_SET_HDF5_TRANSFER);
-    if (!tr) return -1;
-    int id = IOP_SET_HDF5_TRANSFER;
-    t_H5Pset_dxpl_mpio *sx = H5F_(L, H5Pset_dxpl_mpio);
-    if (!sx) {
-        pend(out, id, IOP_SO_NOT_APPLICABLE, "HDF5 %s is not a parallel build",
-             library_version(L));
+    if (!list_setting_given(H5_DXPL)) return -1;
+    if (!H5F_(L, H5Pset_dxpl_mpio)) {
+        char why[64];
+        snprintf(why, sizeof why, "HDF5 %s is not a parallel build", library_version(L));
+        list_not_applicable(out, H5_DXPL, why);
         return -1;
     }
     if (!object_in_mpio_file(L, dset)) {
-        pend(out, id, IOP_SO_NOT_APPLICABLE,
-             "the file is not opened with the MPI-IO driver (or its open was not traced)");
+        list_not_applicable(
+            out, H5_DXPL,
+            "the file is not opened with the MPI-IO driver (or its open was not traced)");
         return -1;
     }
     hid_t dxpl = copy_list(L, dxpl_in, "H5P_CLS_DATASET_XFER_ID_g");
     if (dxpl < 0) {
-        pend(out, id, IOP_SO_NOT_APPLICABLE, "the transfer list cannot be copied");
+        list_not_applicable(out, H5_DXPL, "the transfer list cannot be copied");
         return -1;
     }
-    pend_set(L, out, id, sx(dxpl, tr->i == 0 ? H5FD_MPIO_COLLECTIVE : 0), "H5Pset_dxpl_mpio");
+    h5_target t = {.L = L, .out = out, .list = dxpl};
+    apply_list(&t, H5_DXPL);
     return dxpl;
 }
 
