@@ -1,8 +1,9 @@
-"""Work in a forked child (src/iopilot/_child.py) and the program's warm child."""
+"""Work in forked children (src/iopilot/_child.py): one item, a pool, the program's warm child."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -10,7 +11,7 @@ import uuid
 
 import pytest
 
-from iopilot import _alloc
+from iopilot import _alloc, _child
 
 # Run in a fresh interpreter: forks from the test process would copy pytest.
 _SCRIPT = """
@@ -32,8 +33,8 @@ def work(path, how):
     return 7
 
 {start}
-code, late = _child.run_in_child(work, (sys.argv[2], sys.argv[3]), timeout=2)
-print(code, late)
+out = _child.run_in_child(work, (sys.argv[2], sys.argv[3]), timeout=2, warm=True)
+print(out.value if out.ok else out.code, out.late)
 """
 
 
@@ -124,11 +125,99 @@ def test_work_that_cannot_be_sent_leaves_the_warm_child_to_release():
     # A function or arguments that do not pickle fail in the parent, and the
     # warm child is still stopped by release() (the program calls it last).
     code = ("import os, sys\nfrom iopilot import _child\n"
-            "_child.warm_up(lambda: None)\npid = _child._warm[0]\n"
-            "try:\n    _child.run_in_child(print, (lambda: 0,))\n"
+            "_child.warm_up(lambda: None)\npid = _child._warm[0].pid\n"
+            "try:\n    _child.run_in_child(print, (lambda: 0,), warm=True)\n"
             "except Exception as e:\n    print(type(e).__name__)\n"
             "_child.release()\n"
             "try:\n    os.kill(pid, 0)\n    print('alive')\n"
             "except ProcessLookupError:\n    print('gone')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.split() == ["PicklingError", "gone"], r.stderr
+
+
+# ---------------------------------------------------------------------------
+# Many items: run_each and run_isolated (in this process: the children are
+# forked from it, and each test checks none is left).
+
+
+def _die_on_odd(i: int) -> int:
+    if i % 2:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if i == 4:
+        os._exit(3)
+    if i == 6:
+        signal.pause()  # hangs
+    return i * 10
+
+
+def _raise(i: int) -> int:
+    raise ValueError(i)
+
+
+def _no_child_left() -> bool:
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_run_isolated_reports_each_kind_of_death_and_keeps_order():
+    items = [(i,) for i in range(8)]
+    got = _child.run_isolated(_die_on_odd, items, 2, lambda i, why: why, timeout=3)
+    assert got[0] == 0 and got[2] == 20
+    assert got[1] == got[3] == got[5] == got[7] == "crashed while reading: signal 11 (SIGSEGV)"
+    assert got[4] == "the worker exited with status 3 while reading"
+    assert got[6] == "timed out after 3 s while reading"
+    assert _no_child_left() and _child._parent_ends == set()
+
+
+@pytest.mark.parametrize("i,want", [
+    (2, _child.Outcome(True, 20)),
+    (1, _child.Outcome(False, code=-signal.SIGSEGV)),  # crashes
+    (4, _child.Outcome(False, code=3)),  # exits without a result
+    (5, _child.Outcome(False, code=-signal.SIGSEGV)),
+    (6, _child.Outcome(False, code=-signal.SIGKILL, late=True)),  # hangs: killed at its time-out
+])  # fmt: skip
+def test_one_item_returns_crashes_exits_or_times_out(i, want):
+    t = time.monotonic()
+    assert _child.run_in_child(_die_on_odd, (i,), timeout=1) == want
+    assert time.monotonic() - t < 10 and _no_child_left()
+
+
+def test_one_item_that_raises_is_status_1_with_its_traceback(capfd):
+    assert _child.run_isolated(_raise, [(5,)], 1, lambda j, why: why) == [
+        "the worker exited with status 1 while reading"]  # fmt: skip
+    assert "ValueError: 5" in capfd.readouterr().err
+
+
+def test_a_result_larger_than_a_pipe_buffer_arrives_whole():
+    got = _child.run_each(lambda n: bytes(range(256)) * n, [(4096,), (1,)], 2)
+    assert [o.value for o in got] == [bytes(range(256)) * 4096, bytes(range(256))]
+
+
+def test_each_child_serves_items_until_none_are_left():
+    # One child per job, not per item: two children serve six items.
+    pids = _child.run_isolated(os.getpid, [()] * 6, 2, lambda i, why: why)
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+
+
+def test_an_error_in_the_parent_leaves_no_child_behind():
+    # Ctrl-C or a failing progress callback: the children still running are killed.
+    def each() -> None:
+        raise KeyboardInterrupt
+
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        _child.run_each(_die_on_odd, [(0,), (6,), (6,)], 3, each=each)
+    assert _no_child_left() and _child._parent_ends == set() and time.monotonic() - t < 10
+
+
+def test_reasons_name_the_signal_the_status_or_the_time_out():
+    def why(timeout: float | None = None, **outcome) -> str:
+        return _child.Outcome(False, **outcome).reason(timeout)
+
+    assert why(code=-6) == "crashed while reading: signal 6 (SIGABRT)"
+    assert why(code=-99) == "crashed while reading: signal 99"
+    assert why(code=2) == "the worker exited with status 2 while reading"
+    assert why(2.5, code=-9, late=True) == "timed out after 2.5 s while reading"

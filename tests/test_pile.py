@@ -10,7 +10,6 @@ import io
 import json
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -24,7 +23,6 @@ from iopilot.errors import InputError
 from iopilot.report import csv_report
 from iopilot.sources import darshan_log, load
 from iopilot.sources.inputs import expand_inputs
-from iopilot.sources.isolated import run_isolated
 from kit import SHARED
 
 pytestmark = pytest.mark.skipif(not SHARED.exists(), reason="shared log corpus not present")
@@ -129,51 +127,6 @@ def test_a_worker_killed_by_the_library_is_replaced_and_its_log_is_one_row(
     errors = {Path(e["path"]).name: e["reason"] for e in doc["errors"]}
     assert errors == {"a1.darshan": "crashed while reading: signal 6 (SIGABRT)",
                       "a2.darshan": "crashed while reading: signal 6 (SIGABRT)"}  # fmt: skip
-
-
-def _die_on_odd(i: int) -> int:
-    if i % 2:
-        os.kill(os.getpid(), signal.SIGSEGV)
-    if i == 4:
-        os._exit(3)
-    if i == 6:
-        signal.pause()  # hangs
-    return i * 10
-
-
-def test_run_isolated_reports_each_kind_of_death_and_keeps_order():
-    items = [(i,) for i in range(8)]
-    got = run_isolated(_die_on_odd, items, 2, lambda i, why: why, timeout=3)
-    assert got[0] == 0 and got[2] == 20
-    assert got[1] == got[3] == got[5] == got[7] == "crashed while reading: signal 11 (SIGSEGV)"
-    assert got[4] == "the worker exited with status 3 while reading"
-    assert got[6] == "timed out after 3 s while reading"
-
-
-def _raise(i: int) -> int:
-    raise ValueError(i)
-
-
-@pytest.mark.parametrize("i,want", [
-    (2, 20),
-    (1, "crashed while reading: signal 11 (SIGSEGV)"),
-    (4, "the worker exited with status 3 while reading"),
-    (6, "timed out after 1 s while reading"),
-])  # fmt: skip
-def test_one_item_runs_in_its_own_child_with_the_same_reasons(i, want):
-    # one item takes the os.fork path, not the multiprocessing pool
-    assert run_isolated(_die_on_odd, [(i,)], 1, lambda j, why: (j, why), timeout=1) == [
-        want if i == 2 else (0, want)]  # fmt: skip
-
-
-def test_one_item_that_raises_is_status_1_like_a_pool_worker():
-    assert run_isolated(_raise, [(5,)], 1, lambda j, why: why) == [
-        "the worker exited with status 1 while reading"]  # fmt: skip
-
-
-def test_one_item_result_larger_than_a_pipe_buffer_arrives_whole():
-    got = run_isolated(lambda n: bytes(range(256)) * n, [(4096,)], 1, lambda j, why: why)
-    assert got == [bytes(range(256)) * 4096]
 
 
 def test_a_one_log_json_report_does_not_import_multiprocessing():

@@ -86,22 +86,6 @@ def test_parquet_rows_read_back_as_one_table(tmp_path):
     assert sorted(table.column("nprocs").to_pylist()) == sorted([*range(1, 8), 0, 1, 2])
 
 
-def test_progress_bar_only_on_a_terminal():
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
-
-    out = Tty()
-    p = fleet.Progress(3, out)
-    for _ in range(3):
-        p.step()
-    assert "3/3 logs" in out.getvalue() and "ETA" in out.getvalue()
-    quiet = io.StringIO()
-    p = fleet.Progress(3, quiet)
-    p.step(3)
-    assert quiet.getvalue() == ""
-
-
 def _logs(tmp_path: Path) -> Path:
     d = tmp_path / "logs"
     d.mkdir()

@@ -102,11 +102,11 @@ def test_a_fleet_summary_collects_garbage_for_its_whole_run():
     from iopilot.demo import example_dir
 
     log = str(example_dir() / "dxt.darshan")
-    code = ("import contextlib, gc, io, os, sys\nfrom iopilot.report import fleet\n"
-            "seen = []\nstep = fleet.Progress.step\n"
+    code = ("import contextlib, gc, io, os, sys\nfrom iopilot._progress import Progress\n"
+            "seen = []\nstep = Progress.step\n"
             "def spy(self, *a, **k):\n    seen.append(gc.isenabled())\n"
             "    return step(self, *a, **k)\n"
-            "fleet.Progress.step = spy\nfrom iopilot.cli import main\n"
+            "Progress.step = spy\nfrom iopilot.cli import main\n"
             f"sys.argv = ['iopilot', 'report', '--summary', '--json', os.devnull, {log!r}]\n"
             "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
             "    main()\n"

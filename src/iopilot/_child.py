@@ -1,30 +1,54 @@
-"""Run one piece of the program in a forked child and wait for its exit status.
+"""Work in forked children: the one way iopilot runs code in another process.
 
-A one-log report runs whole in a child: a log that crashes the C library
-kills the child, not the report.  Two things make that child cheap:
+Three users, one mechanism:
 
-* it is forked before NumPy, the checks and the readers are imported: a child
-  forked from a process that has them loaded copies every page of them it
-  touches (their reference counts change as it runs), about 5,000 page copies
-  and 10-15 ms of a 0.2 s report;
-* the program forks it at start (``warm_up``), so that it imports those
-  modules on one core while the parent reads its command line on the other;
-  ``run_in_child`` then hands it the work, and ``release`` stops it when the
-  command needs no child after all.
+* a one-log ``iopilot report`` runs whole in a child (``run_in_child(...,
+  warm=True)``): a log that crashes the Darshan C library kills the child,
+  not the report;
+* many logs run in a pool of such children (``run_isolated``): a log whose
+  child dies costs its own row, not the run;
+* the Darshan reader reads an uncompressed log, which has no checksum to
+  check it by, in a child (``run_in_child``).
 
-This module imports nothing heavy, so the parent stays small.
+A child is forked: it inherits the function and the items, serves one item
+at a time over a pipe and sends each result back pickled.  A child that dies
+(a signal, an exit) or runs past its time-out is killed, reaped and replaced;
+its item's ``Outcome`` says which, and ``Outcome.reason`` is the one line a
+report prints for it.  This module imports nothing heavy (no
+``multiprocessing``, whose socket, selectors and threading are a measurable
+part of a one-log report's start-up), so the parent stays small.
+
+The warm child: ``warm_up`` forks, when the program starts, the child a
+one-log report will run in, before NumPy, the checks and the readers are
+imported.  It imports them on one core while the parent reads its command
+line on the other, and, forked before they were loaded, it makes its own
+pages instead of copying the parent's as it touches them.  It gains only
+where a second core is idle: ``iopilot report LOG`` over the 58 Darshan logs
+of the shared corpus (best of 5, the two versions interleaved) took 0.106 s
+per log with it and 0.094 s without on a 2-core machine at load 4.5, 0.146
+and 0.142 s at load 5.5.  ``release`` stops it when the command needs no
+child after all.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+import select
+import signal
 import sys
-from collections.abc import Callable
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
 
-# The child warm_up() started and has not been given work: (pid, the write
-# end of its work pipe, the read end that reaches end of file when it exits).
-_warm: list[int] = []
+from ._record import record
+
+_SIZE = 8  # bytes of the length that comes before each pickled message
+
+# The parent's ends of the pipes of every child alive: a child closes them
+# first, so that each child's pipes end when the parent closes them.
+_parent_ends: set[int] = set()
 
 
 def flush_std() -> None:
@@ -36,19 +60,96 @@ def flush_std() -> None:
             pass
 
 
-def _child_runs(work: Callable[[], tuple[Callable[..., int], tuple[Any, ...]] | None]) -> None:
-    """In the child: run the function ``work()`` returns, exit with its status."""
+def signal_name(sig: int) -> str:
+    """``signal 6 (SIGABRT)``."""
+    try:
+        return f"signal {sig} ({signal.Signals(sig).name})"
+    except ValueError:
+        return f"signal {sig}"
+
+
+@record
+class Outcome:
+    """How one item's run ended: its ``value`` when ``ok``; else the child's
+    exit status (minus the signal that killed it), ``late`` when it ran past
+    its time-out and was killed."""
+
+    ok: bool
+    value: Any = None
+    code: int = 0
+    late: bool = False
+
+    def reason(self, timeout: float | None) -> str:
+        """The one-line reason an item gave no result."""
+        return (f"timed out after {timeout:g} s while reading" if self.late else
+                f"crashed while reading: {signal_name(-self.code)}" if self.code < 0 else
+                f"the worker exited with status {self.code} while reading")  # fmt: skip
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _send(fd: int, data: bytes) -> None:
+    """``data`` (a pickle) on ``fd``, after its length."""
+    head = len(data).to_bytes(_SIZE, "little")
+    if len(data) < 1 << 16:
+        _write_all(fd, head + data)
+    else:  # not copied into one buffer with its length
+        _write_all(fd, head)
+        _write_all(fd, data)
+
+
+def _pickle(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _read_exact(fd: int, n: int) -> bytearray | None:
+    """``n`` bytes from ``fd``; None if it ends first (the writer has gone)."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = os.readv(fd, [view[got:]])
+        if not k:
+            return None
+        got += k
+    return buf
+
+
+def _receive(fd: int) -> tuple[bool, Any]:
+    """(True, the next object sent on ``fd``) or (False, None) at its end."""
+    head = _read_exact(fd, _SIZE)
+    data = None if head is None else _read_exact(fd, int.from_bytes(head, "little"))
+    if data is None:
+        return False, None
+    try:
+        return True, pickle.loads(data)
+    except Exception:  # cut short by a crash mid-write
+        return False, None
+
+
+def _serve(do: Callable[[Any], Any], preload: Callable[[], None] | None, tasks: int,
+           results: int) -> None:  # fmt: skip
+    """In the child: ``do(task)`` for each task received, each result sent
+    back; exit 0 at the end of the tasks, 1 with a traceback if ``do`` raises."""
     code = 1
     try:
-        job = work()
-        if job is None:  # no work came: the parent did not need this child
-            code = 0
-        else:
-            import faulthandler
+        import faulthandler
 
-            faulthandler.disable()  # a crash is the parent's one-line error, not a stack dump
-            fn, args = job
-            code = fn(*args)
+        faulthandler.disable()  # a crash is the parent's one-line error, not a stack dump
+        if preload is not None:
+            try:
+                preload()
+            except Exception:  # the work imports them again and reports what is wrong
+                pass
+        while True:
+            more, task = _receive(tasks)
+            if not more:
+                break
+            _send(results, _pickle(do(task)))
+        code = 0
     except KeyboardInterrupt:
         code = 130
     except BaseException:  # a traceback and status 1, as the program would have
@@ -60,89 +161,145 @@ def _child_runs(work: Callable[[], tuple[Callable[..., int], tuple[Any, ...]] | 
         os._exit(code)
 
 
-def warm_up(preload: Callable[[], None]) -> None:
-    """Fork, now, the child that ``run_in_child`` will use: it runs
-    ``preload()`` (imports), then waits for its work or for end of file."""
-    if _warm:
-        return
-    flush_std()  # else the child would write out the parent's buffered text again
-    work_r, work_w = os.pipe()
-    done_r, done_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child; its effects are tested through the parent
-        os.close(work_w)
-        os.close(done_r)
+class _Child:
+    """A forked process that runs ``do(task)`` for each task it is given."""
 
-        def work() -> tuple[Callable[..., int], tuple[Any, ...]] | None:
+    def __init__(self, do: Callable[[Any], Any], preload: Callable[[], None] | None = None):
+        flush_std()  # else the child would write out the parent's buffered text again
+        task_r, self.tasks = os.pipe()
+        self.results, result_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # pragma: no cover - the child; its effects are tested through the parent
+            for fd in (*_parent_ends, self.tasks, self.results):
+                os.close(fd)
+            _parent_ends.clear()
+            _warm.clear()
+            _serve(do, preload, task_r, result_w)
+        os.close(task_r)
+        os.close(result_w)  # the child holds the only write end: end of file when it has gone
+        _parent_ends.update((self.tasks, self.results))
+        self.item = -1
+        self.since = 0.0
+
+    def give(self, item: int, task: bytes) -> None:
+        """Send it ``task`` (a pickle) for ``item``."""
+        self.item, self.since = item, time.monotonic()
+        try:
+            _send(self.tasks, task)
+        except BrokenPipeError:  # it died before it read: its end of file says how
+            pass
+
+    def end(self, kill: bool = False) -> int:
+        """Stop the child (at once with ``kill``) and reap it: its exit
+        status, or minus the signal that ended it."""
+        if kill:
             try:
-                preload()
-            except Exception:  # the work imports them again and reports what is wrong
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
-            chunks = []
-            while chunk := os.read(work_r, 1 << 16):
-                chunks.append(chunk)
-            if not chunks:
-                return None
-            import pickle
+        for fd in (self.tasks, self.results):  # the end of its tasks: it leaves
+            os.close(fd)
+            _parent_ends.discard(fd)
+        return os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
 
-            return pickle.loads(b"".join(chunks))  # type: ignore[no-any-return]
 
-        _child_runs(work)
-    os.close(work_r)
-    os.close(done_w)  # the child holds the only write end: end of file when it has gone
-    _warm[:] = [pid, work_w, done_r]
+def _run(start: Callable[[], _Child], task: Callable[[int], bytes], n: int, jobs: int,
+         timeout: float | None, each: Callable[[], None] | None) -> list[Outcome]:  # fmt: skip
+    """Items ``0..n-1`` in at most ``jobs`` children from ``start()``, each
+    sent ``task(i)`` (a pickle): an Outcome per item, in order."""
+    out: list[Outcome] = [Outcome(False)] * n
+    todo = deque(range(n))
+    busy: list[_Child] = []
+
+    def finish(child: _Child, outcome: Outcome, keep: bool) -> None:
+        out[child.item] = outcome
+        if each:
+            each()
+        if keep and todo:
+            i = todo.popleft()
+            child.give(i, task(i))
+            return
+        busy.remove(child)
+        if keep:
+            child.end()
+        if todo:
+            add()
+
+    def add() -> None:
+        child = start()
+        busy.append(child)
+        i = todo.popleft()
+        child.give(i, task(i))
+
+    try:
+        while todo and len(busy) < jobs:
+            add()
+        while busy:
+            left = None
+            if timeout:
+                left = max(0.0, min(c.since for c in busy) + timeout - time.monotonic())
+            ready = select.select([c.results for c in busy], [], [], left)[0]
+            now = time.monotonic()
+            for child in list(busy):
+                if child.results in ready:
+                    # A result first: a child may send it and die right after.
+                    sent, value = _receive(child.results)
+                    if sent:
+                        finish(child, Outcome(True, value), keep=True)
+                    else:
+                        finish(child, Outcome(False, code=child.end()), keep=False)
+                elif timeout and now - child.since >= timeout:
+                    finish(child, Outcome(False, code=child.end(kill=True), late=True), keep=False)
+    finally:
+        for child in busy:  # an exception here (Ctrl-C): no child outlives the call
+            child.end(kill=True)
+    return out
+
+
+def run_each(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int = 1,
+             timeout: float | None = None,
+             each: Callable[[], None] | None = None) -> list[Outcome]:  # fmt: skip
+    """``fn(*item)`` for each item in ``jobs`` forked children, one item at a
+    time each: an Outcome per item, in order.  A child that dies or runs past
+    ``timeout`` seconds on one item is replaced, and the other items go on.
+    ``each`` is called as each item ends (a progress bar)."""
+    return _run(lambda: _Child(lambda i: fn(*items[i])), _pickle, len(items),
+                max(1, jobs), timeout, each)  # fmt: skip
+
+
+def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int,
+                 failed: Callable[[int, str], Any], timeout: float | None = None,
+                 each: Callable[[], None] | None = None) -> list[Any]:  # fmt: skip
+    """``[fn(*item) for item in items]`` as ``run_each`` runs them; an item
+    whose child gave no result is ``failed(index, why)``."""
+    outs = run_each(fn, items, jobs, timeout, each)
+    return [o.value if o.ok else failed(i, o.reason(timeout)) for i, o in enumerate(outs)]
+
+
+# The child warm_up() started and has not been given work.
+_warm: list[_Child] = []
+
+
+def warm_up(preload: Callable[[], None]) -> None:
+    """Fork, now, the child that ``run_in_child(..., warm=True)`` will use: it
+    runs ``preload()`` (imports), then waits for its work or for its end."""
+    if not _warm:
+        _warm.append(_Child(lambda job: job[0](*job[1]), preload))
 
 
 def release() -> None:
     """Stop the child ``warm_up`` started if it was given no work."""
-    if not _warm:
-        return
-    pid, work_w, done_r = _warm
-    _warm.clear()
-    os.close(work_w)
-    os.close(done_r)
-    try:
-        os.kill(pid, 9)  # it may be in the middle of its imports: no need to wait for them
-    except ProcessLookupError:
-        pass
-    os.waitpid(pid, 0)
-
-
-def run_in_child(fn: Callable[..., int], args: tuple[Any, ...],
-                 timeout: float | None = None) -> tuple[int, bool]:  # fmt: skip
-    """``fn(*args)`` in a forked child (the one ``warm_up`` started, if any;
-    then ``fn`` and ``args`` must pickle) that exits with the status it returns.
-
-    Returns (the child's exit status, or minus the signal that killed it;
-    whether it ran past ``timeout`` seconds and was killed).  The child skips
-    the interpreter's shutdown: it flushes its output and leaves.
-    """
-    import select
-
     if _warm:
-        import pickle
+        _warm.pop().end(kill=True)  # it may be in the middle of its imports: no need to wait
 
-        data = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)  # before: may fail
-        pid, work_w, r = _warm
-        _warm.clear()
-        try:
-            with os.fdopen(work_w, "wb") as pipe:  # closed: the child sees the end of its work
-                pipe.write(data)
-        except BrokenPipeError:  # it died before it read: its exit status says how
-            pass
-    else:
-        flush_std()
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            os.close(r)
-            _child_runs(lambda: (fn, args))
-        os.close(w)  # the child holds the only write end: end of file when it has gone
-    late = False
-    try:
-        if not select.select([r], [], [], timeout)[0]:
-            late = True
-            os.kill(pid, 9)
-    finally:
-        os.close(r)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), late
+
+def run_in_child(fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None = None,
+                 warm: bool = False) -> Outcome:  # fmt: skip
+    """``fn(*args)`` in a forked child.  With ``warm``, in the one ``warm_up``
+    started, if any; then ``fn`` and ``args`` must pickle (checked before the
+    child is given them: the child is left for ``release``)."""
+    if not (warm and _warm):
+        return run_each(fn, [args], 1, timeout)[0]
+    job = _pickle((fn, args))  # before the child is taken: this may fail
+    child = _warm.pop()
+    return _run(lambda: child, lambda i: job, 1, 1, timeout, None)[0]

@@ -16,7 +16,7 @@ Front ends import this module, not ``iopilot.sources`` or ``iopilot.checks``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -177,21 +177,3 @@ def preload() -> None:
     from . import checks, sources  # noqa: F401
     from .model import scope  # noqa: F401
     from .report import json_report, terminal  # noqa: F401
-
-
-def failure_reason(code: int, late: bool, timeout: float | None) -> str:
-    """Why a log's worker gave no result, from its exit status (minus the
-    signal that killed it) and whether it ran past ``timeout``."""
-    from .sources.isolated import why
-
-    return why(code, late, timeout)
-
-
-def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int,
-                 failed: Callable[[int, str], Any], timeout: float | None = None,
-                 each: Callable[[], None] | None = None) -> list[Any]:  # fmt: skip
-    """``[fn(*item) for item in items]`` in forked workers where a log that
-    crashes its reader costs one result (``failed(index, why)``), not the run."""
-    from .sources.isolated import run_isolated as isolated
-
-    return isolated(fn, items, jobs, failed, timeout=timeout, each=each)

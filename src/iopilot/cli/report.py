@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._child import release, run_in_child, run_isolated
+from .._progress import Progress
 from ..errors import InputError
 from .common import EXIT_BAD_INPUT, EXIT_CRITICAL, EXIT_OK, add_scope_options, emit, file_scope
 
@@ -92,8 +94,6 @@ def _analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .._child import release
-
     if not args.timeout >= 0:  # also NaN
         raise InputError("--timeout", f"must be 0 (no limit) or more, not {args.timeout:g}")
     if os.environ.get("IOPILOT_DEBUG"):  # in this process, so that a failure shows its traceback
@@ -129,15 +129,13 @@ def _one_log_in_child(args: argparse.Namespace) -> int:
     runs past ``--timeout`` still ends as its one-line error row, as in the
     worker of many logs.
     """
-    from .._child import run_in_child
-
     timeout = args.timeout or None
-    code, late = run_in_child(_child_report, (args,), timeout)
-    if code >= 0 and not late:
-        return code
-    from .. import api
-
-    why = api.failure_reason(code, late, timeout)
+    out = run_in_child(_child_report, (args,), timeout, warm=True)
+    if out.ok:
+        return out.value  # type: ignore[no-any-return]
+    if out.code >= 0 and not out.late:  # a traceback (1), an interrupt (130)
+        return out.code
+    why = out.reason(timeout)
     return _write(args, args.logs, [{"error": {"path": args.logs[0], "reason": why}}])
 
 
@@ -179,7 +177,7 @@ def _report(args: argparse.Namespace, isolate: bool) -> int:
             return {"error": {"path": paths[i], "reason": why}}
 
         items = [(p, thresholds, only, h, scope) for p, h in zip(paths, htmls, strict=True)]
-        results = api.run_isolated(_analyse, items, jobs, failed, timeout=args.timeout or None)
+        results = run_isolated(_analyse, items, jobs, failed, timeout=args.timeout or None)
     else:
         results = [_analyse(p, thresholds, only, h, scope)
                    for p, h in zip(paths, htmls, strict=True)]  # fmt: skip
@@ -247,7 +245,7 @@ def _summary(args: argparse.Namespace, paths: list[str], thresholds: dict[str, A
     from ..report import fleet, json_report
 
     settled()  # a long run (Dask clients make reference cycles): collect as usual
-    progress = fleet.Progress(len(paths))
+    progress = Progress(len(paths))
     if args.scheduler:
         row_of = partial(_job_row, thresholds=thresholds, only=only, scope=scope)
         rows = []
@@ -257,13 +255,10 @@ def _summary(args: argparse.Namespace, paths: list[str], thresholds: dict[str, A
     elif os.environ.get("IOPILOT_DEBUG"):
         rows = [_job_row(p, thresholds, only, scope) for p in paths]
     else:  # each log in a worker that may die alone, as for the full report
-        from .. import api
-
         jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(paths)))
         items = [(p, thresholds, only, scope) for p in paths]
-        rows = api.run_isolated(_job_row, items, jobs,
-                                lambda i, why: fleet.error_row(paths[i], why),
-                                timeout=args.timeout or None, each=progress.step)  # fmt: skip
+        rows = run_isolated(_job_row, items, jobs, lambda i, why: fleet.error_row(paths[i], why),
+                            timeout=args.timeout or None, each=progress.step)  # fmt: skip
     if args.parquet:
         if not args.scheduler:  # on Dask, the workers wrote their rows themselves
             fleet.write_parquet(rows, args.parquet)

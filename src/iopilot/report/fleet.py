@@ -17,11 +17,12 @@ from __future__ import annotations
 import csv
 import io
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+
+from .._child import run_isolated
 
 # One job's row: the order is the CSV's and the Parquet file's column order.
 COLUMNS = ("log", "jobid", "nprocs", "run_seconds", "io_seconds", "io_share", "io_core_hours",
@@ -184,32 +185,6 @@ def write_parquet(rows: list[dict[str, Any]], path: str | Path, batch: int = 100
     return parts
 
 
-class Progress:
-    """A one-line progress bar with rate and ETA on a terminal; silent otherwise."""
-
-    def __init__(self, total: int, stream: TextIO | None = None) -> None:
-        self.total, self.done = total, 0
-        self.stream = stream or sys.stderr
-        self.on = self.stream.isatty() and total > 1
-        self.t0 = self.last = time.monotonic()
-
-    def step(self, n: int = 1) -> None:
-        self.done += n
-        now = time.monotonic()
-        if not self.on or (now - self.last < 0.2 and self.done < self.total):
-            return
-        self.last = now
-        rate = self.done / max(now - self.t0, 1e-9)
-        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        width = 30
-        fill = width * self.done // max(self.total, 1)
-        self.stream.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done:,}/{self.total:,}"
-                          f" logs  {rate:.0f}/s  ETA {eta:.0f} s ")  # fmt: skip
-        if self.done >= self.total:
-            self.stream.write("\n")
-        self.stream.flush()
-
-
 def _batch_rows(paths: list[str], row_of: Callable[[str], dict[str, Any]],
                 parquet: str | None, name: str) -> list[dict[str, Any]]:  # fmt: skip
     """Runs on a Dask worker: the rows of some logs, written there as one Parquet part.
@@ -222,8 +197,6 @@ def _batch_rows(paths: list[str], row_of: Callable[[str], dict[str, Any]],
     if multiprocessing.current_process().daemon:
         rows = [row_of(p) for p in paths]
     else:
-        from ..api import run_isolated
-
         rows = run_isolated(row_of, [(p,) for p in paths], 1,
                             lambda i, why: error_row(paths[i], why))  # fmt: skip
     if parquet:

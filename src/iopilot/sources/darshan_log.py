@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from .._child import run_in_child, signal_name
 from .._record import record
 from ..errors import InputError
 from ..model import (
@@ -519,64 +520,34 @@ def _read_in_child(path: str, version: str, with_records: bool, skip: dict[str, 
     the end of the process.  Costs one fork and one pickle of the model;
     only for uncompressed logs (Darshan writes zlib by default).
     """
-    import pickle
-    import signal
-
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child; what it sends is the answer
-        os.close(rfd)
-        try:
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
-            signal.alarm(CHILD_SECONDS)
-            # Through /proc: a library whose memory a damaged log corrupted
-            # may take the log for one it writes and unlink it on close.
-            try:
-                f = open_log(path)
-                via = f"/proc/self/fd/{f.fileno()}" if os.path.isdir("/proc/self/fd") else ""
-                out: Any = ("ok", _read_checked(path, version, with_records, skip, via))
-            except InputError as e:
-                out = ("error", e.reason, e.hint)
-            except Exception as e:
-                out = ("error", f"damaged log: {type(e).__name__}: {e}", "")
-            with os.fdopen(wfd, "wb") as w:
-                pickle.dump(out, w, protocol=pickle.HIGHEST_PROTOCOL)
-        finally:
-            os._exit(0)
-    os.close(wfd)
-    with os.fdopen(rfd, "rb") as r:
-        data = r.read()
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            break
-        except InterruptedError:  # pragma: no cover
-            continue
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig == signal.SIGALRM:
-            raise InputError(path, f"corrupt: the Darshan library did not finish reading it in"
-                             f" {CHILD_SECONDS} s (uncompressed data, damaged)")  # fmt: skip
+    out = run_in_child(_read_or_why, (path, version, with_records, skip), CHILD_SECONDS)
+    if out.late:
+        raise InputError(path, f"corrupt: the Darshan library did not finish reading it in"
+                         f" {CHILD_SECONDS} s (uncompressed data, damaged)")  # fmt: skip
+    if out.code < 0:
         raise InputError(path, f"corrupt: the Darshan library crashes on it with "
-                         f"{signal_name(sig)} (uncompressed data, damaged)")  # fmt: skip
-    try:
-        answer = pickle.loads(data)
-    except Exception:
+                         f"{signal_name(-out.code)} (uncompressed data, damaged)")  # fmt: skip
+    if not out.ok:
         raise InputError(path, "corrupt: reading it ended without a result "
-                         "(uncompressed data, damaged)") from None  # fmt: skip
-    if answer[0] == "error":
-        raise InputError(path, answer[1], answer[2])
-    return answer[1]
+                         "(uncompressed data, damaged)")  # fmt: skip
+    if out.value[0] == "error":
+        raise InputError(path, out.value[1], out.value[2])
+    return out.value[1]  # type: ignore[no-any-return]
 
 
-def signal_name(sig: int) -> str:
-    """``signal 6 (SIGABRT)``."""
-    import signal
-
+def _read_or_why(path: str, version: str, with_records: bool,
+                 skip: dict[str, str]) -> tuple[str, Any, str]:  # fmt: skip
+    """In the child: ("ok", the model, "") or ("error", reason, hint)."""
+    # Through /proc: a library whose memory a damaged log corrupted may take
+    # the log for one it writes and unlink it on close.
     try:
-        return f"signal {sig} ({signal.Signals(sig).name})"
-    except ValueError:
-        return f"signal {sig}"
+        f = open_log(path)
+        via = f"/proc/self/fd/{f.fileno()}" if os.path.isdir("/proc/self/fd") else ""
+        return ("ok", _read_checked(path, version, with_records, skip, via), "")
+    except InputError as e:
+        return ("error", e.reason, e.hint)
+    except Exception as e:
+        return ("error", f"damaged log: {type(e).__name__}: {e}", "")
 
 
 def _read_open_log(ffi: Any, lib: Any, handle: Any, path: str, version: str,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._progress import Progress
 from ..errors import InputError
 from . import output
 from .engine import launcher
@@ -65,9 +66,9 @@ def tune(args: argparse.Namespace, generated: Callable[[dict[str, Any]], Space] 
     opts = Options(command, args.objective, args.strategy, args.trials, args.repeats, args.seed,
                    args.timeout, args.verify, storage, out / "trials",
                    study_name(command, space_text, args.objective, args.strategy, args.seed))
-    progress = output.Progress(args.trials, unit)
+    progress = Progress(args.trials, "trials")
     try:
-        outcome = Study(opts, space_for, launch, progress).run()
+        outcome = Study(opts, space_for, launch, output.tell(progress, unit)).run()
     finally:
         progress.close()
         _tidy(out / "trials")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._progress import Progress
 from . import settings as st
 from .search import Record
 from .study import Outcome
@@ -167,39 +167,14 @@ def write_page(doc: dict[str, Any], path: Path) -> None:
     path.write_text(render_tune_page(doc), encoding="utf-8")
 
 
-class Progress:
-    """A live line on stderr: a rich bar on a terminal, a line per trial otherwise."""
+def tell(progress: Progress, unit: str) -> Callable[[Record, Record | None, int], None]:
+    """What the study calls after each trial: its line, the best so far as the note."""
 
-    def __init__(self, total: int, unit: str) -> None:
-        self.total, self.unit = total, unit
-        self.started = time.monotonic()
-        self.bar: Any = None
-        if sys.stderr.isatty():
-            try:
-                from rich.console import Console
-                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-                self.bar = Progress(TextColumn("tune"), BarColumn(), MofNCompleteColumn(),
-                                    TextColumn("{task.fields[best]}"),
-                                    console=Console(stderr=True), transient=True)  # fmt: skip
-                self.task = self.bar.add_task("tune", total=total, best="")
-                self.bar.start()
-            except ImportError:
-                self.bar = None
-
-    def __call__(self, rec: Record, best: Record | None, n: int) -> None:
-        got = (f"{_fmt(statistics.median(rec.runs))} {self.unit}" if rec.ok
+    def told(rec: Record, best: Record | None, n: int) -> None:
+        got = (f"{_fmt(statistics.median(rec.runs))} {unit}" if rec.ok
                else f"failed: {rec.reason}")  # fmt: skip
-        best_txt = (f"best {_fmt(statistics.median(best.runs))} {self.unit} "
-                    f"({label(best.point)})") if best is not None else ""  # fmt: skip
-        if self.bar is not None:
-            self.bar.update(self.task, completed=n, best=best_txt)
-            self.bar.console.print(f"[{n}/{self.total}] {label(rec.point)}: {got}",
-                                   markup=False, highlight=False)  # fmt: skip
-        else:
-            print(f"[{n}/{self.total}] {label(rec.point)}: {got}; {best_txt}", file=sys.stderr,
-                  flush=True)  # fmt: skip
+        note = (f"best {_fmt(statistics.median(best.runs))} {unit} "
+                f"({label(best.point)})") if best is not None else ""  # fmt: skip
+        progress.update(n, line=f"[{n}/{progress.total}] {label(rec.point)}: {got}", note=note)
 
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+    return told
