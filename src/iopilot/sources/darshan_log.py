@@ -52,6 +52,7 @@ from .darshan_profiles import (
     read_apmpi,
     read_heatmaps,
 )
+from .registry import Source, register
 
 MAGIC = 6567223
 # Module ids of the log format 3.41, in the library's order.
@@ -954,3 +955,7 @@ def _cross_check_dxt(trace: Trace) -> None:
                 f" the counters report ({100 * got / expected:.1f} %): "
                 "per-operation views and checks see only part of the run"
             )
+
+
+register(Source("Darshan log", lambda p: p.suffix == ".darshan" and not p.is_dir(), read_darshan,
+                fallback=True))  # fmt: skip

@@ -61,6 +61,7 @@ from .checked import (
 )
 from .darshan_log import _counter_names
 from .program import elf_language, static_layers
+from .registry import Source, register
 
 FORMAT_VERSION = 2  # the newest format this reader knows; 1 is read too
 MAGIC = 0x31505249504F4921
@@ -1297,3 +1298,19 @@ def _accounting(procs: list[_Proc]) -> dict[str, Any]:
         "summary": text,
         "not_seen": f"not seen by the runtime: {unseen}",
     }
+
+
+def _refuse_trace_file(path: str) -> Trace:
+    """One of a trace's own files, given instead of a trace: what to pass."""
+    p = Path(path)
+    if is_trace_dir(p.parent):
+        raise InputError(path, "a file inside an iopilot trace, not a trace",
+                         f"pass the trace directory: iopilot report {p.parent}")  # fmt: skip
+    what = "a JSON file" if p.suffix == ".json" else "an iopilot record file"
+    raise InputError(path, f"{what}, not a trace or a Darshan log",
+                     "pass an iopilot trace directory or a Darshan log")  # fmt: skip
+
+
+register(Source("iopilot trace", is_trace_dir, read_trace))
+register(Source("a file of an iopilot trace",
+                lambda p: p.suffix in (".json", ".rec") and not p.is_dir(), _refuse_trace_file))
