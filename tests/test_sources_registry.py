@@ -72,3 +72,16 @@ def test_a_name_or_a_second_fallback_is_refused(toy):
     with pytest.raises(ValueError, match="fallback"):
         register(Source("another", lambda p: False, Path, fallback=True))
     assert sum(s.name == "toy file" for s in SOURCES) == 1
+
+
+def test_the_readers_import_no_check():
+    # Sources sit below the checks, in functions too: reading a trace must not
+    # load every check (as a size formatter taken from the checks once did).
+    import ast
+
+    found = []
+    for path in Path(sources.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and "checks" in (node.module or "").split("."):
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == []

@@ -161,16 +161,6 @@ def _bytes_of(size: str) -> int:
     return int(float(s[:-1]) * units[s[-1]]) if s and s[-1] in units else int(s)
 
 
-def human_size(n: float) -> str:
-    """1536 -> '1.5 KiB'."""
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
 def lfs_size(n: int) -> str:
     """Bytes as an ``lfs setstripe -S`` size (e.g. 4M)."""
     for unit, f in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):

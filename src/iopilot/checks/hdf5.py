@@ -15,6 +15,7 @@ import numpy as np
 
 from ..model import OP_READ, OP_WRITE, Counters
 from ..model.aggregate import group_sum, isin, median, per_file, unique, unique_columns
+from ..units import human_size
 from ..vocabulary import DIRECTIONS, MPIIO_COLLECTIVE, RECORD_LAYERS, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
@@ -125,18 +126,18 @@ class Hdf5SmallDatasetAccess(Check):
             {"small accesses": f_small, "accesses": f_ops, "mean bytes": np.round(f_mean, 1)},
             (f_small > 0) if many else (f_ops > 0) & (f_mean < t["hdf5_tiny_access"]),
         )  # fmt: skip
-        limit = advice.human_size(t["small_request_size"])
+        limit = human_size(t["small_request_size"])
         if many:
             level = Level.HIGH
             msg = (
                 f"{n_small:,} of {total:,} HDF5 dataset reads/writes ({pct(n_small, total):.1f} %)"
-                f" move less than {limit} each; the mean is {advice.human_size(mean)}."
+                f" move less than {limit} each; the mean is {human_size(mean)}."
             )
         else:
             level = Level.WARN
             msg = (
                 f"HDF5 dataset accesses are tiny: {total:,} H5Dread/H5Dwrite calls move "
-                f"{advice.human_size(nbytes)} in all, {advice.human_size(mean)} per call on "
+                f"{human_size(nbytes)} in all, {human_size(mean)} per call on "
                 "average."
             )
         # Elements per call that reach the small-request size with the usual datatype.
@@ -569,16 +570,16 @@ class Hdf5Alignment(Check):
             Level.WARN,
             f"{pct(bad_n[w], ops[w]):.1f} % of the POSIX requests to HDF5 file "
             f"{ctx.trace.name(int(ids[w]))}{named} ({int(bad_n[w]):,} of {int(ops[w]):,}) start "
-            f"off the {advice.human_size(measured[w])} boundary Darshan checks, while its common "
-            f"request is {advice.human_size(req)}: HDF5 packs datasets right after its metadata, "
+            f"off the {human_size(measured[w])} boundary Darshan checks, while its common "
+            f"request is {human_size(req)}: HDF5 packs datasets right after its metadata, "
             f"so large transfers straddle {unit}s"
             + (f" ({n} HDF5 files affected)." if n > 1 else "."),
             evidence={"misaligned": int(bad_n[w]), "requests": int(ops[w]),
                       "common_request": req, "alignment": alignment, "threshold": threshold},
             files=files,
             files_total=n,
-            recommendation=f"Ask HDF5 to start every object of {advice.human_size(threshold)} "
-            f"or more on a {advice.human_size(alignment)} boundary (the {unit} size), so that "
+            recommendation=f"Ask HDF5 to start every object of {human_size(threshold)} "
+            f"or more on a {human_size(alignment)} boundary (the {unit} size), so that "
             "dataset data begins on a boundary and large requests map onto whole blocks.",
             snippet=snippet,
             snippet_lang=lang,
@@ -732,9 +733,9 @@ class Hdf5Chunking(Check):
         dims, why = suggest_chunk(cdims, adims, int(tsize[w]), target, int(extent[w]))
         ratio = access[w] / cbytes[w]
         detail = (
-            f"a typical access moves {advice.human_size(access[w])}, {ratio:.0f}x a chunk"
+            f"a typical access moves {human_size(access[w])}, {ratio:.0f}x a chunk"
             if outsized[w]
-            else f"below {advice.human_size(t['chunk_min_bytes'])}"
+            else f"below {human_size(t['chunk_min_bytes'])}"
         )
         at_open = int(d["H5D_DATASPACE_NPOINTS"][w])
         grew = at_open < int(extent[w])
@@ -751,7 +752,7 @@ class Hdf5Chunking(Check):
             Level.WARN,
             f"{n} chunked dataset(s) use chunks that are too small: "
             f"{ctx.trace.name(int(d.file_id[w]))} has chunks of {cdims} elements "
-            f"({advice.human_size(cbytes[w])}), {detail}.",
+            f"({human_size(cbytes[w])}), {detail}.",
             evidence={"datasets": n, "chunk_bytes": int(cbytes[w]),
                       "access_bytes": int(access[w]), "chunk_dims": str(cdims),
                       "suggested_dims": str(dims), "elements": int(extent[w]),

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..model import Counters, Striping
 from ..model.aggregate import group_sum, isin, median, unique
+from ..units import human_size
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import io_time, price, times
@@ -187,11 +188,11 @@ class LustreSingleStripeShared(Check):
         req = int(acc_size[k]) if k >= 0 else 0
         stripe = stripe_for(req)
         total = int(moved[bad].sum())
-        size_note = f" and the {advice.human_size(req)} requests" if req else ""
+        size_note = f" and the {human_size(req)} requests" if req else ""
         yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
-            f"{n} shared file(s) moving {advice.human_size(total)} sit on a single OST "
+            f"{n} shared file(s) moving {human_size(total)} sit on a single OST "
             f"(stripe count 1) although up to {int(ranks[bad].max())} ranks access them: "
             "every request queues on one storage server.",
             evidence={"files": n, "bytes": total, "max_ranks": int(ranks[bad].max()),
@@ -292,7 +293,7 @@ class LustreStripeRequestMismatch(Check):
         w_id, w_stripe = ids[worst], int(stripe[worst])
         mine = fids == w_id
         top = np.argsort(-counts[mine], kind="stable")[:4]
-        shown = ", ".join(advice.human_size(int(x)) for x in sizes[mine][top])
+        shown = ", ".join(human_size(int(x)) for x in sizes[mine][top])
         n_cross, n_req = round(float(crossing[bad].sum())), int(requests[bad].sum())
         how = (
             "per the DXT trace"
@@ -317,7 +318,7 @@ class LustreStripeRequestMismatch(Check):
             Level.WARN,
             f"{pct(n_cross, n_req):.1f} % of the requests to {n} striped shared file(s) "
             f"({n_cross:,} of {n_req:,}) cross a stripe boundary ({how}): the common sizes "
-            f"({shown}) do not fit the {advice.human_size(w_stripe)} stripes, so one request "
+            f"({shown}) do not fit the {human_size(w_stripe)} stripes, so one request "
             "touches two OSTs and neighbouring ranks contend for the same stripe locks.",
             evidence={"crossing": n_cross, "requests": n_req, "stripe_size": w_stripe,
                       "exact": bool(exact[bad].all())},
@@ -401,7 +402,7 @@ class LustreOstImbalance(Check):
         order = np.argsort(-load, kind="stable")
         busiest = int(osts[order[0]])
         top = ", ".join(
-            f"OST {int(osts[i])}: {advice.human_size(load[i])}" for i in order[:5]
+            f"OST {int(osts[i])}: {human_size(load[i])}" for i in order[:5]
         )
         # Files that put data on the busiest OST.
         on = active & (lay.pair_ost == busiest) & (pair_bytes > 0)
@@ -425,9 +426,9 @@ class LustreOstImbalance(Check):
         yield price(ctx, self.finding(
             ctx,
             Level.WARN,
-            f"OST {busiest} carries {advice.human_size(load[order[0]])}, {ratio:.1f}x the "
+            f"OST {busiest} carries {human_size(load[order[0]])}, {ratio:.1f}x the "
             f"mean of the {len(osts)} OSTs the job's files use "
-            f"({pct(load[order[0]], total):.1f} % of {advice.human_size(total)}; bytes per "
+            f"({pct(load[order[0]], total):.1f} % of {human_size(total)}; bytes per "
             f"OST {how}). Busiest: {top}.",
             evidence={"busiest_ost": busiest, "busiest_bytes": int(load[order[0]]),
                       "mean_bytes": int(mean), "ratio": round(ratio, 3), "osts": len(osts),

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..model import OP_READ, OP_WRITE, Counters
 from ..model.aggregate import isin, unique
+from ..units import human_size
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
@@ -73,7 +74,7 @@ class NoMpiio(Check):
         yield price(ctx, self.finding(
             ctx,
             Level.WARN,
-            f"{ctx.trace.job.nprocs} ranks move {advice.human_size(moved)} through POSIX "
+            f"{ctx.trace.job.nprocs} ranks move {human_size(moved)} through POSIX "
             "without MPI-IO.",
             evidence={"ranks": ctx.trace.job.nprocs, "posix_bytes": moved},
             recommendation="Use MPI-IO, or a library on top of it (HDF5, PnetCDF, ADIOS2), so "
@@ -155,7 +156,7 @@ class _Collective(Check):
                 ctx,
                 Level.INFO,
                 f"No MPI-IO {word} is collective: {indep:,} independent {word}s, averaging "
-                f"{advice.human_size(_avg_bytes(c, word, total))} each; too few "
+                f"{human_size(_avg_bytes(c, word, total))} each; too few "
                 f"(at most {t['collective_ops']:,}) to make it a problem.",
                 drishti=None,
                 drishti_note="Drishti says nothing below its operation threshold",
@@ -487,8 +488,8 @@ class MpiioCbDisabled(Check):
             ctx,
             Level.WARN,
             f"Collective buffering is switched off ({hint} = disable): {coll:,} collective "
-            f"MPI-IO {plural} of {advice.human_size(piece)} each reach the file system as "
-            f"{posix_ops:,} POSIX {plural} of {advice.human_size(request)} on average: every "
+            f"MPI-IO {plural} of {human_size(piece)} each reach the file system as "
+            f"{posix_ops:,} POSIX {plural} of {human_size(request)} on average: every "
             "rank issues its own pieces unmerged, and the collective calls only add "
             "synchronisation.",
             evidence={"hint": f"{hint}=disable", "collective_ops": coll,

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model.aggregate import isin, unique
+from ..units import human_size
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check
@@ -76,7 +77,7 @@ class MpiioTimeAbovePosix(Check):
         per_call = moved / ops if ops else 0.0
         small = coll > 0 and per_call < float(t["small_request_size"])
         if small:
-            why = (f"{coll:,} collective {plural} move {advice.human_size(per_call)} per call "
+            why = (f"{coll:,} collective {plural} move {human_size(per_call)} per call "
                    "on average: each one synchronises the ranks and the aggregators for "
                    "little data")  # fmt: skip
             rec = ("Make fewer, larger collective calls: describe all a rank writes in a "

@@ -11,6 +11,7 @@ import numpy as np
 from .._record import record
 from ..model import OP_READ, OP_WRITE
 from ..model.aggregate import group_sum, isin, per_file, unique
+from ..units import human_size
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import price, records_share_at_slowest
@@ -302,7 +303,7 @@ class OverlappingWrites(Check):
                 ctx,
                 Level.WARN,
                 f"{cross:,} byte range(s) written by one rank were also written by another "
-                f"({advice.human_size(cross_b)} written again, {len(ranks)} ranks involved, "
+                f"({human_size(cross_b)} written again, {len(ranks)} ranks involved, "
                 f"on {n_files} file(s)); most often ranks {a} and {b} ({n_ab:,}×).",
                 evidence={
                     "conflicts": cross,
@@ -331,7 +332,7 @@ class OverlappingWrites(Check):
                 ctx,
                 Level.INFO,
                 f"{same:,} POSIX write(s) rewrite bytes the same rank had already written "
-                f"({advice.human_size(same_b)} of {advice.human_size(ov.bytes)} written, "
+                f"({human_size(same_b)} of {human_size(ov.bytes)} written, "
                 f"{pct(same_b, ov.bytes):.1f} %, on {n_files} file(s)).",
                 evidence={
                     "rewrites": same,
@@ -370,8 +371,8 @@ def _mpiio_cause(ctx: Context, ov: Overlaps, mask: np.ndarray) -> str:
     asked_b, distinct_b = float(asked[hit].sum()), float(distinct[at].sum())
     if asked_b > distinct_b:
         return (
-            f"; the application itself asked MPI-IO to write {advice.human_size(asked_b)} to "
-            f"these file(s), which hold {advice.human_size(distinct_b)} of distinct data: it "
+            f"; the application itself asked MPI-IO to write {human_size(asked_b)} to "
+            f"these file(s), which hold {human_size(distinct_b)} of distinct data: it "
             "writes the same ranges more than once, and MPI-IO passes the repeats on"
         )
     if indep is None or indep[hit].sum() > 0:
@@ -431,14 +432,14 @@ class OverlappingReads(Check):
         )  # fmt: skip
         unique = ov.bytes - again
         message = (
-            f"{advice.human_size(again)} of {advice.human_size(ov.bytes)} read through POSIX "
-            f"({100 * share:.1f} %) are bytes read before ({advice.human_size(unique)} of "
-            f"distinct data): {advice.human_size(cross_b)} re-read by other ranks, "
-            f"{advice.human_size(same_b)} by the same rank, on {n_files} file(s)"
+            f"{human_size(again)} of {human_size(ov.bytes)} read through POSIX "
+            f"({100 * share:.1f} %) are bytes read before ({human_size(unique)} of "
+            f"distinct data): {human_size(cross_b)} re-read by other ranks, "
+            f"{human_size(same_b)} by the same rank, on {n_files} file(s)"
         )
         if internal_b:
             message += (
-                f"; {advice.human_size(internal_b)} of it on file(s) the application only "
+                f"; {human_size(internal_b)} of it on file(s) the application only "
                 "wrote through MPI-IO, so MPI-IO read them itself"
             )
         if 2 * internal_b >= again:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..model import RECORD_LAYERS, Records, display
 from ..model.aggregate import group_sum, median
+from ..units import human_size
 from . import advice
 from .base import (
     Check,
@@ -474,13 +475,13 @@ def _meta_advice(meta: float, total: float) -> str:
 def _straggler_advice(slow_bytes: float, median_bytes: float, ratio: float) -> str:
     if median_bytes > 0 and slow_bytes > ratio * median_bytes:
         return (
-            f"The straggler moved {advice.human_size(slow_bytes)} against a median of "
-            f"{advice.human_size(median_bytes)}: it has more of the work. Balance the data "
+            f"The straggler moved {human_size(slow_bytes)} against a median of "
+            f"{human_size(median_bytes)}: it has more of the work. Balance the data "
             "per rank, or use collective I/O so aggregators even it out."
         )
     return (
-        f"The straggler moved {advice.human_size(slow_bytes)}, about as much as the median "
-        f"rank ({advice.human_size(median_bytes)}), yet took longer: look at its node, network "
+        f"The straggler moved {human_size(slow_bytes)}, about as much as the median "
+        f"rank ({human_size(median_bytes)}), yet took longer: look at its node, network "
         "link or storage target (OST), or use collective I/O so that a few aggregators hide "
         "one slow path."
     )

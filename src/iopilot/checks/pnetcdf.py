@@ -12,6 +12,7 @@ import numpy as np
 
 from ..model import Counters
 from ..model.aggregate import group_sum, isin, per_file, unique_columns
+from ..units import human_size
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
@@ -184,7 +185,7 @@ class PnetcdfSmallRequests(Check):
         files, n = ctx.top_files(
             ids, per, {"small accesses": per, "accesses": all_per}, per > 0
         )
-        limit = advice.human_size(t["small_request_size"])
+        limit = human_size(t["small_request_size"])
         lost = np.zeros(len(v))
         for rw, small_d in (("READ", small_r), ("WRITE", small_w)):
             ops = _col(v, *(n for n in bins if n.startswith(f"{prefix}_{rw}_AGG_")))

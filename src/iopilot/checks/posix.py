@@ -8,6 +8,7 @@ import numpy as np
 
 from ..model import Counters
 from ..model.aggregate import group_sum, isin
+from ..units import human_size
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
@@ -148,7 +149,7 @@ class _SmallRequests(Check):
             {f"small {ops_name}": per["small"], f"all {ops_name}": per["ops"]},
             mask=per["small"] > 0,
         )
-        limit = advice.human_size(t["small_request_size"])
+        limit = human_size(t["small_request_size"])
         where = "shared files" if self.shared_only else "files"
         style = _uses(ctx)
         if self.direction == "WRITE":
@@ -375,7 +376,7 @@ class _Redundant(Check):
         yield price(ctx, self.finding(
             ctx,
             Level.WARN,
-            f"{advice.human_size(total_extra)} more were {verb} than the files' extents hold, "
+            f"{human_size(total_extra)} more were {verb} than the files' extents hold, "
             f"on {n_files} file(s): the same bytes were {verb} more than once.",
             drishti_note="Drishti's test for this compares the other way round and misses it",
             evidence={"repeated_bytes": total_extra},

@@ -10,6 +10,7 @@ import numpy as np
 from .._record import record
 from ..model import OP_READ, OP_WRITE
 from ..model.aggregate import isin, per_rank, unique
+from ..units import human_size
 from ..vocabulary import MODULE
 from . import advice
 from .base import Check, Context, FileEvidence, Finding, Level, RankLocation, check, pct
@@ -170,7 +171,7 @@ class RankZeroHeavy(Check):
         parts = []
         if heavy_b:
             parts.append(
-                f"{advice.human_size(b0)} ({share_b:.1f} % of all bytes, "
+                f"{human_size(b0)} ({share_b:.1f} % of all bytes, "
                 + (f"{b0 / b_mean:.1f}× the mean of the other ranks)" if b_mean
                    else "the other ranks move none)")
             )  # fmt: skip
@@ -292,7 +293,7 @@ class UnbalancedRanks(Check):
             f"time{', reads' if 'reads' in metrics else ''}"
             f"{', writes' if 'writes' in metrics else ''} all above the mean + 1σ) and move "
             f"{share:.1f} % of the bytes: rank(s) {_rank_list(worst)}; the mean rank moves "
-            f"{advice.human_size(mean_b)}.",
+            f"{human_size(mean_b)}.",
             drishti_note="read or write counts that are equal on all ranks are left out, "
             "and the ranks must move clearly more bytes than the mean",
             evidence={

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..model import OP_READ, OP_WRITE, RECORD_LAYERS
 from ..model.aggregate import isin, per_file, unique
+from ..units import human_size
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import price
@@ -102,8 +103,8 @@ class MpiioReadModifyWrite(Check):
         yield price(ctx, self.finding(
             ctx,
             Level.WARN,
-            f"{len(nbytes):,} POSIX reads ({advice.human_size(back)}) happen {when}: MPI-IO "
-            f"reads back {pct(back, written):.1f} % of the {advice.human_size(written)} it "
+            f"{len(nbytes):,} POSIX reads ({human_size(back)}) happen {when}: MPI-IO "
+            f"reads back {pct(back, written):.1f} % of the {human_size(written)} it "
             f"writes, on {n} file(s) (read-modify-write by data sieving); rank {who} spends "
             f"{cost:.3g} s in them.",
             evidence={

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model.aggregate import isin
+from ..units import human_size
 from . import advice
 from .base import Check, Context, Finding, Level, check, pct
 from .iotime import io_time, price, times
@@ -52,15 +53,15 @@ class StdioShare(Check):
         files, n = ctx.top_files(ids, per, {"bytes": per}, per > 0)
         console = sum(f.numbers["bytes"] for f in files if f.path in CONSOLE)
         note = (
-            f" ({advice.human_size(console)} of it is console output)" if console else ""
+            f" ({human_size(console)} of it is console output)" if console else ""
         )
         data = ~isin(s.file_id, console_ids(ctx))
         spent = np.where(data, times(s, "F_READ_TIME", "F_WRITE_TIME"), 0.0)
         yield price(ctx, self.finding(
             ctx,
             Level.HIGH,
-            f"{pct(stdio, total):.1f} % of the bytes ({advice.human_size(stdio)} of "
-            f"{advice.human_size(total)}) move through STDIO{note}.",
+            f"{pct(stdio, total):.1f} % of the bytes ({human_size(stdio)} of "
+            f"{human_size(total)}) move through STDIO{note}.",
             evidence={"stdio_bytes": stdio, "total_bytes": total},
             files=files,
             files_total=n,

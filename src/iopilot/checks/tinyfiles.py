@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..model.aggregate import group_sum, isin
+from ..units import human_size
 from . import advice
 from .base import Check, Context, Finding, check, pct
 from .iotime import price
@@ -97,8 +98,8 @@ class TinyFiles(Check):
         yield price(ctx, self.finding(
             ctx,
             level,
-            f"{' and '.join(parts)} (each under {advice.human_size(t['tiny_file_size'])}, "
-            f"{advice.human_size(mean)} moved per file on average); rank {who} spends "
+            f"{' and '.join(parts)} (each under {human_size(t['tiny_file_size'])}, "
+            f"{human_size(mean)} moved per file on average); rank {who} spends "
             f"{cost:.3g} s opening and closing them ({pct(cost, io):.1f} % of its "
             "I/O time).",
             evidence={

@@ -10,8 +10,8 @@ import os
 import sys
 from typing import Any, TextIO
 
-from ..checks.advice import human_size
 from ..model.trace import safe_name
+from ..units import human_size
 
 LEVEL_STYLE = {"HIGH": "1;31", "WARN": "1;33", "INFO": "1;36", "OK": "1;32"}
 LEVEL_ORDER = ("HIGH", "WARN", "INFO", "OK")

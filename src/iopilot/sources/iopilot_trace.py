@@ -37,6 +37,7 @@ from ..model import RECORD_LAYERS, BackgroundOps, Counters, Job, ModuleInfo, Rec
 from ..model.aggregate import unique
 from ..model.command import is_launcher, is_python
 from ..model.trace import safe_name
+from ..units import human_size
 from ..vocabulary import (
     COUNTERS,
     FCOUNTERS,
@@ -1120,12 +1121,6 @@ def _exit_status(job_meta: dict[str, Any], procs: list[_Proc]) -> tuple[int | No
     return next((c for c in codes if c), 0), None
 
 
-def _human(n: float) -> str:
-    from ..checks.advice import human_size
-
-    return human_size(n)
-
-
 def _who_list(procs: list[_Proc], limit: int = 3) -> str:
     if len(procs) <= limit:
         return ", ".join(p.who() for p in procs)
@@ -1177,9 +1172,10 @@ def _warnings(procs: list[_Proc]) -> list[str]:
         )
     busy = [p for p in procs if p.rank is None and p.fs_bytes]
     if busy:
-        listed = ", ".join(f"{p.who()}: {_human(p.fs_bytes)}" for p in busy[:5])
+        listed = ", ".join(f"{p.who()}: {human_size(p.fs_bytes)}" for p in busy[:5])
         if len(busy) > 5:
-            listed += f", and {len(busy) - 5:,} more: {_human(sum(p.fs_bytes for p in busy[5:]))}"
+            rest = sum(p.fs_bytes for p in busy[5:])
+            listed += f", and {len(busy) - 5:,} more: {human_size(rest)}"
         out.append(f"launcher processes, not ranks: {listed} of I/O not analysed")
     for p in procs:
         if p.unpaired:
