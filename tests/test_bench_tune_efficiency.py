@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from iopilot.bench import tune_efficiency as te
+from iopilot.tune import efficiency as te
 from iopilot.tune.space import from_dict
 
 SPACE = """\

@@ -250,6 +250,6 @@ def test_a_log_that_kills_a_daemon_worker_costs_one_row(tmp_path):
 
 def _row(path: str) -> dict:
     from iopilot.checks import thresholds
-    from iopilot.cli.report import _job_row
+    from iopilot.cli.reporting import job_row
 
-    return _job_row(path, thresholds.defaults(), None)
+    return job_row(path, thresholds.defaults(), None)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from iopilot import settings
 from iopilot.errors import InputError
-from iopilot.tune import settings
 
 FULL = """\
 [mpiio]                      # MPI-IO hints

@@ -11,8 +11,9 @@ import statistics
 import optuna
 import pytest
 
+from iopilot import settings
 from iopilot.errors import InputError
-from iopilot.tune import search, settings
+from iopilot.tune import search
 from iopilot.tune.generate import generate, rank
 from iopilot.tune.search import Context, Record
 from iopilot.tune.space import from_dict, point_key

@@ -4,7 +4,7 @@
  * The file is read once, at start-up; after that nothing here allocates.
  * A file that cannot be read or parsed is recorded as an error and nothing
  * of it is applied.  The names come from iopilot_settings.h, generated from
- * src/iopilot/tune/settings.py. */
+ * src/iopilot/settings.py. */
 #ifndef IOPILOT_SETTINGS_RT_H
 #define IOPILOT_SETTINGS_RT_H
 

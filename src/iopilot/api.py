@@ -20,10 +20,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import sources
+from ._alloc import settled
+from .checks import REGISTRY, Check, Diagnosis
+from .checks import diagnose as run_checks
+from .checks import thresholds as th
+from .model import Trace
+from .model.scope import FileScope
+from .report import csv_report, json_report, terminal
+from .sources import program as programs
+from .sources.inputs import expand_inputs
+
 if TYPE_CHECKING:
-    from .checks import Check, Diagnosis
-    from .model import Trace
-    from .model.scope import FileScope
     from .overlap.advise import Advice
 
 FORMATS = ("dict", "json", "csv", "terminal", "html")
@@ -32,16 +40,12 @@ FORMATS = ("dict", "json", "csv", "terminal", "html")
 def load(path: str) -> Trace:
     """Read an iopilot trace directory or a Darshan log (``.darshan``, ``.gz``);
     raise :class:`~iopilot.errors.InputError` with a one-line reason otherwise."""
-    from .sources import load as load_source
-
-    return load_source(str(path))
+    return sources.load(str(path))
 
 
 def derive(trace: Trace, scope: FileScope | None = None) -> Trace:
     """The trace the checks see: runtime and library files set aside by
     ``scope`` (the default scope when None); ``trace.set_aside`` says what went."""
-    from .model.scope import FileScope
-
     return (scope or FileScope.build()).apply(trace)
 
 
@@ -52,9 +56,6 @@ def diagnose(source: Trace | str | Path, *, thresholds: dict[str, Any] | None = 
     aside and run the checks (all, or the ids in ``only``) with
     ``thresholds`` (the defaults when None).  A trace that went through
     :func:`derive` already keeps its scope unless ``scope`` is given."""
-    from ._alloc import settled
-    from .checks import diagnose as run_checks
-
     trace = load(str(source)) if isinstance(source, (str, Path)) else source
     settled()  # the modules are in: collect garbage again from here on
     if scope is not None or trace.set_aside is None:  # (twice would lose what went)
@@ -69,12 +70,10 @@ def render(diagnosis: Diagnosis, fmt: str = "terminal", *, color: bool = False,
     entry for one log), ``json`` (the whole versioned document), ``csv``,
     ``terminal`` (the text ``iopilot report`` prints) or ``html`` (the page)."""
     if fmt == "html":
-        from .report.html import render_html
+        from .report.html import render_html  # lazy: see write_page
 
         return render_html(diagnosis, phase_gap=phase_gap)
-    from .report.json_report import diagnosis_dict
-
-    doc = diagnosis_dict(diagnosis)
+    doc = json_report.diagnosis_dict(diagnosis)
     return render_dict(doc, fmt, color=color, min_level=min_level, verbose=verbose)
 
 
@@ -85,16 +84,10 @@ def render_dict(doc: dict[str, Any], fmt: str, *, color: bool = False, min_level
     if fmt == "dict":
         return doc
     if fmt == "json":
-        from .report import json_report
-
         return json_report.dumps(json_report.document([doc], []))
     if fmt == "csv":
-        from .report import csv_report
-
         return csv_report.render([doc])
     if fmt == "terminal":
-        from .report import terminal
-
         return terminal.render(doc, terminal.Style(color), min_level=min_level, verbose=verbose)
     raise ValueError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
 
@@ -103,6 +96,8 @@ def write_page(diagnosis: Diagnosis, path: str | Path, *,
                phase_gap: float | None = None) -> dict[str, Any]:  # fmt: skip
     """Write the HTML page to ``path``; return where, its size and whether the
     timeline was sampled."""
+    # lazy: the page's views cost 20 ms of imports, a quarter of a one-log
+    # report (0.08 s) that writes no page.
     from .report.html import write_html
 
     return write_html(diagnosis, path, phase_gap=phase_gap)
@@ -121,6 +116,7 @@ def advise_async(source: Trace | str | Path, *, cores: int | None = None,
     """Whether asynchronous I/O pays for the run in ``source``: the predicted
     run time with and without it, per phase, and whether reordering is safe
     (calibrated on this machine; ``cores`` per node when it differs)."""
+    # lazy: the advisor and its calibration (4 ms of imports) serve one command only.
     from .overlap.advise import advise
     from .overlap.calibrate import measure
 
@@ -135,29 +131,21 @@ def advise_async(source: Trace | str | Path, *, cores: int | None = None,
 
 def thresholds(config: str | None = None, overrides: Sequence[str] | None = None) -> dict[str, Any]:
     """The defaults, then a TOML file, then ``NAME=VALUE`` overrides."""
-    from .checks import thresholds as th
-
     return th.load(config, list(overrides or ()))
 
 
 def threshold_defaults() -> dict[str, tuple[Any, str]]:
     """Every threshold: name -> (default value, what it means)."""
-    from .checks.thresholds import DEFAULTS
-
-    return dict(DEFAULTS)
+    return dict(th.DEFAULTS)
 
 
 def checks() -> dict[str, type[Check]]:
     """The registered checks by id."""
-    from .checks import REGISTRY
-
     return dict(REGISTRY)
 
 
 def inputs(items: Sequence[str]) -> list[str]:
     """What ``iopilot report`` is pointed at -> the logs and traces to read."""
-    from .sources.inputs import expand_inputs
-
     return expand_inputs(items)
 
 
@@ -165,15 +153,4 @@ def program_facts(trace_dir: str | Path) -> dict[str, Any]:
     """What the executables of a trace's processes link: I/O layers linked
     into them statically, the language runtime (for job.json, so that a
     report made on another machine still knows)."""
-    from .sources.program import program_facts as facts
-    from .sources.program import trace_executables
-
-    return facts(trace_executables(trace_dir))
-
-
-def preload() -> None:
-    """Import the readers, the checks and the renderers now (a process forked
-    to run a report loads them while its parent reads the command line)."""
-    from . import checks, sources  # noqa: F401
-    from .model import scope  # noqa: F401
-    from .report import json_report, terminal  # noqa: F401
+    return programs.program_facts(programs.trace_executables(trace_dir))

@@ -26,7 +26,8 @@ from typing import Any
 
 from .._record import field, record
 from ..errors import InputError
-from .kernels import REPO, mpirun_command
+from ..kernel_results import REPO
+from .kernels import mpirun_command
 
 CORPUS_DIR = REPO / "corpus"
 BUILD_DIR = REPO / "build" / "corpus"

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .kernels import RESULT_TAG, kernel_path, mpirun_command
+from ..kernel_results import last_result
+from .kernels import kernel_path, mpirun_command
 
 # Computation per step as a multiple of the I/O per step; "overhead" has
 # none: many steps of one 4 KiB write each, not synced (a sync's disk time
@@ -61,11 +62,11 @@ def _epochs(workdir: Path, trace: Path, compute: float, args: argparse.Namespace
         cmd.append("--async")
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_TAG)]
-    if done.returncode != 0 or not lines:
+    result = last_result(done.stdout)
+    if done.returncode != 0 or result is None:
         raise InputError("iopilot bench async", f"the epochs kernel failed: "
                          f"{(done.stderr or done.stdout).strip()[-300:]}")  # fmt: skip
-    return json.loads(lines[-1][len(RESULT_TAG):]), float(api.load(str(trace)).job.runtime)
+    return result, float(api.load(str(trace)).job.runtime)
 
 
 def _per_step(result: dict[str, Any]) -> tuple[float, float]:

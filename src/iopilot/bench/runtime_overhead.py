@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..capture.run import library_path
+from ..runtime_lib import library_path
 
 
 def _probe() -> Path:

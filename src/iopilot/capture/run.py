@@ -7,7 +7,6 @@ Open MPI, ``--export`` for Slurm), so the launcher itself is not traced.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
@@ -18,8 +17,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import api, settings
 from ..errors import InputError
-from ..model.scope import FileScope, scope_args
+from ..model.scope import FileScope
+from ..report import terminal
+from ..runtime_lib import library_path
 from ..vocabulary import RUNTIME_SWITCHES
 from .foreground import Outcome, run_foreground
 from .tracedir import TraceDir
@@ -27,15 +29,6 @@ from .tracedir import TraceDir
 LAYERS = RUNTIME_SWITCHES  # what --layers accepts
 OPENMPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "mpirun.openmpi", "mpiexec.openmpi")
 SLURM_LAUNCHERS = ("srun",)
-
-
-def library_path() -> Path:
-    """The built runtime library; a clear error when it was not built."""
-    env = os.environ.get("IOPILOT_LIB")
-    lib = Path(env) if env else Path(__file__).resolve().parent.parent / "_lib" / "libiopilot.so"
-    if not lib.exists():
-        raise InputError(str(lib), "the iopilot runtime is not built", "run `make` first")
-    return lib
 
 
 def _program(command: Sequence[str]) -> str:
@@ -165,8 +158,6 @@ def _program_facts(trace_dir: Path) -> dict[str, object]:
     language runtime), read here where they exist so that a report made
     elsewhere still says it; nothing when they cannot be read."""
     try:
-        from .. import api
-
         return api.program_facts(trace_dir)
     except Exception:  # the program's status and trace matter more
         if os.environ.get("IOPILOT_DEBUG"):
@@ -177,9 +168,6 @@ def _program_facts(trace_dir: Path) -> dict[str, object]:
 def diagnose(trace_dir: Path, color: str, scope: FileScope | None = None) -> None:
     """Print the diagnosis; when it fails, say why in one line and carry on."""
     try:
-        from .. import api
-        from ..report import terminal
-
         text = api.report(trace_dir, "terminal", thresholds=api.thresholds(), scope=scope,
                           color=terminal.want_color(color, sys.stdout))  # fmt: skip
         terminal.write(text)
@@ -197,25 +185,23 @@ def diagnose(trace_dir: Path, color: str, scope: FileScope | None = None) -> Non
               file=sys.stderr)  # fmt: skip
 
 
-def main(args: argparse.Namespace) -> int:
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
+def trace_and_report(command: Sequence[str], *, trace_dir: str | None = None,
+                     trace_only: bool = False, max_records: int | None = None,
+                     layers: Sequence[str] | None = None, extra: dict[str, str] | None = None,
+                     color: str = "auto", scope: FileScope | None = None) -> int:
+    """``iopilot run``: trace ``command`` (with the job variables ``extra``),
+    then, unless ``trace_only``, print its diagnosis; the program's status."""
     if not command:
         raise InputError("iopilot run", "no command given: iopilot run [options] -- COMMAND...")
-    layers = args.layers.split(",") if args.layers else None
     if bad := [x for x in layers or () if x not in LAYERS]:
         raise InputError("--layers", f"unknown layer(s) {', '.join(bad)}; known: {LAYERS}")
-    extra = settings_env(args.settings) if getattr(args, "settings", None) else None
-    if getattr(args, "async_writes", False) or getattr(args, "async_relaxed", False):
-        extra = {**(extra or {}), **async_env(args)}
     library_path()  # before anything is created
-    if args.trace_dir:
-        trace = TraceDir.given(Path(args.trace_dir))
+    if trace_dir:
+        trace = TraceDir.given(Path(trace_dir))
     else:
         trace = TraceDir.new_default(Path(_program(command)).name)
     try:
-        outcome = run(command, trace, max_records=args.max_records, layers=layers, extra=extra)
+        outcome = run(command, trace, max_records=max_records, layers=layers, extra=extra)
     except LaunchError as e:
         trace.discard()
         print(f"iopilot: {e}", file=sys.stderr)
@@ -223,24 +209,21 @@ def main(args: argparse.Namespace) -> int:
     except BaseException:
         trace.discard()  # interrupted before the program started, or the directory was taken
         raise
-    scope = scope_args(args.exclude, args.include_only, args.no_default_excludes)
-    status = finish(trace, outcome, trace_only=args.trace_only, color=args.color, scope=scope)
+    status = finish(trace, outcome, trace_only=trace_only, color=color, scope=scope)
     if outcome.signal == signal.SIGINT:
         die_by_sigint()
     return status
 
 
-def async_env(args: argparse.Namespace) -> dict[str, str]:
+def async_env(relaxed: bool = False, max_bytes: str | None = None) -> dict[str, str]:
     """The runtime's write-behind variables for --async, --async-relaxed and
     --async-max-bytes."""
     env = {"IOPILOT_ASYNC": "1"}
-    if args.async_relaxed:
+    if relaxed:
         env["IOPILOT_ASYNC_RELAXED"] = "1"
-    if args.async_max_bytes:
-        from ..tune.settings import parse_size
-
+    if max_bytes:
         try:
-            n = parse_size(args.async_max_bytes)
+            n = settings.parse_size(max_bytes)
         except ValueError as e:
             raise InputError("--async-max-bytes", str(e)) from None
         if n < 1:
@@ -252,8 +235,6 @@ def async_env(args: argparse.Namespace) -> dict[str, str]:
 def settings_env(path: str) -> dict[str, str]:
     """The job's variables for a settings file, checked before anything runs:
     IOPILOT_SETTINGS for the runtime, OMPI_MCA_* for Open MPI's [ompi] choices."""
-    from ..tune import settings
-
     doc = settings.load(path)  # InputError naming the table and key: exit 2
     return {"IOPILOT_SETTINGS": str(Path(path).resolve()), **settings.job_env(doc)}
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import EXIT_OK, add_scope_options, emit, file_scope
+from .. import api
+from ..errors import InputError
+from ..model.scope import scope_args
+from ..overlap.advise import render_text
+from ..overlap.page import render_html
+from .common import EXIT_OK, add_output_options, add_scope_options, emit, to_stdout
 
 # What the command does and how it is called, shown by its --help.
 ABOUT: dict[str, tuple[str, str]] = {
@@ -26,9 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     topics = a.add_subparsers(dest="advise", required=True, metavar="TOPIC")
     p = topics.add_parser("async", help="would asynchronous I/O pay for this run?")
     p.add_argument("trace", help="an iopilot trace directory or a Darshan log with DXT")
-    p.add_argument("--json", metavar="OUT", help="write the advice as JSON to OUT ('-': stdout)")
-    p.add_argument("--html", metavar="OUT",
-                   help="write a page with both timelines (as traced, and with async)")
+    add_output_options(p, "the advice",
+                       "a page with both timelines (as traced, and with async)", "advice")
     p.add_argument("--cores", type=int, metavar="N",
                    help="cores per node where the program runs (default: this machine's)")
     add_scope_options(p)
@@ -36,20 +40,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_advise_async(args: argparse.Namespace) -> int:
-    from .. import api
-    from ..overlap.advise import render_text
-
     if args.cores is not None and args.cores < 1:
-        from ..errors import InputError
-
         raise InputError("--cores", "must be 1 or more")
-    advice = api.advise_async(args.trace, cores=args.cores, scope=file_scope(args))
+    scope = scope_args(args.exclude, args.include_only, args.no_default_excludes)
+    advice = api.advise_async(args.trace, cores=args.cores, scope=scope)
     if args.json:
         emit(args.json, json.dumps(advice.as_dict(), indent=2) + "\n")
     if args.html:
-        from ..overlap.page import render_html
-
         emit(args.html, render_html(advice))
-    if args.json != "-":
+    if not to_stdout(args):
         print(render_text(advice))
     return EXIT_OK

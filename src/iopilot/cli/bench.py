@@ -3,6 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from ..bench import (
+    accuracy,
+    diagnose_speed,
+    html_speed,
+    kernels,
+    overlap,
+    runtime_overhead,
+    sweep,
+)
+from ..bench.catalog import KERNELS
+from ..tune import efficiency
 
 # What the command does and how it is called, shown by its --help.
 ABOUT: dict[str, tuple[str, str]] = {
@@ -54,8 +67,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="also synthetic traces of these record counts, e.g. 5000000")
     d.add_argument("--compare", metavar="CMD",
                    help="also time another command per log, e.g. 'drishti'")
-    from ..bench.catalog import KERNELS
-
     for name, what in KERNELS.items():
         k = bsub.add_parser(name, help=what,
                             description=f"{what}. Options not listed here go to the kernel.")
@@ -138,22 +149,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..bench import (
-        accuracy,
-        diagnose_speed,
-        html_speed,
-        kernels,
-        overlap,
-        runtime_overhead,
-        sweep,
-        tune_efficiency,
-    )
-
     if args.bench in kernels.KERNELS:
         return kernels.main(args, args.kernel_args)
     if args.bench == "h5bench":
         return kernels.h5bench_main(args)
+    if args.bench == "tune-efficiency":
+        return efficiency.main(
+            cases=args.case, strategies=args.strategies.split(",") if args.strategies else None,
+            repeats=args.repeats, seeds=args.seeds, timeout=args.timeout, reuse=args.reuse,
+            out=Path(args.out), json_path=args.json)
     tools = {"diagnose": diagnose_speed, "runtime": runtime_overhead, "sweep": sweep,
-             "html": html_speed, "tune-efficiency": tune_efficiency,
-             "async": overlap, "accuracy": accuracy}  # fmt: skip
+             "html": html_speed, "async": overlap, "accuracy": accuracy}  # fmt: skip
     return tools[args.bench].main(args)

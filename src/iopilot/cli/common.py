@@ -1,27 +1,17 @@
-"""What several subcommands share: exit statuses, the file-scope options,
-writing an output to a file or standard output."""
+"""What several subcommands share: exit statuses, the file-scope options, the
+``--json``/``--html`` options, writing an output to a file or standard output.
+
+This module imports nothing heavy: the one-log report's parent process uses it."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import InputError
 
-if TYPE_CHECKING:
-    from ..model.scope import FileScope
-
 EXIT_OK, EXIT_CRITICAL, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
-
-
-def file_scope(args: argparse.Namespace) -> FileScope:
-    """The files to analyse, from --exclude, --include-only, --no-default-excludes
-    and IOPILOT_EXCLUDE."""
-    from ..model.scope import scope_args
-
-    return scope_args(args.exclude, args.include_only, args.no_default_excludes)
 
 
 def add_scope_options(p: argparse.ArgumentParser) -> None:
@@ -35,6 +25,29 @@ def add_scope_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-default-excludes", action="store_true",
                    help="also analyse runtime and library files (.pyc, site-packages, "
                    "*.so, /etc, /usr/share, /tmp/ompi*, /proc, /sys, /dev)")  # fmt: skip
+
+
+def add_output_options(p: argparse.ArgumentParser, json_what: str, html_what: str,
+                       command: str) -> None:
+    """``--json [PATH]`` and ``--html [PATH]``, the same in every command: PATH
+    ``-`` is standard output (then the terminal text is left out); ``--json``
+    alone writes to standard output, ``--html`` alone to iopilot-COMMAND.html."""
+    p.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                   help=f"write {json_what} as JSON to PATH (default: standard output)")
+    p.add_argument("--html", nargs="?", const=f"iopilot-{command}.html", metavar="PATH",
+                   help=f"write {html_what} to PATH ('-': standard output; default: "
+                   f"iopilot-{command}.html)")
+
+
+def to_stdout(args: argparse.Namespace) -> bool:
+    """Whether an output of ``add_output_options`` (or --csv) goes to standard output."""
+    return "-" in (getattr(args, "json", None), getattr(args, "html", None),
+                   getattr(args, "csv", None))
+
+
+def command_after(words: list[str]) -> list[str]:
+    """The program's command line of ``-- COMMAND...`` (argparse keeps the ``--``)."""
+    return words[1:] if words[:1] == ["--"] else list(words)
 
 
 def emit(target: str, text: str) -> None:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
-from .tune import add_trial_options
+from ..tune.optimize import optimize, page
+from ..tune.tuning import TuneOptions
+from .common import EXIT_OK, add_output_options, command_after, emit, to_stdout
+from .tune import add_trial_options, trial_options
 
 # What the command does and how it is called, shown by its --help.
 ABOUT: dict[str, tuple[str, str]] = {
@@ -22,10 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """The ``optimize`` subcommand and its options."""
     o = sub.add_parser("optimize", help="trace, tune and compare a program in one command")
     add_trial_options(o)
-    o.add_argument("--json", metavar="OUT", help="write before, after, best, speedup and "
-                   "the tuning as JSON")
-    o.add_argument("--html", metavar="PATH",
-                   help="the before/after page (default OUT/optimize.html)")
+    add_output_options(o, "before, after, best, speedup and the tuning",
+                       "the before/after page (without --html: OUT/optimize.html)", "optimize")
     o.add_argument("--out", metavar="DIR", default="iopilot-optimize",
                    help="directory for the traces, best.toml, the plot and the study "
                    "(default ./iopilot-optimize)")
@@ -34,11 +37,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from ..tune import optimize
-
-    for name, v in (("--trials", args.trials), ("--repeats", args.repeats)):
-        if v < 1:
-            from ..errors import InputError
-
-            raise InputError(name, f"must be 1 or more, not {v}")
-    return optimize.main(args)
+    opts = TuneOptions(command_after(args.command), Path(args.out),
+                       **trial_options(args))  # type: ignore[arg-type]
+    doc = optimize(opts, quiet=to_stdout(args))
+    emit(args.html or str(opts.out.resolve() / "optimize.html"), page(doc))
+    if args.json:
+        emit(args.json, json.dumps(doc, indent=2, default=str) + "\n")
+    return EXIT_OK

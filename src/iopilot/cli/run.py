@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_scope_options
+from ..capture import run
+from ..model.scope import scope_args
+from .common import add_scope_options, command_after
 
 # What the command does and how it is called, shown by its --help.
 ABOUT: dict[str, tuple[str, str]] = {
@@ -44,6 +46,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..capture import run
-
-    return run.main(args)
+    extra: dict[str, str] = {}
+    if args.settings:
+        extra.update(run.settings_env(args.settings))
+    if args.async_writes or args.async_relaxed:
+        extra.update(run.async_env(relaxed=args.async_relaxed, max_bytes=args.async_max_bytes))
+    scope = scope_args(args.exclude, args.include_only, args.no_default_excludes)
+    return run.trace_and_report(
+        command_after(args.command), trace_dir=args.trace_dir, trace_only=args.trace_only,
+        max_records=args.max_records, layers=args.layers.split(",") if args.layers else None,
+        extra=extra or None, color=args.color, scope=scope)

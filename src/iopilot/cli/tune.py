@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+
+from ..tune import output
+from ..tune.tuning import TuneOptions, tune
+from .common import EXIT_OK, add_output_options, command_after, emit, to_stdout
 
 # What the command does and how it is called, shown by its --help.
 ABOUT: dict[str, tuple[str, str]] = {
@@ -31,9 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--objective", choices=("io", "wall", "bandwidth"), default="io",
                    help="io (default): slowest rank's I/O seconds in the trace; wall: "
                    "seconds to exit; bandwidth: MiB/s of a kernel's IOPILOT-RESULT line")
-    t.add_argument("--json", metavar="OUT", help="write the study's summary as JSON")
-    t.add_argument("--html", metavar="PATH",
-                   help="write a self-contained page with the interactive convergence plot")
+    add_output_options(t, "the study's summary",
+                       "a self-contained page with the interactive convergence plot", "tune")
     t.add_argument("--out", metavar="DIR", default="iopilot-tune",
                    help="directory for best.toml, the plot, the study and the trials' "
                    "work (default ./iopilot-tune)")
@@ -61,7 +66,20 @@ def add_trial_options(p: argparse.ArgumentParser) -> None:
                    help="where trials run (default local)")  # fmt: skip
 
 
-def cmd_tune(args: argparse.Namespace) -> int:
-    from ..tune import cli
+def trial_options(args: argparse.Namespace) -> dict[str, object]:
+    """The options of ``add_trial_options`` as ``TuneOptions`` fields."""
+    return {"trials": args.trials, "repeats": args.repeats, "study": args.study,
+            "seed": args.seed, "timeout": args.timeout, "verify": args.verify,
+            "launcher": args.launcher}  # fmt: skip
 
-    return cli.main(args)
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    opts = TuneOptions(command_after(args.command), Path(args.out), space=args.space,
+                       strategy=args.strategy, objective=args.objective,
+                       **trial_options(args))  # type: ignore[arg-type]
+    _, doc = tune(opts, quiet=to_stdout(args))
+    if args.json:
+        emit(args.json, json.dumps(doc, indent=2, default=str) + "\n")
+    if args.html:
+        emit(args.html, output.page(doc))
+    return EXIT_OK

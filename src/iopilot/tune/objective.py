@@ -10,7 +10,6 @@ properties reach an unmodified program.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,13 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import api
+from .. import settings as st
 from .._record import field, record
-from . import settings as st
-from .engine import Launcher
+from ..errors import InputError
+from ..kernel_results import last_result, summarise
+from .launch import RunTrial
 
 OBJECTIVES = {"io": ("s", "minimize"), "wall": ("s", "minimize"),
               "bandwidth": ("MiB/s", "maximize")}
-RESULT_TAG = "IOPILOT-RESULT "
 
 
 @record
@@ -71,12 +72,10 @@ def _failure(rc: int, stderr: str) -> str:
 
 def bandwidth(stdout: str) -> float | None:
     """MiB/s of the last IOPILOT-RESULT line: writes when it wrote, else reads."""
-    from ..bench.kernels import summarise
-
-    lines = [x for x in stdout.splitlines() if x.startswith(RESULT_TAG)]
-    if not lines:
+    result = last_result(stdout)
+    if result is None:
         return None
-    s = summarise(json.loads(lines[-1][len(RESULT_TAG):]))
+    s = summarise(result)
     for phase in ("write", "read"):
         if phase in s:
             return float(s[phase]["max_mib_s"])
@@ -85,8 +84,6 @@ def bandwidth(stdout: str) -> float | None:
 
 def io_seconds(trace: Path, *, keep_findings: bool) -> tuple[float, list[dict[str, Any]], dict]:
     """The slowest rank's I/O seconds of a trace, with its findings when asked."""
-    from .. import api
-
     doc = api.render(api.diagnose(trace), "dict")
     findings = [{k: f.get(k) for k in ("check", "layer", "level", "cost_seconds")}
                 for f in doc["findings"]] if keep_findings else []  # fmt: skip
@@ -96,7 +93,7 @@ def io_seconds(trace: Path, *, keep_findings: bool) -> tuple[float, list[dict[st
 
 
 def measure(command: list[str], doc: dict[str, Any], objective: str, run_dir: Path, *,
-            launch: Launcher, timeout: float | None, verify: str | None = None,
+            launch: RunTrial, timeout: float | None, verify: str | None = None,
             keep_findings: bool = False) -> Run:  # fmt: skip
     """Run ``command`` once in ``run_dir`` (created, then removed) with the
     settings ``doc``; the objective's value, or the reason it has none."""
@@ -108,7 +105,7 @@ def measure(command: list[str], doc: dict[str, Any], objective: str, run_dir: Pa
 
 
 def _measure(command: list[str], doc: dict[str, Any], objective: str, run_dir: Path,
-             launch: Launcher, timeout: float | None, verify: str | None,
+             launch: RunTrial, timeout: float | None, verify: str | None,
              keep_findings: bool) -> Run:  # fmt: skip
     file = run_dir / "settings.toml"
     st.dump(doc, file)
@@ -141,8 +138,6 @@ def _measure(command: list[str], doc: dict[str, Any], objective: str, run_dir: P
         return run
     if not trace.exists():
         return run if objective != "io" else Run(None, r.seconds, "the program left no trace")
-    from ..errors import InputError
-
     try:
         value, run.findings, run.io = io_seconds(trace, keep_findings=keep_findings)
     except InputError as e:

@@ -4,13 +4,12 @@ The steps are the ones a user would take by hand, through the same code:
 the program is traced with the default settings and diagnosed
 (``api.diagnose``); the diagnosis chooses the search space
 (``generate.generate``); the study of ``iopilot tune`` searches it
-(``tune.cli.tune``, guided); the program is traced once more with the best
+(``tune.tuning.tune``, guided); the program is traced once more with the best
 settings, and the two diagnoses are compared finding by finding.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -18,16 +17,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import api
+from .. import settings as st
+from .._record import replace
 from ..errors import InputError
-from . import settings as st
-from .engine import Launcher, launcher
+from ..report.tuning import render_optimize_page
+from .generate import generate
+from .launch import RunTrial, launcher
 from .objective import absolute_command
 from .space import Space
+from .tuning import TuneOptions, tune
 
 QUIET_LEVELS = ("OK", "INFO")  # findings that are not problems
 
 
-def trace(command: list[str], settings_file: Path, trace_dir: Path, launch: Launcher,
+def trace(command: list[str], settings_file: Path, trace_dir: Path, launch: RunTrial,
           timeout: float | None = None) -> Path:  # fmt: skip
     """Run ``command`` once under ``iopilot run --settings`` (as a trial runs)
     and keep its trace in ``trace_dir``."""
@@ -121,15 +125,6 @@ def changes(best: dict[str, Any], recorded: dict[str, Any] | None) -> list[dict[
     return out
 
 
-def _tune_args(args: argparse.Namespace, command: list[str], out: Path) -> argparse.Namespace:
-    """The options of the ``iopilot tune`` run optimize makes: guided, in ``out``."""
-    return argparse.Namespace(command=command, space=None, strategy="guided",
-                              trials=args.trials, repeats=args.repeats, study=args.study,
-                              seed=args.seed, objective="io", timeout=args.timeout,
-                              verify=args.verify, launcher=args.launcher, json=None, html=None,
-                              out=str(out))  # fmt: skip
-
-
 def _speedup(before: float, after: float) -> float | None:
     return before / after if before > 0 and after > 0 else None
 
@@ -171,26 +166,27 @@ def _cost(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}"
 
 
-def main(args: argparse.Namespace) -> int:
-    from .. import api
-    from . import cli
-
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
+def optimize(opts: TuneOptions, *, quiet: bool = False) -> dict[str, Any]:
+    """Trace ``opts.command`` with the default settings, tune what its
+    diagnosis points at (guided, ``opts``' trials in ``opts.out``), trace it
+    with the best settings and compare: the document of ``iopilot optimize``
+    (its summary printed unless ``quiet``)."""
+    if not opts.command:
         raise InputError("iopilot optimize",
                          "no command given: iopilot optimize [options] -- COMMAND...")
-    command = absolute_command(command, Path.cwd())
-    out = Path(args.out).resolve()
+    for name, v in (("--trials", opts.trials), ("--repeats", opts.repeats)):
+        if v < 1:
+            raise InputError(name, f"must be 1 or more, not {v}")
+    command = absolute_command(opts.command, Path.cwd())
+    out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    launch = launcher(args.launcher)
+    launch = launcher(opts.launcher)
     empty = out / "default.toml"
     empty.write_text("")
 
     print("iopilot optimize: tracing the program with the default settings", file=sys.stderr)
     before_doc = api.render(api.diagnose(trace(command, empty, out / "before.trace", launch,
-                                               args.timeout)), "dict")  # fmt: skip
+                                               opts.timeout)), "dict")  # fmt: skip
     before = side(before_doc)
     observed = {"findings": [{k: f.get(k) for k in ("check", "layer", "level", "cost_seconds")}
                              for f in before_doc["findings"]],
@@ -200,15 +196,15 @@ def main(args: argparse.Namespace) -> int:
                 "layer_summaries": before_doc["layers"]}  # fmt: skip
 
     def space_from_diagnosis(_first_run: dict[str, Any]) -> Space:
-        from .generate import generate
-
         return generate(observed)
 
-    _, tuning = cli.tune(_tune_args(args, command, out), space_from_diagnosis)
+    guided = replace(opts, command=command, out=out, space=None, strategy="guided",
+                     objective="io")
+    _, tuning = tune(guided, space_from_diagnosis, quiet=quiet)
     best_file = out / "best.toml"
     print("iopilot optimize: tracing the program with the best settings", file=sys.stderr)
     after_doc = api.render(api.diagnose(trace(command, best_file, out / "after.trace", launch,
-                                              args.timeout)), "dict")  # fmt: skip
+                                              opts.timeout)), "dict")  # fmt: skip
     after = side(after_doc)
     best = tuning["best"]["settings"]
     doc = {
@@ -222,15 +218,13 @@ def main(args: argparse.Namespace) -> int:
         "traces": {"before": str(out / "before.trace"), "after": str(out / "after.trace")},
         "tuning": tuning,
     }
-    print()
-    print(summary_text(doc))
-    page = Path(args.html) if args.html else out / "optimize.html"
-    from ..report.tuning import render_optimize_page
+    if not quiet:
+        print()
+        print(summary_text(doc))
+    print(f"iopilot: wrote {best_file}; traces in {out}", file=sys.stderr)
+    return doc
 
-    page.write_text(render_optimize_page(doc), encoding="utf-8")
-    wrote = [str(page), str(best_file)]
-    if args.json:
-        Path(args.json).write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        wrote.append(args.json)
-    print(f"iopilot: wrote {', '.join(wrote)}; traces in {out}", file=sys.stderr)
-    return 0
+
+def page(doc: dict[str, Any]) -> str:
+    """The before/after page of ``iopilot optimize``."""
+    return render_optimize_page(doc)

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import settings as st
 from .._progress import Progress
-from . import settings as st
+from ..report.tuning import render_tune_page
 from .search import Record
 from .study import Outcome
 
@@ -160,11 +161,9 @@ def plot(outcome: Outcome, path: Path, unit: str, maximize: bool) -> bool:
     return True
 
 
-def write_page(doc: dict[str, Any], path: Path) -> None:
+def page(doc: dict[str, Any]) -> str:
     """The study's HTML page: its outcome and the interactive convergence plot."""
-    from ..report.tuning import render_tune_page
-
-    path.write_text(render_tune_page(doc), encoding="utf-8")
+    return render_tune_page(doc)
 
 
 def tell(progress: Progress, unit: str) -> Callable[[Record, Record | None, int], None]:

@@ -19,7 +19,7 @@ one parameter, named by its path in a settings file::
 
 A point is a dict ``{name: value}`` of the parameters it sets; a parameter
 whose condition does not hold is never in it.  ``settings_doc`` turns a point
-into a settings document (``iopilot.tune.settings``).
+into a settings document (``iopilot.settings``).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from .. import settings as st
 from .._record import field, record
 from ..errors import InputError
-from . import settings as st
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 _SPEC_KEYS = {"values", "low", "high", "log", "step", "when", "default"}

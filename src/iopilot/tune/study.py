@@ -26,7 +26,7 @@ from typing import Any
 from .._record import field, record
 from ..errors import InputError
 from . import search
-from .engine import Launcher
+from .launch import RunTrial
 from .objective import OBJECTIVES, Run, measure
 from .search import Context, Proposal, Record
 from .space import Space, point_key
@@ -92,7 +92,7 @@ class Study:
     """One study, bound to its Optuna storage."""
 
     def __init__(self, opts: Options, space_for: Callable[[dict[str, Any]], Space],
-                 launch: Launcher,
+                 launch: RunTrial,
                  progress: Callable[[Record, Record | None, int], None] | None = None) -> None:
         import optuna
 

@@ -16,7 +16,6 @@ not reached.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -25,14 +24,16 @@ import sys
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._record import record
 from ..errors import InputError
-from .kernels import KERNEL_DIR
-
-if TYPE_CHECKING:
-    from ..tune.space import Space
+from ..kernel_results import KERNEL_DIR
+from .launch import launcher
+from .objective import Run, measure
+from .search import STRATEGIES as KNOWN
+from .space import Space, from_dict, point_key
+from .study import Options, Study, observed
 
 WITHIN = 0.05  # "close to the best": within 5 % of its median
 STRATEGIES = ("guided", "ga", "random", "tpe")
@@ -120,15 +121,11 @@ def all_points(space: Space) -> list[dict[str, Any]]:
 
 
 def table_space(table: dict[str, Any]) -> Space:
-    from ..tune.space import from_dict
-
     return from_dict(tomllib.loads(table["space"]), f"case {table['case']}")
 
 
 def table_index(table: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The table's rows by the key of their canonical point."""
-    from ..tune.space import point_key
-
     space = table_space(table)
     return {point_key(canonical(space, r["point"])): r for r in table["points"]}
 
@@ -145,11 +142,6 @@ def measure_table(case: Case, repeats: int, timeout: float | None = None,
                   progress: bool = True) -> dict[str, Any]:  # fmt: skip
     """Every point of the case's space (and the default), ``repeats`` runs each,
     through the objective code of ``iopilot tune``."""
-    from ..tune.engine import launcher
-    from ..tune.objective import measure
-    from ..tune.space import from_dict
-    from ..tune.study import observed
-
     local = launcher("local")
     space = from_dict(tomllib.loads(case.space), f"case {case.name}")
     command = [*MPIRUN, str(KERNEL_DIR / case.command[0]), *case.command[1:]]
@@ -209,11 +201,7 @@ def replay(table: dict[str, Any], strategy: str, seed: int,
            trials: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """The points ``strategy`` measures, in order, when every measurement is
     the table's: the study of ``iopilot tune`` with a look-up for a run."""
-    import optuna
-
-    from ..tune.objective import Run
-    from ..tune.space import point_key
-    from ..tune.study import Options, Study
+    import optuna  # lazy: 0.5 s to import, for the replays only (not for a table)
 
     space = table_space(table)
     rows = table_index(table)
@@ -302,37 +290,38 @@ def format_results(results: list[dict[str, Any]], strategies: list[str]) -> str:
                      for row in rows)  # fmt: skip
 
 
-def main(args: argparse.Namespace) -> int:
-    cases = list(args.case or CASES)
+def main(*, cases: list[str] | None = None, strategies: list[str] | None = None,
+         repeats: int = 3, seeds: int = 5, timeout: float | None = None, reuse: bool = False,
+         out: Path = Path("tune-efficiency"), json_path: str | None = None) -> int:
+    """``iopilot bench tune-efficiency``: measure (or ``reuse``) each case's
+    table in ``out``, replay the strategies, print and write the results."""
+    cases = list(cases or CASES)
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         raise InputError("--case", f"unknown case {unknown[0]!r}",
                          f"known: {', '.join(CASES)}")  # fmt: skip
-    strategies = args.strategies.split(",") if args.strategies else list(STRATEGIES)
-    from ..tune.search import STRATEGIES as KNOWN
-
+    strategies = list(strategies or STRATEGIES)
     bad = [s for s in strategies if s not in KNOWN]
     if bad:
         raise InputError("--strategies", f"unknown strategy {bad[0]!r}",
                          f"known: {', '.join(KNOWN)}")  # fmt: skip
-    out = Path(args.out)
     results = []
     for name in cases:
         saved = out / f"{name}-table.json"
-        if args.reuse and saved.exists():
+        if reuse and saved.exists():
             table = json.loads(saved.read_text())
         else:
             if not (KERNEL_DIR / CASES[name].command[0]).exists():
                 raise InputError(name, f"kernel not built: {KERNEL_DIR / CASES[name].command[0]}",
                                  "run make")  # fmt: skip
-            table = measure_table(CASES[name], args.repeats, args.timeout)
+            table = measure_table(CASES[name], repeats, timeout)
             write_table(table, out)
-        results.append(evaluate(table, strategies, args.seeds))
-    print(f"median trials (over {args.seeds} seeds, the default is trial 1) to come within "
+        results.append(evaluate(table, strategies, seeds))
+    print(f"median trials (over {seeds} seeds, the default is trial 1) to come within "
           f"{100 * WITHIN:.0f} % of the exhaustive best:")
     print(format_results(results, strategies))
-    doc = {"within": WITHIN, "seeds": args.seeds, "strategies": strategies, "results": results}
-    path = Path(args.json) if args.json else out / "tune-efficiency.json"
+    doc = {"within": WITHIN, "seeds": seeds, "strategies": strategies, "results": results}
+    path = Path(json_path) if json_path else out / "tune-efficiency.json"
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"iopilot: wrote {path}; tables in {out}", file=sys.stderr)

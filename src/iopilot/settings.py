@@ -39,9 +39,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .._record import record
-from ..errors import InputError
-from ..userfiles import clip, load_toml, quote, short_errors, suggest
+from ._record import record
+from .errors import InputError
+from .userfiles import clip, load_toml, quote, short_errors, suggest
 
 # Value kinds.  The C header names them IOP_SK_<KIND>; never reorder.
 KINDS: tuple[str, ...] = ("str", "enum", "int", "size", "bool", "ints")

@@ -1,0 +1,75 @@
+"""The package's layers as a contract: import-linter's ``[tool.importlinter]``
+in pyproject.toml (cli > tune | bench | capture > api > report | overlap |
+sources > checks > model > vocabulary > bottom utilities), and argparse only
+in the command line."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "iopilot"
+
+pytest.importorskip("importlinter")
+
+
+def lint_imports(src: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` with the project's contract over the package in ``src``."""
+    code = ("import sys\nfrom importlinter.cli import lint_imports\n"
+            "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, "
+            "no_logo=True))")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    r = lint_imports(SRC.parent)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Contracts: 1 kept, 0 broken." in r.stdout
+
+
+def test_the_contract_fails_on_an_upward_import(tmp_path):
+    # A copy of the package where the checks reach up into the command line,
+    # and where two sibling layers (tune and bench) import each other.
+    copy = tmp_path / "iopilot"
+    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__", "_lib"))
+    with (copy / "checks" / "base.py").open("a") as f:
+        f.write("\nfrom ..cli import common  # noqa: E402\n")
+    with (copy / "tune" / "objective.py").open("a") as f:
+        f.write("\nfrom ..bench import kernels  # noqa: E402\n")
+    r = lint_imports(tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "iopilot's layers BROKEN" in r.stdout
+    assert "iopilot.checks.base -> iopilot.cli.common" in r.stdout
+    assert "iopilot.tune.objective -> iopilot.bench.kernels" in r.stdout
+
+
+def argparse_users(root: Path = SRC) -> list[str]:
+    """Modules outside ``iopilot.cli`` that import argparse."""
+    out = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root)
+        if rel.parts[0] == "cli":
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] == "argparse" for n in names):
+                out.append(str(rel))
+                break
+    return out
+
+
+def test_the_argparse_finder_finds_one(tmp_path):
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "a.py").write_text("import argparse\n")
+    (tmp_path / "b.py").write_text("def f():\n    from argparse import Namespace\n")
+    assert argparse_users(tmp_path) == ["b.py"]
