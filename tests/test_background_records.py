@@ -19,7 +19,7 @@ from iopilot.capture.run import library_path
 from iopilot.model import OP_NAMES, OP_WRITE
 from iopilot.model.background import background_summary, busy_and_overlap
 from iopilot.sources import load
-from iopilot.sources.iopilot_trace import HEADER, RECORD
+from iopilot.sources.trace_procs import HEADER, RECORD
 from iopilot.vocabulary import RECORD_FLAGS
 from test_report_html_browser import CHROMEDRIVER, CHROMIUM, driver  # noqa: F401
 from test_runtime_behind import small_fs  # noqa: F401

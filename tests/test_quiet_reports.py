@@ -20,7 +20,8 @@ from iopilot import api
 from iopilot.capture.run import library_path
 from iopilot.model.scope import PROGRAM_SOURCE, FileScope
 from iopilot.report import csv_report, fleet, terminal
-from iopilot.sources.iopilot_trace import _accounting, _Proc
+from iopilot.sources.trace_accounting import accounting
+from iopilot.sources.trace_procs import Proc
 from kit import counters, trace
 
 IOPILOT = [sys.executable, "-m", "iopilot"]
@@ -85,9 +86,9 @@ def test_the_interpreters_child_is_not_counted_as_an_exit(tmp_path):
 
 
 def _proc(pid: int, ppid: int, rank: int | None, code: int | None, exe: str,
-          image: int = 0) -> _Proc:  # fmt: skip
+          image: int = 0) -> Proc:  # fmt: skip
     summary = {"ended_by": "exit", "exit_code": code, "exe": exe}
-    return _Proc(stem=f"h-{pid}-{image}", root=Path("/t"), version=2, pid=pid, ppid=ppid,
+    return Proc(stem=f"h-{pid}-{image}", root=Path("/t"), version=2, pid=pid, ppid=ppid,
                  image=image, host="h", t0=0.0, t_end=1.0, written_rank=rank or 0,
                  known=rank is not None, summary=summary, rec_size=None, rank=rank)  # fmt: skip
 
@@ -96,13 +97,13 @@ def test_children_of_ranks_are_told_apart_from_ranks_and_launchers():
     procs = [_proc(10, 5, 0, 0, "/usr/bin/python3"), _proc(11, 5, 1, 3, "/usr/bin/python3"),
              _proc(12, 10, 0, None, "/usr/bin/uname"), _proc(13, 11, 1, 0, "/usr/bin/uname"),
              _proc(5, 1, None, 0, "/usr/bin/mpirun")]  # fmt: skip
-    a = _accounting(procs)
+    a = accounting(procs)
     # mpirun is a launcher (rank None): its exit is not a child's, it is counted
     assert a["exit_codes"] == {"0": 2, "3": 1}
     assert a["children"] == {"uname": 2}
     assert "2 child processes the program ran: uname ×2" in a["summary"]
     # a process whose parent is not a rank is a rank itself, and counts
-    alone = _accounting([_proc(20, 1, 0, 0, "/bin/app"), _proc(21, 1, 1, 4, "/bin/app")])
+    alone = accounting([_proc(20, 1, 0, 0, "/bin/app"), _proc(21, 1, 1, 4, "/bin/app")])
     assert alone["exit_codes"] == {"0": 1, "4": 1} and alone["children"] == {}
 
 

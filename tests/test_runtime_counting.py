@@ -17,7 +17,7 @@ import pytest
 
 from iopilot.capture.run import library_path
 from iopilot.sources import load
-from iopilot.sources.iopilot_trace import _common_values
+from iopilot.sources.trace_counters import _common_values
 from rawtrace import RawProc
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
@@ -78,7 +78,7 @@ def test_mode_and_the_size_of_the_slowest_write(counting):
 
 
 def test_ranks_combine_the_size_of_the_slowest_operation():
-    from iopilot.sources.iopilot_trace import _slowest_sizes
+    from iopilot.sources.trace_counters import _slowest_sizes
 
     inames, fnames = ["X_MAX_WRITE_TIME_SIZE"], ["X_F_MAX_WRITE_TIME"]
     ints = np.array([[4096], [1 << 20], [100]], np.int64)

@@ -1,5 +1,5 @@
 """How a trace directory's process images ended, as the reader accounts for
-them (sources/iopilot_trace.py ``_accounting``), worked out by hand."""
+them (sources/iopilot_trace.py ``accounting``), worked out by hand."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iopilot.sources.iopilot_trace import _accounting, _Proc
+from iopilot.sources.trace_accounting import accounting
+from iopilot.sources.trace_procs import Proc
 
 
 def proc(pid: int, rank: int | None, ended: str | None, code: int | None = 0, *,
-         exe: str = "/bin/app", mmaps: int = 0, on_disk: int = 0, fs_bytes: int = 0) -> _Proc:
+         exe: str = "/bin/app", mmaps: int = 0, on_disk: int = 0, fs_bytes: int = 0) -> Proc:
     summary = None if ended is None else {"ended_by": ended, "exit_code": code, "exe": exe}
-    return _Proc(stem=f"h-{pid}", root=Path("/t"), version=2, pid=pid, ppid=1, image=0,
+    return Proc(stem=f"h-{pid}", root=Path("/t"), version=2, pid=pid, ppid=1, image=0,
                  host="h", t0=0.0, t_end=1.0, written_rank=-1 if rank is None else rank,
                  known=rank is not None, summary=summary, rec_size=None, rank=rank,
                  mmaps=mmaps, on_disk=on_disk, fs_bytes=fs_bytes)  # fmt: skip
@@ -32,7 +33,7 @@ def test_every_way_of_ending_counted_and_told():
         proc(17, None, "exit", 0, exe="/usr/bin/mpirun"),
         proc(18, None, "signal", exe="/bin/sh"),
     ]
-    a = _accounting(procs)
+    a = accounting(procs)
     assert a["summary"] == (
         "9 process images: 8 ended normally (exit 0: 3, exit 3: 1, exit: 1, exec: 1, "
         "after MPI_Finalize: 1, signal: 1), 1 ended without a summary (killed or crashed); "
@@ -55,11 +56,11 @@ def test_every_way_of_ending_counted_and_told():
 
 
 def test_one_image_one_launcher_one_mmap_in_the_singular():
-    a = _accounting([proc(1, 0, "exit", 0, mmaps=1), proc(2, None, "exit", 0, exe="/x/srun")])
+    a = accounting([proc(1, 0, "exit", 0, mmaps=1), proc(2, None, "exit", 0, exe="/x/srun")])
     assert a["summary"] == ("2 process images: 2 ended normally (exit 0: 2); "
                             "1 launcher image (srun) not counted as ranks")  # fmt: skip
     assert "(1 mmap call on traced files)" in a["not_seen"]
-    one = _accounting([proc(1, 0, "exit", 0)])
+    one = accounting([proc(1, 0, "exit", 0)])
     assert one["summary"] == "1 process image: 1 ended normally (exit 0: 1)"
     assert one["not_seen"] == ("not seen by the runtime: data moved by sendfile, "
                                "copy_file_range, splice or io_uring")  # fmt: skip
@@ -67,12 +68,12 @@ def test_one_image_one_launcher_one_mmap_in_the_singular():
 
 
 def test_unknown_exit_codes_come_last_and_codes_sort_as_text():
-    a = _accounting([proc(4, 0, "_exit", None), proc(2, 1, "exit", 12), proc(3, 2, "exit", 2)])
+    a = accounting([proc(4, 0, "_exit", None), proc(2, 1, "exit", 12), proc(3, 2, "exit", 2)])
     assert a["summary"] == "3 process images: 3 ended normally (exit 12: 1, exit 2: 1, exit: 1)"
 
 
 def test_no_summary_at_all_has_no_details():
-    a = _accounting([proc(1, 0, None), proc(2, 1, None)])
+    a = accounting([proc(1, 0, None), proc(2, 1, None)])
     assert a["summary"] == ("2 process images: 0 ended normally, "
                             "2 ended without a summary (killed or crashed)")  # fmt: skip
     assert a["ended_by"] == {"none": 2} and a["exit_codes"] == {}
@@ -81,7 +82,7 @@ def test_no_summary_at_all_has_no_details():
 def test_more_than_five_launcher_programs_are_cut_short():
     procs = [proc(i, None, "exit", 0, exe=f"/bin/l{i}") for i in range(7)]
     procs.append(proc(9, None, "exit", 0, exe=""))  # no name known
-    a = _accounting(procs)
+    a = accounting(procs)
     assert a["summary"].endswith(
         "8 launcher images (l0, l1, l2, l3, l4, ...) not counted as ranks")
     assert a["ranks"] == 0
@@ -92,7 +93,7 @@ def test_more_than_five_launcher_programs_are_cut_short():
 
 
 def test_hdf5_creates_count_as_opens_only_in_the_h5f_layer():
-    from iopilot.sources.iopilot_trace import _h5f_name
+    from iopilot.sources.trace_counters import _h5f_name
 
     assert _h5f_name("H5F", "CREATES") == "OPENS"  # as Darshan counts them
     assert _h5f_name("H5D", "CREATES") == "CREATES"
@@ -101,28 +102,28 @@ def test_hdf5_creates_count_as_opens_only_in_the_h5f_layer():
 
 
 def test_record_file_size_limit_allows_one_cut_record_past_the_limit():
-    from iopilot.sources.iopilot_trace import HEADER, RECORD, _rec_limit
+    from iopilot.sources.trace_procs import HEADER, RECORD, rec_limit
 
-    assert _rec_limit(0) == HEADER.itemsize + RECORD.itemsize
-    assert _rec_limit(10) == HEADER.itemsize + 11 * RECORD.itemsize
+    assert rec_limit(0) == HEADER.itemsize + RECORD.itemsize
+    assert rec_limit(10) == HEADER.itemsize + 11 * RECORD.itemsize
 
 
 def test_record_limit_of_processes_without_a_summary(monkeypatch):
-    from iopilot.sources.iopilot_trace import DEFAULT_MAX_RECORDS, _max_records
+    from iopilot.sources.trace_procs import DEFAULT_MAX_RECORDS, max_records
 
     monkeypatch.delenv("IOPILOT_MAX_RECORDS", raising=False)
-    assert _max_records() == DEFAULT_MAX_RECORDS
+    assert max_records() == DEFAULT_MAX_RECORDS
     monkeypatch.setenv("IOPILOT_MAX_RECORDS", str(DEFAULT_MAX_RECORDS + 1))
-    assert _max_records() == DEFAULT_MAX_RECORDS + 1
+    assert max_records() == DEFAULT_MAX_RECORDS + 1
     monkeypatch.setenv("IOPILOT_MAX_RECORDS", "10")  # never below the runtime's own
-    assert _max_records() == DEFAULT_MAX_RECORDS
+    assert max_records() == DEFAULT_MAX_RECORDS
     for junk in ("-5", "1e9", "٣", ""):  # not plain ASCII digits: the default
         monkeypatch.setenv("IOPILOT_MAX_RECORDS", junk)
-        assert _max_records() == DEFAULT_MAX_RECORDS
+        assert max_records() == DEFAULT_MAX_RECORDS
 
 
 def _recs(**cols):
-    from iopilot.sources.iopilot_trace import RECORD
+    from iopilot.sources.trace_procs import RECORD
 
     r = np.zeros(3, RECORD)
     for k, v in cols.items():
@@ -132,7 +133,7 @@ def _recs(**cols):
 
 def test_record_checks_at_the_edges_of_each_code():
     from iopilot.errors import InputError
-    from iopilot.sources.iopilot_trace import N_OPS, _check_records
+    from iopilot.sources.trace_records import N_OPS, _check_records
 
     _check_records(Path("p.rec"), _recs(layer=[0, 1, 4], op=[0, N_OPS - 1, 1]), 0, 5)  # all fine
     with pytest.raises(InputError, match=r"record 12 has layer code 5 \(5 layers\)"):
@@ -147,20 +148,20 @@ def test_job_description_fields_as_the_reader_keeps_them(tmp_path):
     import json
 
     from iopilot.errors import InputError
-    from iopilot.sources.iopilot_trace import _job_meta
+    from iopilot.sources.trace_procs import read_job_meta
 
     p = tmp_path / "job.json"
-    assert _job_meta(p) == {}  # none: nothing known
+    assert read_job_meta(p) == {}  # none: nothing known
     p.write_text(json.dumps({"command": ["a", "b"], "start": 10.5, "end": 12, "exit_status": 3,
                              "signal": None, "mounts": [["/", "ext4"], ["/scratch", "lustre"]],
                              "other": 1}))  # fmt: skip
-    assert _job_meta(p) == {"command": ["a", "b"], "start": 10.5, "end": 12, "exit_status": 3,
+    assert read_job_meta(p) == {"command": ["a", "b"], "start": 10.5, "end": 12, "exit_status": 3,
                             "mounts": [("/", "ext4"), ("/scratch", "lustre")]}  # fmt: skip
     p.write_text(json.dumps({"start": 1.0}))
-    assert _job_meta(p) == {"start": 1.0}
+    assert read_job_meta(p) == {"start": 1.0}
     p.write_text(json.dumps({"start": "soon"}))
     with pytest.raises(InputError, match="job description") as e:
-        _job_meta(p)
+        read_job_meta(p)
     assert "start" in str(e.value)
 
 
@@ -227,7 +228,7 @@ def _with(p, on_disk=10, rec_size=None, cut=False, **summary):
 
 
 def test_every_warning_about_what_a_trace_lacks():
-    from iopilot.sources.iopilot_trace import _warnings
+    from iopilot.sources.trace_accounting import trace_warnings
 
     k1, k2 = proc(15, 5, None, on_disk=7), proc(16, 6, None, on_disk=2)
     k1.kept, k2.kept = 3, 2
@@ -241,7 +242,7 @@ def test_every_warning_about_what_a_trace_lacks():
               stats_missing=2, overflows={"aio": 3, "odd": 1}, nested_calls=4),
     ]  # fmt: skip
     tail = ": per-operation views see part of the run (counters are exact)"
-    assert _warnings(procs) == [
+    assert trace_warnings(procs) == [
         "2 processes (pid 15, h-15; pid 16, h-16) ended without a summary (killed or crashed): "
         "their 9 flushed operation records are kept (5 reads and writes analysed), their "
         "counters are missing",
@@ -265,11 +266,11 @@ def test_every_warning_about_what_a_trace_lacks():
 
 
 def test_warnings_at_their_edges():
-    from iopilot.sources.iopilot_trace import _warnings
+    from iopilot.sources.trace_accounting import trace_warnings
 
     lone = proc(9, 0, None)
     lone.cut = True
-    assert _warnings([lone]) == [
+    assert trace_warnings([lone]) == [
         "1 process (pid 9, h-9) ended without a summary (killed or crashed): it flushed no "
         "operation records, its counters are missing",
         "h-9.rec: the last record is cut short and was dropped"]  # fmt: skip
@@ -277,22 +278,23 @@ def test_warnings_at_their_edges():
     for p in six:
         p.kept = 1
     assert "(pid 0, h-0; pid 1, h-1; pid 2, h-2; pid 3, h-3; pid 4, h-4; and 1 more)" in (
-        _warnings(six)[0])
+        trace_warnings(six)[0])
     # one short of the limit: records were lost, not dropped at the limit
     short = _with(proc(1, 0, "exit"), records=120, records_dropped=29, max_records=150)
-    assert "lost 29 because tracing stopped (the runtime left no warning)" in _warnings([short])[0]
+    said = trace_warnings([short])[0]
+    assert "lost 29 because tracing stopped (the runtime left no warning)" in said
     # the record file as long as the summary says, no drop: nothing to say
-    assert _warnings([_with(proc(1, 0, "exit"), rec_size=99)]) == []
+    assert trace_warnings([_with(proc(1, 0, "exit"), rec_size=99)]) == []
     launchers = [_with(proc(i, None, "exit", fs_bytes=1024), exe=f"/b/l{i}") for i in range(7)]
-    assert _warnings(launchers)[0].endswith(
+    assert trace_warnings(launchers)[0].endswith(
         "l4 (pid 4): 1.0 KiB, and 2 more: 2.0 KiB of I/O not analysed")
 
 
 def test_exit_status_of_the_job():
-    from iopilot.sources.iopilot_trace import _exit_status
+    from iopilot.sources.trace_accounting import exit_status
 
-    assert _exit_status({"exit_status": 3, "signal": None}, []) == (3, None)
-    assert _exit_status({"exit_status": -9}, []) == (137, 9)  # killed by signal 9
+    assert exit_status({"exit_status": 3, "signal": None}, []) == (3, None)
+    assert exit_status({"exit_status": -9}, []) == (137, 9)  # killed by signal 9
     a = proc(1, 1, "exit", 4)
     b = proc(2, 0, "exit", 0)
     b2 = proc(2, 0, "exit", 5)  # a later image of the same process
@@ -302,23 +304,23 @@ def test_exit_status_of_the_job():
     for p in (a, b, b2, gone):
         p.ppid = 99  # started by the launcher, which was not traced
     child.ppid = 2  # started by another traced process: not the program's own
-    assert _exit_status({}, [a, b, b2, gone, child]) == (5, None)  # rank 0's last image first
-    assert _exit_status({}, [a, b, gone]) == (4, None)  # the first non-zero code
+    assert exit_status({}, [a, b, b2, gone, child]) == (5, None)  # rank 0's last image first
+    assert exit_status({}, [a, b, gone]) == (4, None)  # the first non-zero code
     ok = [proc(1, 0, "exit", 0), proc(2, 1, "exit", 0)]
     for p in ok:
         p.ppid = 99
-    assert _exit_status({}, ok) == (0, None)
-    assert _exit_status({}, [gone]) == (None, None)
+    assert exit_status({}, ok) == (0, None)
+    assert exit_status({}, [gone]) == (None, None)
 
 
 def test_a_launcher_without_a_known_program_is_unknown():
-    a = _accounting([proc(1, 0, "exit", 0), proc(2, None, "exit", 0, exe="")])
+    a = accounting([proc(1, 0, "exit", 0), proc(2, None, "exit", 0, exe="")])
     assert a["summary"].endswith("1 launcher image (unknown) not counted as ranks")
 
 
 def _row(row, layers=("POSIX", "STDIO")):
     from iopilot.sources.checked import Fields
-    from iopilot.sources.iopilot_trace import _counter_row
+    from iopilot.sources.trace_procs import _counter_row
 
     s = {"layers": list(layers), "counter_names": ["OPENS", "READS"],
          "fcounter_names": ["F_READ_TIME"]}  # fmt: skip
@@ -349,7 +351,7 @@ def test_a_counters_row_at_the_edges_of_its_codes():
 
 
 def test_file_system_bytes_and_mmaps_from_a_summary():
-    from iopilot.sources.iopilot_trace import _summary_totals
+    from iopilot.sources.trace_counters import summary_totals
 
     p = proc(1, 0, "exit")
     p.summary = {"counter_names": ["OPENS", "MMAPS", "BYTES_READ", "BYTES_WRITTEN"],
@@ -362,14 +364,14 @@ def test_file_system_bytes_and_mmaps_from_a_summary():
     for row in p.summary["counters"]:
         row[2] = {int(k): v for k, v in row[2].items()}
     p.fs_bytes, p.mmaps = 99, 99  # counted afresh
-    _summary_totals(p)
+    summary_totals(p)
     assert (p.fs_bytes, p.mmaps) == (162, 2)
     p.summary["counter_names"] = ["OPENS", "NOT_MMAPS", "BYTES_READ", "BYTES_WRITTEN"]
-    _summary_totals(p)
+    summary_totals(p)
     assert (p.fs_bytes, p.mmaps) == (162, 0)
     gone = proc(2, 0, None)
     gone.fs_bytes = 4
-    _summary_totals(gone)
+    summary_totals(gone)
     assert gone.fs_bytes == 4  # nothing to count from
 
 
@@ -377,7 +379,7 @@ def test_names_file_entries_at_the_end_of_the_file(tmp_path):
     import struct
 
     from iopilot.errors import InputError
-    from iopilot.sources.iopilot_trace import _names_file
+    from iopilot.sources.trace_procs import read_names
 
     def entry(i: int, name: bytes, pad: bool = True) -> bytes:
         return struct.pack("<QII", i, len(name), 0) + name + (b"\0" * (-len(name) % 8) if pad
@@ -385,14 +387,14 @@ def test_names_file_entries_at_the_end_of_the_file(tmp_path):
 
     p = tmp_path / "p.names"
     p.write_bytes(entry(5, b"/a/b") + entry(6, b"") + entry(7, b"/data/x.h5", pad=False))
-    assert _names_file(p) == {5: "/a/b", 6: "", 7: "/data/x.h5"}  # ends exactly at the name
+    assert read_names(p) == {5: "/a/b", 6: "", 7: "/data/x.h5"}  # ends exactly at the name
     whole = entry(5, b"/a/b")
     p.write_bytes(whole + entry(6, b"/c")[:16])  # the last entry is exactly its 16-byte head
     with pytest.raises(InputError, match="the entry at byte 24 has a 2-byte name, past the end "
                                          r"of the file \(40 bytes\)"):  # fmt: skip
-        _names_file(p)
+        read_names(p)
     p.write_bytes(whole + entry(6, b"/c")[:15])
     with pytest.raises(InputError, match="the entry at byte 24 is cut short"):
-        _names_file(p)
+        read_names(p)
     p.write_bytes(b"")
-    assert _names_file(p) == {}
+    assert read_names(p) == {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from iopilot.sources.darshan_log import _counter_names
-from iopilot.sources.iopilot_trace import _common_values, _slowest_sizes, _tuple_update
+from iopilot.sources.trace_counters import _common_values, _slowest_sizes, _tuple_update
 
 NAMES = _counter_names("posix")
 
@@ -133,7 +133,7 @@ def test_hdf5_access_tuples_of_three_ranks_fold_from_the_last():
 
 
 def test_reduced_row_keeps_the_layer_the_earliest_open_and_a_parent_column():
-    from iopilot.sources.iopilot_trace import _reduce_shared
+    from iopilot.sources.trace_counters import _reduce_shared
     from kit import counters
 
     rows = [{"file": 1, "rank": 0, "POSIX_F_OPEN_START_TIMESTAMP": 2.0},

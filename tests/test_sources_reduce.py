@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from iopilot.sources.iopilot_trace import _reduce_shared
+from iopilot.sources.trace_counters import _reduce_shared
 from kit import counters
 
 

@@ -87,12 +87,12 @@ def test_python_takes_its_lists_from_the_vocabulary():
     from iopilot.bench import synthetic
     from iopilot.capture import run
     from iopilot.report import html
-    from iopilot.sources import darshan_log, iopilot_trace
+    from iopilot.sources import darshan_log, trace_procs, trace_records
 
     for name in ("OP_NAMES", "SIZE_BINS", "SIZE_BIN_UPPER", "RECORD_LAYERS", "COUNTER_LAYERS"):
         assert getattr(model, name) is getattr(v, name), name
-    assert iopilot_trace.LAYER_CODES is v.RUNTIME_LAYERS
-    assert iopilot_trace.N_OPS == len(v.OP_NAMES)
+    assert trace_procs.LAYER_CODES is v.RUNTIME_LAYERS
+    assert trace_records.N_OPS == len(v.OP_NAMES)
     assert run.LAYERS is v.RUNTIME_SWITCHES
     assert synthetic.LAYERS is v.RUNTIME_LAYERS and synthetic.INT_NAMES is v.COUNTERS
     assert {k: lay for k, (lay, _) in darshan_log.COUNTER_MODULES.items()} == {

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model import SIZE_BIN_UPPER, SIZE_BINS
-from ..sources.iopilot_trace import HEADER, MAGIC, RECORD
+from ..sources.trace_procs import HEADER, MAGIC, RECORD
 from ..vocabulary import COUNTERS, FCOUNTERS, RUNTIME_LAYERS
 
 # The runtime's layers and counter names, as its summaries list them.
