@@ -464,8 +464,8 @@ def test_a_one_log_report_whose_child_dies_is_one_error_row(tmp_path, how, want,
     call = (f"sys.exit(main({argv!r}))" if entry == "main" else
             f"sys.argv = ['iopilot', *{argv!r}]\nfrom iopilot.__main__ import main as program\n"
             "program()")  # fmt: skip
-    code = ("import os, signal, sys\nfrom iopilot.cli import main, report\n"
-            f"report._report = lambda args, isolate: {die}\n{call}")
+    code = ("import os, signal, sys\nfrom iopilot.cli import main, reporting\n"
+            f"reporting.report = lambda args, isolate: {die}\n{call}")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     doc = json.loads(out.read_text())
