@@ -68,6 +68,12 @@ def argparse_users(root: Path = SRC) -> list[str]:
     return out
 
 
+def test_only_the_command_line_reads_arguments():
+    # The commands turn their options into typed parameters; the packages
+    # below take those, never an argparse.Namespace.
+    assert argparse_users() == []
+
+
 def test_the_argparse_finder_finds_one(tmp_path):
     (tmp_path / "cli").mkdir()
     (tmp_path / "cli" / "a.py").write_text("import argparse\n")

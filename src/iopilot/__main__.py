@@ -1,15 +1,20 @@
-"""The program: ``iopilot`` and ``python -m iopilot``."""
+"""The program: ``iopilot`` and ``python -m iopilot``.
+
+Its two imports inside functions are its lazy-loading points: a one-log
+report forks its child before the command line's modules load, and the
+child imports the report's (``iopilot._child``)."""
 
 import os
 import sys
 
+from ._alloc import quiet_start, single_threaded_blas
+from ._child import warm_up
+
 
 def _preload_report() -> None:
-    from ._alloc import quiet_start, single_threaded_blas
-
     quiet_start()
     single_threaded_blas()  # before NumPy is imported
-    from .cli import report
+    from .cli import report  # lazy: in the child, while the parent reads the command line
 
     report.preload()
 
@@ -20,10 +25,8 @@ def main() -> None:
         # It imports what the report needs while this process reads the
         # command line (iopilot._child); a report that turns out to need no
         # child stops it.
-        from ._child import warm_up
-
         warm_up(_preload_report)
-    from .cli import run
+    from .cli import run  # lazy: after the fork, so the child does not carry it
 
     run()
 

@@ -10,7 +10,6 @@ N).  The scoring functions are pure; the runs are in :mod:`.corpus`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable
@@ -244,21 +243,24 @@ def run_case(case: Case, repeat: int, timing: bool) -> Result:
     return result
 
 
-def main(args: argparse.Namespace) -> int:
-    corpus = Path(args.corpus) if args.corpus else CORPUS_DIR
-    if not corpus.is_dir():
-        print(f"iopilot: error: {corpus}: no corpus directory there", file=sys.stderr)
+def main(*, corpus: str | None = None, patterns: list[str] | None = None, repeat: int = 3,
+         no_timing: bool = False, json_path: str | None = None) -> int:
+    """``iopilot bench accuracy``: run the cases of ``corpus`` (those matching
+    ``patterns``), print the scores and write them to ``json_path``."""
+    where = Path(corpus) if corpus else CORPUS_DIR
+    if not where.is_dir():
+        print(f"iopilot: error: {where}: no corpus directory there", file=sys.stderr)
         return 2
-    if args.repeat < 1:
+    if repeat < 1:
         print("iopilot: error: --repeat: at least 1", file=sys.stderr)
         return 2
-    patterns = args.case or []
-    cases, bad = load_corpus(corpus, patterns)
+    patterns = patterns or []
+    cases, bad = load_corpus(where, patterns)
     for e in bad:
         print(f"iopilot: bad case: {e}", file=sys.stderr)
     if not cases:
         what = f"matching {' '.join(patterns)} " if patterns else ""
-        print(f"iopilot: error: no valid case {what}in {corpus}", file=sys.stderr)
+        print(f"iopilot: error: no valid case {what}in {where}", file=sys.stderr)
         return 2
     results: list[Result] = []
     not_run: dict[str, str] = {}
@@ -269,7 +271,7 @@ def main(args: argparse.Namespace) -> int:
             continue
         print(f"{case.name} ...", file=sys.stderr, flush=True)
         try:
-            results.append(run_case(case, args.repeat, not args.no_timing))
+            results.append(run_case(case, repeat, not no_timing))
         except InputError as e:  # CaseError included: the case could not be built or run
             results.append(Result(case.name, case.language, case.expect, error=e.reason))
         except Exception as e:  # a diagnosis that crashed: that case's result, not the run's
@@ -279,10 +281,10 @@ def main(args: argparse.Namespace) -> int:
     print(render(results, t))
     for name, why in not_run.items():
         print(f"not run: {name}: {why}")
-    if args.json:
-        doc = {"corpus": str(corpus), "repeat": args.repeat, "timing": not args.no_timing,
+    if json_path:
+        doc = {"corpus": str(where), "repeat": repeat, "timing": not no_timing,
                "min_saving_s": MIN_SAVING, "totals": t,
                "cases": [asdict(r) for r in results], "not_run": not_run,
                "bad_cases": [str(e) for e in bad]}  # fmt: skip
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
     return 0

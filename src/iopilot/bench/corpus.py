@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import api
 from .._record import field, record
 from ..errors import InputError
 from ..kernel_results import REPO
@@ -267,8 +268,6 @@ def time_mode(case: Case, exe: Path | None, mode: str, repeat: int) -> float:
 def traced_diagnosis(case: Case, exe: Path | None, mode: str) -> dict[str, Any]:
     """Run ``mode`` under ``iopilot run --trace-only`` in a fresh directory and
     diagnose the trace through the one pipeline: the report as plain data."""
-    from .. import api
-
     with tempfile.TemporaryDirectory(prefix=f"iopilot-corpus-{case.name}-") as tmp:
         cwd, trace = Path(tmp) / "work", Path(tmp) / "trace"
         cwd.mkdir()

@@ -6,7 +6,6 @@ them.  Peak memory is the child's maximum resident set size (``wait4``).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import shutil
@@ -15,6 +14,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from .. import api
+from .synthetic import write_trace
 
 # Byte-compiled modules are what an installed tool runs from; an environment
 # that forbids writing them would time the compiler, not the tool.
@@ -41,10 +43,13 @@ def best_of(cmd: list[str], repeat: int) -> tuple[float, float, int]:
     return min(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2]
 
 
-def main(args: argparse.Namespace) -> int:
+def main(logs: list[str], *, repeat: int = 3, synthetic: list[int] | None = None,
+         compare: str | None = None) -> int:
+    """Time ``iopilot report`` on each of ``logs`` (and synthetic traces of
+    ``synthetic`` records), best of ``repeat``; also ``compare``, a command."""
     work = Path(tempfile.mkdtemp(prefix="iopilot-bench-diagnose-"))
     try:
-        return _main(args, work)
+        return _main(logs, repeat, synthetic or [], compare, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -54,19 +59,17 @@ def _size(path: str) -> int:
     return sum(f.stat().st_size for f in p.iterdir()) if p.is_dir() else p.stat().st_size
 
 
-def _main(args: argparse.Namespace, work: Path) -> int:
-    from .. import api
-    from .synthetic import write_trace
-
-    logs = api.inputs(args.logs)
-    for n in args.synthetic:
+def _main(given: list[str], repeat: int, synthetic: list[int], compare: str | None,
+          work: Path) -> int:
+    logs = api.inputs(given)
+    for n in synthetic:
         print(f"writing a synthetic trace of {n:,} records ...", file=sys.stderr, flush=True)
         logs.append(str(write_trace(work / f"synthetic-{n}", n)))
     if not logs:
         print("iopilot: error: no logs given (name some, or --synthetic N)", file=sys.stderr)
         return 2
     ours = report_command("--json", os.devnull, "-j", "1")
-    other = shlex.split(args.compare) if args.compare else None
+    other = shlex.split(compare) if compare else None
     width = min(max(len(Path(p).name) for p in logs), 48)
     head = f"{'log':<{width}} {'KiB':>7} {'iopilot s':>9} {'MiB':>6}"
     if other:
@@ -75,7 +78,7 @@ def _main(args: argparse.Namespace, work: Path) -> int:
     total_ours = total_other = 0.0
     worst_mem = 0.0
     for log in logs:
-        wall, mem, rc = best_of([*ours, log], args.repeat)
+        wall, mem, rc = best_of([*ours, log], repeat)
         total_ours += wall
         worst_mem = max(worst_mem, mem)
         name = Path(log).name
@@ -84,7 +87,7 @@ def _main(args: argparse.Namespace, work: Path) -> int:
         if rc not in (0, 1):
             line += f"  (exit {rc})"
         if other:
-            owall, omem, orc = best_of([*other, log], args.repeat)
+            owall, omem, orc = best_of([*other, log], repeat)
             total_other += owall
             line += f" {owall:>10.3f} {omem:>6.0f} {owall / wall:>7.1f}x"
             if orc:

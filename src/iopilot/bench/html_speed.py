@@ -7,7 +7,6 @@ traces of the requested sizes are written first into a temporary directory.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -24,14 +23,14 @@ LARGE_SHARED_LOGS = (
 )
 
 
-def main(args: argparse.Namespace) -> int:
+def main(logs: list[str], *, synthetic: list[int]) -> int:
     work = Path(tempfile.mkdtemp(prefix="iopilot-bench-html-"))
     try:
         targets: list[tuple[str, str]] = []
         shared = Path(__file__).resolve().parents[3].parent / "shared" / "darshan-logs"
-        logs = args.logs or [str(shared / n) for n in LARGE_SHARED_LOGS if (shared / n).exists()]
+        logs = logs or [str(shared / n) for n in LARGE_SHARED_LOGS if (shared / n).exists()]
         targets += [(Path(p).name, p) for p in logs]
-        for n in args.synthetic:
+        for n in synthetic:
             print(f"writing a synthetic trace of {n:,} records ...", file=sys.stderr, flush=True)
             targets.append((f"synthetic {n:,} records", str(write_trace(work / f"s{n}", n))))
         width = max(len(t[0]) for t in targets) if targets else 10

@@ -31,6 +31,7 @@ from ..kernel_results import (
     summarise,
 )
 from .catalog import KERNELS
+from .h5bench_config import kernel_runs
 
 OPTIONS_TAG = "IOPILOT-OPTIONS "
 
@@ -414,45 +415,47 @@ def _ior_size(n: int) -> str:
     return f"{n} bytes"
 
 
-def main(args: Any, kernel_args: Sequence[str]) -> int:
+def main(name: str, kernel_args: Sequence[str], *, ranks: int = 1, as_json: bool = False,
+         trace: str | None = None, dir: str | None = None, keep: bool = False,
+         ior_json_path: str | None = None) -> int:
+    """``iopilot bench KERNEL``: run kernel ``name`` with ``kernel_args`` on
+    ``ranks`` ranks (traced into ``trace``) and print its result."""
     kernel_args = list(kernel_args)
-    if args.keep and "keep" in kernel_options(args.bench)[1] and "--keep" not in kernel_args:
+    if keep and "keep" in kernel_options(name)[1] and "--keep" not in kernel_args:
         kernel_args.append("--keep")  # the kernel's files too, not only the directory
-    workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-"))
+    workdir = Path(dir) if dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    trace = Path(args.trace) if args.trace else None
+    trace_dir = Path(trace) if trace else None
     try:
-        result = run_kernel(args.bench, args.ranks, kernel_args, trace_dir=trace, cwd=workdir)
+        result = run_kernel(name, ranks, kernel_args, trace_dir=trace_dir, cwd=workdir)
     except KernelFailed as e:
         if e.usage:
             print(e.usage, file=sys.stderr)
         print(f"iopilot: error: {e}", file=sys.stderr)
         return e.status
     finally:
-        if not args.dir and not args.keep:
+        if not dir and not keep:
             shutil.rmtree(workdir, ignore_errors=True)
-        elif args.keep and not args.dir:
+        elif keep and not dir:
             print(f"iopilot: kernel files kept in {workdir}", file=sys.stderr)
-    if args.json:
+    if as_json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
         sys.stdout.write(render(result))
-    if getattr(args, "ior_json", None):
-        Path(args.ior_json).write_text(json.dumps(ior_json(result), indent=2) + "\n")
-        print(f"iopilot: IOR JSON summary in {args.ior_json}", file=sys.stderr)
-    if trace is not None:
-        print(f"iopilot: trace in {trace} (diagnose it with `iopilot report {trace}`)",
+    if ior_json_path:
+        Path(ior_json_path).write_text(json.dumps(ior_json(result), indent=2) + "\n")
+        print(f"iopilot: IOR JSON summary in {ior_json_path}", file=sys.stderr)
+    if trace_dir is not None:
+        print(f"iopilot: trace in {trace_dir} (diagnose it with `iopilot report {trace_dir}`)",
               file=sys.stderr)  # fmt: skip
     return 0 if result["summary"]["verified"] is not False else 3
 
 
-def h5bench_main(args: Any) -> int:
+def h5bench_main(config: str, *, as_json: bool = False, dir: str | None = None) -> int:
     """``iopilot bench h5bench CONFIG``: the benchmarks of an h5bench JSON
     configuration, in order, in one directory (a read finds the write's file)."""
-    from .h5bench_config import kernel_runs
-
-    runs = kernel_runs(args.config)
-    workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="iopilot-h5bench-"))
+    runs = kernel_runs(config)
+    workdir = Path(dir) if dir else Path(tempfile.mkdtemp(prefix="iopilot-h5bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     results, status = [], 0
     try:
@@ -468,13 +471,13 @@ def h5bench_main(args: Any) -> int:
                 status = e.status
                 break
             results.append(result)
-            if not args.json:
+            if not as_json:
                 sys.stdout.write(render(result) + "\n")
             if result["summary"]["verified"] is False:
                 status = 3
     finally:
-        if not args.dir:
+        if not dir:
             shutil.rmtree(workdir, ignore_errors=True)
-    if args.json:
+    if as_json:
         sys.stdout.write(json.dumps(results, indent=2) + "\n")
     return status

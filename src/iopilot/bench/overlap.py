@@ -23,7 +23,6 @@ async reached; and the advisor's error against the measured async run
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -33,26 +32,39 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .. import api
+from .._record import record
 from ..errors import InputError
 from ..kernel_results import last_result
 from .kernels import kernel_path, mpirun_command
+
 
 # Computation per step as a multiple of the I/O per step; "overhead" has
 # none: many steps of one 4 KiB write each, not synced (a sync's disk time
 # would hide what it measures), where the engine's hand-off and wake-up per
 # step are all that async adds and nothing hides them.
+@record(frozen=True)
+class Plan:
+    """What ``iopilot bench async`` runs: ``steps`` steps of ``size`` bytes
+    on ``ranks`` ranks, for each of ``scenarios``, in ``dir`` (or a temporary one)."""
+
+    ranks: int = 1
+    steps: int = 10
+    size: str = "128m"
+    scenarios: tuple[str, ...] = ("longer", "equal", "shorter", "overhead")
+    dir: str | None = None
+
+
 SCENARIOS = {"longer": 4.0, "equal": 1.0, "shorter": 0.1, "overhead": 0.0}
 SMALL = ("4k", "4k", 500)  # size, transfer and steps of the "overhead" runs
 TOLERANCE = 0.2  # a synchronous run further than this from its scenario's ratio is run again
 
 
-def _epochs(workdir: Path, trace: Path, compute: float, args: argparse.Namespace,
+def _epochs(workdir: Path, trace: Path, compute: float, plan: Plan,
             asynchronous: bool, small: bool = False) -> tuple[dict[str, Any], float]:  # fmt: skip
     """One traced epochs run: its result and the traced run time (s)."""
-    size, transfer, steps = SMALL if small else (args.size, args.size, args.steps)
-    from .. import api
-
-    launch = mpirun_command(args.ranks) if args.ranks > 1 else []
+    size, transfer, steps = SMALL if small else (plan.size, plan.size, plan.steps)
+    launch = mpirun_command(plan.ranks) if plan.ranks > 1 else []
     cmd = [sys.executable, "-m", "iopilot", "run", "--trace-dir", str(trace), "--trace-only",
            "--", *launch, str(kernel_path("epochs")), "--api", "posix",
            *([] if small else ["--fsync"]), "--steps", str(steps), "--compute",
@@ -89,28 +101,26 @@ def _aim(compute: float, ratio: float, c: float, io: float) -> float | None:
     return max(compute + ratio * io - c, 0.0)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    from .. import api
-
-    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-async-"))
+def run(plan: Plan) -> dict[str, Any]:
+    base = Path(plan.dir) if plan.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-async-"))
     base.mkdir(parents=True, exist_ok=True)
-    probe, _ = _epochs(base, base / "probe.trace", 0.0, args, False)
+    probe, _ = _epochs(base, base / "probe.trace", 0.0, plan, False)
     io_step = _per_step(probe)[1]
-    print(f"iopilot bench async: {args.ranks} rank(s), {args.steps} steps of {args.size} "
+    print(f"iopilot bench async: {plan.ranks} rank(s), {plan.steps} steps of {plan.size} "
           f"with fsync, I/O {io_step:.3f} s per step", file=sys.stderr)  # fmt: skip
     rows = []
-    for name in args.scenarios:
+    for name in plan.scenarios:
         compute = SCENARIOS[name] * io_step
         small = name == "overhead"
         sync_trace = base / f"{name}-sync.trace"
-        sync, sync_run = _epochs(base, sync_trace, compute, args, False, small)
+        sync, sync_run = _epochs(base, sync_trace, compute, plan, False, small)
         aimed = _aim(compute, SCENARIOS[name], *_per_step(sync))
         if aimed is not None:
             compute = aimed
             sync_trace = base / f"{name}-sync-aimed.trace"
-            sync, sync_run = _epochs(base, sync_trace, compute, args, False, small)
+            sync, sync_run = _epochs(base, sync_trace, compute, plan, False, small)
         advice = api.advise_async(str(sync_trace))
-        asy, async_run = _epochs(base, base / f"{name}-async.trace", compute, args, True, small)
+        asy, async_run = _epochs(base, base / f"{name}-async.trace", compute, plan, True, small)
         c, io = _per_step(sync)
         n = len(sync["iterations"])
         ideal = n * max(c, io) + min(c, io)
@@ -127,7 +137,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "recommendation": advice.recommendation,
         })  # fmt: skip
         print(f"  {name}: done", file=sys.stderr)
-    return {"ranks": args.ranks, "steps": args.steps, "size": args.size, "io_per_step_s": io_step,
+    return {"ranks": plan.ranks, "steps": plan.steps, "size": plan.size, "io_per_step_s": io_step,
             "calibration": advice.calibration.as_dict(), "scenarios": rows}  # fmt: skip
 
 
@@ -148,17 +158,17 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> int:
-    bad = [s for s in args.scenarios if s not in SCENARIOS]
+def main(plan: Plan, json_path: str | None = None) -> int:
+    bad = [s for s in plan.scenarios if s not in SCENARIOS]
     if bad:
         raise InputError("--scenarios", f"unknown {', '.join(bad)} (known: {', '.join(SCENARIOS)})")
-    if args.ranks < 1:
+    if plan.ranks < 1:
         raise InputError("--ranks", "at least 1")
-    if args.steps < 2:
+    if plan.steps < 2:
         raise InputError("--steps", "at least 2 (one step's I/O has nothing to overlap)")
-    doc = run(args)
+    doc = run(plan)
     print(render(doc))
-    if args.json:
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
-        print(f"iopilot: wrote {args.json}", file=sys.stderr)
+    if json_path:
+        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"iopilot: wrote {json_path}", file=sys.stderr)
     return 0

@@ -12,7 +12,6 @@ ever adds time.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -54,24 +53,24 @@ def best(argv: list[str], repeat: int, trace_root: Path) -> tuple[float, float]:
     return min(plain), min(traced)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(*, calls: int, mib: int, block_kib: int, repeat: int, dir: str | None) -> int:
     exe = _probe()
-    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-"))
+    work = Path(dir) if dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        n = args.calls
-        plain, traced = best([str(exe), "tiny", str(n)], args.repeat, work)
-        print(f"(a) {n:,} one-byte writes to /dev/null, best of {args.repeat}:")
+        n = calls
+        plain, traced = best([str(exe), "tiny", str(n)], repeat, work)
+        print(f"(a) {n:,} one-byte writes to /dev/null, best of {repeat}:")
         print(f"    untraced {plain:.3f} s ({plain / n * 1e9:.0f} ns/call), traced {traced:.3f} s "
               f"({traced / n * 1e9:.0f} ns/call): +{(traced - plain) / n * 1e9:.0f} ns per call")
         data = work / "kernel.dat"
-        argv = [str(exe), "kernel", str(data), str(args.mib), str(args.block_kib)]
-        plain, traced = best(argv, args.repeat, work)
-        print(f"(b) write {args.mib} MiB in {args.block_kib} KiB blocks, fsync, read back, "
-              f"best of {args.repeat}:")
+        argv = [str(exe), "kernel", str(data), str(mib), str(block_kib)]
+        plain, traced = best(argv, repeat, work)
+        print(f"(b) write {mib} MiB in {block_kib} KiB blocks, fsync, read back, "
+              f"best of {repeat}:")
         print(f"    untraced {plain:.3f} s, traced {traced:.3f} s: "
               f"{traced / plain:.3f}x ({100 * (traced - plain) / plain:+.2f} %)")
     finally:
-        if not args.dir:
+        if not dir:
             shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -168,34 +168,36 @@ def _clock(seconds: float) -> str:
     return f"{m}:{s:02d}"
 
 
-def main(args: Any) -> int:
-    axes = parse_axes(args.grid)
+def main(kernel: str, *, grid: list[str], fixed_options: list[str] | None = None,
+         repeat: int = 1, out: str = "sweep-output", dir: str | None = None) -> int:
+    """``iopilot bench sweep``: run ``kernel`` at every point of ``grid``
+    (with ``fixed_options``), ``repeat`` times each; the table and plot go to ``out``."""
+    axes = parse_axes(grid)
     if not axes:
         raise InputError("iopilot bench sweep", "give at least one --grid NAME=V1,V2,...")
-    fixed = {k: v[0] for k, v in parse_axes(args.set, single=True)}
+    fixed = {k: v[0] for k, v in parse_axes(fixed_options or [], single=True)}
     both = set(fixed) & {a[0] for a in axes}
     if both:
         raise InputError("--set", f"also a --grid axis: {', '.join(sorted(both))}")
-    repeat = getattr(args, "repeat", 1)
     if repeat < 1:
         raise InputError("--repeat", f"must be >= 1, not {repeat}")
-    check_point(args.kernel, fixed, "--set")
+    check_point(kernel, fixed, "--set")
     for name, values in axes:
         for v in values:
-            check_point(args.kernel, {name: v}, "--grid")
-    mechanisms = mechanism_axes(args.kernel, axes)
+            check_point(kernel, {name: v}, "--grid")
+    mechanisms = mechanism_axes(kernel, axes)
     points = [dict(zip([a[0] for a in axes], combo, strict=True))
               for combo in itertools.product(*[a[1] for a in axes])]  # fmt: skip
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="iopilot-sweep-"))
+    where = Path(out)
+    where.mkdir(parents=True, exist_ok=True)
+    work = Path(dir) if dir else Path(tempfile.mkdtemp(prefix="iopilot-sweep-"))
     work.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     runs_total, runs_done, started = len(points) * repeat, 0, time.monotonic()
     try:
         for i, point in enumerate(points, 1):
             full = {**fixed, **point}
-            print(f"[{i}/{len(points)}] {args.kernel} {_label(point)} ...", end="", flush=True,
+            print(f"[{i}/{len(points)}] {kernel} {_label(point)} ...", end="", flush=True,
                   file=sys.stderr)  # fmt: skip
             row: dict[str, Any] = {**point, **{f"set:{k}": v for k, v in fixed.items()}}
             t0 = time.monotonic()
@@ -203,8 +205,8 @@ def main(args: Any) -> int:
             for n in range(repeat):
                 runs_done += 1
                 try:
-                    res = run_kernel(args.kernel, int(full.get("ranks", 1)),
-                                     kernel_args(args.kernel, full), cwd=work)  # fmt: skip
+                    res = run_kernel(kernel, int(full.get("ranks", 1)),
+                                     kernel_args(kernel, full), cwd=work)  # fmt: skip
                 except KernelFailed as e:
                     row["error"] = e.reason
                     runs_total -= repeat - n - 1  # the point's other runs are not made
@@ -233,10 +235,10 @@ def main(args: Any) -> int:
             print(f" {got} ({row['seconds']:.1f} s; {_clock(elapsed)} elapsed, "
                   f"ETA {_clock(eta)})", file=sys.stderr)  # fmt: skip
     finally:
-        if not args.dir:
+        if not dir:
             shutil.rmtree(work, ignore_errors=True)
     recs = recommend(rows, axes, mechanisms, repeat)
-    table = out / "sweep.csv"
+    table = where / "sweep.csv"
     columns = ([a[0] for a in axes] + [f"set:{k}" for k in fixed]
                + [f"{m}{x}" for _, m in METRICS for x in ("", "_min", "_max")]
                + ["verified", "seconds", "error"])  # fmt: skip
@@ -244,15 +246,15 @@ def main(args: Any) -> int:
         w = csv.DictWriter(f, columns, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    doc = {"kernel": args.kernel, "fixed": fixed, "axes": dict(axes), "mechanisms": mechanisms,
+    doc = {"kernel": kernel, "fixed": fixed, "axes": dict(axes), "mechanisms": mechanisms,
            "repeat": repeat, "rows": rows, "recommendations": recs}  # fmt: skip
-    (out / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
-    plot = out / "sweep.png"
-    _plot(rows, axes, plot, args.kernel)
+    (where / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
+    plot = where / "sweep.png"
+    _plot(rows, axes, plot, kernel)
     for rec in recs:
         print(describe(rec))
     print(f"iopilot: {len(rows)} points x {repeat} run(s); table {table}, plot {plot}, "
-          f"details {out / 'sweep.json'}", file=sys.stderr)  # fmt: skip
+          f"details {where / 'sweep.json'}", file=sys.stderr)  # fmt: skip
     return 0 if all("error" not in r for r in rows) else 1
 
 

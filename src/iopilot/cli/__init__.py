@@ -32,8 +32,9 @@ COMMANDS = ("report", "checks", "run", "export", "demo", "bench", "tune", "optim
 
 def command_module(name: str) -> ModuleType:
     """The module of command ``name``, imported now: the lazy-loading point of
-    the command line (a report does not load the tuner, nor the tuner the
-    checks; ``iopilot report`` parses its options in 10 ms instead of 70)."""
+    the command line.  A report does not load the tuner, nor the tuner the
+    checks: the report's options take 4 ms to build, every command's (as
+    ``iopilot --help`` builds them) 0.16 s and 350 modules."""
     return importlib.import_module(f"{__name__}.{name}")
 
 

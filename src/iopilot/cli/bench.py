@@ -149,15 +149,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    if args.bench in kernels.KERNELS:
-        return kernels.main(args, args.kernel_args)
-    if args.bench == "h5bench":
-        return kernels.h5bench_main(args)
-    if args.bench == "tune-efficiency":
-        return efficiency.main(
-            cases=args.case, strategies=args.strategies.split(",") if args.strategies else None,
-            repeats=args.repeats, seeds=args.seeds, timeout=args.timeout, reuse=args.reuse,
-            out=Path(args.out), json_path=args.json)
-    tools = {"diagnose": diagnose_speed, "runtime": runtime_overhead, "sweep": sweep,
-             "html": html_speed, "async": overlap, "accuracy": accuracy}  # fmt: skip
-    return tools[args.bench].main(args)
+    name = args.bench
+    if name in KERNELS:
+        return kernels.main(name, args.kernel_args, ranks=args.ranks, as_json=args.json,
+                            trace=args.trace, dir=args.dir, keep=args.keep,
+                            ior_json_path=getattr(args, "ior_json", None))  # fmt: skip
+    if name == "h5bench":
+        return kernels.h5bench_main(args.config, as_json=args.json, dir=args.dir)
+    if name == "diagnose":
+        return diagnose_speed.main(args.logs, repeat=args.repeat, synthetic=args.synthetic,
+                                   compare=args.compare)  # fmt: skip
+    if name == "html":
+        return html_speed.main(args.logs, synthetic=args.synthetic)
+    if name == "runtime":
+        return runtime_overhead.main(calls=args.calls, mib=args.mib, block_kib=args.block_kib,
+                                     repeat=args.repeat, dir=args.dir)  # fmt: skip
+    if name == "sweep":
+        return sweep.main(args.kernel, grid=args.grid, fixed_options=args.set,
+                          repeat=args.repeat, out=args.out, dir=args.dir)  # fmt: skip
+    if name == "async":
+        plan = overlap.Plan(ranks=args.ranks, steps=args.steps, size=args.size,
+                            scenarios=tuple(args.scenarios), dir=args.dir)  # fmt: skip
+        return overlap.main(plan, args.json)
+    if name == "accuracy":
+        return accuracy.main(corpus=args.corpus, patterns=args.case, repeat=args.repeat,
+                             no_timing=args.no_timing, json_path=args.json)  # fmt: skip
+    assert name == "tune-efficiency", name
+    return efficiency.main(
+        cases=args.case, strategies=args.strategies.split(",") if args.strategies else None,
+        repeats=args.repeats, seeds=args.seeds, timeout=args.timeout, reuse=args.reuse,
+        out=Path(args.out), json_path=args.json)

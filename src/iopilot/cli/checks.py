@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .. import api
 from .common import EXIT_OK
 
 # What the command does and how it is called, shown by its --help.
@@ -21,8 +22,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_checks(args: argparse.Namespace) -> int:
-    from .. import api
-
     REGISTRY, DEFAULTS = api.checks(), api.threshold_defaults()
     for cls in sorted(REGISTRY.values(), key=lambda c: (c.layer, c.id)):
         alias = cls.drishti or "-"

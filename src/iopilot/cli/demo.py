@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .. import demo
+
 # What the command does and how it is called, shown by its --help.
 ABOUT: dict[str, tuple[str, str]] = {
     "demo": ("Diagnose a built-in example and write its reports.", "iopilot demo"),
@@ -20,8 +22,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .. import demo
-
     # The entry point comes through the parser's defaults: importing it here
     # would make a cycle with the package that lists this module.
     return demo.main(args.cli_main, args.out, darshan=args.darshan)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import api
+from ..report.counters_text import counter_lines, header
 from .common import EXIT_OK
 
 # What the command does and how it is called, shown by its --help.
@@ -31,9 +33,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .. import api
-    from ..report.counters_text import counter_lines, header
-
     trace = api.load(args.log)
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
     try:

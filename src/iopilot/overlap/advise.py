@@ -40,7 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from .._record import field, record
+from .._record import asdict, field, record
+from ..checks.phases import phases
+from ..checks.recordtools import _prev_max
 from ..model import OP_WRITE, Records, Trace
 from ..model.aggregate import unique
 from ..vocabulary import OP_NAMES, RECORD_LAYERS
@@ -108,8 +110,6 @@ class Advice:
         return self.sync_seconds - self.async_seconds
 
     def as_dict(self) -> dict[str, Any]:
-        from .._record import asdict
-
         return {
             "source": self.source,
             "ranks": self.ranks,
@@ -150,8 +150,6 @@ def _io_records(trace: Trace) -> Records:
 
 def _phase_bounds(recs: Records) -> np.ndarray:
     """Start time of each I/O phase (all ranks together), in order."""
-    from ..checks.phases import phases
-
     return np.asarray(phases(recs)["start"], float)
 
 
@@ -310,8 +308,6 @@ def _conflicts(trace: Trace) -> tuple[list[Conflict], int]:
     before the second began.  Each access is paired with the earlier one (in
     offset order, within its file) that reaches furthest: the one it overlaps
     if it overlaps any."""
-    from ..checks.recordtools import _prev_max
-
     posix = RECORD_LAYERS.index("POSIX")
     recs = trace.records.select(trace.records.layer == posix)
     if len(recs) < 2 or len(unique(recs.rank)) < 2:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._record import record
+from .engine import EventSet, costs
 
 COPY_BYTES = 64 << 20
 
@@ -72,8 +73,6 @@ def _interference() -> float:
     """Computation lost per second of write calls the engine's thread makes
     beside it: the same loop alone and while 64 MiB are written (median of
     three), over the thread's time in the write."""
-    from .engine import EventSet
-
     n = 200_000
     alone = min(_spin(n) for _ in range(3))
     n = max(int(n * 0.15 / alone), 1000)  # about 150 ms of loop
@@ -94,8 +93,6 @@ def _interference() -> float:
 
 def measure(cores: int | None = None) -> Calibration:
     """Calibrate on this machine (about a second)."""
-    from .engine import costs
-
     submit, wake, thread = costs()
     return Calibration(_copy_rate(), submit, int(cores or os.cpu_count() or 1),
                        wakeup_seconds=wake, thread_seconds=thread,

@@ -15,6 +15,7 @@ import statistics
 from typing import Any
 
 from .. import __version__
+from .html import _json, _plotly_js
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;color:#222}
@@ -94,8 +95,6 @@ def _fmt(v: Any, digits: int = 4) -> str:
 
 
 def _page(title: str, body: list[str], tune: dict[str, Any]) -> str:
-    from .html import _json, _plotly_js
-
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
         f"<meta name=\"generator\" content=\"iopilot {html.escape(__version__)}\">\n",

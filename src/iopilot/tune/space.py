@@ -35,6 +35,7 @@ from typing import Any
 from .. import settings as st
 from .._record import field, record
 from ..errors import InputError
+from ..userfiles import short_errors
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 _SPEC_KEYS = {"values", "low", "high", "log", "step", "when", "default"}
@@ -398,7 +399,5 @@ def _canonical(name: str) -> str:
 
 def load(path: str | Path) -> Space:
     """The space in a TOML file."""
-    from ..userfiles import short_errors
-
     with short_errors():
         return from_dict(st.read_toml(path), str(path))

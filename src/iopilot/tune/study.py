@@ -26,6 +26,7 @@ from typing import Any
 from .._record import field, record
 from ..errors import InputError
 from . import search
+from .generate import rank
 from .launch import RunTrial
 from .objective import OBJECTIVES, Run, measure
 from .search import Context, Proposal, Record
@@ -214,8 +215,6 @@ class Study:
             self.progress(default, default, 1)
         findings = default.extra.get("findings", [])
         self.space = self.space_for(default.extra)
-        from .generate import rank
-
         noise = noise_of([self.loss(v) for v in default.runs])
         timeout = o.timeout if o.timeout is not None else max(10.0, 5 * max(default.walls or [1]))
         strategy = search.make(o.strategy)
