@@ -201,7 +201,7 @@ def replay(table: dict[str, Any], strategy: str, seed: int,
            trials: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """The points ``strategy`` measures, in order, when every measurement is
     the table's: the study of ``iopilot tune`` with a look-up for a run."""
-    import optuna  # lazy: 0.5 s to import, for the replays only (not for a table)
+    import optuna  # lazy: 0.4 s to import, for the replays only (not for a table)
 
     space = table_space(table)
     rows = table_index(table)

@@ -128,14 +128,14 @@ class Random(Strategy):
 
 
 def _quiet_optuna() -> None:
-    import optuna
+    import optuna  # lazy: 0.4 s to import; tune/ is loaded by `bench` and `--help` too
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
 def tpe_sampler(seed: int, startup: int) -> Any:
-    import optuna
+    import optuna  # lazy: 0.4 s to import; tune/ is loaded by `bench` and `--help` too
 
     _quiet_optuna()
     # multivariate + group: conditional parameters are modelled together with
@@ -155,7 +155,7 @@ class TPE(Strategy):
         return max(3, min(8, ctx.budget // 3))
 
     def next(self, ctx: Context) -> Proposal | None:
-        import optuna
+        import optuna  # lazy: 0.4 s to import; tune/ is loaded by `bench` and `--help` too
 
         if self.sampler is None:
             self.sampler = tpe_sampler(ctx.seed, self.startup(ctx))
@@ -239,7 +239,7 @@ FAILED_FITNESS = 1e300  # a failed individual's cost: never selected over a work
 
 
 def _deap() -> tuple[Any, Any, Any]:
-    from deap import base, creator, tools
+    from deap import base, creator, tools  # lazy: 0.1 s to import, the genetic strategy only
 
     if not hasattr(creator, "IopilotCost"):
         creator.create("IopilotCost", base.Fitness, weights=(-1.0,))

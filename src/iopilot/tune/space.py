@@ -125,7 +125,7 @@ class Param:
         return value
 
     def distribution(self) -> Any:
-        import optuna
+        import optuna  # lazy: 0.4 s to import; tune/ is loaded by `bench` and `--help` too
 
         if self.values is not None:
             return optuna.distributions.CategoricalDistribution(self.optuna_choices())

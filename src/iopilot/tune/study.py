@@ -95,7 +95,7 @@ class Study:
     def __init__(self, opts: Options, space_for: Callable[[dict[str, Any]], Space],
                  launch: RunTrial,
                  progress: Callable[[Record, Record | None, int], None] | None = None) -> None:
-        import optuna
+        import optuna  # lazy: 0.4 s to import; tune/ is loaded by `bench` and `--help` too
 
         search._quiet_optuna()
         self.opts = opts
@@ -124,7 +124,7 @@ class Study:
 
     def _clear_leftovers(self) -> None:
         """Run directories of a study process that was killed, and its unfinished trials."""
-        import optuna
+        import optuna  # lazy: 0.4 s to import; tune/ is loaded by `bench` and `--help` too
 
         for d in self.work.glob("t*-p*-r*"):
             pid = d.name.split("-p")[1].split("-")[0]
@@ -340,7 +340,7 @@ class Study:
 def store(study: Any, space: Space, rec: Record, proposal: Proposal | None) -> Record:
     """Keep a measured trial in the Optuna study (told, when the model proposed
     it; added, otherwise), with its record as a user attribute."""
-    import optuna
+    import optuna  # lazy: 0.4 s to import; tune/ is loaded by `bench` and `--help` too
 
     attrs = {"point": rec.point, "runs": rec.runs, "status": rec.status,
              "reason": rec.reason, "phase": rec.phase, "walls": rec.walls,
@@ -404,7 +404,7 @@ def _open_study(optuna: Any, storage: str, name: str, direction: str, tries: int
 
 def optuna_state(name: str) -> Any:
     """Optuna's trial state ``name`` (FAIL, COMPLETE ...)."""
-    import optuna
+    import optuna  # lazy: 0.4 s to import; tune/ is loaded by `bench` and `--help` too
 
     return getattr(optuna.trial.TrialState, name)
 
