@@ -21,7 +21,7 @@ kernels: $(STAMP)
 	@$(MAKE) -s -C kernels
 
 # PyDarshan's C declarations parsed once here, never by a report at run time.
-$(FFI): $(STAMP) tools/build_darshan_ffi.py src/iopilot/sources/darshan_log.py
+$(FFI): $(STAMP) tools/build_darshan_ffi.py src/iopilot/sources/darshan_library.py
 	@$(PY) tools/build_darshan_ffi.py $@
 
 # The built-in example program of `make demo`.

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from iopilot.model import RECORD_LAYERS, Counters, Job, ModuleInfo, Records, Striping, Trace
-from iopilot.sources.darshan_log import _counter_names
+from iopilot.sources.darshan_library import counter_names
 
 _PREFIX = {"MPIIO": "mpiio", "H5F": "h5f", "H5D": "h5d"}
 
@@ -22,7 +22,7 @@ def counters(layer: str, rows: Iterable[Mapping[str, float]]) -> Counters:
     the rest are zero.  ``parent`` sets the file of H5D/PNETCDF_VAR rows.
     """
     prefix = _PREFIX.get(layer, layer.lower())
-    inames, fnames = _counter_names(prefix), _counter_names(prefix + "_f")
+    inames, fnames = counter_names(prefix), counter_names(prefix + "_f")
     rows = list(rows)
     ints = np.zeros((len(rows), len(inames)), np.int64)
     floats = np.zeros((len(rows), len(fnames)), np.float64)

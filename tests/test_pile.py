@@ -21,7 +21,7 @@ import darshan_craft as dc
 from iopilot import cli
 from iopilot.errors import InputError
 from iopilot.report import csv_report
-from iopilot.sources import darshan_log, load
+from iopilot.sources import darshan_header, darshan_library, darshan_log, load
 from iopilot.sources.inputs import expand_inputs
 from kit import SHARED
 
@@ -333,7 +333,7 @@ def test_a_file_inside_a_trace_names_its_directory(tmp_path):
 
 
 def test_module_table_follows_the_format_version():
-    ids = darshan_log.module_ids
+    ids = darshan_header.module_ids
     assert ids("3.00")[3] == "HDF5" and ids("3.10")[7] == "STDIO"
     assert ids("3.21")[3:5] == ("H5F", "H5D") and ids("3.21")[8] == "STDIO"
     assert ids("3.41")[9] == "STDIO" and ids("3.41")[16:] == ("DFS", "DAOS")
@@ -344,7 +344,7 @@ def test_old_format_truncation_names_the_module_of_that_format(tmp_path):
     # the last region of this 3.21 log is slot 9, DXT_POSIX in 3.2x (STDIO in 3.41)
     maps = dc.regions(data)
     last = max((i for i in range(17) if maps[i][1]), key=lambda i: maps[i][0])
-    assert darshan_log.module_ids("3.21")[last - 1] == "DXT_POSIX"
+    assert darshan_header.module_ids("3.21")[last - 1] == "DXT_POSIX"
     p = tmp_path / "cut.darshan"
     # cut inside DXT: its records are left out, the counters stay
     p.write_bytes(data[:-100])
@@ -372,9 +372,9 @@ def test_a_map_entry_beyond_the_file_is_corruption_not_truncation(tmp_path):
 def _posix_record_log(tmp: Path, values: dict[str, int], floats: dict[str, float]) -> Path:
     """An uncompressed copy of a real 3.41 log with its one POSIX record changed."""
     data = bytearray(dc.uncompressed(LOG_341.read_bytes()))
-    off, _ = dc.regions(bytes(data))[darshan_log.MODULE_IDS.index("POSIX") + 1]
-    ints = darshan_log._counter_names("posix")
-    fl = darshan_log._counter_names("posix_f")
+    off, _ = dc.regions(bytes(data))[darshan_header.MODULE_IDS.index("POSIX") + 1]
+    ints = darshan_library.counter_names("posix")
+    fl = darshan_library.counter_names("posix_f")
     for name, v in values.items():
         struct.pack_into("<q", data, off + 16 + 8 * ints.index(name), v)
     for name, v in floats.items():
@@ -412,8 +412,8 @@ def test_not_monitored_minus_one_stays_unknown_without_a_warning(tmp_path):
 
 def _dfs_log(tmp: Path, dfs_bytes: int) -> Path:
     raw = dc.uncompressed(LOG_341.read_bytes())
-    dfs, daos = darshan_log._counter_names("dfs"), darshan_log._counter_names("daos")
-    ids = darshan_log.MODULE_IDS
+    dfs, daos = darshan_library.counter_names("dfs"), darshan_library.counter_names("daos")
+    ids = darshan_header.MODULE_IDS
     rec = dc.record(7, 0, {dfs.index("DFS_WRITES"): 10,
                            dfs.index("DFS_BYTES_WRITTEN"): dfs_bytes}, len(dfs), 15, 32)
     obj = dc.record(8, 0, {daos.index("DAOS_ARRAY_WRITES"): 10,

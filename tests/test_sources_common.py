@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from iopilot.sources.darshan_log import _counter_names
+from iopilot.sources.darshan_library import counter_names
 from iopilot.sources.trace_counters import _common_values, _slowest_sizes, _tuple_update
 
-NAMES = _counter_names("posix")
+NAMES = counter_names("posix")
 
 
 def _row(**c: int) -> np.ndarray:
@@ -70,7 +70,7 @@ def test_tuple_update_orders_by_count_then_size():
 
 
 def test_slowest_sizes_come_from_the_row_with_the_slowest_operation():
-    fnames = _counter_names("posix_f")
+    fnames = counter_names("posix_f")
     ints = np.stack([_row(MAX_READ_TIME_SIZE=10, MAX_WRITE_TIME_SIZE=30),
                      _row(MAX_READ_TIME_SIZE=20, MAX_WRITE_TIME_SIZE=40)])  # fmt: skip
     floats = np.zeros((2, len(fnames)))
@@ -84,7 +84,7 @@ def test_slowest_sizes_come_from_the_row_with_the_slowest_operation():
 
 
 def test_hdf5_access_tuples_fold_equal_tuples_and_keep_the_shape():
-    names = _counter_names("h5d")
+    names = counter_names("h5d")
 
     def row(*entries):
         r = np.zeros(len(names), np.int64)
@@ -116,7 +116,7 @@ def test_tuple_update_same_size_new_shape_goes_above_and_a_moved_entry_leaves_it
 
 
 def test_hdf5_access_tuples_of_three_ranks_fold_from_the_last():
-    names = _counter_names("h5d")
+    names = counter_names("h5d")
 
     def row(size):
         r = np.zeros(len(names), np.int64)

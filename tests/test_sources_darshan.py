@@ -15,7 +15,7 @@ from iopilot.demo import example_dir
 from iopilot.errors import InputError
 from iopilot.model import OP_READ, OP_WRITE, RECORD_LAYERS
 from iopilot.sources import load
-from iopilot.sources.darshan_log import parse_hints
+from iopilot.sources.darshan_columns import parse_hints
 from kit import SHARED, shared_logs
 
 EXAMPLES = example_dir()
@@ -239,23 +239,23 @@ def test_export_names_each_datasets_file_record_as_darshan_parser_does():
 def test_what_the_c_library_prints_on_fd_2_is_caught_and_fd_2_restored(monkeypatch, memfd):
     import os
 
-    from iopilot.sources import darshan_log
+    from iopilot.sources import darshan_library
 
     if not memfd:  # kernels or systems without memfd_create: a temporary file
         monkeypatch.delattr(os, "memfd_create", raising=False)
     before = os.fstat(2)
-    with darshan_log._CapturedStderr() as err:
+    with darshan_library.CapturedStderr() as err:
         os.write(2, b"Error: bad block\n  second line \n")
     assert err.text == "Error: bad block\n  second line"
     after = os.fstat(2)
     assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
-    with darshan_log._CapturedStderr() as quiet:
+    with darshan_library.CapturedStderr() as quiet:
         pass
     assert quiet.text == ""
 
 
 def test_impossible_counters_are_named_set_to_zero_and_the_unknown_kept():
-    from iopilot.sources.darshan_log import _clean_counters
+    from iopilot.sources.darshan_columns import _clean_counters
     from kit import counters
 
     t = counters("POSIX", [

@@ -14,7 +14,7 @@ from pathlib import Path
 import cffi
 import pytest
 
-from iopilot.sources import darshan_log as dl
+from iopilot.sources import darshan_library as dl
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from iopilot.errors import InputError
-from iopilot.sources.darshan_log import MAGIC, _check_header
+from iopilot.sources.darshan_header import MAGIC, check_header
 
 
 def _header(version: bytes = b"3.41", comp: int = 2, partial: int = 0, end: str = "<",
@@ -32,13 +32,13 @@ def _fails(tmp_path, data: bytes) -> InputError:
     p = tmp_path / "x.darshan"
     p.write_bytes(data)
     with pytest.raises(InputError) as e:
-        _check_header(str(p))
+        check_header(str(p))
     assert e.value.path == str(p)
     return e.value
 
 
 def _summary(p) -> tuple:
-    h = _check_header(str(p))
+    h = check_header(str(p))
     return h.version, h.partial, h.compression, h.skip
 
 
@@ -46,12 +46,12 @@ def test_good_headers_give_version_partial_flag_and_compression(tmp_path):
     p = tmp_path / "ok.darshan"
     p.write_bytes(_header(b"3.41"))
     assert _summary(p) == ("3.41", False, 2, {})
-    assert not _check_header(str(p)).big_endian
+    assert not check_header(str(p)).big_endian
     # 3.41 keeps the flag in 8 bytes at 24: its lowest and a high byte count
     p.write_bytes(_header(b"3.41", partial=1))
-    assert _check_header(str(p)).partial is True
+    assert check_header(str(p)).partial is True
     p.write_bytes(_header(b"3.41", partial=1 << 32))
-    assert _check_header(str(p)).partial is True
+    assert check_header(str(p)).partial is True
     # older formats keep it in 4 bytes at 20
     p.write_bytes(_header(b"3.21", partial=1))
     assert _summary(p) == ("3.21", True, 2, {})
@@ -63,7 +63,7 @@ def test_good_headers_give_version_partial_flag_and_compression(tmp_path):
     struct.pack_into(">QQ", head, 32, 1328, 16)
     p.write_bytes(bytes(head) + bytes(16))
     assert _summary(p) == ("3.41", True, 2, {})
-    assert _check_header(str(p)).big_endian
+    assert check_header(str(p)).big_endian
 
 
 def test_module_regions_and_versions_come_from_the_map(tmp_path):
@@ -73,23 +73,23 @@ def test_module_regions_and_versions_come_from_the_map(tmp_path):
     struct.pack_into("<I", head, 1072 + 4 * 15, 7)
     p = tmp_path / "m.darshan"
     p.write_bytes(bytes(head) + bytes(8))
-    h = _check_header(str(p))
+    h = check_header(str(p))
     assert h.regions == {"HEATMAP": (1328, 8)} and h.module_versions == {"HEATMAP": 7}
     # 3.21: 16 slots, APMPI is slot 13 there, versions after the map at 296
     head = bytearray(_header(b"3.21"))
     struct.pack_into("<QQ", head, 24 + 16 * 14, 360, 8)
     struct.pack_into("<I", head, 296 + 4 * 13, 1)
     p.write_bytes(bytes(head) + bytes(8))
-    h = _check_header(str(p))
+    h = check_header(str(p))
     assert h.regions == {"APMPI": (360, 8)} and h.module_versions == {"APMPI": 1}
 
 
 def test_missing_directory_and_empty(tmp_path):
     with pytest.raises(InputError) as e:
-        _check_header(str(tmp_path / "none"))
+        check_header(str(tmp_path / "none"))
     assert e.value.reason == "no such file" and e.value.path == str(tmp_path / "none")
     with pytest.raises(InputError) as e:
-        _check_header(str(tmp_path))
+        check_header(str(tmp_path))
     assert e.value.reason == "is a directory, not a Darshan log"
     assert _fails(tmp_path, b"").reason == "empty file (0 bytes), not a Darshan log"
 

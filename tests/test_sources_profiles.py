@@ -14,7 +14,7 @@ import pytest
 import darshan_craft as dc
 from iopilot.model import MpiProfile
 from iopilot.sources import load
-from iopilot.sources.darshan_log import MODULE_IDS
+from iopilot.sources.darshan_header import MODULE_IDS
 from iopilot.sources.darshan_profiles import HEATMAP_IDS
 from iopilot.vocabulary import DIRECTIONS, MODULE
 from kit import CORPUS_ABSENT, SHARED, shared_logs
@@ -416,7 +416,7 @@ def test_records_with_uneven_bin_counts_are_padded_and_unknown_layers_left_out(t
 
 
 def test_big_endian_regions_read_as_little_endian_ones():
-    from iopilot.sources.darshan_log import APMPI_TABLES, _counter_names
+    from iopilot.sources.darshan_library import APMPI_TABLES, counter_names
     from iopilot.sources.darshan_profiles import (
         APMPI_MAGIC,
         apmpi_dtypes,
@@ -432,7 +432,7 @@ def test_big_endian_regions_read_as_little_endian_ones():
         h = maps["POSIX"]
         assert not warn and list(h.rank) == [0, 1] and h.bin_width == 0.25
         assert h.write.tolist() == [[0, 2], [1, 2]] and h.read.tolist() == [[3, 4], [3, 4]]
-    names = {k: _counter_names(f"apmpi{t}") for k, t in APMPI_TABLES.items()}
+    names = {k: counter_names(f"apmpi{t}") for k, t in APMPI_TABLES.items()}
     for big in (False, True):
         head_t, perf_t = apmpi_dtypes(names, big)
         head = np.zeros(1, head_t)

@@ -7,7 +7,8 @@ import zlib
 
 import pytest
 
-from iopilot.sources.darshan_log import _is_zlib, parse_hints
+from iopilot.sources.darshan_columns import parse_hints
+from iopilot.sources.darshan_header import _is_zlib
 
 
 @pytest.mark.parametrize("level", [0, 1, 6, 9])

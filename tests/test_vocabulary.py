@@ -87,7 +87,7 @@ def test_python_takes_its_lists_from_the_vocabulary():
     from iopilot.bench import synthetic
     from iopilot.capture import run
     from iopilot.report import html
-    from iopilot.sources import darshan_log, trace_procs, trace_records
+    from iopilot.sources import darshan_header, trace_procs, trace_records
 
     for name in ("OP_NAMES", "SIZE_BINS", "SIZE_BIN_UPPER", "RECORD_LAYERS", "COUNTER_LAYERS"):
         assert getattr(model, name) is getattr(v, name), name
@@ -95,7 +95,7 @@ def test_python_takes_its_lists_from_the_vocabulary():
     assert trace_records.N_OPS == len(v.OP_NAMES)
     assert run.LAYERS is v.RUNTIME_SWITCHES
     assert synthetic.LAYERS is v.RUNTIME_LAYERS and synthetic.INT_NAMES is v.COUNTERS
-    assert {k: lay for k, (lay, _) in darshan_log.COUNTER_MODULES.items()} == {
+    assert {k: lay for k, (lay, _) in darshan_header.COUNTER_MODULES.items()} == {
         m.darshan: m.name for m in v.MODULES}
     assert html.LABELS["H5D"] == "HDF5" and html.LABELS["MPIIO"] == "MPI-IO"
     assert model.display("MPIIO") == "MPI-IO" and model.display("LUSTRE") == "LUSTRE"

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from iopilot.sources.darshan_log import BUILT_FFI, build_ffi  # noqa: E402
+from iopilot.sources.darshan_library import BUILT_FFI, build_ffi  # noqa: E402
 
 if __name__ == "__main__":
     out = build_ffi(Path(sys.argv[1]) if len(sys.argv) > 1 else BUILT_FFI)

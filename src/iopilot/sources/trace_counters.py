@@ -11,7 +11,7 @@ import numpy as np
 
 from ..model import Counters
 from ..vocabulary import COUNTERS, FCOUNTERS, FS_LAYERS, MAX_COUNTERS, MODULE, RUNTIME_LAYERS
-from .darshan_log import _counter_names
+from .darshan_library import counter_names
 from .trace_procs import Proc
 
 # Runtime layer names -> model layers with counters (the runtime uses the model's names).
@@ -43,7 +43,7 @@ def _layer_spec(procs: list[Proc]) -> dict[str, tuple[tuple[str, ...], tuple[str
         prefix = MODULE[layer].darshan_table
         # a layer Darshan has no module for (FORTRAN): every runtime counter, so
         # each of its columns exists whatever the trace holds
-        inames, fnames = ((_counter_names(prefix), _counter_names(prefix + "_f")) if prefix
+        inames, fnames = ((counter_names(prefix), counter_names(prefix + "_f")) if prefix
                           else (tuple(f"{layer}_{n}" for n in COUNTERS),
                                 tuple(f"{layer}_{n}" for n in FCOUNTERS)))  # fmt: skip
         spec[layer] = (tuple(inames) + tuple(n for n in ei if n not in inames),
