@@ -54,6 +54,11 @@ class BackgroundWaits(Check):
 
     id = "background-waits"
     layer = "POSIX"
+    finds = ("background I/O (write-behind, the event-set engine) that ran while the program "
+             "was inside an I/O call, waiting for it (an fsync or close of a file with "
+             "pending writes), on the rank where it was least hidden; says which calls "
+             "waited")
+    cost = "that rank's background seconds during its own I/O calls"
     uses = ("background_exposed_share", "background_min_time")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:

@@ -3,7 +3,19 @@
 A check is one small class: its metadata (id, Drishti alias, layer,
 thresholds it reads) and ``evaluate(ctx) -> Iterable[Finding]``.  It reads the
 model through :class:`Context` and never prints; reporters render findings.
-Registering is the ``@check`` decorator, so adding a check touches one file.
+
+Adding a check touches two files and its test:
+
+1. the check's file in this package (a new file is found by itself: the
+   package imports every module it holds): the class decorated with
+   ``@check``, with ``id``, ``layer``, ``drishti`` (Drishti's code, or None),
+   ``uses`` (the thresholds it reads), ``defaults`` (the thresholds it adds,
+   ``(name, default, meaning)`` each, merged into ``thresholds.DEFAULTS``), its
+   advice, and for a check no Drishti code covers ``finds`` and ``cost``
+   (its row of README's table of checks);
+2. README.md, its row written by ``python tools/gen_checks_table.py``
+   (``tests/test_checks_table.py`` fails while the table is stale);
+3. its test, in tests/.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ import numpy as np
 from .._record import asdict, field, record
 from ..model import SIZE_BIN_UPPER, SIZE_BINS, Counters, Trace
 from ..model.aggregate import group_sum, unique
+from . import thresholds
 
 
 class Level(IntEnum):
@@ -124,9 +137,16 @@ class Check:
     id: ClassVar[str]
     layer: ClassVar[str]
     drishti: ClassVar[str | None] = None
-    # Names of the thresholds this check reads (see thresholds.DEFAULTS).
+    # Names of the thresholds this check reads (see thresholds.DEFAULTS);
+    # those of ``defaults`` are added when it registers.
     uses: ClassVar[tuple[str, ...]] = ()
+    # Thresholds this check adds: (name, default, what it means) each.
+    defaults: ClassVar[tuple[tuple[str, float | int, str], ...]] = ()
     needs_records: ClassVar[bool] = False
+    # README's table of the checks no Drishti code covers: what it finds and
+    # what its ``cost_seconds`` is (None: not in the table).
+    finds: ClassVar[str | None] = None
+    cost: ClassVar[str | None] = None
 
     @classmethod
     def summary(cls) -> str:
@@ -149,9 +169,16 @@ REGISTRY: dict[str, type[Check]] = {}
 
 
 def check(cls: type[Check]) -> type[Check]:
-    """Class decorator that registers a check under its id."""
+    """Class decorator that registers a check under its id, with the
+    thresholds of its ``defaults``."""
     if cls.id in REGISTRY:
         raise ValueError(f"duplicate check id {cls.id}")
+    added = {name: (value, meaning) for name, value, meaning in cls.defaults}
+    for name, value in added.items():
+        if thresholds.DEFAULTS.get(name, value) != value:
+            raise ValueError(f"check {cls.id}: threshold {name} is already defined")
+    thresholds.DEFAULTS.update(added)
+    cls.uses = tuple(dict.fromkeys((*cls.uses, *added)))
     REGISTRY[cls.id] = cls
     return cls
 

@@ -86,6 +86,10 @@ class FlushPerStep(Check):
 
     id = "flush-per-step"
     layer = "POSIX"
+    finds = ("fsync/fdatasync, `H5Fflush`/`H5Dflush` or `MPI_File_sync` issued over and over "
+             "(at least 10 on a file, taking at least 10 % of the I/O time), each call "
+             "counted once at the layer the program called")
+    cost = "the syncs' seconds less one final sync per file"
     drishti = None
     uses = ("flush_count", "flush_time_share")
 

@@ -187,6 +187,10 @@ class FortranElementIo(_FortranCheck):
     """
 
     id = "fortran-element-io"
+    finds = ("at least 10,000 unformatted Fortran READ/WRITE statements on one file moving "
+             "512 bytes or less each (an element-by-element loop), with the source line of "
+             "the costliest statement")
+    cost = "the statements' seconds less moving the same bytes in one statement"
     formatted = False
     uses = ("fortran_statements", "fortran_statement_bytes", "fortran_min_time",
             "default_bandwidth")  # fmt: skip
@@ -216,6 +220,9 @@ class FortranFormattedIo(_FortranCheck):
     """
 
     id = "fortran-formatted-io"
+    finds = ("1 MiB or more of values through formatted or list-directed Fortran statements "
+             "on one file")
+    cost = "as above"
     formatted = True
     uses = ("fortran_formatted_bytes", "fortran_min_time", "default_bandwidth")
 

@@ -440,6 +440,12 @@ class MpiioCbDisabled(Check):
 
     id = "mpiio-cb-disabled"
     layer = "MPIIO"
+    finds = ("collective MPI-IO whose collective buffering the hints switched off "
+             "(`romio_cb_write`/`romio_cb_read` = `disable`), so the POSIX requests stay as "
+             "small as the ranks' pieces")
+    cost = ("the slowest rank's collective MPI-IO seconds minus what collective buffering "
+             "would take for the same bytes (one aggregator per node moving all ranks' bytes "
+             "at the rate the file's POSIX calls showed, or `default_bandwidth` if faster)")
     uses = ("default_bandwidth", "small_request_size")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:

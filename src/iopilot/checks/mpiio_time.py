@@ -33,6 +33,9 @@ class MpiioTimeAbovePosix(Check):
 
     id = "mpiio-time-above-posix"
     layer = "MPIIO"
+    finds = ("MPI-IO reads or writes taking over 2× the POSIX time beneath them: many small "
+             "collective calls, or ranks waiting for aggregators")
+    cost = "the slowest rank's MPI-IO seconds above its POSIX seconds"
     uses = ("mpiio_overhead_ratio", "mpiio_overhead_min_time", "small_request_size")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:

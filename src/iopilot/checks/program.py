@@ -51,6 +51,11 @@ class StaticLayers(Check):
     # "BUILD" sorts before every I/O layer, so that among findings of equal
     # cost this one, which qualifies all others, is read first.
     layer = "BUILD"
+    finds = ("HDF5, MPI-IO, NetCDF or PnetCDF linked statically into the program (a defined "
+             "function such as `H5Fopen` or `MPI_File_open` in its symbol tables; Debian's "
+             "plain `h5cc` links HDF5 so): its calls are invisible, its I/O is seen only as "
+             "POSIX calls; says how to relink (`h5cc -shlib`, the MPI wrapper compilers)")
+    cost = "the slowest rank's whole I/O time: any of it may be the hidden layer's"
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         job = ctx.trace.job

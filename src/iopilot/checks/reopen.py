@@ -137,6 +137,13 @@ class ReopenedFiles(Check):
 
     id = "reopened-files"
     layer = "POSIX"
+    finds = ("one rank opening, stat'ing or seeking the same file over and over (pandas "
+             '`to_csv(mode="a")` per row), or reading an input whole at every step (a '
+             "configuration file: read it once, in an MPI program on one rank, and broadcast "
+             "it); seeks and stats count beyond one per read or write")
+    cost = ("the slowest rank's metadata seconds and repeated reads on those files; for an "
+             "input a parser reads whole at every open (pandas, `np.loadtxt`), the time it "
+             "stays open at every open but the first, if more (within the job's I/O time)")
     uses = ("reopen_count", "seek_stat_count", "reread_opens", "metadata_time_share")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:

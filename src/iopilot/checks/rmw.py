@@ -80,6 +80,9 @@ class MpiioReadModifyWrite(Check):
 
     id = "mpiio-read-modify-write"
     layer = "MPIIO"
+    finds = ("POSIX reads inside the same rank's MPI-IO writes (ROMIO data sieving); advises "
+             "`romio_ds_write=disable`")
+    cost = "the slowest rank's seconds in those reads"
     uses = ("rmw_share",)
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:

@@ -31,6 +31,9 @@ class StdioTime(Check):
 
     id = "stdio-time"
     layer = "STDIO"
+    finds = ("one rank spending over 10 % of the run in STDIO reads or writes (logging "
+             "flushed per line)")
+    cost = "that rank's STDIO seconds"
     uses = ("stdio_time_share", "stdio_min_time", "stdio_bulk_bytes", "stdio_bulk_min_time")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:

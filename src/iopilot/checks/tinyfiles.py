@@ -31,6 +31,10 @@ class TinyFiles(Check):
 
     id = "tiny-files"
     layer = "POSIX"
+    finds = ("more than 100 files read, or written, that each end below 64 KiB and whose "
+             "opens, closes and stats take at least 20 % of the slowest such rank's I/O time "
+             "(or more than 1,000 such files, whatever their share)")
+    cost = "the slowest rank's metadata seconds on them"
     uses = ("tiny_file_size", "tiny_files_count", "tiny_files_min", "tiny_files_share",
             "metadata_time_share")
 
