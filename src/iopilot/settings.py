@@ -26,10 +26,20 @@ the values it accepts, where the runtime applies it and what it does.
 it, so the C parser in ``runtime/src/settings.c`` knows exactly these names;
 ``tests/test_settings.py`` fails when the header is stale.
 
+Adding a tuning parameter, on this side, is its row in ``SETTINGS``: files
+(``iopilot run --settings``) and spaces (``iopilot tune --space``) accept it
+at once.  Then ``python tools/gen_settings.py`` rewrites the header, and the
+runtime's applier for its table applies it (in runtime/src: ``mpiio.c`` for
+[mpiio] and [lustre], ``hdf5_settings.c`` for [hdf5], ``stdio.c`` for
+[stdio], ``direct.c`` for [posix]; an [ompi] name needs none, ``job_env``
+exports it); its test goes in tests/.  A space ``iopilot tune`` generates from a
+diagnosis proposes it only once ``tune/generate.py`` has a rule for it.
+
 The functions here are the API other tools call: ``load`` / ``validate``
 check a file, ``dump`` writes one back, ``job_env`` gives the Open MPI
-variables to export.  This module imports nothing from iopilot but its errors
-and its reader of user files (``iopilot.userfiles``: size and depth limits).
+variables to export.  This module imports nothing from iopilot but its errors,
+its records and its reader of user files (``iopilot.userfiles``: size and
+depth limits): ``iopilot run`` and ``iopilot tune`` both stand on it.
 """
 
 from __future__ import annotations
