@@ -96,3 +96,13 @@ def test_a_report_page_to_standard_output(capsys):
     assert cli.main(["report", DXT, "--html", "-"]) == 0
     out = capsys.readouterr().out
     assert out.lstrip().lower().startswith("<!doctype html>") and out.rstrip().endswith("</html>")
+
+
+@pytest.mark.parametrize("argv", [["bench", "ior"], ["bench", "h5bench", "c.json"],
+                                  ["bench", "async"], ["bench", "accuracy"],
+                                  ["bench", "tune-efficiency"]])  # fmt: skip
+def test_the_benches_take_the_same_json_option(argv):
+    parser = cli.build_parser("bench")
+    assert parser.parse_args([*argv, "--json"]).json == "-"
+    assert parser.parse_args([*argv, "--json", "out.json"]).json == "out.json"
+    assert parser.parse_args(argv).json is None

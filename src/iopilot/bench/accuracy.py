@@ -18,6 +18,7 @@ from typing import Any
 
 from .._record import asdict, field, record
 from ..errors import InputError
+from ..outfile import emit
 from .corpus import (
     CORPUS_DIR,
     Case,
@@ -278,13 +279,14 @@ def main(*, corpus: str | None = None, patterns: list[str] | None = None, repeat
             results.append(Result(case.name, case.language, case.expect,
                                   error=f"{type(e).__name__}: {e}"))
     t = totals(results)
-    print(render(results, t))
-    for name, why in not_run.items():
-        print(f"not run: {name}: {why}")
+    if json_path != "-":
+        print(render(results, t))
+        for name, why in not_run.items():
+            print(f"not run: {name}: {why}")
     if json_path:
         doc = {"corpus": str(where), "repeat": repeat, "timing": not no_timing,
                "min_saving_s": MIN_SAVING, "totals": t,
                "cases": [asdict(r) for r in results], "not_run": not_run,
                "bad_cases": [str(e) for e in bad]}  # fmt: skip
-        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
+        emit(json_path, json.dumps(doc, indent=2) + "\n")
     return 0

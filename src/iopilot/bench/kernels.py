@@ -30,6 +30,7 @@ from ..kernel_results import (
     phase_total,
     summarise,
 )
+from ..outfile import emit
 from .catalog import KERNELS
 from .h5bench_config import kernel_runs
 
@@ -415,11 +416,12 @@ def _ior_size(n: int) -> str:
     return f"{n} bytes"
 
 
-def main(name: str, kernel_args: Sequence[str], *, ranks: int = 1, as_json: bool = False,
+def main(name: str, kernel_args: Sequence[str], *, ranks: int = 1, json_path: str | None = None,
          trace: str | None = None, dir: str | None = None, keep: bool = False,
          ior_json_path: str | None = None) -> int:
     """``iopilot bench KERNEL``: run kernel ``name`` with ``kernel_args`` on
-    ``ranks`` ranks (traced into ``trace``) and print its result."""
+    ``ranks`` ranks (traced into ``trace``) and print its result (as JSON
+    to ``json_path``, ``-`` for standard output)."""
     kernel_args = list(kernel_args)
     if keep and "keep" in kernel_options(name)[1] and "--keep" not in kernel_args:
         kernel_args.append("--keep")  # the kernel's files too, not only the directory
@@ -438,9 +440,9 @@ def main(name: str, kernel_args: Sequence[str], *, ranks: int = 1, as_json: bool
             shutil.rmtree(workdir, ignore_errors=True)
         elif keep and not dir:
             print(f"iopilot: kernel files kept in {workdir}", file=sys.stderr)
-    if as_json:
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
-    else:
+    if json_path:
+        emit(json_path, json.dumps(result, indent=2) + "\n")
+    if json_path != "-":
         sys.stdout.write(render(result))
     if ior_json_path:
         Path(ior_json_path).write_text(json.dumps(ior_json(result), indent=2) + "\n")
@@ -451,7 +453,7 @@ def main(name: str, kernel_args: Sequence[str], *, ranks: int = 1, as_json: bool
     return 0 if result["summary"]["verified"] is not False else 3
 
 
-def h5bench_main(config: str, *, as_json: bool = False, dir: str | None = None) -> int:
+def h5bench_main(config: str, *, json_path: str | None = None, dir: str | None = None) -> int:
     """``iopilot bench h5bench CONFIG``: the benchmarks of an h5bench JSON
     configuration, in order, in one directory (a read finds the write's file)."""
     runs = kernel_runs(config)
@@ -471,13 +473,13 @@ def h5bench_main(config: str, *, as_json: bool = False, dir: str | None = None) 
                 status = e.status
                 break
             results.append(result)
-            if not as_json:
+            if json_path != "-":
                 sys.stdout.write(render(result) + "\n")
             if result["summary"]["verified"] is False:
                 status = 3
     finally:
         if not dir:
             shutil.rmtree(workdir, ignore_errors=True)
-    if as_json:
-        sys.stdout.write(json.dumps(results, indent=2) + "\n")
+    if json_path:
+        emit(json_path, json.dumps(results, indent=2) + "\n")
     return status

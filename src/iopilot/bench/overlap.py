@@ -36,6 +36,7 @@ from .. import api
 from .._record import record
 from ..errors import InputError
 from ..kernel_results import last_result
+from ..outfile import emit
 from .kernels import kernel_path, mpirun_command
 
 
@@ -167,8 +168,8 @@ def main(plan: Plan, json_path: str | None = None) -> int:
     if plan.steps < 2:
         raise InputError("--steps", "at least 2 (one step's I/O has nothing to overlap)")
     doc = run(plan)
-    print(render(doc))
+    if json_path != "-":
+        print(render(doc))
     if json_path:
-        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
-        print(f"iopilot: wrote {json_path}", file=sys.stderr)
+        emit(json_path, json.dumps(doc, indent=2) + "\n")
     return 0

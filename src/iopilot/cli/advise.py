@@ -8,9 +8,10 @@ import json
 from .. import api
 from ..errors import InputError
 from ..model.scope import scope_args
+from ..outfile import emit
 from ..overlap.advise import render_text
 from ..overlap.page import render_html
-from .common import EXIT_OK, add_output_options, add_scope_options, emit, to_stdout
+from .common import EXIT_OK, add_output_options, add_scope_options, to_stdout
 
 # What the command does and how it is called, shown by its --help.
 ABOUT: dict[str, tuple[str, str]] = {

@@ -16,6 +16,7 @@ from ..bench import (
 )
 from ..bench.catalog import KERNELS
 from ..tune import efficiency
+from .common import add_json_option
 
 # What the command does and how it is called, shown by its --help.
 ABOUT: dict[str, tuple[str, str]] = {
@@ -71,7 +72,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         k = bsub.add_parser(name, help=what,
                             description=f"{what}. Options not listed here go to the kernel.")
         k.add_argument("--ranks", "-n", type=int, default=1, help="MPI ranks (default 1)")
-        k.add_argument("--json", action="store_true", help="print the result as JSON")
+        add_json_option(k, "the result")
         k.add_argument("--trace", metavar="DIR", help="run under the iopilot runtime")
         k.add_argument("--dir", help="working directory of the kernel (default: temporary)")
         k.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -90,7 +91,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--dir", help="working directory of the kernel (default: temporary)")
     c = bsub.add_parser("h5bench", help="run the benchmarks of an h5bench JSON configuration")
     c.add_argument("config", metavar="CONFIG", help="h5bench configuration (JSON)")
-    c.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_json_option(c, "the results")
     c.add_argument("--dir", help="working directory of the kernels (default: temporary)")
     h = bsub.add_parser("html", help="time, memory and size of the HTML report")
     h.add_argument("logs", nargs="*", metavar="LOG", help="logs or traces (default: large "
@@ -120,7 +121,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="replay tables already in OUT instead of measuring them again")
     e.add_argument("--out", default="tune-efficiency", metavar="DIR",
                    help="where the tables and the JSON go (default ./tune-efficiency)")
-    e.add_argument("--json", metavar="PATH", help="the results (default OUT/tune-efficiency.json)")
+    add_json_option(e, "the results (without --json: OUT/tune-efficiency.json)")
     a = bsub.add_parser("async", help="async I/O against sync, the ideal and the advisor")
     a.add_argument("--steps", type=int, default=10,
                    help="steps per run (default 10: the last step's I/O, which nothing hides, "
@@ -133,7 +134,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="computation much longer than, equal to, much shorter than the I/O, "
                    "and none: 500 steps of one 4 KiB write (the engine's own cost)")
     a.add_argument("--dir", help="where the runs write (default: a temporary directory)")
-    a.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    add_json_option(a, "the figures")
     y = bsub.add_parser("accuracy", help="first finding, advice language and at stake on "
                         "the corpus of mistake programs")
     y.add_argument("--corpus", metavar="DIR", help="the corpus (default: corpus/ of the "
@@ -144,18 +145,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="untraced runs of each mode; the best is kept (default 3)")
     y.add_argument("--no-timing", action="store_true",
                    help="skip the untraced runs: first finding and language only")
-    y.add_argument("--json", metavar="FILE", help="write every figure as JSON")
+    add_json_option(y, "every figure")
     b.set_defaults(func=cmd_bench)  # fmt: skip
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     name = args.bench
     if name in KERNELS:
-        return kernels.main(name, args.kernel_args, ranks=args.ranks, as_json=args.json,
+        return kernels.main(name, args.kernel_args, ranks=args.ranks, json_path=args.json,
                             trace=args.trace, dir=args.dir, keep=args.keep,
                             ior_json_path=getattr(args, "ior_json", None))  # fmt: skip
     if name == "h5bench":
-        return kernels.h5bench_main(args.config, as_json=args.json, dir=args.dir)
+        return kernels.h5bench_main(args.config, json_path=args.json, dir=args.dir)
     if name == "diagnose":
         return diagnose_speed.main(args.logs, repeat=args.repeat, synthetic=args.synthetic,
                                    compare=args.compare)  # fmt: skip

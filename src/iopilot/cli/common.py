@@ -1,15 +1,11 @@
 """What several subcommands share: exit statuses, the file-scope options, the
-``--json``/``--html`` options, writing an output to a file or standard output.
+``--json``/``--html`` options (``iopilot.outfile`` writes them).
 
 This module imports nothing heavy: the one-log report's parent process uses it."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-from ..errors import InputError
 
 EXIT_OK, EXIT_CRITICAL, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -32,11 +28,16 @@ def add_output_options(p: argparse.ArgumentParser, json_what: str, html_what: st
     """``--json [PATH]`` and ``--html [PATH]``, the same in every command: PATH
     ``-`` is standard output (then the terminal text is left out); ``--json``
     alone writes to standard output, ``--html`` alone to iopilot-COMMAND.html."""
-    p.add_argument("--json", nargs="?", const="-", metavar="PATH",
-                   help=f"write {json_what} as JSON to PATH (default: standard output)")
+    add_json_option(p, json_what)
     p.add_argument("--html", nargs="?", const=f"iopilot-{command}.html", metavar="PATH",
                    help=f"write {html_what} to PATH ('-': standard output; default: "
                    f"iopilot-{command}.html)")
+
+
+def add_json_option(p: argparse.ArgumentParser, what: str) -> None:
+    """``--json [PATH]``: ``what`` as JSON to PATH, alone or ``-`` to standard output."""
+    p.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                   help=f"write {what} as JSON to PATH (default: standard output)")
 
 
 def to_stdout(args: argparse.Namespace) -> bool:
@@ -50,13 +51,3 @@ def command_after(words: list[str]) -> list[str]:
     return words[1:] if words[:1] == ["--"] else list(words)
 
 
-def emit(target: str, text: str) -> None:
-    """``text`` to ``target``: a file, or standard output for ``-``."""
-    if target == "-":
-        sys.stdout.write(text)
-        return
-    try:
-        Path(target).write_text(text)
-    except OSError as e:
-        raise InputError(target, f"cannot write: {e.strerror}") from None
-    print(f"iopilot: wrote {target}", file=sys.stderr)

@@ -6,9 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
+from ..outfile import emit
 from ..tune.optimize import optimize, page
 from ..tune.tuning import TuneOptions
-from .common import EXIT_OK, add_output_options, command_after, emit, to_stdout
+from .common import EXIT_OK, add_output_options, command_after, to_stdout
 from .tune import add_trial_options, trial_options
 
 # What the command does and how it is called, shown by its --help.

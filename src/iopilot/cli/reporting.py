@@ -19,8 +19,9 @@ from .._child import run_isolated
 from .._progress import Progress
 from ..errors import InputError
 from ..model.scope import FileScope, scope_args
+from ..outfile import emit
 from ..report import csv_report, fleet, json_report, terminal
-from .common import EXIT_BAD_INPUT, EXIT_CRITICAL, EXIT_OK, emit
+from .common import EXIT_BAD_INPUT, EXIT_CRITICAL, EXIT_OK
 
 
 def analyse(path: str, thresholds: dict[str, Any], only: set[str] | None,

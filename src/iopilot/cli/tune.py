@@ -6,9 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
+from ..outfile import emit
 from ..tune import output
 from ..tune.tuning import TuneOptions, tune
-from .common import EXIT_OK, add_output_options, command_after, emit, to_stdout
+from .common import EXIT_OK, add_output_options, command_after, to_stdout
 
 # What the command does and how it is called, shown by its --help.
 ABOUT: dict[str, tuple[str, str]] = {

@@ -29,6 +29,7 @@ from typing import Any
 from .._record import record
 from ..errors import InputError
 from ..kernel_results import KERNEL_DIR
+from ..outfile import emit
 from .launch import launcher
 from .objective import Run, measure
 from .search import STRATEGIES as KNOWN
@@ -294,7 +295,8 @@ def main(*, cases: list[str] | None = None, strategies: list[str] | None = None,
          repeats: int = 3, seeds: int = 5, timeout: float | None = None, reuse: bool = False,
          out: Path = Path("tune-efficiency"), json_path: str | None = None) -> int:
     """``iopilot bench tune-efficiency``: measure (or ``reuse``) each case's
-    table in ``out``, replay the strategies, print and write the results."""
+    table in ``out``, replay the strategies, print the results and write them
+    as JSON to ``json_path`` (``-``: standard output; default in ``out``)."""
     cases = list(cases or CASES)
     unknown = [c for c in cases if c not in CASES]
     if unknown:
@@ -317,12 +319,12 @@ def main(*, cases: list[str] | None = None, strategies: list[str] | None = None,
             table = measure_table(CASES[name], repeats, timeout)
             write_table(table, out)
         results.append(evaluate(table, strategies, seeds))
-    print(f"median trials (over {seeds} seeds, the default is trial 1) to come within "
-          f"{100 * WITHIN:.0f} % of the exhaustive best:")
-    print(format_results(results, strategies))
+    if json_path != "-":
+        print(f"median trials (over {seeds} seeds, the default is trial 1) to come within "
+              f"{100 * WITHIN:.0f} % of the exhaustive best:")
+        print(format_results(results, strategies))
     doc = {"within": WITHIN, "seeds": seeds, "strategies": strategies, "results": results}
-    path = Path(json_path) if json_path else out / "tune-efficiency.json"
     out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"iopilot: wrote {path}; tables in {out}", file=sys.stderr)
+    emit(json_path or str(out / "tune-efficiency.json"), json.dumps(doc, indent=2) + "\n")
+    print(f"iopilot: tables in {out}", file=sys.stderr)
     return 0
