@@ -56,7 +56,6 @@
 #include "../include/iopilot_async.h"
 #include "behind.h"
 #include "core.h"
-#include "signals.h"
 
 #define NOPS 65536   /* operations queued at once */
 #define NFILES 4096  /* files with deferred writes in one process */
@@ -88,7 +87,6 @@ typedef struct {
 
 int iop_behind_on;
 int iop_behind_relaxed;
-long iop_behind_pending; /* queued or running: the wrappers' one check */
 IOP_TLS int iop_inside_mpi_open;
 IOP_TLS unsigned iop_behind_flags;
 
@@ -105,9 +103,18 @@ static pid_t owner; /* the process whose thread runs the queue */
 static int fd_floor;
 static int copy_checked; /* process_vm_readv works here (copies that cannot fault) */
 static uint64_t fsize_limit = UINT64_MAX; /* RLIMIT_FSIZE, as the program last set it */
+/* What it did, for the summary (under ``lock``). */
+typedef struct {
+    long writes, synchronous, waits, errors;
+    uint64_t bytes, bytes_written;
+    size_t max_bytes;
+    double busy_seconds;   /* the thread in write and sync calls */
+    double queued_seconds; /* operations waiting for the thread */
+    double wait_seconds;   /* the program waiting for pending writes */
+} iop_behind_stats;
 static iop_behind_stats st;
 
-static void before_fork(void);
+static int forks_watched; /* the fork hooks have work: set at start-up, once the ring is mapped */
 static void child_after_fork(void);
 static int start_worker(void);
 
@@ -157,7 +164,7 @@ static size_t env_size(const char *name, size_t dflt) {
     return x ? (size_t)(x * unit) : dflt;
 }
 
-void iop_behind_init(void) {
+static void behind_init(void) {
     const char *on = getenv("IOPILOT_ASYNC");
     if (!on || strcmp(on, "1") != 0) return;
     const char *relaxed = getenv("IOPILOT_ASYNC_RELAXED");
@@ -185,7 +192,7 @@ void iop_behind_init(void) {
     copy_checked = 1;
     iop_behind_limits_changed();
     for (int i = 0; i < NFILES; i++) files[i].fd = -1;
-    pthread_atfork(before_fork, NULL, child_after_fork);
+    forks_watched = 1;
     /* The thread starts now, not at the first write, which may be made in
      * a signal handler (pthread_create is not async-signal-safe).  A child
      * of fork or clone writes synchronously and needs none. */
@@ -195,7 +202,6 @@ void iop_behind_init(void) {
         return;
     }
     iop_behind_on = 1;
-    iop_signals_init();
 }
 
 /* The file's slot, made when ``create``; NULL when the table is full. */
@@ -269,7 +275,7 @@ static void *worker(void *arg) {
         st.queued_seconds += issued - o.queued;
         if (o.kind == OP_WRITE) st.bytes_written += err ? 0 : o.n;
         if (err) st.errors++;
-        __atomic_sub_fetch(&iop_behind_pending, 1, __ATOMIC_RELEASE);
+        __atomic_sub_fetch(&iop_deferred, 1, __ATOMIC_RELEASE);
         iop_unlock(&lock);
         futex_wake(&done_seq);
     }
@@ -339,7 +345,7 @@ static void waited(double since) {
 }
 
 void iop_behind_fence_file(uint64_t id) {
-    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE) || !id) return;
+    if (!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE) || !id) return;
     int e = errno;
     iop_busy_enter();
     double t0 = mono();
@@ -353,7 +359,7 @@ void iop_behind_fence_file(uint64_t id) {
 
 /* By identity: whatever name, link or descriptor leads to the file. */
 void iop_behind_fence_at(int dirfd, const char *path, int flags) {
-    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE) || !path) return;
+    if (!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE) || !path) return;
     struct stat sb;
     int e = errno;
     long r = syscall(SYS_newfstatat, dirfd, path, &sb,
@@ -369,12 +375,12 @@ void iop_behind_fence_at(int dirfd, const char *path, int flags) {
 void iop_behind_fence_path(const char *path) { iop_behind_fence_at(AT_FDCWD, path, 0); }
 
 void iop_behind_fence_all(void) {
-    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE)) return;
+    if (!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE)) return;
     if (!thread_is_ours()) return;
     int e = errno;
     iop_busy_enter();
     double t0 = mono();
-    WAIT_UNTIL(!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE));
+    WAIT_UNTIL(!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE));
     waited(t0);
     iop_busy_leave();
     errno = e;
@@ -399,10 +405,12 @@ void iop_behind_losing(int first, int last) {
     iop_busy_leave();
 }
 
-void iop_behind_wait_quietly(void) {
-    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE) || !thread_is_ours()) return;
+/* The same, changing nothing of ours: for a vfork child about to exec,
+ * which shares our memory (the parent's I/O thread runs on meanwhile). */
+static void behind_wait_quietly(void) {
+    if (!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE) || !thread_is_ours()) return;
     int e = errno;
-    WAIT_UNTIL(!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE));
+    WAIT_UNTIL(!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE));
     errno = e;
 }
 
@@ -472,7 +480,7 @@ static int enqueue(bfile *f, uint64_t file_id, int d, int kind, const void *buf,
                                 mono(), iop_now()};
     op_head++;
     f->pending++;
-    __atomic_add_fetch(&iop_behind_pending, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&iop_deferred, 1, __ATOMIC_RELEASE);
     return 1;
 }
 
@@ -631,7 +639,9 @@ void iop_behind_shared(uint64_t id) {
     iop_behind_fence_file(id);
 }
 
-static void before_fork(void) { iop_behind_fence_all(); }
+static void before_fork(void) {
+    if (forks_watched) iop_behind_fence_all();
+}
 
 static int keep_fds; /* the child shares our descriptor table (CLONE_FILES) */
 void iop_behind_after_clone(int shares_fds) {
@@ -641,10 +651,11 @@ void iop_behind_after_clone(int shares_fds) {
 }
 
 static void child_after_fork(void) {
+    if (!forks_watched) return;
     /* No thread followed: the child writes synchronously (its parent's
      * queue was empty at the fork).  Its copies of our descriptors go. */
     iop_behind_on = 0;
-    iop_behind_pending = 0;
+    iop_deferred = 0;
     lock = 0;
     started = 0;
     for (int i = 0; i < NFILES; i++) {
@@ -654,14 +665,14 @@ static void child_after_fork(void) {
 }
 
 int iop_behind_drain(double stall_seconds) {
-    if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE)) return 1;
+    if (!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE)) return 1;
     if (!thread_is_ours()) return 0;
     int e = errno;
     uint64_t last = __atomic_load_n(&op_tail, __ATOMIC_ACQUIRE);
     double since = mono();
     for (;;) {
         int seen = __atomic_load_n(&done_seq, __ATOMIC_ACQUIRE);
-        if (!__atomic_load_n(&iop_behind_pending, __ATOMIC_ACQUIRE)) break;
+        if (!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE)) break;
         struct timespec tick = {0, 20 * 1000 * 1000};
         syscall(SYS_futex, &done_seq, FUTEX_WAIT_PRIVATE, seen, &tick, NULL, 0);
         uint64_t now = __atomic_load_n(&op_tail, __ATOMIC_ACQUIRE);
@@ -677,12 +688,27 @@ int iop_behind_drain(double stall_seconds) {
     return 1;
 }
 
-void iop_behind_stats_get(iop_behind_stats *out) {
+/* "write_behind": what IOPILOT_ASYNC deferred, and what it cost. */
+static void behind_summary(iop_json *b) {
+    if (!iop_behind_on && !iop_behind_relaxed) return;
     iop_busy_enter();
     iop_lock(&lock);
-    *out = st;
+    iop_behind_stats s = st;
     iop_unlock(&lock);
     iop_busy_leave();
+    iop_json_printf(b, ",\n\"write_behind\": {\"relaxed\": %d, \"writes\": %ld, \"bytes\": %llu, "
+                    "\"bytes_written\": %llu, \"synchronous\": %ld, \"waits\": %ld, "
+                    "\"errors\": %ld, \"max_bytes\": %zu, \"busy_seconds\": %.9f, "
+                    "\"queued_seconds\": %.9f, \"wait_seconds\": %.9f}",
+                    iop_behind_relaxed, s.writes, (unsigned long long)s.bytes,
+                    (unsigned long long)s.bytes_written, s.synchronous, s.waits, s.errors,
+                    s.max_bytes, s.busy_seconds, s.queued_seconds, s.wait_seconds);
+}
+
+static void behind_fence(int kind, uint64_t ident, int dirfd, const char *path, int flags) {
+    if (kind == IOP_FENCE_FILE) iop_behind_fence_file(ident);
+    else if (kind == IOP_FENCE_PATH) iop_behind_fence_at(dirfd, path, flags);
+    else iop_behind_fence_all();
 }
 
 /* ------------------------------------------------------------------ */
@@ -719,3 +745,17 @@ IOP_EXPORT void iopilot_async_event(int op, int fd, int64_t offset, size_t bytes
                       rop == IOP_OP_SYNC ? 0 : (int64_t)bytes, q, i, c, error != 0);
     errno = e;
 }
+
+/* A feature of no layer (IOPILOT_ASYNC=1): its queue drains before the
+ * image ends, execs or forks, and before the files it holds writes for are
+ * read, stat'ed or closed. */
+const iop_module iop_behind_module = {
+    .name = "write_behind",
+    .init = behind_init,
+    .exit = iop_behind_fence_all,
+    .exec = behind_wait_quietly,
+    .before_fork = before_fork,
+    .after_fork = child_after_fork,
+    .fence = behind_fence,
+    .summary = behind_summary,
+};

@@ -12,21 +12,12 @@
 
 extern int iop_behind_on;       /* IOPILOT_ASYNC=1 and the buffer is mapped */
 extern int iop_behind_relaxed;  /* IOPILOT_ASYNC_RELAXED=1: syncs are queued too */
-extern long iop_behind_pending; /* operations queued or running */
+/* Operations queued or running: the core's iop_deferred (see core.h). */
+#define iop_behind_pending iop_deferred
 /* Set by the MPI-IO module while MPI_File_open runs: those descriptors are
  * MPI-IO's, and stay synchronous. */
 extern IOP_TLS int iop_inside_mpi_open;
 
-typedef struct {
-    long writes, synchronous, waits, errors;
-    uint64_t bytes, bytes_written;
-    size_t max_bytes;
-    double busy_seconds;   /* the thread in write and sync calls */
-    double queued_seconds; /* operations waiting for the thread */
-    double wait_seconds;   /* the program waiting for pending writes */
-} iop_behind_stats;
-
-void iop_behind_init(void);
 /* The record flags of the calling thread's last iop_behind_write or
  * iop_behind_sync: IOP_FLAG_DEFERRED when it queued the operation, else 0.
  * Thread-local rather than an out-parameter: a wrapper's frame holds no
@@ -57,9 +48,6 @@ void iop_behind_shared(uint64_t ident);
 void iop_behind_after_clone(int shares_fds);
 /* RLIMIT_FSIZE may have changed (setrlimit, prlimit). */
 void iop_behind_limits_changed(void);
-/* The same, changing nothing of ours: for a vfork child about to exec,
- * which shares our memory (the parent's I/O thread runs on meanwhile). */
-void iop_behind_wait_quietly(void);
 int iop_behind_take_error(uint64_t ident);  /* a deferred errno, forgotten once taken */
 void iop_behind_closing(uint64_t ident);    /* before the program closes the file */
 /* Before fcntl(F_SETFL, ``flags``) on a descriptor of the file. */
@@ -67,7 +55,6 @@ void iop_behind_flags_set(uint64_t ident, long flags);
 /* Before descriptors first..last are closed or replaced by the program: if
  * one is ours, pending writes land first and it is forgotten. */
 void iop_behind_losing(int first, int last);
-void iop_behind_stats_get(iop_behind_stats *out);
 /* Async-signal-safe: wait until every pending write has landed, or until
  * the background thread made no progress for ``stall_seconds`` (it may
  * need a lock the interrupted thread holds).  1 when nothing is pending. */

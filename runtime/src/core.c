@@ -4,9 +4,7 @@
  * and the core knows them only through the table in modules.c.
  */
 #define _GNU_SOURCE
-#include "behind.h"
 #include "core_private.h"
-#include "settings.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -27,6 +25,7 @@ long iop_nested_calls;
 int iop_use_tsc = 0;
 uint64_t iop_tsc0 = 0;
 long iop_overflows[IOP_NOVERFLOWS];
+long iop_deferred;
 
 /* ------------------------------------------------------------------ */
 /* Configuration and process identity. */
@@ -167,6 +166,16 @@ void *iop_resolve(const char *name) {
 }
 
 /* ------------------------------------------------------------------ */
+/* The modules' hooks, called in the order of modules.c. */
+
+void iop_fence_slow(int kind, uint64_t ident, int dirfd, const char *path, int flags) {
+    EACH_HOOK(fence, kind, ident, dirfd, path, flags);
+}
+
+static void before_fork(void) { EACH_HOOK(before_fork); }
+static void parent_after_fork(void) { EACH_HOOK(after_fork_parent); }
+
+/* ------------------------------------------------------------------ */
 /* Start-up, fork, exec and exit. */
 
 static int env_int(const char *name, int fallback) {
@@ -187,8 +196,7 @@ static void child_after_fork(void) {
     cfg.ppid = getppid();
     big_lock = 0;
     memset(iop_overflows, 0, sizeof iop_overflows);
-    for (int i = 0; i < iop_nmodules; i++)
-        if (iop_modules[i] && iop_modules[i]->after_fork) iop_modules[i]->after_fork();
+    EACH_HOOK(after_fork);
     iop_nested_calls = 0;
     cfg.exec_count = 0;
     cfg.exit_code = -1;
@@ -197,7 +205,6 @@ static void child_after_fork(void) {
     cfg.write_error = 0; /* its own files, its own errors */
     tables_after_fork();
     records_after_fork();
-    iop_settings_after_fork();
     if (iop_enabled && choose_stem() != 0) give_up("cannot create the record file");
 }
 
@@ -291,9 +298,9 @@ __attribute__((constructor(101))) static void iop_init(void) {
     }
     parse_excludes();
     iop_use_tsc = tsc_is_reliable();
-    pthread_atfork(NULL, NULL, child_after_fork);
-    iop_settings_load(); /* before the first call is traced */
-    iop_behind_init();
+    pthread_atfork(before_fork, parent_after_fork, child_after_fork);
+    EACH_HOOK(init); /* before the first call is traced */
+    EACH_HOOK(settings);
     iop_enabled = 1;
     errno = saved;
 }
@@ -301,7 +308,7 @@ __attribute__((constructor(101))) static void iop_init(void) {
 __attribute__((destructor)) static void iop_fini(void) {
     if (!cfg.dir[0] || !pool || cfg.ended || !this_is_our_process()) return;
     int saved = errno;
-    iop_behind_fence_all(); /* deferred writes land before the program is gone */
+    EACH_HOOK(exit); /* deferred writes land before the program is gone */
     iop_enabled = 0; /* nothing after this point is traced */
     flush_all("exit");
     cfg.ended = 1;
@@ -313,7 +320,7 @@ __attribute__((destructor)) static void iop_fini(void) {
 void iop_before_exec(void) {
     /* Deferred writes land first: the new program reads what we wrote.  A
      * vfork child waits too, changing nothing of ours. */
-    iop_behind_wait_quietly();
+    EACH_HOOK(exec);
     if (!iop_enabled || iop_in_runtime || !this_is_our_process()) return;
     int saved = errno;
     cfg.exec_count++;
@@ -325,7 +332,7 @@ void iop_before_exec(void) {
 void iop_before_exit(int status) {
     if (!iop_enabled || iop_in_runtime || !this_is_our_process()) return;
     int saved = errno;
-    iop_behind_fence_all();
+    EACH_HOOK(exit);
     iop_enabled = 0;
     cfg.exit_code = status & 0xff;
     flush_all("_exit");

@@ -18,6 +18,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -142,10 +143,23 @@ enum { IOP_OVERFLOW_HANDLES, IOP_OVERFLOW_NOTES, IOP_NOVERFLOWS };
 extern long iop_overflows[IOP_NOVERFLOWS];
 static inline void iop_overflow(long *count) { __atomic_add_fetch(count, 1, __ATOMIC_RELAXED); }
 
-/* A layer module (posix.c, stdio.c, mpiio.c, hdf5.c) describes itself to
- * the core with one of these, defined at the end of its file and listed in
- * modules.c; the core names no layer.  Its names come from the vocabulary
- * (iopilot_vocab.h, generated from src/iopilot/vocabulary.py). */
+/* The summary's writer: a growing buffer of JSON text in pages from the
+ * kernel (the summary is also written from _exit in a signal handler, which
+ * may have interrupted malloc).  A module's summary hook appends its part
+ * with these. */
+typedef struct iop_json iop_json;
+void iop_json_put(iop_json *b, const char *s, size_t len);
+void iop_json_printf(iop_json *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void iop_json_str(iop_json *b, const char *s); /* a JSON string, bytes kept (surrogateescape) */
+
+/* A module describes itself to the core with one of these, defined at the
+ * end of its own file and listed in modules.c; the core names no module.
+ * A layer module (posix.c, stdio.c, mpiio.c, hdf5.c, fortran.c) records
+ * under its layers; a feature (settings.c, direct.c, behind.c, signals.c)
+ * has no layers and acts through its hooks only.  Every hook is optional
+ * and called by the core in the order of modules.c.  A layer's names come
+ * from the vocabulary (iopilot_vocab.h, generated from
+ * src/iopilot/vocabulary.py). */
 typedef struct {
     const char *name; /* "overflows" key in the summary */
     long *count;      /* operations or settings a full table made it drop */
@@ -154,15 +168,58 @@ typedef struct {
 /* .name and .layers of the module called ``word`` in the vocabulary. */
 #define IOP_MODULE_OF(word) .name = #word, .layers = IOP_SWITCH_##word
 
+/* What a fence hook is asked to wait for (see iop_fence). */
+enum { IOP_FENCE_FILE, IOP_FENCE_PATH, IOP_FENCE_ALL };
+
 typedef struct iop_module {
-    const char *name; /* its word in IOPILOT_LAYERS: "POSIX", "HDF5" ... */
-    unsigned layers;  /* the layers it records under: IOP_SWITCH_<name> */
-    /* In a forked child, whose other threads (which may have held the
-     * module's locks) are gone: free its locks, zero its overflow counts. */
+    const char *name; /* a layer's word in IOPILOT_LAYERS ("POSIX", "HDF5" ...), a feature's name */
+    unsigned layers;  /* the layers it records under: IOP_SWITCH_<name>; 0 for a feature */
+    /* Start-up, before the first call is traced: every init hook, then
+     * every settings hook (the settings file is read by then: take the
+     * values this module applies from settings.h). */
+    void (*init)(void);
+    void (*settings)(void);
+    /* The image ends (exit, _exit), before the final summary is written. */
+    void (*exit)(void);
+    /* Before exec.  Also called in a vfork child, which shares our memory:
+     * wait if need be, change nothing. */
+    void (*exec)(void);
+    /* fork: before it, after it in the parent, and in the child, whose
+     * other threads (which may have held the module's locks) are gone:
+     * free its locks, zero its overflow counts, forget its threads. */
+    void (*before_fork)(void);
+    void (*after_fork_parent)(void);
     void (*after_fork)(void);
+    /* Deferred work must land before a file is read, stat'ed or closed:
+     * IOP_FENCE_FILE (``ident``, see iop_open.ident), IOP_FENCE_PATH
+     * (``path`` relative to ``dirfd``, AT_* ``flags``), IOP_FENCE_ALL.
+     * Called only while iop_deferred is non-zero. */
+    void (*fence)(int kind, uint64_t ident, int dirfd, const char *path, int flags);
+    /* Its part of the process summary: ",\n\"key\": value", or nothing. */
+    void (*summary)(iop_json *out);
     const iop_overflow_count *overflows; /* its full tables; a NULL name ends */
     const char *const *env; /* environment variables the summary keeps; NULL ends */
 } iop_module;
+
+/* Operations some module deferred and has not finished (write-behind's
+ * queued writes).  While it is non-zero, a call that reads, stat's or
+ * closes a file first waits through the fence hooks; the wrappers' one
+ * check is this word. */
+extern long iop_deferred;
+void iop_fence_slow(int kind, uint64_t ident, int dirfd, const char *path, int flags);
+static inline int iop_fence_needed(void) {
+    return IOP_UNLIKELY(__atomic_load_n(&iop_deferred, __ATOMIC_RELAXED) != 0);
+}
+static inline void iop_fence_all(void) {
+    if (iop_fence_needed()) iop_fence_slow(IOP_FENCE_ALL, 0, 0, NULL, 0);
+}
+static inline void iop_fence_at(int dirfd, const char *path, int flags) {
+    if (iop_fence_needed() && path) iop_fence_slow(IOP_FENCE_PATH, 0, dirfd, path, flags);
+}
+static inline void iop_fence_path(const char *path) { iop_fence_at(AT_FDCWD, path, 0); }
+static inline void iop_fence(const iop_open *o) { /* the file ``o`` follows */
+    if (iop_fence_needed() && o && o->st) iop_fence_slow(IOP_FENCE_FILE, o->ident, 0, NULL, 0);
+}
 
 /* Time in ticks since this process's t0: the TSC on x86-64 (half the cost of
  * clock_gettime here), else nanoseconds.  Ticks become seconds only when
@@ -257,6 +314,12 @@ void iop_set_rank(int rank, int size);
 void iop_flush_all(void);
 void iop_before_exec(void);
 void iop_before_exit(int status);
+
+/* The runtime's own file I/O (files.c): raw system calls, no wrapper, no
+ * cancellation point. */
+int sys_open(const char *path, int flags, int mode);
+int sys_close(int fd);
+ssize_t sys_read(int fd, void *buf, size_t n);
 
 /* Calls the runtime itself makes into libraries must not be traced:
  * bracket them with these. */

@@ -73,10 +73,8 @@ void give_up(const char *why);
 int this_is_our_process(void); /* not a vfork or clone child sharing our memory */
 void iop_watch_exit_status(void); /* once the program runs (see core.c) */
 
-/* files.c: the runtime's own file I/O, raw system calls only */
-int sys_open(const char *path, int flags, int mode);
-int sys_close(int fd);
-ssize_t sys_read(int fd, void *buf, size_t n);
+/* files.c: the runtime's own file I/O, raw system calls only (sys_open,
+ * sys_close, sys_read in core.h) */
 int sys_write_all(int fd, const void *buf, size_t n);
 ssize_t sys_readlink(const char *path, char *buf, size_t n);
 int sys_getcwd(char *buf, size_t n);
@@ -119,6 +117,10 @@ void records_after_fork(void);
  * NULL for a module left out of this build (e.g. MPI-IO without mpi.h). */
 extern const iop_module *const iop_modules[];
 extern const int iop_nmodules;
+/* Call ``hook`` of every module that has one, in that order. */
+#define EACH_HOOK(hook, ...)                                                    \
+    for (int i_ = 0; i_ < iop_nmodules; i_++)                                 \
+        if (iop_modules[i_] && iop_modules[i_]->hook) iop_modules[i_]->hook(__VA_ARGS__)
 
 /* output.c */
 void write_json(const char *reason);

@@ -70,7 +70,6 @@ static struct {
 /* System calls made directly: none of them may reach a wrapper, ours or
  * another preloaded library's. */
 static long sys_fstat(int fd, struct stat *sb) { return syscall(SYS_fstat, fd, sb); }
-static long sys_close(int fd) { return syscall(SYS_close, fd); }
 static long sys_fcntl(int fd, int cmd, long arg) { return syscall(SYS_fcntl, fd, cmd, arg); }
 static int64_t sys_lseek(int fd, int64_t off, int whence) {
     return syscall(SYS_lseek, fd, off, whence);
@@ -92,7 +91,7 @@ static size_t safe_copy(int out, char *theirs, char *ours, size_t n) {
     return done;
 }
 
-void iop_direct_init(void) {
+static void direct_settings(void) {
     const iop_setting_value *on = iop_setting(IOP_SET_POSIX_DIRECT);
     const iop_setting_value *min = iop_setting(IOP_SET_POSIX_DIRECT_MIN_SIZE);
     if (min && min->i > 0) min_size = min->i;
@@ -351,3 +350,11 @@ ssize_t iop_direct_io(iop_open *o, int fd, int op, void *buf, size_t n, int64_t 
     }
     return (ssize_t)r; /* -1: a real error (EIO, ENOSPC ...), errno as the call left it */
 }
+
+/* A feature of no layer: the POSIX layer asks it at open, read, write and
+ * close; it takes its values from the settings file at start-up. */
+const iop_module iop_direct_module = {
+    .name = "direct",
+    .settings = direct_settings,
+    .after_fork = iop_direct_after_fork,
+};

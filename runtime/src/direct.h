@@ -11,7 +11,6 @@
 
 extern int iop_direct_on; /* the setting is on and descriptors can be spared */
 
-void iop_direct_init(void);       /* at start-up, once the settings are read */
 void iop_direct_after_fork(void);
 /* After the program opened ``path`` (relative to ``dirfd``) as ``fd``. */
 void iop_direct_opened(iop_open *o, int fd, int dirfd, const char *path, int flags);

@@ -1,11 +1,21 @@
-/* The layer modules the core iterates over (the core itself names none).
+/* The modules the core calls, in this order (the core itself names none).
  *
- * Each module defines its ``iop_module`` at the end of its own file.  The
- * references are weak: a module whose file is not in the build (mpiio.c
- * without MPI headers, the fault-test builds without HDF5 or MPI-IO) reads
- * as NULL here, and the core skips it.  Adding a module is its file, its
- * line below, and its layers and counters in src/iopilot/vocabulary.py.
- * The order is that of the modules' parts in the summary.
+ * A module is one file that ends with its ``iop_module`` (see core.h): a
+ * layer records calls under its layers, a feature acts through its hooks
+ * only.  The references are weak: a module whose file is not in the build
+ * (mpiio.c without MPI headers, the fault-test builds without HDF5 or
+ * MPI-IO) reads as NULL here, and the core skips it.
+ *
+ * Adding a layer is three files: its .c file (wrappers built on core.h,
+ * its ``iop_module`` at the end), its line below, and its layer and
+ * counters in src/iopilot/vocabulary.py (make generates the C names);
+ * plus its test.
+ *
+ * The order is that of the layers' parts in the summary, and of the hooks:
+ * settings is read (init) before any module applies its values (settings
+ * hooks); write-behind starts before the fatal-signal handlers that wait
+ * for it; the settings outcomes come before write-behind's figures in the
+ * summary.
  */
 #include "core_private.h"
 
@@ -15,12 +25,22 @@ IOP_MODULE(iop_stdio_module);
 IOP_MODULE(iop_mpiio_module);
 IOP_MODULE(iop_hdf5_module);
 IOP_MODULE(iop_fortran_module);
+IOP_MODULE(iop_settings_module);
+IOP_MODULE(iop_direct_module);
+IOP_MODULE(iop_behind_module);
+IOP_MODULE(iop_signals_module);
 
 const iop_module *const iop_modules[] = {
+    /* layers */
     &iop_posix_module,
     &iop_stdio_module,
     &iop_mpiio_module,
     &iop_hdf5_module,
     &iop_fortran_module,
+    /* features */
+    &iop_settings_module,
+    &iop_direct_module,
+    &iop_behind_module,
+    &iop_signals_module,
 };
 const int iop_nmodules = sizeof iop_modules / sizeof iop_modules[0];

@@ -20,7 +20,7 @@
 /* Another rank may read after a barrier what this one wrote before it. */
 REAL_DECL(int, PMPI_Barrier, (MPI_Comm));
 IOP_EXPORT int MPI_Barrier(MPI_Comm comm) {
-    if (IOP_UNLIKELY(iop_behind_pending) && iop_active()) iop_behind_fence_all();
+    if (iop_fence_needed() && iop_active()) iop_fence_all();
     return REAL(PMPI_Barrier)(comm);
 }
 
@@ -30,8 +30,8 @@ IOP_EXPORT int MPI_Barrier(MPI_Comm comm) {
 #define WRAP_MESSAGE(name, params, args)                                      \
     REAL_DECL(int, P##name, params);                                          \
     IOP_EXPORT int name params {                                              \
-        if (IOP_UNLIKELY(iop_behind_pending) && !iop_behind_relaxed && iop_active()) \
-            iop_behind_fence_all();                                           \
+        if (iop_fence_needed() && !iop_behind_relaxed && iop_active())        \
+            iop_fence_all();                                                  \
         return REAL(P##name) args;                                            \
     }
 #define P2P_PARAMS (const void *b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c)
@@ -116,9 +116,9 @@ WRAP_MESSAGE(MPI_Win_fence, (int a, MPI_Win w), (a, w))
 #define F_FENCE(low, UP, n, relaxed)                                                        \
     FORTRAN_NAMES(low, UP);                                                                 \
     IOP_EXPORT void ompi_##low##_f P##n {                                                   \
-        if (IOP_UNLIKELY(iop_behind_pending) && !((relaxed) && iop_behind_relaxed) &&       \
+        if (iop_fence_needed() && !((relaxed) && iop_behind_relaxed) &&                     \
             iop_active())                                                                   \
-            iop_behind_fence_all();                                                         \
+            iop_fence_all();                                                                \
         REAL_F(low) A##n;                                                                   \
     }                                                                                       \
     FORTRAN_ALIASES(low, UP)

@@ -607,7 +607,7 @@ REAL_DECL(int, PMPI_File_close, (MPI_File *));
 IOP_EXPORT int MPI_File_close(MPI_File *fh) {
     iop_open *o = fh ? iop_mpiio_traced(*fh) : NULL;
     if (!o) return REAL(PMPI_File_close)(fh);
-    iop_behind_fence_all();
+    iop_fence_all();
     uintptr_t key = (uintptr_t)*fh; /* the call sets *fh to MPI_FILE_NULL */
     iop_stats *st = o->st;
     double t1 = iop_now();
@@ -636,7 +636,7 @@ void iop_mpiio_meta_done(iop_open *o, int op, int counter, unsigned flags, int r
     IOP_EXPORT int name params {                                              \
         iop_open *o = iop_mpiio_traced(fh);                                   \
         if (!o) return REAL(P##name) args;                                    \
-        iop_behind_fence_all(); /* the program's deferred POSIX writes too */ \
+        iop_fence_all(); /* the program's deferred POSIX writes too */        \
         double t1 = iop_now();                                                \
         iop_mpiio_depth++;                                                    \
         int r = REAL(P##name) args;                                           \

@@ -22,7 +22,6 @@
 #include <mpi.h>
 #include <stddef.h>
 
-#include "behind.h"
 #include "core.h"
 #include "mpi_fortran.h"
 #include "mpiio.h"
@@ -200,7 +199,7 @@ FORTRAN_ALIASES(file_open, FILE_OPEN)
 FORTRAN_NAMES(file_close, FILE_CLOSE);
 IOP_EXPORT void ompi_file_close_f(F *fh, F *ierr) {
     F_TRACED_OR_PASS(REAL_F(file_close)(fh, ierr));
-    iop_behind_fence_all();
+    iop_fence_all();
     iop_stats *st = o->st;
     double t1 = iop_now();
     iop_mpiio_depth++;
@@ -219,7 +218,7 @@ FORTRAN_ALIASES(file_close, FILE_CLOSE)
     FORTRAN_NAMES(low, UP);                                                                 \
     IOP_EXPORT void ompi_##low##_f params {                                                 \
         F_TRACED_OR_PASS(REAL_F(low) args);                                                 \
-        iop_behind_fence_all(); /* the program's deferred POSIX writes too */               \
+        iop_fence_all(); /* the program's deferred POSIX writes too */                      \
         double t1 = iop_now();                                                              \
         iop_mpiio_depth++;                                                                  \
         REAL_F(low) args;                                                                   \

@@ -14,7 +14,6 @@
  */
 #define _GNU_SOURCE
 #include "settings.h"
-#include "direct.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -25,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core_private.h"
+#include "core.h"
 
 int iop_settings_on;
 iop_setting_value iop_settings_plain[IOP_NSETTINGS];
@@ -62,8 +61,6 @@ static int named;
 static char error_text[320];
 static int has_error;
 
-const char *iop_settings_path(void) { return named ? named_path : NULL; }
-const char *iop_settings_error(void) { return has_error ? error_text : NULL; }
 
 /* ------------------------------------------------------------------ */
 /* Glob matching (fnmatch without flags: '*' also crosses '/'), written
@@ -554,6 +551,15 @@ static int parse(parser *ps) {
 /* ------------------------------------------------------------------ */
 /* Outcomes. */
 
+typedef struct {
+    uint64_t hash; /* 0: free slot */
+    uint64_t file_id;
+    long count;
+    int id, outcome;
+    char object[96];
+    char value[64];
+    char detail[160];
+} iop_setting_event;
 #define NEVENTS 1024
 static iop_setting_event events[NEVENTS];
 static iop_lock_t events_lock;
@@ -598,20 +604,45 @@ void iop_setting_outcome(int id, uint64_t file_id, const char *object, const cha
     iop_busy_leave();
 }
 
-int iop_settings_events(const iop_setting_event **out) {
-    *out = events;
-    return NEVENTS;
-}
-long iop_settings_dropped(void) { return events_dropped; }
-void iop_settings_hold(int on) {
-    if (on) iop_lock(&events_lock);
-    else iop_unlock(&events_lock);
-}
-
-void iop_settings_after_fork(void) {
+static void settings_after_fork(void) {
     events_lock = 0;
     memset(events, 0, sizeof events);
     events_dropped = 0;
+}
+
+/* "settings": the file named by IOPILOT_SETTINGS, its error if any, and
+ * [setting, value, "file id", object, outcome, detail, count] per outcome. */
+static void settings_summary(iop_json *b) {
+    static const char *const outcomes[] = IOP_SETTING_OUTCOME_NAMES;
+    if (!named) return;
+    iop_json_printf(b, ",\n\"settings\": {\"file\": ");
+    iop_json_str(b, named_path);
+    iop_json_printf(b, ", \"error\": ");
+    if (has_error) iop_json_str(b, error_text);
+    else iop_json_put(b, "null", 4);
+    iop_json_printf(b, ", \"dropped\": %ld, \"outcomes\": [", events_dropped);
+    int first = 1;
+    iop_lock(&events_lock); /* the table stays still while it is written out */
+    for (int i = 0; i < NEVENTS; i++) {
+        const iop_setting_event *e = &events[i];
+        if (!e->hash) continue;
+        char name[300];
+        snprintf(name, sizeof name, "%s.%s", table_names[defs[e->id].table], defs[e->id].name);
+        iop_json_put(b, first ? "\n[" : ",\n[", first ? 2 : 3);
+        first = 0;
+        iop_json_str(b, name);
+        iop_json_put(b, ", ", 2);
+        iop_json_str(b, e->value);
+        iop_json_printf(b, ", \"%llu\", ", (unsigned long long)e->file_id);
+        iop_json_str(b, e->object);
+        iop_json_put(b, ", ", 2);
+        iop_json_str(b, outcomes[e->outcome]);
+        iop_json_put(b, ", ", 2);
+        iop_json_str(b, e->detail);
+        iop_json_printf(b, ", %ld]", e->count);
+    }
+    iop_unlock(&events_lock);
+    iop_json_put(b, "]}", 2);
 }
 
 /* ------------------------------------------------------------------ */
@@ -640,7 +671,7 @@ static void check_ompi(void) {
     }
 }
 
-void iop_settings_load(void) {
+static void settings_load(void) {
     const char *path = getenv("IOPILOT_SETTINGS");
     if (!path || !*path) return;
     named = 1;
@@ -688,6 +719,13 @@ void iop_settings_load(void) {
     for (int id = 0; id < IOP_NSETTINGS; id++) iop_settings_on |= iop_settings_plain[id].set;
     iop_settings_on |= npatterns > 0;
     check_ompi();
-    iop_stdio_settings_init();
-    iop_direct_init();
 }
+
+/* A feature of no layer: it reads the file at start-up (the modules apply
+ * their values in their settings hooks) and writes the outcomes out. */
+const iop_module iop_settings_module = {
+    .name = "settings",
+    .init = settings_load,
+    .after_fork = settings_after_fork,
+    .summary = settings_summary,
+};

@@ -49,26 +49,6 @@ int iop_setting_romio_only(int id);
 void iop_setting_outcome(int id, uint64_t file_id, const char *object, const char *value,
                          int outcome, const char *detail);
 
-/* Core: read the file at start-up, forget counts in a forked child, and
- * what the summary writer shows. */
-void iop_settings_load(void);
-void iop_stdio_settings_init(void); /* stdio.c: the [stdio] buffer pool, at start-up */
-void iop_settings_after_fork(void);
-typedef struct {
-    uint64_t hash; /* 0: free slot */
-    uint64_t file_id;
-    long count;
-    int id, outcome;
-    char object[96];
-    char value[64];
-    char detail[160];
-} iop_setting_event;
-const char *iop_settings_path(void);  /* NULL when no file was named */
-const char *iop_settings_error(void); /* NULL when the file was valid */
-int iop_settings_events(const iop_setting_event **events); /* the table and its size */
-long iop_settings_dropped(void);
-void iop_settings_hold(int on); /* 1: keep the table still while it is written out; 0: release */
-
 extern iop_setting_value iop_settings_plain[IOP_NSETTINGS];
 static inline const iop_setting_value *iop_setting(int id) {
     return iop_settings_plain[id].set ? &iop_settings_plain[id] : 0;

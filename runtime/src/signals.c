@@ -27,7 +27,6 @@
  * SIGKILL cannot be caught: what was not yet written is lost with it.
  */
 #define _GNU_SOURCE
-#include "signals.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -198,7 +197,8 @@ static void show(struct sigaction *old, const shown_t *before, const struct siga
     old->sa_restorer = before->restorer;
 }
 
-void iop_signals_init(void) {
+static void signals_init(void) {
+    if (!iop_behind_on) return; /* only under write-behind (whose init hook ran before) */
     owner = (pid_t)syscall(SYS_getpid);
     static const int ends[] = {
         SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT, SIGBUS,    SIGFPE,
@@ -334,3 +334,10 @@ IOP_EXPORT void abort(void) {
     REAL(abort)();
     __builtin_unreachable();
 }
+
+/* A feature of no layer, after write-behind in modules.c: it arms only when
+ * write-behind is on. */
+const iop_module iop_signals_module = {
+    .name = "signals",
+    .init = signals_init,
+};

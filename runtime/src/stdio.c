@@ -12,7 +12,6 @@
 
 #include "core.h"
 #include "settings.h"
-#include "behind.h"
 
 /* ------------------------------------------------------------------ */
 /* Settings: [stdio] buffer_size, given to each stream with setvbuf right
@@ -30,7 +29,7 @@ static int nbuffers;
 static FILE *buffer_owner[NBUFFERS]; /* NULL: free */
 static const char *pool_missing = "no buffer pool";
 
-void iop_stdio_settings_init(void) {
+static void stdio_settings(void) {
     const iop_setting_value *v = iop_setting(IOP_SET_STDIO_BUFFER_SIZE);
     if (!v || v->i <= 0) return;
     size_t each = (size_t)v->i;
@@ -135,7 +134,7 @@ static void stream_opened(FILE *fp, const char *path, const char *mode, double t
     REAL_DECL(FILE *, name, (const char *, const char *));                \
     IOP_EXPORT FILE *name(const char *path, const char *mode) {           \
         if (!iop_active()) return REAL(name)(path, mode);                 \
-        iop_behind_fence_path(path);                                          \
+        iop_fence_path(path);                                             \
         double t1 = iop_now();                                            \
         FILE *fp = REAL(name)(path, mode);                                \
         int e = errno;                                                    \
@@ -157,7 +156,7 @@ static unsigned long stream_closes;
         if (!iop_active()) return REAL(name)(path, mode, old);                     \
         iop_handle_clear(IOP_LAYER_STDIO, (uintptr_t)old);                         \
         stream_fd_closing(old);                                                    \
-        iop_behind_fence_path(path);                                                   \
+        iop_fence_path(path);                                                      \
         int slot = IOP_UNLIKELY(nbuffers) ? buffer_of(old) : -1;                   \
         double t1 = iop_now();                                                     \
         FILE *fp = REAL(name)(path, mode, old);                                    \
@@ -173,7 +172,7 @@ WRAP_FREOPEN(freopen64)
 REAL_DECL(FILE *, fdopen, (int, const char *));
 IOP_EXPORT FILE *fdopen(int fd, const char *mode) {
     if (!iop_active()) return REAL(fdopen)(fd, mode);
-    iop_behind_fence(iop_fd(fd)); /* stdio's own reads and writes bypass ours */
+    iop_fence(iop_fd(fd)); /* stdio's own reads and writes bypass ours */
     double t1 = iop_now();
     FILE *fp = REAL(fdopen)(fd, mode);
     int e = errno;
@@ -501,4 +500,4 @@ IOP_EXPORT int fflush(FILE *fp) {
 }
 
 /* The module, as the core sees it (modules.c): it keeps no state of its own. */
-const iop_module iop_stdio_module = {IOP_MODULE_OF(STDIO)};
+const iop_module iop_stdio_module = {IOP_MODULE_OF(STDIO), .settings = stdio_settings};
