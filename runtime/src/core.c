@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <link.h>
@@ -30,18 +29,18 @@ long iop_deferred;
 /* ------------------------------------------------------------------ */
 /* Configuration and process identity. */
 
-iop_config cfg = {.rank = -1, .nprocs = 1, .max_records = 50000000, .layers = ~0,
+iop_process iop_proc = {.rank = -1, .nprocs = 1, .max_records = 50000000, .layers = ~0,
                   .exit_code = -1};
 
-iop_lock_t big_lock;
+iop_lock_t iop_core_lock;
 
 /* The program's standard streams are not ours: warnings go into the
  * process summary, and the report shows them. */
 void warn(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int i = __atomic_fetch_add(&cfg.nwarnings, 1, __ATOMIC_RELAXED);
-    if (i < IOP_NWARN) vsnprintf(cfg.warnings[i], sizeof cfg.warnings[i], fmt, ap);
+    int i = __atomic_fetch_add(&iop_proc.nwarnings, 1, __ATOMIC_RELAXED);
+    if (i < IOP_NWARN) vsnprintf(iop_proc.warnings[i], sizeof iop_proc.warnings[i], fmt, ap);
     va_end(ap);
 }
 
@@ -98,7 +97,8 @@ int iop_inflight_take(iop_inflight *table, int n, iop_lock_t *lock, uintptr_t ke
 static double mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)(ts.tv_sec - cfg.t0.tv_sec) * 1e9 + (double)(ts.tv_nsec - cfg.t0.tv_nsec);
+    return (double)(ts.tv_sec - iop_proc.t0.tv_sec) * 1e9 +
+           (double)(ts.tv_nsec - iop_proc.t0.tv_nsec);
 }
 
 double iop_clock_ticks(void) { return mono_ns(); }
@@ -186,23 +186,23 @@ static int env_int(const char *name, int fallback) {
 /* After vfork, or a clone without fork handlers, the child shares our
  * memory under another pid: nothing of ours may change there. */
 int this_is_our_process(void) {
-    return iop_in_runtime < IOP_VFORK_ONE && (pid_t)syscall(SYS_getpid) == cfg.pid;
+    return iop_in_runtime < IOP_VFORK_ONE && (pid_t)syscall(SYS_getpid) == iop_proc.pid;
 }
 
 static void child_after_fork(void) {
     /* The child starts its own image: fresh counters, buffers and files,
      * same time zero.  Locks held by threads that did not follow are freed. */
-    cfg.pid = getpid();
-    cfg.ppid = getppid();
-    big_lock = 0;
+    iop_proc.pid = getpid();
+    iop_proc.ppid = getppid();
+    iop_core_lock = 0;
     memset(iop_overflows, 0, sizeof iop_overflows);
     EACH_HOOK(after_fork);
     iop_nested_calls = 0;
-    cfg.exec_count = 0;
-    cfg.exit_code = -1;
-    cfg.nwarnings = 0;
-    cfg.ended = 0;
-    cfg.write_error = 0; /* its own files, its own errors */
+    iop_proc.exec_count = 0;
+    iop_proc.exit_code = -1;
+    iop_proc.nwarnings = 0;
+    iop_proc.ended = 0;
+    iop_proc.write_error = 0; /* its own files, its own errors */
     tables_after_fork();
     records_after_fork();
     if (iop_enabled && choose_stem() != 0) give_up("cannot create the record file");
@@ -210,7 +210,7 @@ static void child_after_fork(void) {
 
 static void note_exit_status(int status, void *arg) {
     (void)arg;
-    if (this_is_our_process()) cfg.exit_code = status & 0xff;
+    if (this_is_our_process()) iop_proc.exit_code = status & 0xff;
 }
 
 /* exit() runs its handlers last-registered first, and the one that runs the
@@ -229,73 +229,67 @@ __attribute__((constructor(101))) static void iop_init(void) {
     /* absolute, so that a program that changes directory still writes here */
     char cwd[2048];
     if (dir[0] != '/' && sys_getcwd(cwd, sizeof cwd) > 0)
-        snprintf(cfg.dir, sizeof cfg.dir, "%s/%s", cwd, dir);
+        snprintf(iop_proc.dir, sizeof iop_proc.dir, "%s/%s", cwd, dir);
     else
-        snprintf(cfg.dir, sizeof cfg.dir, "%s", dir);
+        snprintf(iop_proc.dir, sizeof iop_proc.dir, "%s", dir);
     /* Only an existing directory, not a link: we create files inside it,
      * never it, and only while it is this directory. */
     if (trace_dir_start() != 0) {
-        cfg.dir[0] = 0;
+        iop_proc.dir[0] = 0;
         errno = saved;
         return;
     }
-    gethostname(cfg.host, sizeof cfg.host - 1);
-    for (char *c = cfg.host; *c; c++)
+    gethostname(iop_proc.host, sizeof iop_proc.host - 1);
+    for (char *c = iop_proc.host; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
               *c == '.' || *c == '_'))
             *c = '_';
-    cfg.pid = getpid();
-    cfg.ppid = getppid();
+    iop_proc.pid = getpid();
+    iop_proc.ppid = getppid();
     const char *want = getenv("IOPILOT_LAYERS"); /* e.g. "POSIX,MPIIO": module names */
     if (want && *want) {
-        cfg.layers = 0;
+        iop_proc.layers = 0;
         for (int i = 0; i < iop_nmodules; i++)
             if (iop_modules[i] && strstr(want, iop_modules[i]->name))
-                cfg.layers |= (int)iop_modules[i]->layers;
+                iop_proc.layers |= (int)iop_modules[i]->layers;
     }
     const char *mr = getenv("IOPILOT_MAX_RECORDS");
-    if (mr && *mr) cfg.max_records = atol(mr);
+    if (mr && *mr) iop_proc.max_records = atol(mr);
     /* Rank from the launcher's environment, before MPI_Init is called. */
     static const char *rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
                                       "SLURM_PROCID", NULL};
     static const char *size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
                                       NULL};
-    for (int i = 0; rank_vars[i] && cfg.rank < 0; i++) cfg.rank = env_int(rank_vars[i], -1);
-    for (int i = 0; size_vars[i] && cfg.nprocs <= 1; i++) cfg.nprocs = env_int(size_vars[i], 1);
-    cfg.rank_source = cfg.rank >= 0 ? 1 : 0;
+    for (int i = 0; rank_vars[i] && iop_proc.rank < 0; i++)
+        iop_proc.rank = env_int(rank_vars[i], -1);
+    for (int i = 0; size_vars[i] && iop_proc.nprocs <= 1; i++)
+        iop_proc.nprocs = env_int(size_vars[i], 1);
+    iop_proc.rank_source = iop_proc.rank >= 0 ? 1 : 0;
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
-    clock_gettime(CLOCK_MONOTONIC, &cfg.t0);
+    clock_gettime(CLOCK_MONOTONIC, &iop_proc.t0);
 #if defined(__x86_64__)
     iop_tsc0 = __rdtsc();
 #endif
-    cfg.t0_epoch = (double)rt.tv_sec + (double)rt.tv_nsec * 1e-9;
+    iop_proc.t0_epoch = (double)rt.tv_sec + (double)rt.tv_nsec * 1e-9;
     struct rlimit rl;
     iop_nfds = 65536;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         rl.rlim_cur < (rlim_t)iop_nfds)
         iop_nfds = (int)rl.rlim_cur;
     if (iop_nfds < 1024) iop_nfds = 1024;
-    pool_size = (size_t)env_int("IOPILOT_TABLE_MB", 64) << 20;
-    pool = mmap(NULL, pool_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                -1, 0);
-    iop_fds = mmap(NULL, sizeof(iop_open) * (size_t)iop_nfds, PROT_READ | PROT_WRITE,
-               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    handles = mmap(NULL, sizeof(handle_slot) * NHANDLES, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (pool == MAP_FAILED || iop_fds == MAP_FAILED || handles == MAP_FAILED ||
-        pthread_key_create(&buf_key, thread_exit) != 0) {
-        pool = NULL; /* nothing to write at exit */
-        errno = saved;
+    if (tables_start((size_t)env_int("IOPILOT_TABLE_MB", 64) << 20) != 0 ||
+        records_start() != 0) {
+        errno = saved; /* nothing to write at exit */
         return;
     }
     /* The .rec file exists from the start, so every image that ran is seen,
      * even one killed before it flushed anything. */
     if (choose_stem() != 0) {
-        pool = NULL;
         errno = saved;
         return;
     }
+    iop_proc.started = 1;
     parse_excludes();
     iop_use_tsc = tsc_is_reliable();
     pthread_atfork(before_fork, parent_after_fork, child_after_fork);
@@ -306,12 +300,12 @@ __attribute__((constructor(101))) static void iop_init(void) {
 }
 
 __attribute__((destructor)) static void iop_fini(void) {
-    if (!cfg.dir[0] || !pool || cfg.ended || !this_is_our_process()) return;
+    if (!iop_proc.dir[0] || !iop_proc.started || iop_proc.ended || !this_is_our_process()) return;
     int saved = errno;
     EACH_HOOK(exit); /* deferred writes land before the program is gone */
     iop_enabled = 0; /* nothing after this point is traced */
     flush_all("exit");
-    cfg.ended = 1;
+    iop_proc.ended = 1;
     errno = saved;
 }
 
@@ -323,7 +317,7 @@ void iop_before_exec(void) {
     EACH_HOOK(exec);
     if (!iop_enabled || iop_in_runtime || !this_is_our_process()) return;
     int saved = errno;
-    cfg.exec_count++;
+    iop_proc.exec_count++;
     flush_all("exec");
     errno = saved;
 }
@@ -334,8 +328,8 @@ void iop_before_exit(int status) {
     int saved = errno;
     EACH_HOOK(exit);
     iop_enabled = 0;
-    cfg.exit_code = status & 0xff;
+    iop_proc.exit_code = status & 0xff;
     flush_all("_exit");
-    cfg.ended = 1;
+    iop_proc.ended = 1;
     errno = saved;
 }

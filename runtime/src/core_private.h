@@ -1,5 +1,5 @@
-/* State shared by the runtime's own files (core.c, tables.c, records.c,
- * files.c, output.c); layer modules use core.h only. */
+/* What the core's own files (core.c, tables.c, records.c, files.c,
+ * output.c, modules.c) share; modules use core.h only. */
 #ifndef IOPILOT_CORE_PRIVATE_H
 #define IOPILOT_CORE_PRIVATE_H
 
@@ -19,6 +19,7 @@ typedef struct {
 } iop_fileid;
 
 #define IOP_NWARN 8
+/* This process (core.c): who it is, where its trace goes, how it ends. */
 typedef struct {
     char dir[4096];
     char host[256];
@@ -32,6 +33,7 @@ typedef struct {
     pid_t pid, ppid;
     double t0_epoch;
     struct timespec t0;
+    int started;          /* tables mapped and the .rec file made: a summary is due at exit */
     int exec_count;
     int exit_code;        /* status given to exit/_exit, -1 unknown */
     int ended;            /* the final summary is written */
@@ -39,32 +41,10 @@ typedef struct {
     int write_error;      /* errno of the first failed write of a trace file */
     char warnings[IOP_NWARN][200];
     int nwarnings;
-} iop_config;
+} iop_process;
 
-extern iop_config cfg;
-extern iop_lock_t big_lock; /* names, counters tables, notes, flushing */
-
-#define NBUCKETS 8192
-typedef struct name_entry {
-    uint64_t id;
-    struct name_entry *next;
-    struct name_entry *next_new; /* names not yet in the .names file */
-    char path[];
-} name_entry;
-#define NHANDLES 65536
-typedef struct { uintptr_t key; int layer; iop_open o; } handle_slot;
-#define TB_CAP 8192 /* a multiple of 256: see buffer_checkpoint() */
-#define RESERVE 1024 /* records a thread takes from the process budget at once */
-typedef struct tbuf {
-    struct tbuf *next;
-    uint32_t thread;
-    uint32_t n;
-    long budget, kept, dropped; /* owned by the thread: no atomics per record */
-    struct timespec first;      /* when the oldest record in r was added */
-    /* on a cache-line boundary: records then split fewer lines (~5 ns a call) */
-    struct iop_record r[TB_CAP] __attribute__((aligned(64)));
-} tbuf;
-typedef struct note { struct note *next; uint64_t id; char text[]; } note;
+extern iop_process iop_proc;
+extern iop_lock_t iop_core_lock; /* names, counters tables, notes, flushing */
 
 /* core.c */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -80,37 +60,33 @@ ssize_t sys_readlink(const char *path, char *buf, size_t n);
 int sys_getcwd(char *buf, size_t n);
 int sys_stat_cwd(struct stat *sb);
 /* Files in the trace directory, by name (stem + suffix): see files.c. */
-int trace_dir_start(void); /* cfg.dir, not a link: the directory files go to */
+int trace_dir_start(void); /* iop_proc.dir, not a link: the directory files go to */
 int trace_file_create(const char *name, iop_fileid *id);
 int trace_file_append(const char *name, const iop_fileid *id);
 int choose_stem(void); /* create this image's .rec: first free n */
 int write_file_atomically(const char *name, const char *data, size_t n);
-const char *trace_error_name(void); /* "ENOSPC" ... of cfg.write_error, NULL: none */
+const char *trace_error_name(void); /* "ENOSPC" ... of iop_proc.write_error, NULL: none */
 const char *trace_failure(void);    /* why tracing stopped, for the warning */
 
 /* tables.c */
-extern char *pool;
-extern size_t pool_used, pool_size;
+int tables_start(size_t pool_bytes); /* the pool, descriptor and handle tables; 0 or -1 */
 void *pool_alloc(size_t n);
 void parse_excludes(void);
-extern name_entry *names[NBUCKETS];
-extern name_entry *new_names, **new_names_tail;
-extern iop_stats *stats[NBUCKETS];
-extern long stats_missing;
-
-extern handle_slot *handles;
-extern iop_lock_t handle_lock;
 void tables_after_fork(void);
+/* Every name (or those not yet in the .names file, oldest first), every
+ * file's counters: with iop_core_lock held. */
+void names_each(int only_unwritten, void (*fn)(uint64_t id, const char *path, void *arg),
+                void *arg);
+int names_unwritten(void);
+void names_written(void); /* they are in the .names file now */
+void stats_each(void (*fn)(iop_stats *st, void *arg), void *arg);
+long stats_missing_count(void); /* counter records there was no memory for */
 
 /* records.c */
-extern IOP_TLS tbuf *my_buf;
-extern tbuf *all_bufs;
-extern uint32_t next_thread;
-extern long records_reserved, records_lost;
-extern pthread_key_t buf_key;
-extern note *notes;
-void write_buffer(tbuf *b); /* with big_lock held */
-void thread_exit(void *arg);
+int records_start(void);
+void records_write_all(void); /* every thread's buffer, with iop_core_lock held */
+void records_counted(long *kept, long *dropped, unsigned *threads);
+void notes_each(void (*fn)(uint64_t id, const char *text, void *arg), void *arg);
 void records_after_fork(void);
 
 /* modules.c: the layer modules, in the order of their parts in summaries;

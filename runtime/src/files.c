@@ -86,7 +86,7 @@ static const struct { int e; const char *name, *text; } errors[] = {
 
 const char *trace_error_name(void) {
     static char other[16];
-    int e = cfg.write_error;
+    int e = iop_proc.write_error;
     if (!e) return NULL;
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
         if (errors[i].e == e) return errors[i].name;
@@ -98,7 +98,7 @@ const char *trace_failure(void) {
     static char why[100];
     const char *text = trace_error_name(); /* an error without a text: its name */
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-        if (errors[i].e == cfg.write_error) text = errors[i].text;
+        if (errors[i].e == iop_proc.write_error) text = errors[i].text;
     if (!text || !strcmp(text, "moved, replaced or removed"))
         return "the trace files can no longer be opened (moved, replaced or removed)";
     snprintf(why, sizeof why, "writing the trace failed: %s", text);
@@ -110,11 +110,11 @@ static int trace_dir(void);
 /* Keeps the first error (errno, which it leaves as it found it); -1. */
 static int failed(int dir) {
     int e = errno, none = 0;
-    if (!__atomic_compare_exchange_n(&cfg.write_error, &none, e, 0, __ATOMIC_RELAXED,
+    if (!__atomic_compare_exchange_n(&iop_proc.write_error, &none, e, 0, __ATOMIC_RELAXED,
                                      __ATOMIC_RELAXED))
         return -1;
-    char name[sizeof cfg.stem + 32];
-    snprintf(name, sizeof name, "%s.error-%s", cfg.stem, trace_error_name());
+    char name[sizeof iop_proc.stem + 32];
+    snprintf(name, sizeof name, "%s.error-%s", iop_proc.stem, trace_error_name());
     int d = dir >= 0 ? dir : trace_dir();
     if (d >= 0) {
         int fd = sys_openat(d, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -184,21 +184,21 @@ static int same_file(int fd, const iop_fileid *id, mode_t kind) {
 #define DIR_FLAGS (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
 int trace_dir_start(void) {
-    int fd = sys_open(cfg.dir, DIR_FLAGS, 0);
+    int fd = sys_open(iop_proc.dir, DIR_FLAGS, 0);
     if (fd < 0) return -1;
     struct stat sb;
     int ok = sys_fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode);
     sys_close(fd);
-    cfg.dir_id = (iop_fileid){sb.st_dev, sb.st_ino, ok};
+    iop_proc.dir_id = (iop_fileid){sb.st_dev, sb.st_ino, ok};
     return ok ? 0 : -1;
 }
 
 /* The trace directory for one operation, if it is still the one found at
  * start-up; closed by the caller before it writes. */
 static int trace_dir(void) {
-    int fd = open_even_at_limit(AT_FDCWD, cfg.dir, DIR_FLAGS, 0);
+    int fd = open_even_at_limit(AT_FDCWD, iop_proc.dir, DIR_FLAGS, 0);
     if (fd < 0) return -1;
-    if (!same_file(fd, &cfg.dir_id, S_IFDIR)) {
+    if (!same_file(fd, &iop_proc.dir_id, S_IFDIR)) {
         sys_close(fd);
         errno = ESTALE;
         return -1;
@@ -247,23 +247,24 @@ int trace_file_append(const char *name, const iop_fileid *id) {
 }
 
 int choose_stem(void) {
-    char name[sizeof cfg.stem + 8];
+    char name[sizeof iop_proc.stem + 8];
     for (int n = 0; n < 100000; n++) {
-        snprintf(cfg.stem, sizeof cfg.stem, "p%s-%d-%d", cfg.host, (int)cfg.pid, n);
-        snprintf(name, sizeof name, "%s.rec", cfg.stem);
-        cfg.rec_id.known = 0;
-        int fd = trace_file_create(name, &cfg.rec_id);
+        snprintf(iop_proc.stem, sizeof iop_proc.stem, "p%s-%d-%d", iop_proc.host,
+                 (int)iop_proc.pid, n);
+        snprintf(name, sizeof name, "%s.rec", iop_proc.stem);
+        iop_proc.rec_id.known = 0;
+        int fd = trace_file_create(name, &iop_proc.rec_id);
         if (fd < 0) {
             if (errno == EEXIST) continue; /* an earlier image of this pid */
             return -1;
         }
         struct iop_file_header h = {IOP_MAGIC, IOP_FORMAT_VERSION, sizeof(struct iop_record),
-                                    cfg.rank_source ? cfg.rank : -1, cfg.pid, cfg.t0_epoch,
-                                    cfg.ppid, n, 0};
+                                    iop_proc.rank_source ? iop_proc.rank : -1, iop_proc.pid,
+                                    iop_proc.t0_epoch, iop_proc.ppid, n, 0};
         int ok = sys_write_all(fd, &h, sizeof h) == 0;
         sys_close(fd);
-        cfg.image = n;
-        cfg.names_id.known = 0;
+        iop_proc.image = n;
+        iop_proc.names_id.known = 0;
         return ok ? 0 : -1;
     }
     errno = EEXIST;
@@ -273,7 +274,7 @@ int choose_stem(void) {
 /* Readers never see half a file; a link planted under either name is
  * replaced, never followed. */
 int write_file_atomically(const char *name, const char *data, size_t n) {
-    char tmp[sizeof cfg.stem + 32];
+    char tmp[sizeof iop_proc.stem + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp", name);
     int dir = trace_dir();
     if (dir < 0) return failed(-1);

@@ -120,26 +120,68 @@ static void put_env(iop_json *b, const char *const *keys, int *first) {
     }
 }
 
+/* One row of a list in the summary (counters, names, notes). */
+typedef struct {
+    iop_json *b;
+    int first; /* no comma before it */
+    double spt; /* seconds per tick */
+} row;
+
+static void put_counters(iop_stats *s, void *arg) {
+    row *r = arg;
+    iop_lock(&s->lock);
+    iop_json_printf(r->b, "%s\n[%d, \"%llu\", {", r->first ? "" : ",", s->layer,
+                    (unsigned long long)s->file_id);
+    r->first = 0;
+    for (int i = 0, f1 = 1; i < IOP_NCOUNTERS; i++) {
+        if (!s->c[i]) continue;
+        iop_json_printf(r->b, "%s\"%d\": %lld", f1 ? "" : ", ", i, (long long)s->c[i]);
+        f1 = 0;
+    }
+    iop_json_put(r->b, "}, {", 4);
+    for (int i = 0, f1 = 1; i < IOP_NFCOUNTERS; i++) {
+        if (s->f[i] == 0) continue;
+        iop_json_printf(r->b, "%s\"%d\": %.9g", f1 ? "" : ", ", i, s->f[i] * r->spt);
+        f1 = 0;
+    }
+    iop_json_put(r->b, "}]", 2);
+    iop_unlock(&s->lock);
+}
+
+static void put_name(uint64_t id, const char *path, void *arg) {
+    row *r = arg;
+    iop_json_printf(r->b, "%s\n\"%llu\": ", r->first ? "" : ",", (unsigned long long)id);
+    iop_json_str(r->b, path);
+    r->first = 0;
+}
+
+static void put_note(uint64_t id, const char *text, void *arg) {
+    row *r = arg;
+    iop_json_printf(r->b, "%s\n[\"%llu\", ", r->first ? "" : ",", (unsigned long long)id);
+    iop_json_str(r->b, text);
+    iop_json_put(r->b, "]", 1);
+    r->first = 0;
+}
+
 void write_json(const char *reason) {
     iop_json b = {0};
     double spt = seconds_per_tick();
     double t_end = iop_now() * spt;
-    long kept = 0, dropped = records_lost;
-    for (tbuf *tb = all_bufs; tb; tb = tb->next) {
-        kept += tb->kept;
-        dropped += tb->dropped;
-    }
+    long kept, dropped;
+    unsigned threads;
+    records_counted(&kept, &dropped, &threads);
     static const char *sources[] = {"none", "env", "mpi"};
     iop_json_printf(&b, "{\n\"format\": \"iopilot-process\", \"version\": %d, \"image\": %d,\n",
-              IOP_FORMAT_VERSION, cfg.image);
+                    IOP_FORMAT_VERSION, iop_proc.image);
     iop_json_printf(&b, "\"rank\": %d, \"nprocs\": %d, \"rank_source\": \"%s\", \"mpi\": %s,\n",
-              cfg.rank, cfg.nprocs, sources[cfg.rank_source], cfg.mpi ? "true" : "false");
-    iop_json_printf(&b, "\"pid\": %d, \"ppid\": %d,\n", (int)cfg.pid, (int)cfg.ppid);
+                    iop_proc.rank, iop_proc.nprocs, sources[iop_proc.rank_source],
+                    iop_proc.mpi ? "true" : "false");
+    iop_json_printf(&b, "\"pid\": %d, \"ppid\": %d,\n", (int)iop_proc.pid, (int)iop_proc.ppid);
     iop_json_put(&b, "\"host\": ", 8);
-    iop_json_str(&b, cfg.host);
-    iop_json_printf(&b, ",\n\"t0\": %.9f, \"t_end\": %.9f, \"ended_by\": \"%s\",\n", cfg.t0_epoch,
-              t_end, reason);
-    if (cfg.exit_code >= 0) iop_json_printf(&b, "\"exit_code\": %d,\n", cfg.exit_code);
+    iop_json_str(&b, iop_proc.host);
+    iop_json_printf(&b, ",\n\"t0\": %.9f, \"t_end\": %.9f, \"ended_by\": \"%s\",\n",
+                    iop_proc.t0_epoch, t_end, reason);
+    if (iop_proc.exit_code >= 0) iop_json_printf(&b, "\"exit_code\": %d,\n", iop_proc.exit_code);
     else iop_json_printf(&b, "\"exit_code\": null,\n");
     char exe[4096];
     ssize_t n = sys_readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -159,23 +201,26 @@ void write_json(const char *reason) {
         i += (ssize_t)strlen(cmd + i) + 1;
     }
     iop_json_printf(&b, "],\n\"records\": %ld, \"records_dropped\": %ld, \"max_records\": %ld, "
-                  "\"stats_missing\": %ld, \"threads\": %u, \"execs\": %d,\n",
-              kept, dropped, cfg.max_records, stats_missing, next_thread,
-              cfg.exec_count);
+                        "\"stats_missing\": %ld, \"threads\": %u, \"execs\": %d,\n",
+                    kept, dropped, iop_proc.max_records, stats_missing_count(), threads,
+                    iop_proc.exec_count);
     iop_json_put(&b, "\"overflows\": {", 14);
     for (int i = 0; i < iop_nmodules; i++) /* the modules' tables, then the core's */
         for (const iop_overflow_count *o = iop_modules[i] ? iop_modules[i]->overflows : NULL;
              o && o->name; o++)
-            iop_json_printf(&b, "\"%s\": %ld, ", o->name, __atomic_load_n(o->count, __ATOMIC_RELAXED));
-    iop_json_printf(&b, "\"handles\": %ld, \"notes\": %ld}, \"nested_calls\": %ld,\n\"warnings\": [",
-              iop_overflows[IOP_OVERFLOW_HANDLES], iop_overflows[IOP_OVERFLOW_NOTES],
-              iop_nested_calls);
-    int nw = cfg.nwarnings < IOP_NWARN ? cfg.nwarnings : IOP_NWARN;
+            iop_json_printf(&b, "\"%s\": %ld, ", o->name,
+                            __atomic_load_n(o->count, __ATOMIC_RELAXED));
+    iop_json_printf(&b,
+                    "\"handles\": %ld, \"notes\": %ld}, \"nested_calls\": %ld,\n\"warnings\": [",
+                    iop_overflows[IOP_OVERFLOW_HANDLES], iop_overflows[IOP_OVERFLOW_NOTES],
+                    iop_nested_calls);
+    int nw = iop_proc.nwarnings < IOP_NWARN ? iop_proc.nwarnings : IOP_NWARN;
     for (int i = 0; i < nw; i++) {
         if (i) iop_json_put(&b, ", ", 2);
-        iop_json_str(&b, cfg.warnings[i]);
+        iop_json_str(&b, iop_proc.warnings[i]);
     }
-    if (cfg.nwarnings > IOP_NWARN) iop_json_printf(&b, ", \"%d more warnings\"", cfg.nwarnings - IOP_NWARN);
+    if (iop_proc.nwarnings > IOP_NWARN)
+        iop_json_printf(&b, ", \"%d more warnings\"", iop_proc.nwarnings - IOP_NWARN);
     iop_json_put(&b, "],\n", 3);
     const char *write_error = trace_error_name();
     if (write_error) iop_json_printf(&b, "\"write_error\": \"%s\",\n", write_error);
@@ -202,45 +247,14 @@ void write_json(const char *reason) {
     }
     /* counters: [layer, "file id", {index: value}, {index: value}] per row */
     iop_json_put(&b, "],\n\"counters\": [", 16);
-    int first = 1;
-    for (size_t k = 0; k < NBUCKETS; k++) {
-        for (iop_stats *s = stats[k]; s; s = s->next_in_bucket) {
-            iop_lock(&s->lock);
-            iop_json_printf(&b, "%s\n[%d, \"%llu\", {", first ? "" : ",", s->layer,
-                      (unsigned long long)s->file_id);
-            first = 0;
-            for (int i = 0, f1 = 1; i < IOP_NCOUNTERS; i++) {
-                if (!s->c[i]) continue;
-                iop_json_printf(&b, "%s\"%d\": %lld", f1 ? "" : ", ", i, (long long)s->c[i]);
-                f1 = 0;
-            }
-            iop_json_put(&b, "}, {", 4);
-            for (int i = 0, f1 = 1; i < IOP_NFCOUNTERS; i++) {
-                if (s->f[i] == 0) continue;
-                iop_json_printf(&b, "%s\"%d\": %.9g", f1 ? "" : ", ", i, s->f[i] * spt);
-                f1 = 0;
-            }
-            iop_json_put(&b, "}]", 2);
-            iop_unlock(&s->lock);
-        }
-    }
+    row r = {&b, 1, spt};
+    stats_each(put_counters, &r);
     iop_json_put(&b, "],\n\"names\": {", 13);
-    first = 1;
-    for (size_t k = 0; k < NBUCKETS; k++) {
-        for (name_entry *e = names[k]; e; e = e->next) {
-            iop_json_printf(&b, "%s\n\"%llu\": ", first ? "" : ",", (unsigned long long)e->id);
-            iop_json_str(&b, e->path);
-            first = 0;
-        }
-    }
+    r.first = 1;
+    names_each(0, put_name, &r);
     iop_json_put(&b, "},\n\"notes\": [", 13);
-    first = 1;
-    for (note *e = notes; e; e = e->next) {
-        iop_json_printf(&b, "%s\n[\"%llu\", ", first ? "" : ",", (unsigned long long)e->id);
-        iop_json_str(&b, e->text);
-        iop_json_put(&b, "]", 1);
-        first = 0;
-    }
+    r.first = 1;
+    notes_each(put_note, &r);
     iop_json_put(&b, "]", 1);
     EACH_HOOK(summary, &b);
     iop_json_put(&b, "\n}\n", 3);
@@ -249,22 +263,22 @@ void write_json(const char *reason) {
         return;
     }
     char path[4500];
-    snprintf(path, sizeof path, "%s.json", cfg.stem);
+    snprintf(path, sizeof path, "%s.json", iop_proc.stem);
     if (write_file_atomically(path, b.p, b.n) != 0) give_up("cannot write the process summary");
     if (b.p) syscall(SYS_munmap, b.p, b.cap);
 }
 
 void flush_all(const char *reason) {
     iop_busy_enter();
-    iop_lock(&big_lock);
-    for (tbuf *b = all_bufs; b; b = b->next) write_buffer(b);
-    write_json(reason); /* under big_lock: one writer of the summary at a time */
-    iop_unlock(&big_lock);
+    iop_lock(&iop_core_lock);
+    records_write_all();
+    write_json(reason); /* under iop_core_lock: one writer of the summary at a time */
+    iop_unlock(&iop_core_lock);
     iop_busy_leave();
 }
 
 void iop_flush_all(void) {
-    if (!cfg.dir[0]) return;
+    if (!iop_proc.dir[0]) return;
     int saved = errno;
     flush_all("flush");
     errno = saved;

@@ -30,27 +30,60 @@ void iop_lock_wait(iop_lock_t *l) {
 /* A bump allocator: tables never call malloc on the hot path, and a full
  * pool degrades to "untracked", never to a crash. */
 
-char *pool;
-size_t pool_used, pool_size;
+static struct {
+    char *base;
+    size_t used, size;
+} pool;
 
 void *pool_alloc(size_t n) {
     /* lock-free: callers hold different locks (names, a file's counters) */
     n = (n + 15) & ~(size_t)15;
-    size_t at = __atomic_load_n(&pool_used, __ATOMIC_RELAXED);
+    size_t at = __atomic_load_n(&pool.used, __ATOMIC_RELAXED);
     do {
-        if (at + n > pool_size) return NULL;
-    } while (!__atomic_compare_exchange_n(&pool_used, &at, at + n, 1, __ATOMIC_RELAXED,
+        if (at + n > pool.size) return NULL;
+    } while (!__atomic_compare_exchange_n(&pool.used, &at, at + n, 1, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
-    return pool + at;
+    return pool.base + at;
 }
 
 /* ------------------------------------------------------------------ */
 /* Names and counters: hash tables keyed by file id. */
 
-name_entry *names[NBUCKETS];
-name_entry *new_names, **new_names_tail = &new_names; /* not yet in .names */
-iop_stats *stats[NBUCKETS];
-long stats_missing; /* counter records we had no memory for */
+#define NBUCKETS 8192
+typedef struct name_entry {
+    uint64_t id;
+    struct name_entry *next;
+    struct name_entry *next_new; /* names not yet in the .names file */
+    char path[];
+} name_entry;
+static name_entry *names[NBUCKETS];
+static name_entry *new_names, **new_names_tail = &new_names; /* not yet in .names */
+static iop_stats *stats[NBUCKETS];
+static long stats_missing; /* counter records we had no memory for */
+
+void names_each(int only_unwritten, void (*fn)(uint64_t id, const char *path, void *arg),
+                void *arg) {
+    if (only_unwritten) {
+        for (name_entry *e = new_names; e; e = e->next_new) fn(e->id, e->path, arg);
+        return;
+    }
+    for (size_t k = 0; k < NBUCKETS; k++)
+        for (name_entry *e = names[k]; e; e = e->next) fn(e->id, e->path, arg);
+}
+
+int names_unwritten(void) { return new_names != NULL; }
+
+void names_written(void) {
+    new_names = NULL;
+    new_names_tail = &new_names;
+}
+
+void stats_each(void (*fn)(iop_stats *st, void *arg), void *arg) {
+    for (size_t k = 0; k < NBUCKETS; k++)
+        for (iop_stats *s = stats[k]; s; s = s->next_in_bucket) fn(s, arg);
+}
+
+long stats_missing_count(void) { return stats_missing; }
 
 static uint64_t hash_path(const char *s) {
     uint64_t h = 1469598103934665603ULL; /* FNV-1a */
@@ -131,7 +164,7 @@ uint64_t iop_register_name(const char *path) {
     for (name_entry *e = __atomic_load_n(&names[b], __ATOMIC_ACQUIRE); e; e = e->next)
         if (e->id == id) return id;
     iop_busy_enter();
-    iop_lock(&big_lock);
+    iop_lock(&iop_core_lock);
     name_entry *e;
     for (e = names[b]; e; e = e->next)
         if (e->id == id) break;
@@ -148,7 +181,7 @@ uint64_t iop_register_name(const char *path) {
             __atomic_store_n(&names[b], e, __ATOMIC_RELEASE);
         }
     }
-    iop_unlock(&big_lock);
+    iop_unlock(&iop_core_lock);
     iop_busy_leave();
     return id;
 }
@@ -194,15 +227,15 @@ static iop_stats *stats_lookup(int layer, uint64_t id) {
     return NULL;
 }
 
-int iop_layer_traced(int layer) { return (cfg.layers & (1 << layer)) != 0; }
+int iop_layer_traced(int layer) { return (iop_proc.layers & (1 << layer)) != 0; }
 
 iop_stats *iop_stats_for(int layer, uint64_t id) {
     /* Layer not traced, or an excluded path (id 0): the handle stays unknown. */
-    if (!id || !(cfg.layers & (1 << layer))) return NULL;
+    if (!id || !(iop_proc.layers & (1 << layer))) return NULL;
     iop_stats *s = stats_lookup(layer, id);
     if (s) return s;
     iop_busy_enter();
-    iop_lock(&big_lock);
+    iop_lock(&iop_core_lock);
     s = stats_lookup(layer, id);
     if (!s) {
         s = pool_alloc(sizeof *s);
@@ -219,7 +252,7 @@ iop_stats *iop_stats_for(int layer, uint64_t id) {
             stats_missing++;
         }
     }
-    iop_unlock(&big_lock);
+    iop_unlock(&iop_core_lock);
     iop_busy_leave();
     return s;
 }
@@ -270,8 +303,25 @@ void iop_fd_copy(int from, int to) {
     iop_fds[to].direct_fd = -1; /* the O_DIRECT twin stays with the descriptor it was made for */
 }
 
-handle_slot *handles;
-iop_lock_t handle_lock;
+#define NHANDLES 65536
+typedef struct { uintptr_t key; int layer; iop_open o; } handle_slot;
+static handle_slot *handles;
+static iop_lock_t handle_lock;
+
+int tables_start(size_t pool_bytes) {
+    void *p = mmap(NULL, pool_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *f = mmap(NULL, sizeof(iop_open) * (size_t)iop_nfds, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *h = mmap(NULL, sizeof(handle_slot) * NHANDLES, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED || f == MAP_FAILED || h == MAP_FAILED) return -1;
+    pool.base = p;
+    pool.size = pool_bytes;
+    iop_fds = f;
+    handles = h;
+    return 0;
+}
 
 static size_t handle_home(int layer, uintptr_t key) {
     return (size_t)((key * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)layer) % NHANDLES;
