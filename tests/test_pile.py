@@ -450,7 +450,7 @@ def test_dfs_and_daos_are_layers_and_keep_stdio_from_looking_dominant(tmp_path):
     ("segv", "crashed while reading: signal 11 (SIGSEGV)"),
     ("hang", "timed out after 1 s while reading"),
 ])  # fmt: skip
-@pytest.mark.parametrize("entry", ["main", "program"])  # a fresh child, the program's warm one
+@pytest.mark.parametrize("entry", ["main", "program"])  # called, or as the program
 def test_a_one_log_report_whose_child_dies_is_one_error_row(tmp_path, how, want, entry):
     # One log runs its whole report in one child; if that child dies or hangs,
     # the parent still writes the error row and exits with status 2.

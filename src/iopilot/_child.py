@@ -2,9 +2,8 @@
 
 Three users, one mechanism:
 
-* a one-log ``iopilot report`` runs whole in a child (``run_in_child(...,
-  warm=True)``): a log that crashes the Darshan C library kills the child,
-  not the report;
+* a one-log ``iopilot report`` runs whole in a child (``run_in_child``): a
+  log that crashes the Darshan C library kills the child, not the report;
 * many logs run in a pool of such children (``run_isolated``): a log whose
   child dies costs its own row, not the run;
 * the Darshan reader reads an uncompressed log, which has no checksum to
@@ -18,16 +17,13 @@ report prints for it.  This module imports nothing heavy (no
 ``multiprocessing``, whose socket, selectors and threading are a measurable
 part of a one-log report's start-up), so the parent stays small.
 
-The warm child: ``warm_up`` forks, when the program starts, the child a
-one-log report will run in, before NumPy, the checks and the readers are
-imported.  It imports them on one core while the parent reads its command
-line on the other, and, forked before they were loaded, it makes its own
-pages instead of copying the parent's as it touches them.  It gains only
-where a second core is idle: ``iopilot report LOG`` over the 58 Darshan logs
-of the shared corpus (best of 5, the two versions interleaved) took 0.106 s
-per log with it and 0.094 s without on a 2-core machine at load 4.5, 0.146
-and 0.142 s at load 5.5.  ``release`` stops it when the command needs no
-child after all.
+A one-log report's child is forked when the report starts, not when the
+program starts: a "warm" child forked first, to import the report's modules
+on one core while the parent read its command line on the other, cost more
+than it gained.  ``iopilot report LOG`` over every eighth log of the shared
+corpus, 15 runs each, the two interleaved on a 2-core machine shared with
+other work: 110 ms of CPU and 92 ms of wall time at best with it, 98 ms and
+85 ms without (over all 58 logs, best of 5: 0.122 s against 0.114 s per log).
 """
 
 from __future__ import annotations
@@ -130,8 +126,7 @@ def _receive(fd: int) -> tuple[bool, Any]:
         return False, None
 
 
-def _serve(do: Callable[[Any], Any], preload: Callable[[], None] | None, tasks: int,
-           results: int) -> None:  # fmt: skip
+def _serve(do: Callable[[Any], Any], tasks: int, results: int) -> None:
     """In the child: ``do(task)`` for each task received, each result sent
     back; exit 0 at the end of the tasks, 1 with a traceback if ``do`` raises."""
     code = 1
@@ -139,11 +134,6 @@ def _serve(do: Callable[[Any], Any], preload: Callable[[], None] | None, tasks: 
         import faulthandler
 
         faulthandler.disable()  # a crash is the parent's one-line error, not a stack dump
-        if preload is not None:
-            try:
-                preload()
-            except Exception:  # the work imports them again and reports what is wrong
-                pass
         while True:
             more, task = _receive(tasks)
             if not more:
@@ -164,7 +154,7 @@ def _serve(do: Callable[[Any], Any], preload: Callable[[], None] | None, tasks: 
 class _Child:
     """A forked process that runs ``do(task)`` for each task it is given."""
 
-    def __init__(self, do: Callable[[Any], Any], preload: Callable[[], None] | None = None):
+    def __init__(self, do: Callable[[Any], Any]) -> None:
         flush_std()  # else the child would write out the parent's buffered text again
         task_r, self.tasks = os.pipe()
         self.results, result_w = os.pipe()
@@ -173,8 +163,7 @@ class _Child:
             for fd in (*_parent_ends, self.tasks, self.results):
                 os.close(fd)
             _parent_ends.clear()
-            _warm.clear()
-            _serve(do, preload, task_r, result_w)
+            _serve(do, task_r, result_w)
         os.close(task_r)
         os.close(result_w)  # the child holds the only write end: end of file when it has gone
         _parent_ends.update((self.tasks, self.results))
@@ -182,7 +171,7 @@ class _Child:
         self.since = 0.0
 
     def give(self, item: int, task: bytes) -> None:
-        """Send it ``task`` (a pickle) for ``item``."""
+        """Send it ``task`` (the pickled index) for ``item``."""
         self.item, self.since = item, time.monotonic()
         try:
             _send(self.tasks, task)
@@ -203,36 +192,39 @@ class _Child:
         return os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
 
 
-def _run(start: Callable[[], _Child], task: Callable[[int], bytes], n: int, jobs: int,
-         timeout: float | None, each: Callable[[], None] | None) -> list[Outcome]:  # fmt: skip
-    """Items ``0..n-1`` in at most ``jobs`` children from ``start()``, each
-    sent ``task(i)`` (a pickle): an Outcome per item, in order."""
-    out: list[Outcome] = [Outcome(False)] * n
-    todo = deque(range(n))
+def run_each(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int = 1,
+             timeout: float | None = None,
+             each: Callable[[], None] | None = None) -> list[Outcome]:  # fmt: skip
+    """``fn(*item)`` for each item in ``jobs`` forked children, one item at a
+    time each: an Outcome per item, in order.  A child that dies or runs past
+    ``timeout`` seconds on one item is replaced, and the other items go on.
+    ``each`` is called as each item ends (a progress bar)."""
+    out: list[Outcome] = [Outcome(False)] * len(items)
+    todo = deque(range(len(items)))
     busy: list[_Child] = []
 
-    def finish(child: _Child, outcome: Outcome, keep: bool) -> None:
+    def add() -> None:
+        child = _Child(lambda i: fn(*items[i]))
+        busy.append(child)
+        i = todo.popleft()
+        child.give(i, _pickle(i))
+
+    def finish(child: _Child, outcome: Outcome, alive: bool) -> None:
         out[child.item] = outcome
         if each:
             each()
-        if keep and todo:
+        if alive and todo:  # the same child serves the next item
             i = todo.popleft()
-            child.give(i, task(i))
+            child.give(i, _pickle(i))
             return
         busy.remove(child)
-        if keep:
+        if alive:
             child.end()
         if todo:
             add()
 
-    def add() -> None:
-        child = start()
-        busy.append(child)
-        i = todo.popleft()
-        child.give(i, task(i))
-
     try:
-        while todo and len(busy) < jobs:
+        while todo and len(busy) < max(1, jobs):
             add()
         while busy:
             left = None
@@ -245,26 +237,16 @@ def _run(start: Callable[[], _Child], task: Callable[[int], bytes], n: int, jobs
                     # A result first: a child may send it and die right after.
                     sent, value = _receive(child.results)
                     if sent:
-                        finish(child, Outcome(True, value), keep=True)
+                        finish(child, Outcome(True, value), alive=True)
                     else:
-                        finish(child, Outcome(False, code=child.end()), keep=False)
+                        finish(child, Outcome(False, code=child.end()), alive=False)
                 elif timeout and now - child.since >= timeout:
-                    finish(child, Outcome(False, code=child.end(kill=True), late=True), keep=False)
+                    finish(child, Outcome(False, code=child.end(kill=True), late=True),
+                           alive=False)  # fmt: skip
     finally:
         for child in busy:  # an exception here (Ctrl-C): no child outlives the call
             child.end(kill=True)
     return out
-
-
-def run_each(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int = 1,
-             timeout: float | None = None,
-             each: Callable[[], None] | None = None) -> list[Outcome]:  # fmt: skip
-    """``fn(*item)`` for each item in ``jobs`` forked children, one item at a
-    time each: an Outcome per item, in order.  A child that dies or runs past
-    ``timeout`` seconds on one item is replaced, and the other items go on.
-    ``each`` is called as each item ends (a progress bar)."""
-    return _run(lambda: _Child(lambda i: fn(*items[i])), _pickle, len(items),
-                max(1, jobs), timeout, each)  # fmt: skip
 
 
 def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int,
@@ -276,30 +258,7 @@ def run_isolated(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs:
     return [o.value if o.ok else failed(i, o.reason(timeout)) for i, o in enumerate(outs)]
 
 
-# The child warm_up() started and has not been given work.
-_warm: list[_Child] = []
-
-
-def warm_up(preload: Callable[[], None]) -> None:
-    """Fork, now, the child that ``run_in_child(..., warm=True)`` will use: it
-    runs ``preload()`` (imports), then waits for its work or for its end."""
-    if not _warm:
-        _warm.append(_Child(lambda job: job[0](*job[1]), preload))
-
-
-def release() -> None:
-    """Stop the child ``warm_up`` started if it was given no work."""
-    if _warm:
-        _warm.pop().end(kill=True)  # it may be in the middle of its imports: no need to wait
-
-
-def run_in_child(fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None = None,
-                 warm: bool = False) -> Outcome:  # fmt: skip
-    """``fn(*args)`` in a forked child.  With ``warm``, in the one ``warm_up``
-    started, if any; then ``fn`` and ``args`` must pickle (checked before the
-    child is given them: the child is left for ``release``)."""
-    if not (warm and _warm):
-        return run_each(fn, [args], 1, timeout)[0]
-    job = _pickle((fn, args))  # before the child is taken: this may fail
-    child = _warm.pop()
-    return _run(lambda: child, lambda i: job, 1, 1, timeout, None)[0]
+def run_in_child(fn: Callable[..., Any], args: tuple[Any, ...],
+                 timeout: float | None = None) -> Outcome:  # fmt: skip
+    """``fn(*args)`` in a forked child, as ``run_each`` runs one item."""
+    return run_each(fn, [args], 1, timeout)[0]

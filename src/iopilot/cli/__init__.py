@@ -21,7 +21,6 @@ from typing import NoReturn
 
 from .. import __version__
 from .._alloc import keep_freed_memory, quiet_start, settled, single_threaded_blas
-from .._child import release
 from ..bench.catalog import KERNELS
 from ..errors import InputError
 from .common import EXIT_BAD_INPUT, EXIT_OK
@@ -93,10 +92,7 @@ def _chosen(p: argparse.ArgumentParser, args: argparse.Namespace,
 def run() -> NoReturn:
     """The program's entry point (``iopilot``, ``python -m iopilot``): ``main()``,
     then, after a report, a quick exit."""
-    try:
-        code = main()
-    finally:
-        release()  # a child the program started and nothing used (--help, usage errors)
+    code = main()
     _leave(code, quick=_quick_exit)
 
 

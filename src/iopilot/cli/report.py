@@ -2,9 +2,8 @@
 
 This module is the options and where the report runs; the work is
 ``iopilot.cli.reporting``.  It imports nothing heavy: the parent of a one-log
-report stays without NumPy, the readers and the checks, which its child
-(forked at start, ``iopilot._child``) imports while this process reads the
-command line."""
+report stays without NumPy, the readers and the checks, which only its child
+(``iopilot._child``) imports."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import os
 import sys
 from types import ModuleType
 
-from .._child import release, run_in_child
+from .._child import run_in_child
 from ..errors import InputError
 from .common import EXIT_BAD_INPUT, EXIT_OK, add_output_options, add_scope_options
 
@@ -76,7 +75,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _work().report(args, isolate=False)
     if _one_log_file(args):
         return _one_log_in_child(args)
-    release()  # the child the program started for one log: not needed
     return _work().report(args, isolate=True)
 
 
@@ -85,11 +83,6 @@ def _work() -> ModuleType:
     command line besides the choice of command: the parent of a one-log
     report never needs it (its child does the work)."""
     return importlib.import_module("iopilot.cli.reporting")
-
-
-def preload() -> None:
-    """Import what a report needs (in the child the program starts for it)."""
-    _work()
 
 
 def _one_log_file(args: argparse.Namespace) -> bool:
@@ -106,12 +99,12 @@ def _one_log_in_child(args: argparse.Namespace) -> int:
     """One log: the whole report (read, check, write) in one forked child.
 
     Forked before anything heavy is imported, so the child does not copy the
-    parent's pages (``iopilot._child``).  A log that crashes the C library or
+    parent's pages as it touches them.  A log that crashes the C library or
     runs past ``--timeout`` still ends as its one-line error row, as in the
     worker of many logs.
     """
     timeout = args.timeout or None
-    out = run_in_child(_child_report, (args,), timeout, warm=True)
+    out = run_in_child(_child_report, (args,), timeout)
     if out.ok:
         return out.value  # type: ignore[no-any-return]
     if out.code >= 0 and not out.late:  # a traceback (1), an interrupt (130)
