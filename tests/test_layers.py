@@ -63,6 +63,53 @@ def test_every_module_has_its_layer():
     assert top - named == set()
 
 
+def unnamed_lazy_imports(root: Path = SRC) -> list[str]:
+    """iopilot imports inside functions without a ``# lazy: why`` comment on
+    their line or in the three lines above it, as ``path:line module``."""
+    out = []
+    for f in sorted(root.rglob("*.py")):
+        lines = f.read_text().splitlines()
+        tree = ast.parse("\n".join(lines))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "")
+                                                         .startswith("iopilot")):
+                    name = "." * node.level + (node.module or "")
+                elif isinstance(node, ast.Import) and node.names[0].name.startswith("iopilot"):
+                    name = node.names[0].name
+                else:
+                    continue
+                near = lines[max(0, node.lineno - 4):node.lineno]
+                if not any("# lazy:" in x for x in near):
+                    out.append(f"{f.relative_to(root).as_posix()}:{node.lineno} {name}")
+    return out
+
+
+# Imports inside functions not yet moved to the top or named (their files'
+# own changes will do it); an entry that no longer matches fails the test.
+NOT_YET = {"model/scope.py": ".trace", "model/trace.py": ".aggregate",
+           "report/fleet.py": ".csv_report ..model.command ..model.trace"}
+
+
+def test_imports_are_at_the_top_or_named_lazy():
+    found: dict[str, list[str]] = {}
+    for entry in unnamed_lazy_imports():
+        where, name = entry.split()
+        found.setdefault(where.split(":")[0], []).append(name)
+    waiting = {f: " ".join(names) for f, names in found.items()}
+    assert waiting == NOT_YET
+
+
+def test_the_lazy_import_finder_finds_one(tmp_path):
+    (tmp_path / "a.py").write_text(
+        "def f():\n    from .b import x\n\n\n"
+        "def g():\n    # lazy: 1 s, one command only\n    from .c import y\n"
+        "    import json\n")
+    assert unnamed_lazy_imports(tmp_path) == ["a.py:2 .b"]
+
+
 def argparse_users(root: Path = SRC) -> list[str]:
     """Modules outside ``iopilot.cli`` that import argparse."""
     out = []
