@@ -101,7 +101,7 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path):
 FRONT_ENDS = ("iopilot.cli", "iopilot.bench", "iopilot.demo", "iopilot.report.fleet",
               "iopilot.capture.run")  # fmt: skip
 BEHIND_API = ("iopilot.sources", "iopilot.checks")
-FORMAT_WRITERS = {"iopilot.bench.synthetic": {"iopilot.sources.iopilot_trace"}}
+FORMAT_WRITERS = {"iopilot.bench.synthetic": {"iopilot.sources.trace_procs"}}
 
 
 def _under(name: str, prefixes: tuple[str, ...]) -> bool:
