@@ -96,8 +96,8 @@ def write_page(diagnosis: Diagnosis, path: str | Path, *,
                phase_gap: float | None = None) -> dict[str, Any]:  # fmt: skip
     """Write the HTML page to ``path``; return where, its size and whether the
     timeline was sampled."""
-    # lazy: the page's views cost 20 ms of imports, a quarter of a one-log
-    # report (0.08 s) that writes no page.
+    # lazy: the page's views cost 20 ms of imports, a fifth of a one-log
+    # report (0.1 s) that writes no page.
     from .report.html import write_html
 
     return write_html(diagnosis, path, phase_gap=phase_gap)

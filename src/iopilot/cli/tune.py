@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..outfile import emit
 from ..tune import output
+from ..tune.search import STRATEGIES
 from ..tune.tuning import TuneOptions, tune
 from .common import EXIT_OK, add_output_options, command_after, to_stdout
 
@@ -21,8 +22,6 @@ ABOUT: dict[str, tuple[str, str]] = {
              "--collective --transfer 4k --block 8m --write\n"
              "  iopilot tune --space space.toml --strategy tpe --objective wall -- ./app"),
 }  # fmt: skip
-
-STRATEGIES = ("guided", "tpe", "ga", "random", "grid")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
