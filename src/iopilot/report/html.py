@@ -109,7 +109,7 @@ _PLOTLY: list[str] = []
 
 def _plotly_js() -> str:
     if not _PLOTLY:  # 4.8 MB: read once per process
-        from plotly.offline import get_plotlyjs
+        from plotly.offline import get_plotlyjs  # lazy: 0.08 s to import, for a page only
 
         js = get_plotlyjs()
         # The bundle sits inside a <script> element: it must not close it.

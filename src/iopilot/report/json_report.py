@@ -10,6 +10,8 @@ import json
 import signal
 from typing import Any
 
+import numpy as np
+
 from .. import __version__
 from ..checks import Diagnosis, Level
 from ..checks.base import location_dict
@@ -120,8 +122,6 @@ def dumps(doc: dict[str, Any]) -> str:
 
 
 def _default(o: Any) -> Any:
-    import numpy as np
-
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):

@@ -124,7 +124,7 @@ def plot(outcome: Outcome, path: Path, unit: str, maximize: bool) -> bool:
     """Best objective so far against the trial number, each trial's median as a
     dot, failures as crosses; False when matplotlib is missing."""
     try:
-        import matplotlib
+        import matplotlib  # lazy: see pyplot below
     except ImportError:
         return False
     matplotlib.use("Agg")
