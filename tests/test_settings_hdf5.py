@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from iopilot import settings as st
 from iopilot.sources import load
-from iopilot.tune import settings as st
 from test_settings_runtime import LIB, MPIRUN, SOURCES, TIMEOUT, clean_env
 
 H5PCC = shutil.which("h5pcc")
