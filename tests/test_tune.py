@@ -206,6 +206,20 @@ def test_generated_space_follows_the_findings():
         generate({"layers": ["POSIX"], "findings": []})
 
 
+def test_generated_space_tries_each_hdf5_setting_the_table_gives_values() -> None:
+    """A program using HDF5 gets every [hdf5] name that carries ``tune``
+    values in its generated space, with those values (and no other name but
+    the MPI-IO ones)."""
+    table = {f"hdf5.{s.name}": list(s.tune) for s in settings.SETTINGS
+             if s.table == "hdf5" and s.tune}  # fmt: skip
+    assert "hdf5.alignment" in table
+    serial = generate({"layers": ["HDF5", "POSIX"], "nprocs": 1, "findings": []})
+    assert {p.name: p.values for p in serial.params if p.name.startswith("hdf5.")} == table
+    parallel = generate({"layers": ["HDF5", "MPI-IO"], "nprocs": 2, "findings": []})
+    names = {p.name for p in parallel.params if p.name.startswith("hdf5.")}
+    assert names == set(table) | {"hdf5.coll_metadata_ops", "hdf5.transfer"}
+
+
 def _posix(reads: int, writes: int, large: int, misaligned: int) -> dict:
     return {"layers": ["POSIX"], "findings": [], "nprocs": 1, "layer_summaries": [
         {"layer": "POSIX", "reads": reads, "writes": writes, "large_requests": large,

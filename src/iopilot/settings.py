@@ -32,8 +32,9 @@ at once.  Then ``python tools/gen_settings.py`` rewrites the header, and the
 runtime's applier for its table applies it (in runtime/src: ``mpiio.c`` for
 [mpiio] and [lustre], ``hdf5_settings.c`` for [hdf5], ``stdio.c`` for
 [stdio], ``direct.c`` for [posix]; an [ompi] name needs none, ``job_env``
-exports it); its test goes in tests/.  A space ``iopilot tune`` generates from a
-diagnosis proposes it only once ``tune/generate.py`` has a rule for it.
+exports it); its test goes in tests/.  An [hdf5] name with ``tune`` values is
+in the space ``iopilot tune`` generates for a program that uses HDF5; other
+names join a generated space once ``tune/generate.py`` has a rule for them.
 
 The functions here are the API other tools call: ``load`` / ``validate``
 check a file, ``dump`` writes one back, ``job_env`` gives the Open MPI
@@ -82,6 +83,9 @@ class Setting:
     where: str  # where the runtime applies it
     help: str
     choices: tuple[str, ...] = ()  # allowed values of an "enum"
+    # Values the generated search space tries (``iopilot tune`` without
+    # ``--space``, for the HDF5 layer); empty: tried only when a space names it.
+    tune: tuple[Any, ...] = ()
 
     @property
     def romio_only(self) -> bool:
@@ -145,7 +149,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ompi", "io_ompio_bytes_per_agg", "size", _ENV, "OMPIO buffer per aggregator"),
     Setting("ompi", "io_ompio_cycle_buffer_size", "size", _ENV, "OMPIO data per cycle"),
     # -- HDF5 property lists, copied from the program's and changed in the copy.
-    Setting("hdf5", "alignment", "size", _FILE, "H5Pset_alignment: object alignment"),
+    Setting("hdf5", "alignment", "size", _FILE, "H5Pset_alignment: object alignment",
+            tune=("64k", "1m", "4m")),
     Setting(
         "hdf5",
         "alignment_threshold",
@@ -153,8 +158,9 @@ SETTINGS: tuple[Setting, ...] = (
         _FILE,
         "H5Pset_alignment: objects at least this large are aligned",
     ),
-    Setting("hdf5", "sieve_buf_size", "size", _FILE, "H5Pset_sieve_buf_size"),
-    Setting("hdf5", "meta_block_size", "size", _FILE, "H5Pset_meta_block_size"),
+    Setting("hdf5", "sieve_buf_size", "size", _FILE, "H5Pset_sieve_buf_size",
+            tune=("64k", "1m", "4m")),
+    Setting("hdf5", "meta_block_size", "size", _FILE, "H5Pset_meta_block_size", tune=("64k", "1m")),
     Setting(
         "hdf5",
         "coll_metadata_ops",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import settings as st
 from ..errors import InputError
 from .space import Space, from_dict
 
@@ -140,11 +141,9 @@ def generate(observed: dict[str, Any]) -> Space:
             ompi["io_ompio_num_aggregators"] = {"low": 1, "high": nprocs, "log": True,
                                                 "when": {"ompi.io": "ompio"}}  # fmt: skip
     if "HDF5" in layers:
-        doc["hdf5"] = {
-            "alignment": {"values": ["64k", "1m", "4m"]},
-            "sieve_buf_size": {"values": ["64k", "1m", "4m"]},
-            "meta_block_size": {"values": ["64k", "1m"]},
-        }
+        # The settings table says which [hdf5] names are tried, with what values.
+        doc["hdf5"] = {s.name: {"values": list(s.tune)} for s in st.SETTINGS
+                       if s.table == "hdf5" and s.tune}  # fmt: skip
         if layers & {"MPI-IO", "MPIIO"}:
             doc["hdf5"]["coll_metadata_ops"] = {"values": [True, False]}
             doc["hdf5"]["transfer"] = {"values": ["collective", "independent"]}
