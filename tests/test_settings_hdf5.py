@@ -39,6 +39,7 @@ meta_block_size = "8k"
 coll_metadata_ops = true
 coll_metadata_write = true
 page_buffer_size = "64k"
+chunk_cache_size = "4m"
 chunk = [4, 16]
 fill_time = "never"
 transfer = "collective"
@@ -51,6 +52,7 @@ sieve_buf_size = "64k"
 meta_block_size = 2048
 coll_metadata_ops = false
 coll_metadata_write = false
+chunk_cache_size = "1m"
 fill_time = "ifset"
 transfer = "independent"
 """
@@ -123,12 +125,14 @@ def outcomes(trace: Path) -> dict[tuple[str, str | None], tuple[str, str | None,
 DEFAULT_VALUES = {
     "used file alignment": "1 1", "used file sieve_buf_size": "65536",
     "used file meta_block_size": "2048", "used file page_buffer_size": "0",
-    "used /a chunk": "2 8", "used /a fill_time": "ifset", "used /b layout": "contiguous",
+    "used file chunk_cache_size": "1048576", "used /a chunk": "2 8",
+    "used /a fill_time": "ifset", "used /b layout": "contiguous",
     "used /b fill_time": "ifset", "used /c layout": "contiguous",
 }  # fmt: skip
 CALLER = {
     "caller fapl alignment": "1 1", "caller fapl sieve_buf_size": "65536",
-    "caller fapl meta_block_size": "2048", "caller dcpl chunk": "2 8",
+    "caller fapl meta_block_size": "2048", "caller fapl chunk_cache_size": "1048576",
+    "caller dcpl chunk": "2 8",
     "caller dcpl fill_time": "ifset", "read back": "ok",
 }  # fmt: skip
 
@@ -143,6 +147,7 @@ def test_parallel_hdf5_uses_the_settings(parallel: Path, tmp_path: Path) -> None
         "used file alignment": "1024 65536", "used file sieve_buf_size": "262144",
         "used file meta_block_size": "8192", "used file coll_metadata_ops": "1",
         "used file coll_metadata_write": "1", "used file page_buffer_size": "0",
+        "used file chunk_cache_size": "4194304",
         "used /a chunk": "4 16", "used /a fill_time": "never", "used /b layout": "chunked",
         "used /b chunk": "4 16", "used /b fill_time": "never", "used /c layout": "contiguous",
         "used /c fill_time": "never", "caller fapl coll_metadata_ops": "0",
@@ -151,7 +156,7 @@ def test_parallel_hdf5_uses_the_settings(parallel: Path, tmp_path: Path) -> None
     assert err == ""
     got = outcomes(tmp_path / "t")
     for name in ("alignment", "alignment_threshold", "sieve_buf_size", "meta_block_size",
-                 "coll_metadata_ops", "coll_metadata_write"):  # fmt: skip
+                 "coll_metadata_ops", "coll_metadata_write", "chunk_cache_size"):  # fmt: skip
         assert got[(name, None)] == ("applied", None, 2), name  # one file, two processes
     assert got[("page_buffer_size", None)][0] == "not_applicable"
     assert "MPI-IO" in got[("page_buffer_size", None)][1]
@@ -176,12 +181,14 @@ def test_serial_hdf5_applies_what_it_can(serial: Path, tmp_path: Path) -> None:
     assert values(out).items() >= {
         "used file alignment": "1024 65536", "used file sieve_buf_size": "262144",
         "used file meta_block_size": "8192", "used file page_buffer_size": "65536",
+        "used file chunk_cache_size": "4194304",
         "used /a chunk": "4 16", "used /b chunk": "4 16", "used /b fill_time": "never",
         **CALLER,
     }.items(), out  # fmt: skip
     assert err == ""
     got = outcomes(tmp_path / "t")
-    for name in ("alignment", "sieve_buf_size", "meta_block_size", "page_buffer_size"):
+    for name in ("alignment", "sieve_buf_size", "meta_block_size", "page_buffer_size",
+                 "chunk_cache_size"):  # fmt: skip
         assert got[(name, None)] == ("applied", None, 1), name
     for name in ("coll_metadata_ops", "coll_metadata_write"):
         assert got[(name, None)][0] == "not_applicable"

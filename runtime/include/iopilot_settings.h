@@ -52,6 +52,7 @@ enum { IOP_ST_MPIIO, IOP_ST_OMPI, IOP_ST_HDF5, IOP_ST_STDIO, IOP_ST_LUSTRE, IOP_
     X(HDF5_COLL_METADATA_OPS, IOP_ST_HDF5, "coll_metadata_ops", IOP_SK_BOOL, "", 0) \
     X(HDF5_COLL_METADATA_WRITE, IOP_ST_HDF5, "coll_metadata_write", IOP_SK_BOOL, "", 0) \
     X(HDF5_PAGE_BUFFER_SIZE, IOP_ST_HDF5, "page_buffer_size", IOP_SK_SIZE, "", 0) \
+    X(HDF5_CHUNK_CACHE_SIZE, IOP_ST_HDF5, "chunk_cache_size", IOP_SK_SIZE, "", 0) \
     X(HDF5_CHUNK, IOP_ST_HDF5, "chunk", IOP_SK_INTS, "", 0) \
     X(HDF5_FILL_TIME, IOP_ST_HDF5, "fill_time", IOP_SK_ENUM, "never|alloc|ifset", 0) \
     X(HDF5_TRANSFER, IOP_ST_HDF5, "transfer", IOP_SK_ENUM, "collective|independent", 0) \

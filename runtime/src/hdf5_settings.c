@@ -101,7 +101,10 @@ static hid_t copy_list(h5lib *L, hid_t list, const char *cls) {
 static int parallel_build(h5lib *L) { return H5F_(L, H5Pset_all_coll_metadata_ops) != NULL; }
 
 /* ------------------------------------------------------------------ */
-/* Appliers: one per [hdf5] setting, each changing the copy of one list. */
+/* Appliers: one per [hdf5] setting, each changing the copy of one list.
+ * A setter that is not in hdf5_private.h's H5_FUNCS is looked up by name
+ * (h5_sym) where it is used: settings are applied at opens and creates,
+ * not on every read or write. */
 
 enum { H5_FAPL, H5_DCPL, H5_DXPL }; /* the list a setting changes */
 
@@ -232,6 +235,22 @@ static void set_page_buffer_size(h5_target *t, int id, const iop_setting_value *
     *t->page = r >= 0;
 }
 static const h5_applier h5_apply_HDF5_PAGE_BUFFER_SIZE = {H5_FAPL, set_page_buffer_size};
+
+/* The chunk cache of every dataset of the file (rdcc_nbytes); its number of
+ * slots and preemption policy stay as the list has them. */
+typedef herr_t t_H5Pget_cache(hid_t, int *, size_t *, size_t *, double *);
+typedef herr_t t_H5Pset_cache(hid_t, int, size_t, size_t, double);
+static void set_chunk_cache_size(h5_target *t, int id, const iop_setting_value *v) {
+    t_H5Pget_cache *g = (t_H5Pget_cache *)h5_sym(t->L, "H5Pget_cache");
+    t_H5Pset_cache *s = (t_H5Pset_cache *)h5_sym(t->L, "H5Pset_cache");
+    int mdc = 0;
+    size_t nslots = 0, nbytes = 0;
+    double w0 = 0;
+    herr_t r = g && s ? g(t->list, &mdc, &nslots, &nbytes, &w0) : -1;
+    if (r >= 0) r = s(t->list, mdc, nslots, (size_t)v->i, w0);
+    pend_set(t->L, t->out, id, r, "H5Pset_cache");
+}
+static const h5_applier h5_apply_HDF5_CHUNK_CACHE_SIZE = {H5_FAPL, set_chunk_cache_size};
 
 static void set_chunk(h5_target *t, int id, const iop_setting_value *ch) {
     t_H5Sget_simple_extent_ndims *gn = H5F_(t->L, H5Sget_simple_extent_ndims);

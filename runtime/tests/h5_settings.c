@@ -54,6 +54,11 @@ static void fapl_show(const char *who, hid_t fapl) {
     say("%s sieve_buf_size %zu\n", who, sieve);
     say("%s meta_block_size %llu\n", who, (unsigned long long)mbs);
     say("%s page_buffer_size %zu\n", who, pbs);
+    int mdc = 0;
+    size_t nslots = 0, nbytes = 0;
+    double w0 = 0;
+    CHECK(H5Pget_cache(fapl, &mdc, &nslots, &nbytes, &w0));
+    say("%s chunk_cache_size %zu\n", who, nbytes);
 #ifdef H5_HAVE_PARALLEL
     hbool_t ops = 0, wr = 0;
     CHECK(H5Pget_all_coll_metadata_ops(fapl, &ops));

@@ -182,6 +182,9 @@ SETTINGS: tuple[Setting, ...] = (
         _FILE,
         "H5Pset_page_buffer_size (needs the paged file-space strategy; 0 = off)",
     ),
+    Setting("hdf5", "chunk_cache_size", "size", _FILE,
+            "H5Pset_cache: bytes of the chunk cache of each dataset (HDF5's default 1 MiB, "
+            "too small for chunks above it)", tune=("1m", "16m", "64m")),
     Setting(
         "hdf5",
         "chunk",
