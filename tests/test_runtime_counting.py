@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 from iopilot.capture.run import library_path
+from iopilot.checks.engine import summarize
+from iopilot.model import OP_NAMES
 from iopilot.sources import load
 from iopilot.sources.trace_counters import _common_values
 from rawtrace import RawProc
@@ -255,6 +257,20 @@ def test_loading_keeps_metadata_operations_one_by_one(counting):
     ops = [OP_NAMES[o] for o in m.op[m.file_id == fid]]
     assert ops.count("open") == 2 and ops.count("close") == 2
     assert len(t.records.op[t.records.file_id == fid]) == 2  # the two writes, kept apart
+
+
+def test_sync_file_range_is_counted_apart_from_fsync_and_fdatasync(counting):
+    proc, work, trace = run_pattern(counting, "syncs")
+    c = proc.get("POSIX", work / "syncs.dat")
+    assert (c["FSYNCS"], c["FDSYNCS"], c["RANGE_SYNCS"]) == (1, 1, 2)
+    t = load(trace)
+    col = t.counters["POSIX"]
+    assert int(col["POSIX_RANGE_SYNCS"].sum()) == 2
+    fid = next(k for k, v in t.names.items() if v == str(work / "syncs.dat"))
+    m = t.meta_records
+    assert [OP_NAMES[o] for o in m.op[m.file_id == fid]].count("sync") == 4
+    (posix,) = [x for x in summarize(t) if x.layer == "POSIX"]
+    assert posix.syncs == 4  # the report's syncs: POSIX_*_SYNCS
 
 
 def test_dups_fdopen_and_fileno_count_as_darshan_counts_them(counting):

@@ -157,13 +157,6 @@ WRAP_FENCE_ALL(ssize_t, copy_file_range, (int i, off64_t *oi, int o, off64_t *oo
 WRAP_FENCE_ALL(ssize_t, splice, (int i, off64_t *oi, int o, off64_t *oo, size_t n, unsigned fl),
                (i, oi, o, oo, n, fl))
 
-/* sync_file_range: a durability point for the file's written pages. */
-REAL_DECL(int, sync_file_range, (int, off64_t, off64_t, unsigned));
-IOP_EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned fl) {
-    if (IOP_UNLIKELY(iop_behind_pending) && iop_active()) iop_behind_fence(iop_fd(fd));
-    return REAL(sync_file_range)(fd, off, n, fl);
-}
-
 /* RLIMIT_FSIZE decides which writes may be queued (see behind.c).  A
  * sanitizer's runtime sets limits before it can run instrumented code: the
  * real function is found with dlsym alone. */

@@ -86,6 +86,13 @@ int main(int argc, char **argv) {
         fsetpos(f, &pos); /* seek */
         fclose(f);
         return 0;
+    } else if (!strcmp(p, "syncs")) { /* one fsync, one fdatasync, two sync_file_range */
+        at(0, 8192);
+        if (fsync(fd) || fdatasync(fd)) return 4;
+        if (sync_file_range(fd, 0, 4096, SYNC_FILE_RANGE_WRITE)) return 5;
+        if (sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                          SYNC_FILE_RANGE_WAIT_AFTER))
+            return 6;
     } else if (!strcmp(p, "scan")) { /* fscanf across buffer refills, a pushback, a seek */
         close(fd);
         FILE *f = fopen(path, "w+");
