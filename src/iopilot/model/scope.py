@@ -24,7 +24,7 @@ from .._record import record, replace
 from ..vocabulary import FS_LAYERS
 from .aggregate import isin, unique
 from .command import command_language
-from .trace import Counters, Records, Trace
+from .trace import Counters, Records, Striping, Trace
 
 ENV = "IOPILOT_EXCLUDE"  # more patterns, added to the defaults
 LISTED = 50  # set-aside files listed by name in reports
@@ -196,7 +196,6 @@ def _isin_runs(file_id: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def _select_striping(st: Any, keep: np.ndarray) -> Any:
-    from .trace import Striping
 
     osts = [st.osts(i) for i in np.flatnonzero(keep)]
     starts = np.cumsum([0] + [len(o) for o in osts[:-1]]).astype(np.int64)

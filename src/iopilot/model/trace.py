@@ -34,6 +34,7 @@ from .._record import field, record
 # (:mod:`iopilot.vocabulary`).  Data operations (read, write) are in
 # ``Trace.records``, the others in ``Trace.meta_records``.
 from ..vocabulary import MODULE, RECORD_LAYERS
+from .aggregate import per_file
 
 
 def display(layer: str) -> str:
@@ -94,7 +95,6 @@ class Counters:
 
     def by_file(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Per-file sum of a counter: (unique file ids, sums)."""
-        from .aggregate import per_file
 
         ids, sums = per_file(self.file_id, {name: self[name]})
         return ids, sums[name]

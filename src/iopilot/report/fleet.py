@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from .._child import run_isolated
+from ..model.command import short_command
+from ..model.trace import safe_name
+from .csv_report import _safe  # names from other people's jobs: made safe
 
 # One job's row: the order is the CSV's and the Parquet file's column order.
 COLUMNS = ("log", "jobid", "nprocs", "run_seconds", "io_seconds", "io_share", "io_core_hours",
@@ -100,7 +103,6 @@ def document(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def render_csv(rows: list[dict[str, Any]]) -> str:
-    from .csv_report import _safe  # names from other people's jobs: made safe
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -116,8 +118,6 @@ def _num(v: float | None, fmt: str) -> str:
 
 def render_terminal(rows: list[dict[str, Any]], limit: int = 25) -> str:
     """The ranked jobs (the first ``limit``) and the checks that cost most hours."""
-    from ..model.command import short_command
-    from ..model.trace import safe_name
 
     doc = document(rows)
     jobs = ranked(rows)
