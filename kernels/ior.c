@@ -38,7 +38,7 @@
  * close, H5Fflush).  Files are removed after each iteration unless --keep; a
  * read-only run never removes anything. */
 #define _GNU_SOURCE 1 /* O_DIRECT; before any system header */
-#include "common.h"
+#include "ior.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -70,205 +70,7 @@ static const char usage[] =
     "  the data read is checked (after the timed read, untimed; --no-check: never),\n"
     "  data packet type timestamp, reads from the page cache (--read-cache page)\n";
 
-/* Options every backend may look at. */
-static struct {
-    int collective, odirect;
-    MPI_Info info;
-    hsize_t elems; /* HDF5 dataset size when creating */
-} cfg;
-
-/* One open file of any API. */
-typedef struct {
-    int fd;
-    MPI_File fh;
-    hid_t file, dset, fspace, mspace, dxpl;
-} handle;
-
-typedef struct {
-    const char *name;
-    void (*open)(handle *h, const char *path, int create, int shared, long long *meta);
-    /* Returns the bytes the call(s) really moved; counts the calls in *ops. */
-    long long (*xfer)(handle *h, int write, unsigned char *buf, long long len, long long off,
-                      long long *ops);
-    void (*sync)(handle *h, long long *meta);
-    void (*close)(handle *h, long long *meta);
-} backend;
-
-/* ---- POSIX ---------------------------------------------------------------- */
-
-static void posix_open(handle *h, const char *path, int create, int shared, long long *meta) {
-    int flags = (create ? O_WRONLY | O_CREAT : O_RDONLY) | (cfg.odirect ? O_DIRECT : 0);
-    /* Shared file: rank 0 creates it before the others open it (as IOR). */
-    if (create && shared && k_rank != 0) {
-        k_barrier();
-        flags &= ~O_CREAT;
-    }
-    h->fd = open(path, flags, 0644);
-    int err = errno;
-    if (create && shared && k_rank == 0) k_barrier();
-    if (h->fd < 0) {
-        if (cfg.odirect && err == EINVAL)
-            k_die("open %s: the file system refuses O_DIRECT (%s)", path, strerror(err));
-        k_die("open %s: %s", path, strerror(err));
-    }
-    (*meta)++;
-}
-
-static long long posix_xfer(handle *h, int write, unsigned char *buf, long long len,
-                            long long off, long long *ops) {
-    long long done = 0;
-    while (done < len) { /* a short transfer is retried for the rest, as IOR */
-        ssize_t n = write ? pwrite(h->fd, buf + done, (size_t)(len - done), off + done)
-                          : pread(h->fd, buf + done, (size_t)(len - done), off + done);
-        (*ops)++;
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EINVAL && cfg.odirect)
-            k_die("%s at offset %lld: O_DIRECT refused (transfer size and offsets must be "
-                  "multiples of the device's block size): %s",
-                  write ? "pwrite" : "pread", off, strerror(errno));
-        if (n < 0) k_die("%s at offset %lld: %s", write ? "pwrite" : "pread", off, strerror(errno));
-        if (n == 0) break; /* end of file */
-        done += n;
-    }
-    return done;
-}
-
-static void posix_sync(handle *h, long long *meta) {
-    if (fsync(h->fd) != 0) k_die("fsync: %s", strerror(errno));
-    (*meta)++;
-}
-
-static void posix_close(handle *h, long long *meta) {
-    if (close(h->fd) != 0) k_die("close: %s", strerror(errno));
-    (*meta)++;
-}
-
-/* ---- MPI-IO --------------------------------------------------------------- */
-
-static void mpi_check(int rc, const char *what) {
-    if (rc == MPI_SUCCESS) return;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len;
-    MPI_Error_string(rc, msg, &len);
-    k_die("%s: %s", what, msg);
-}
-
-static void mpiio_open(handle *h, const char *path, int create, int shared, long long *meta) {
-    int mode = create ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY;
-    char what[64 + 4096];
-    snprintf(what, sizeof what, "MPI_File_open %s", path);
-    mpi_check(MPI_File_open(shared ? MPI_COMM_WORLD : MPI_COMM_SELF, path, mode, cfg.info, &h->fh),
-              what);
-    (*meta)++;
-}
-
-static long long mpiio_xfer(handle *h, int write, unsigned char *buf, long long len,
-                            long long off, long long *ops) {
-    MPI_Status st;
-    int rc, count = 0;
-    if (write)
-        rc = cfg.collective ? MPI_File_write_at_all(h->fh, off, buf, (int)len, MPI_BYTE, &st)
-                            : MPI_File_write_at(h->fh, off, buf, (int)len, MPI_BYTE, &st);
-    else
-        rc = cfg.collective ? MPI_File_read_at_all(h->fh, off, buf, (int)len, MPI_BYTE, &st)
-                            : MPI_File_read_at(h->fh, off, buf, (int)len, MPI_BYTE, &st);
-    (*ops)++;
-    mpi_check(rc, write ? "MPI_File_write_at" : "MPI_File_read_at");
-    MPI_Get_count(&st, MPI_BYTE, &count);
-    return count;
-}
-
-static void mpiio_sync(handle *h, long long *meta) {
-    mpi_check(MPI_File_sync(h->fh), "MPI_File_sync");
-    (*meta)++;
-}
-
-static void mpiio_close(handle *h, long long *meta) {
-    mpi_check(MPI_File_close(&h->fh), "MPI_File_close");
-    (*meta)++;
-}
-
-/* ---- HDF5 ----------------------------------------------------------------- */
-
-static hid_t h5(hid_t rc, const char *what) {
-    if (rc < 0) k_die("%s failed", what);
-    return rc;
-}
-
-static void hdf5_open(handle *h, const char *path, int create, int shared, long long *meta) {
-    hid_t fapl = h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
-    h5(H5Pset_fapl_mpio(fapl, shared ? MPI_COMM_WORLD : MPI_COMM_SELF, cfg.info),
-       "H5Pset_fapl_mpio");
-    if (create) {
-        h->file = h5(H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate");
-        hid_t space = h5(H5Screate_simple(1, &cfg.elems, NULL), "H5Screate_simple");
-        hid_t dcpl = h5(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
-        /* No fill pass: the benchmark writes every byte itself. */
-        h5(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
-        h->dset = h5(H5Dcreate2(h->file, "data", H5T_NATIVE_UCHAR, space, H5P_DEFAULT, dcpl,
-                                H5P_DEFAULT), "H5Dcreate2");
-        H5Pclose(dcpl);
-        H5Sclose(space);
-    } else {
-        h->file = h5(H5Fopen(path, H5F_ACC_RDONLY, fapl), "H5Fopen");
-        h->dset = h5(H5Dopen2(h->file, "data", H5P_DEFAULT), "H5Dopen2 /data");
-    }
-    H5Pclose(fapl);
-    *meta += 2;
-    h->fspace = h5(H5Dget_space(h->dset), "H5Dget_space");
-    h->dxpl = h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
-    h5(H5Pset_dxpl_mpio(h->dxpl, cfg.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
-       "H5Pset_dxpl_mpio");
-    h->mspace = -1;
-}
-
-static long long hdf5_xfer(handle *h, int write, unsigned char *buf, long long len,
-                           long long off, long long *ops) {
-    hsize_t start = (hsize_t)off, count = (hsize_t)len, dims;
-    H5Sget_simple_extent_dims(h->fspace, &dims, NULL);
-    if (start + count > dims) return 0; /* dataset too small: nothing to read there */
-    if (h->mspace < 0) h->mspace = h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
-    h5(H5Sselect_hyperslab(h->fspace, H5S_SELECT_SET, &start, NULL, &count, NULL),
-       "H5Sselect_hyperslab");
-    herr_t rc = write ? H5Dwrite(h->dset, H5T_NATIVE_UCHAR, h->mspace, h->fspace, h->dxpl, buf)
-                      : H5Dread(h->dset, H5T_NATIVE_UCHAR, h->mspace, h->fspace, h->dxpl, buf);
-    (*ops)++;
-    h5(rc, write ? "H5Dwrite" : "H5Dread");
-    static int told; /* say once if HDF5 quietly did independent I/O */
-    H5D_mpio_actual_io_mode_t mode;
-    if (cfg.collective && !told && H5Pget_mpio_actual_io_mode(h->dxpl, &mode) >= 0 &&
-        mode == H5D_MPIO_NO_COLLECTIVE) {
-        uint32_t local = 0, global = 0;
-        H5Pget_mpio_no_collective_cause(h->dxpl, &local, &global);
-        k_note("HDF5 broke --collective into independent I/O (no-collective cause 0x%x)",
-               (unsigned)global);
-        told = 1;
-    }
-    return len;
-}
-
-static void hdf5_sync(handle *h, long long *meta) {
-    h5(H5Fflush(h->file, H5F_SCOPE_GLOBAL), "H5Fflush");
-    (*meta)++;
-}
-
-static void hdf5_close(handle *h, long long *meta) {
-    if (h->mspace >= 0) H5Sclose(h->mspace);
-    H5Sclose(h->fspace);
-    H5Pclose(h->dxpl);
-    h5(H5Dclose(h->dset), "H5Dclose");
-    h5(H5Fclose(h->file), "H5Fclose");
-    *meta += 2;
-}
-
-static const backend backends[] = {
-    {.name = "posix", .open = posix_open, .xfer = posix_xfer, .sync = posix_sync,
-     .close = posix_close},
-    {.name = "mpiio", .open = mpiio_open, .xfer = mpiio_xfer, .sync = mpiio_sync,
-     .close = mpiio_close},
-    {.name = "hdf5", .open = hdf5_open, .xfer = hdf5_xfer, .sync = hdf5_sync,
-     .close = hdf5_close},
-};
+ior_options cfg; /* options every backend may look at */
 
 /* ---- options --------------------------------------------------------------- */
 
@@ -390,7 +192,7 @@ static void drop_cache(const char *name) {
 /* The MPI-IO hints in effect, read back from an untimed open of the file. */
 static void record_hints(const run_cfg *rc, long it_no) {
     static int done;
-    if (done || rc->api == &backends[0]) return;
+    if (done || rc->api == &backends[IOR_POSIX]) return;
     done = 1;
     char name[4200], hints[4096] = "", key[MPI_MAX_INFO_KEY + 1], value[1024];
     file_name(name, sizeof name, rc, k_rank, it_no);
@@ -617,7 +419,7 @@ int main(int argc, char **argv) {
     now_string(began, sizeof began);
     run_cfg rc = {0};
     const char *api = k_opt_str(argc, argv, pick("--api", "-a", NULL), "posix");
-    for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
+    for (size_t i = 0; i < (size_t)nbackends; i++)
         if (!strcasecmp(api, backends[i].name)) rc.api = &backends[i];
     if (!rc.api) k_usage_die(usage, "%s%s", "--api must be posix, mpiio or hdf5, not ", api);
     rc.path = k_opt_str(argc, argv, pick("--file", "-o", NULL), "iopilot-ior.dat");
@@ -654,7 +456,7 @@ int main(int argc, char **argv) {
         k_usage_die(usage, "%s%s", "--block must be a positive multiple of --transfer", "");
     if (rc.segments < 1) k_usage_die(usage, "%s%s", "--segments must be >= 1", "");
     if (iterations < 1) k_usage_die(usage, "%s%s", "--iterations must be >= 1", "");
-    int is_posix = rc.api == &backends[0];
+    int is_posix = rc.api == &backends[IOR_POSIX];
     if (cfg.odirect && !is_posix) k_usage_die(usage, "%s%s", "--odirect needs --api posix", "");
     if (cfg.collective && is_posix) k_usage_die(usage, "%s%s", "--collective needs --api mpiio or hdf5", "");
     if (no_check && (want_write_check || flag("--check-read", "-R", NULL)))
@@ -833,7 +635,7 @@ int main(int argc, char **argv) {
         k_extra_time("write_latency_s", w.latency_s);
         k_extra_time("read_latency_s", r.latency_s);
         k_extra_time("check_s", check_s);
-        if (rc.api == &backends[2]) { /* hdf5: what of each phase was MPI-IO */
+        if (rc.api == &backends[IOR_HDF5]) { /* hdf5: what of each phase was MPI-IO */
             k_extra_time("write_mpiio_s", w.mpiio_s);
             k_extra_count("write_mpiio_calls", w.mpiio_calls);
             k_extra_count("write_mpiio_views", w.mpiio_views);
