@@ -145,12 +145,8 @@ IOP_EXPORT herr_t H5Fflush(hid_t obj, int scope) {
 iop_stats *dataset_opened(h5lib *L, hid_t dset, int mode, int deprecated, double t1,
                           double t2) {
     char file[4096], obj[2048], abs[4096], full[6200];
-    t_H5Fget_name *gf = H5F_(L, H5Fget_name);
-    t_H5Iget_name *gi = H5F_(L, H5Iget_name);
-    iop_enter();
-    ssize_t n = gf ? gf(dset, file, sizeof file) : -1;
-    ssize_t m = gi ? gi(dset, obj, sizeof obj) : -1;
-    iop_leave();
+    ssize_t n, m;
+    object_names(L, dset, file, sizeof file, &n, obj, sizeof obj, &m);
     if (n <= 0 || (size_t)n >= sizeof file) snprintf(file, sizeof file, "<unknown HDF5 file>");
     if (m <= 0 || (size_t)m >= sizeof obj) snprintf(obj, sizeof obj, "<anonymous>");
     absolute(file, abs, sizeof abs);

@@ -176,6 +176,19 @@ void absolute(const char *path, char *out, size_t n) {
     out[k + lp] = 0;
 }
 
+/* H5Fget_name and H5Iget_name of ``obj``, made inside iop_enter(): the
+ * name of its file and its own path, and their lengths (*n, *m: -1 when
+ * HDF5 cannot tell; as long as the whole name, even when cut short). */
+void object_names(h5lib *L, hid_t obj, char *file, size_t nfile, ssize_t *n, char *path,
+                  size_t npath, ssize_t *m) {
+    t_H5Fget_name *gf = H5F_(L, H5Fget_name);
+    t_H5Iget_name *gi = H5F_(L, H5Iget_name);
+    iop_enter();
+    *n = gf ? gf(obj, file, nfile) : -1;
+    *m = gi ? gi(obj, path, npath) : -1;
+    iop_leave();
+}
+
 /* Closing ids of our own; the error is not the program's business. */
 void close_space(h5lib *L, hid_t id) {
     t_H5Sclose *f = H5F_(L, H5Sclose);

@@ -210,6 +210,8 @@ uintptr_t hkey(h5lib *L, hid_t id);
 
 /* hdf5_lib.c: helpers. */
 void absolute(const char *path, char *out, size_t n);
+void object_names(h5lib *L, hid_t obj, char *file, size_t nfile, ssize_t *n, char *path,
+                  size_t npath, ssize_t *m);
 void close_space(h5lib *L, hid_t id);
 void close_type(h5lib *L, hid_t id);
 void close_plist(h5lib *L, hid_t id);

@@ -407,12 +407,8 @@ static hid_t dxpl_list(h5lib *L, hid_t dset, hid_t dxpl_in, h5_outcomes *out) {
 void record_dataset(h5lib *L, hid_t dset, const h5_outcomes *out) {
     if (!out->n) return;
     char file[4096], obj[96], abs[4096];
-    t_H5Fget_name *gf = H5F_(L, H5Fget_name);
-    t_H5Iget_name *gi = H5F_(L, H5Iget_name);
-    iop_enter();
-    ssize_t n = gf ? gf(dset, file, sizeof file) : -1;
-    ssize_t m = gi ? gi(dset, obj, sizeof obj) : -1;
-    iop_leave();
+    ssize_t n, m;
+    object_names(L, dset, file, sizeof file, &n, obj, sizeof obj, &m);
     if (m <= 0) snprintf(obj, sizeof obj, "<anonymous>");
     uint64_t fid = 0;
     if (n > 0 && (size_t)n < sizeof file) {
