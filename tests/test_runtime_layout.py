@@ -3,9 +3,9 @@
 A unit is a C file with the header of the same name (``behind.c`` and
 ``behind.h``); a module in several files is one unit, its files those that
 include its private header (``hdf5_io.c`` includes ``hdf5_private.h``: unit
-``hdf5``); the core is one unit (``core.c``, ``tables.c``, ``records.c``,
-``output.c``, ``files.c``, ``modules.c`` and their ``core.h``,
-``core_private.h``, ``access.h``), and no other file includes
+``hdf5``); the core is one unit (``core.c``, ``process.c``, ``tables.c``,
+``records.c``, ``output.c``, ``files.c``, ``modules.c`` and their
+``core.h``, ``core_private.h``, ``access.h``), and no other file includes
 ``core_private.h``.  Unit A depends on unit B when one of A's
 files includes one of B's headers, or when A's object refers to a symbol
 that B's object defines inside the library (hidden visibility: the
@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "runtime" / "src"
-CORE_FILES = {"core.c", "core.h", "core_private.h", "tables.c", "records.c", "output.c",
-              "files.c", "modules.c", "access.h"}  # fmt: skip
+CORE_FILES = {"core.c", "core.h", "core_private.h", "process.c", "tables.c", "records.c",
+              "output.c", "files.c", "modules.c", "access.h"}  # fmt: skip
 CC = shutil.which("cc") or shutil.which("gcc")
 READELF = shutil.which("readelf")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -94,10 +94,10 @@ def symbols(obj: Path) -> tuple[set[str], set[str]]:
     return defined, undefined
 
 
-def symbol_edges(src: Path, build: Path) -> set[tuple[str, str, str]]:
-    """(from unit, to unit, why) for each symbol one object takes from another."""
+def symbol_tables(src: Path, build: Path) -> dict[str, tuple[set[str], set[str]]]:
+    """Each C file's (hidden symbols defined, symbols used) from its object."""
     mpi = mpi_flags()
-    tables: dict[str, tuple[set[str], set[str]]] = {}
+    tables = {}
     for path in runtime_files(src):
         if path.suffix != ".c":
             continue
@@ -108,8 +108,13 @@ def symbol_edges(src: Path, build: Path) -> set[tuple[str, str, str]]:
                         "-w", *(mpi or []), "-c", str(path), "-o", str(obj)],
                        check=True)  # fmt: skip
         tables[path.name] = symbols(obj)
+    return tables
+
+
+def symbol_edges(tables: dict[str, tuple[set[str], set[str]]],
+                 unit_of: dict[str, str]) -> set[tuple[str, str, str]]:  # fmt: skip
+    """(from unit, to unit, why) for each symbol one file takes from another."""
     owner = {sym: name for name, (defined, _) in tables.items() for sym in defined}
-    unit_of = units(src)
     edges = set()
     for name, (_, undefined) in tables.items():
         for sym in undefined:
@@ -160,8 +165,13 @@ def registry_refs(why: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def edges(tmp_path_factory) -> set[tuple[str, str, str]]:
-    return include_edges(SRC) | symbol_edges(SRC, tmp_path_factory.mktemp("objects"))
+def tables(tmp_path_factory) -> dict[str, tuple[set[str], set[str]]]:
+    return symbol_tables(SRC, tmp_path_factory.mktemp("objects"))
+
+
+@pytest.fixture(scope="module")
+def edges(tables) -> set[tuple[str, str, str]]:
+    return include_edges(SRC) | symbol_edges(tables, units(SRC))
 
 
 def test_no_circle_among_runtime_units(edges):
@@ -178,6 +188,17 @@ def test_core_names_no_module(edges):
     it reaches them through their hooks in modules.c's list."""
     leaks = sorted(why for a, b, why in edges if a == "core" and not registry_refs(why))
     assert not leaks, leaks
+
+
+def test_core_files_form_no_circle(tables):
+    """Inside the core too, each file calls only those below it: process.c
+    (the state every file knows), files.c, tables.c, records.c, output.c,
+    core.c (start-up, fork, exec, exit) on top; modules.c is the list."""
+    core = {name: name for name in tables if name in CORE_FILES}
+    inside = symbol_edges({n: t for n, t in tables.items() if n in core}, core)
+    found = cycles(inside)
+    assert not found, {tuple(c): sorted(w for a, b, w in inside if a in c and b in c) for c in found}
+    assert ("core.c", "process.c") in {(a, b) for a, b, _ in inside}  # the graph is drawn
 
 
 def test_core_private_is_the_cores():

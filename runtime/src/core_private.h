@@ -19,7 +19,7 @@ typedef struct {
 } iop_fileid;
 
 #define IOP_NWARN 8
-/* This process (core.c): who it is, where its trace goes, how it ends. */
+/* This process (process.c): who it is, where its trace goes, how it ends. */
 typedef struct {
     char dir[4096];
     char host[256];
@@ -46,12 +46,12 @@ typedef struct {
 extern iop_process iop_proc;
 extern iop_lock_t iop_core_lock; /* names, counters tables, notes, flushing */
 
-/* core.c */
+/* process.c */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void give_up(const char *why);
 
 int this_is_our_process(void); /* not a vfork or clone child sharing our memory */
-void iop_watch_exit_status(void); /* once the program runs (see core.c) */
+void iop_watch_exit_status(void); /* once the program runs (see process.c) */
 
 /* files.c: the runtime's own file I/O, raw system calls only (sys_open,
  * sys_close, sys_read in core.h) */

@@ -358,24 +358,6 @@ void iop_background_op(int layer, int op, uint64_t id, int64_t offset, int64_t l
     iop_busy_leave();
 }
 
-void iop_count(iop_stats *st, int counter, int64_t delta) {
-    if (!st) return;
-    iop_busy_enter();
-    iop_lock(&st->lock);
-    st->c[counter] += delta;
-    iop_unlock(&st->lock);
-    iop_busy_leave();
-}
-
-void iop_set(iop_stats *st, int counter, int64_t value) {
-    if (!st) return;
-    iop_busy_enter();
-    iop_lock(&st->lock);
-    st->c[counter] = value;
-    iop_unlock(&st->lock);
-    iop_busy_leave();
-}
-
 /* ------------------------------------------------------------------ */
 /* Notes (hints per file, HDF5 properties ...). */
 

@@ -257,6 +257,25 @@ iop_stats *iop_stats_for(int layer, uint64_t id) {
     return s;
 }
 
+/* Change counters under the file's lock. */
+void iop_count(iop_stats *st, int counter, int64_t delta) {
+    if (!st) return;
+    iop_busy_enter();
+    iop_lock(&st->lock);
+    st->c[counter] += delta;
+    iop_unlock(&st->lock);
+    iop_busy_leave();
+}
+
+void iop_set(iop_stats *st, int counter, int64_t value) {
+    if (!st) return;
+    iop_busy_enter();
+    iop_lock(&st->lock);
+    st->c[counter] = value;
+    iop_unlock(&st->lock);
+    iop_busy_leave();
+}
+
 /* ------------------------------------------------------------------ */
 /* Descriptor table (direct index) and handle map (open addressing). */
 
