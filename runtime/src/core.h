@@ -1,4 +1,14 @@
-/* The iopilot runtime core: what every layer module uses.
+/* The iopilot runtime core: what every module uses.
+ *
+ * The core (core.c, process.c, tables.c, records.c, output.c, files.c)
+ * starts tracing, keeps the tables and records, and writes the trace; it
+ * names no module.  A module is a layer (posix.c, stdio.c, mpiio.c,
+ * hdf5*.c, fortran.c: wrappers that record calls) or a feature (settings.c,
+ * direct.c, behind.c, signals.c); each ends with its ``iop_module`` (below)
+ * and is listed in modules.c, and the core reaches it only through its
+ * hooks.  Adding a layer: its .c file (wrappers built on this header, its
+ * ``iop_module`` at the end), its line in modules.c, its layer and counters
+ * in src/iopilot/vocabulary.py (then tools/gen_vocabulary.py); plus a test.
  *
  * A wrapper follows one pattern:
  *
