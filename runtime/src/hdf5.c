@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "behind.h"
 #include "hdf5_private.h"
 #include "settings.h"
 
@@ -114,7 +113,7 @@ IOP_EXPORT herr_t H5Fflush(hid_t obj, int scope) {
     t_H5Fflush *f = H5F_(L, H5Fflush);
     if (!f) return -1;
     if (!iop_active()) return f(obj, scope);
-    iop_behind_fence_all(); /* flushed means handed to the system, pending writes too */
+    iop_fence_all(); /* flushed means handed to the system, deferred writes too */
     double t1 = iop_now();
     herr_t r = f(obj, scope);
     int e = errno;
