@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from test_structure import cycles as structure_cycles
+
 SRC = Path(__file__).resolve().parents[1] / "runtime" / "src"
 CORE_FILES = {"core.c", "core.h", "core_private.h", "process.c", "tables.c", "records.c",
               "output.c", "files.c", "modules.c", "access.h"}  # fmt: skip
@@ -119,44 +121,18 @@ def symbol_edges(tables: dict[str, tuple[set[str], set[str]]],
     for name, (_, undefined) in tables.items():
         for sym in undefined:
             if sym in owner and unit_of[owner[sym]] != unit_of[name]:
-                edges.add((unit_of[name], unit_of[owner[sym]], f"{name} uses {sym} of {owner[sym]}"))
+                why = f"{name} uses {sym} of {owner[sym]}"
+                edges.add((unit_of[name], unit_of[owner[sym]], why))
     return edges
 
 
 def cycles(edges: Iterable[tuple[str, str, str]]) -> list[list[str]]:
-    """The strongly connected components of more than one unit (Tarjan)."""
+    """The circles (strongly connected components) of the units' graph."""
     graph: dict[str, set[str]] = {}
     for a, b, _ in edges:
         graph.setdefault(a, set()).add(b)
         graph.setdefault(b, set())
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
+    return sorted(structure_cycles(graph))
 
 
 def registry_refs(why: str) -> bool:
@@ -197,21 +173,24 @@ def test_core_files_form_no_circle(tables):
     core = {name: name for name in tables if name in CORE_FILES}
     inside = symbol_edges({n: t for n, t in tables.items() if n in core}, core)
     found = cycles(inside)
-    assert not found, {tuple(c): sorted(w for a, b, w in inside if a in c and b in c) for c in found}
+    detail = {tuple(c): sorted(w for a, b, w in inside if a in c and b in c) for c in found}
+    assert not found, detail
     assert ("core.c", "process.c") in {(a, b) for a, b, _ in inside}  # the graph is drawn
 
 
 def test_core_private_is_the_cores():
     """core_private.h is shared by the core's own files; modules use core.h."""
-    users = {p.name for p in runtime_files(SRC) if "core_private.h" in INCLUDE.findall(p.read_text())}
+    users = {p.name for p in runtime_files(SRC)
+             if "core_private.h" in INCLUDE.findall(p.read_text())}  # fmt: skip
     assert users and users <= CORE_FILES, users - CORE_FILES
 
 
 def test_every_module_is_registered():
     """A file that defines an ``iop_module`` is in modules.c's list, and the
     list names no module that does not exist."""
+    declared = re.compile(r"^const iop_module (iop_\w+_module)\b", re.M)
     defined = {m for p in runtime_files(SRC) if p.suffix == ".c"
-               for m in re.findall(r"^const iop_module (iop_\w+_module)\b", p.read_text(), re.M)}  # fmt: skip
+               for m in declared.findall(p.read_text())}  # fmt: skip
     listed = set(re.findall(r"&(iop_\w+_module)", (SRC / "modules.c").read_text()))
     assert defined == listed
     assert {"iop_settings_module", "iop_behind_module", "iop_direct_module"} <= defined
