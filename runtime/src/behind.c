@@ -114,6 +114,7 @@ typedef struct {
 } iop_behind_stats;
 static iop_behind_stats st;
 
+static void fence_all(void);
 static int forks_watched; /* the fork hooks have work: set at start-up, once the ring is mapped */
 static void child_after_fork(void);
 static int start_worker(void);
@@ -344,7 +345,8 @@ static void waited(double since) {
     iop_unlock(&lock);
 }
 
-void iop_behind_fence_file(uint64_t id) {
+/* Wait for the file's pending writes. */
+static void fence_file(uint64_t id) {
     if (!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE) || !id) return;
     int e = errno;
     iop_busy_enter();
@@ -358,7 +360,7 @@ void iop_behind_fence_file(uint64_t id) {
 }
 
 /* By identity: whatever name, link or descriptor leads to the file. */
-void iop_behind_fence_at(int dirfd, const char *path, int flags) {
+static void fence_at(int dirfd, const char *path, int flags) {
     if (!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE) || !path) return;
     struct stat sb;
     int e = errno;
@@ -367,14 +369,12 @@ void iop_behind_fence_at(int dirfd, const char *path, int flags) {
     int why = errno;
     errno = e;
     if (r == 0 && S_ISREG(sb.st_mode))
-        iop_behind_fence_file(iop_ident((uint64_t)sb.st_dev, (uint64_t)sb.st_ino));
+        fence_file(iop_ident((uint64_t)sb.st_dev, (uint64_t)sb.st_ino));
     else if (r != 0 && why != ENOENT && why != ENOTDIR)
-        iop_behind_fence_all(); /* cannot tell which file: every one */
+        fence_all(); /* cannot tell which file: every one */
 }
 
-void iop_behind_fence_path(const char *path) { iop_behind_fence_at(AT_FDCWD, path, 0); }
-
-void iop_behind_fence_all(void) {
+static void fence_all(void) {
     if (!__atomic_load_n(&iop_deferred, __ATOMIC_ACQUIRE)) return;
     if (!thread_is_ours()) return;
     int e = errno;
@@ -396,7 +396,7 @@ void iop_behind_losing(int first, int last) {
     iop_unlock(&lock);
     iop_busy_leave();
     if (!ours) return;
-    iop_behind_fence_all(); /* its writes land while it is still open */
+    fence_all(); /* its writes land while it is still open */
     iop_busy_enter();
     iop_lock(&lock);
     for (int i = 0; i < NFILES; i++)
@@ -428,7 +428,7 @@ int iop_behind_take_error(uint64_t id) {
 
 void iop_behind_closing(uint64_t id) {
     if (!iop_behind_on || !id) return;
-    iop_behind_fence_file(id);
+    fence_file(id);
     iop_busy_enter();
     iop_lock(&lock);
     bfile *f = file_slot(id, 0);
@@ -450,7 +450,7 @@ void iop_behind_closing(uint64_t id) {
 void iop_behind_flags_set(uint64_t id, long flags) {
     if (!iop_behind_on || !id) return;
     if (!(flags & (O_APPEND | O_DIRECT | O_SYNC | O_DSYNC))) {
-        iop_behind_fence_file(id);
+        fence_file(id);
         return;
     }
     for (int fd = 0; fd < iop_nfds; fd++) { /* rare: one pass over the table */
@@ -529,7 +529,7 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
     uint64_t limit = __atomic_load_n(&fsize_limit, __ATOMIC_RELAXED);
     /* Past RLIMIT_FSIZE the program's own call gets EFBIG (and SIGXFSZ). */
     if (!n || n > cap || !id || !iop_behind_on || (off >= 0 && (uint64_t)off + n > limit)) {
-        iop_behind_fence_file(id);
+        fence_file(id);
         return IOP_BEHIND_NOT_TAKEN;
     }
     int e = errno;
@@ -541,7 +541,7 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
         int64_t end = (int64_t)syscall(SYS_lseek, fd, (int64_t)n, SEEK_CUR);
         if (end < 0) {
             errno = e;
-            iop_behind_fence_file(id);
+            fence_file(id);
             return IOP_BEHIND_NOT_TAKEN;
         }
         pos = end - (int64_t)n;
@@ -581,7 +581,7 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
         errno = e;
         return (ssize_t)n;
     }
-    iop_behind_fence_file(id); /* in order: the file's queued writes first */
+    fence_file(id); /* in order: the file's queued writes first */
     if (off >= 0) {
         errno = e;
         return IOP_BEHIND_NOT_TAKEN; /* the caller's pwrite */
@@ -622,7 +622,7 @@ int iop_behind_sync(iop_open *o, int fd, int data_only) {
             return 0;
         }
     }
-    iop_behind_fence_file(id);
+    fence_file(id);
     return IOP_BEHIND_NOT_TAKEN;
 }
 
@@ -636,11 +636,11 @@ void iop_behind_shared(uint64_t id) {
     if (f) f->shared = 1;
     iop_unlock(&lock);
     iop_busy_leave();
-    iop_behind_fence_file(id);
+    fence_file(id);
 }
 
 static void before_fork(void) {
-    if (forks_watched) iop_behind_fence_all();
+    if (forks_watched) fence_all();
 }
 
 static int keep_fds; /* the child shares our descriptor table (CLONE_FILES) */
@@ -706,9 +706,9 @@ static void behind_summary(iop_json *b) {
 }
 
 static void behind_fence(int kind, uint64_t ident, int dirfd, const char *path, int flags) {
-    if (kind == IOP_FENCE_FILE) iop_behind_fence_file(ident);
-    else if (kind == IOP_FENCE_PATH) iop_behind_fence_at(dirfd, path, flags);
-    else iop_behind_fence_all();
+    if (kind == IOP_FENCE_FILE) fence_file(ident);
+    else if (kind == IOP_FENCE_PATH) fence_at(dirfd, path, flags);
+    else fence_all();
 }
 
 /* ------------------------------------------------------------------ */
@@ -752,7 +752,7 @@ IOP_EXPORT void iopilot_async_event(int op, int fd, int64_t offset, size_t bytes
 const iop_module iop_behind_module = {
     .name = "write_behind",
     .init = behind_init,
-    .exit = iop_behind_fence_all,
+    .exit = fence_all,
     .exec = behind_wait_quietly,
     .before_fork = before_fork,
     .after_fork = child_after_fork,

@@ -12,8 +12,6 @@
 
 extern int iop_behind_on;       /* IOPILOT_ASYNC=1 and the buffer is mapped */
 extern int iop_behind_relaxed;  /* IOPILOT_ASYNC_RELAXED=1: syncs are queued too */
-/* Operations queued or running: the core's iop_deferred (see core.h). */
-#define iop_behind_pending iop_deferred
 /* Set by the MPI-IO module while MPI_File_open runs: those descriptors are
  * MPI-IO's, and stay synchronous. */
 extern IOP_TLS int iop_inside_mpi_open;
@@ -32,14 +30,10 @@ ssize_t iop_behind_write(iop_open *o, int fd, const void *buf, size_t n, int64_t
  * errno), else IOP_BEHIND_NOT_TAKEN once the file's writes are done. */
 int iop_behind_sync(iop_open *o, int fd, int data_only);
 /* Files are known to write-behind by identity (iop_open.ident: device and
- * inode), not by name: two names of one file are one file. */
-void iop_behind_fence_file(uint64_t ident); /* wait for the file's pending writes */
-void iop_behind_fence_all(void);
-/* A call by name (stat, fopen ...) sees the file with its pending writes. */
-void iop_behind_fence_path(const char *path);
-/* The same for a name relative to ``dirfd`` (AT_SYMLINK_NOFOLLOW and
- * AT_EMPTY_PATH in ``flags`` are honoured): the file it leads to. */
-void iop_behind_fence_at(int dirfd, const char *path, int flags);
+ * inode), not by name: two names of one file are one file.  Its queued
+ * operations are counted in the core's iop_deferred, and a call waits for
+ * a file's through the core's fences (iop_fence, iop_fence_at,
+ * iop_fence_all in core.h), which call write-behind's fence hook. */
 /* The file got another name (link): its writes land now, and later ones
  * are made at once, since others may open it by that name. */
 void iop_behind_shared(uint64_t ident);
@@ -59,11 +53,5 @@ void iop_behind_losing(int first, int last);
  * the background thread made no progress for ``stall_seconds`` (it may
  * need a lock the interrupted thread holds).  1 when nothing is pending. */
 int iop_behind_drain(double stall_seconds);
-
-/* The one check a wrapper makes: is anything pending at all? */
-static inline void iop_behind_fence(const iop_open *o) {
-    if (IOP_UNLIKELY(__atomic_load_n(&iop_behind_pending, __ATOMIC_RELAXED)) && o && o->st)
-        iop_behind_fence_file(o->ident);
-}
 
 #endif

@@ -217,9 +217,9 @@ typedef struct iop_module {
  * check is this word. */
 extern long iop_deferred;
 void iop_fence_slow(int kind, uint64_t ident, int dirfd, const char *path, int flags);
-static inline int iop_fence_needed(void) {
-    return IOP_UNLIKELY(__atomic_load_n(&iop_deferred, __ATOMIC_RELAXED) != 0);
-}
+/* The wrappers' one check: a plain load (the fence hooks load it again,
+ * with acquire). */
+static inline int iop_fence_needed(void) { return IOP_UNLIKELY(iop_deferred != 0); }
 static inline void iop_fence_all(void) {
     if (iop_fence_needed()) iop_fence_slow(IOP_FENCE_ALL, 0, 0, NULL, 0);
 }
@@ -279,8 +279,6 @@ static inline uint64_t iop_ident(uint64_t dev, uint64_t ino) {
 void iop_fd_set(int layer, int fd, uint64_t file_id, int64_t offset);
 void iop_fd_clear(int fd);
 void iop_fd_copy(int from, int to);
-/* ``fd`` was closed inside the C library (fclose): forget it (posix.c). */
-void iop_posix_forget(int fd);
 
 static inline int iop_fd_known_below(int fd) { return fd >= 0 && fd < iop_nfds; }
 

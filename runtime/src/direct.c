@@ -113,7 +113,7 @@ static void direct_settings(void) {
     iop_direct_on = 1;
 }
 
-void iop_direct_after_fork(void) {
+static void direct_after_fork(void) {
     for (int i = 0; i < BOUNCE_SLOTS; i++) bounce[i].busy = 0; /* threads that held them are gone */
 }
 
@@ -356,5 +356,5 @@ ssize_t iop_direct_io(iop_open *o, int fd, int op, void *buf, size_t n, int64_t 
 const iop_module iop_direct_module = {
     .name = "direct",
     .settings = direct_settings,
-    .after_fork = iop_direct_after_fork,
+    .after_fork = direct_after_fork,
 };

@@ -11,7 +11,6 @@
 
 extern int iop_direct_on; /* the setting is on and descriptors can be spared */
 
-void iop_direct_after_fork(void);
 /* After the program opened ``path`` (relative to ``dirfd``) as ``fd``. */
 void iop_direct_opened(iop_open *o, int fd, int dirfd, const char *path, int flags);
 /* Before the program closes the descriptor ``o`` follows. */

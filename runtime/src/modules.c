@@ -7,9 +7,12 @@
  * MPI-IO) reads as NULL here, and the core skips it.
  *
  * Adding a layer is three files: its .c file (wrappers built on core.h,
- * its ``iop_module`` at the end), its line below, and its layer and
- * counters in src/iopilot/vocabulary.py (make generates the C names);
- * plus its test.
+ * its ``iop_module`` at the end; the Makefile builds every file here), its
+ * line below, and its layer and counters in src/iopilot/vocabulary.py
+ * (tools/gen_vocabulary.py writes them into include/iopilot_vocab.h); plus
+ * its test.  A layer that grows into several files shares a private header
+ * (posix_private.h, hdf5_private.h); a module calls the core through
+ * core.h only (tests/test_runtime_layout.py checks it).
  *
  * The order is that of the layers' parts in the summary, and of the hooks:
  * settings is read (init) before any module applies its values (settings

@@ -19,6 +19,7 @@
 #include "core.h"
 #include "behind.h"
 #include "direct.h"
+#include "posix.h"
 #include "posix_private.h"
 
 /* ------------------------------------------------------------------ */
@@ -69,8 +70,8 @@ static void opened(int fd, const char *path, int flags, mode_t mode, double t1, 
     IOP_EXPORT int name(const char *path, int flags, ...) {             \
         TAKE_MODE(flags, mode);                                         \
         if (!iop_active()) return REAL(name)(path, flags, mode);        \
-        if (IOP_UNLIKELY(iop_behind_pending) && (flags & O_TRUNC))      \
-            iop_behind_fence_at(AT_FDCWD, path, 0);                     \
+        if (iop_fence_needed() && (flags & O_TRUNC))                    \
+            iop_fence_at(AT_FDCWD, path, 0);                            \
         double t1 = iop_now();                                          \
         int fd = REAL(name)(path, flags, mode);                         \
         int e = errno;                                                  \
@@ -84,8 +85,8 @@ static void opened(int fd, const char *path, int flags, mode_t mode, double t1, 
     IOP_EXPORT int name(int dirfd, const char *path, int flags, ...) {  \
         TAKE_MODE(flags, mode);                                         \
         if (!iop_active()) return REAL(name)(dirfd, path, flags, mode); \
-        if (IOP_UNLIKELY(iop_behind_pending) && (flags & O_TRUNC))      \
-            iop_behind_fence_at(dirfd, path, 0);                        \
+        if (iop_fence_needed() && (flags & O_TRUNC))                    \
+            iop_fence_at(dirfd, path, 0);                               \
         double t1 = iop_now();                                          \
         int fd = REAL(name)(dirfd, path, flags, mode);                  \
         int e = errno;                                                  \
@@ -109,8 +110,8 @@ static void opened(int fd, const char *path, int flags, mode_t mode, double t1, 
     REAL_DECL(int, name, (const char *, int));               \
     IOP_EXPORT int name(const char *path, int flags) {       \
         if (!iop_active()) return REAL(name)(path, flags);   \
-        if (IOP_UNLIKELY(iop_behind_pending) && (flags & O_TRUNC)) \
-            iop_behind_fence_at(AT_FDCWD, path, 0);          \
+        if (iop_fence_needed() && (flags & O_TRUNC))         \
+            iop_fence_at(AT_FDCWD, path, 0);                 \
         double t1 = iop_now();                               \
         int fd = REAL(name)(path, flags);                    \
         int e = errno;                                       \
@@ -123,7 +124,7 @@ static void opened(int fd, const char *path, int flags, mode_t mode, double t1, 
     REAL_DECL(int, name, (const char *, mode_t));                       \
     IOP_EXPORT int name(const char *path, mode_t mode) {                \
         if (!iop_active()) return REAL(name)(path, mode);               \
-        if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_at(AT_FDCWD, path, 0); \
+        if (iop_fence_needed()) iop_fence_at(AT_FDCWD, path, 0);        \
         double t1 = iop_now();                                          \
         int fd = REAL(name)(path, mode);                                \
         int e = errno;                                                  \
@@ -225,7 +226,7 @@ WRAP_DUP(dup, (int fd), (fd), fd)
     REAL_DECL(int, name, params);                         \
     IOP_EXPORT int name params {                          \
         if (!iop_active()) return REAL(name) args;        \
-        iop_behind_fence(iop_fd(to));                     \
+        iop_fence(iop_fd(to));                            \
         if (IOP_UNLIKELY(iop_behind_on)) iop_behind_losing(to, to); \
         double t1 = iop_now();                            \
         int r = REAL(name) args;                          \
@@ -332,15 +333,10 @@ IOP_EXPORT void closefrom(int lowfd) {
 /* ------------------------------------------------------------------ */
 /* The module, as the core sees it (modules.c). */
 
-static void posix_after_fork(void) {
-    iop_direct_after_fork();
-    aio_after_fork();
-}
-
 static const iop_overflow_count posix_overflows[] = {{"aio", &aio_overflows}, {NULL, NULL}};
 
 const iop_module iop_posix_module = {
     IOP_MODULE_OF(POSIX),
-    .after_fork = posix_after_fork,
+    .after_fork = aio_after_fork,
     .overflows = posix_overflows,
 };

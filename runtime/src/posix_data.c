@@ -34,7 +34,7 @@ static void appended(int fd, iop_open *o, ssize_t r) {
         r = iop_behind_write(o, fd, (BUF), (N), (OFF));                 \
         rflags = iop_behind_flags;                                      \
     } else                                                              \
-        iop_behind_fence(o); /* reads and vector writes: after the pending ones */ \
+        iop_fence(o); /* reads and vector writes: after the pending ones */ \
     if (r == IOP_DIRECT_NOT_TAKEN && IOP_UNLIKELY((o)->direct_fd >= 0) && (N)) \
         r = iop_direct_io(o, fd, op, (void *)(BUF), (N), (OFF));        \
     if (r == IOP_DIRECT_NOT_TAKEN) r = CALL
@@ -45,11 +45,11 @@ static void publishing(int fd) {
     struct stat sb;
     int e = errno;
     if (syscall(SYS_fstat, fd, &sb) == 0 && (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)))
-        iop_behind_fence_all();
+        iop_fence_all();
     errno = e;
 }
 #define PUBLISHING(op)                                                      \
-    if (IOP_UNLIKELY(iop_behind_pending) && (op) == IOP_OP_WRITE && iop_active()) \
+    if (iop_fence_needed() && (op) == IOP_OP_WRITE && iop_active())         \
         publishing(fd)
 
 #define DATA_AT_POSITION(op, fd, BUF, N, CALL)                          \
@@ -172,7 +172,7 @@ static int aio_finished(const void *cb, double *t1, int *op) {
     REAL_DECL(int, name, (CB *));                                   \
     IOP_EXPORT int name(CB *cb) {                                   \
         if (!iop_active() || !iop_fd(cb->aio_fildes)) return REAL(name)(cb); \
-        iop_behind_fence(iop_fd(cb->aio_fildes));                   \
+        iop_fence(iop_fd(cb->aio_fildes));                                   \
         double t1 = iop_now();                                      \
         int r = REAL(name)(cb);                                     \
         if (r == 0) aio_submitted((const void *)cb, op, t1);        \

@@ -16,7 +16,7 @@
     IOP_EXPORT OFFT name(int fd, OFFT off, int whence) {                  \
         iop_open *o = iop_active() ? iop_fd(fd) : NULL;                   \
         if (!o) return REAL(name)(fd, off, whence);                       \
-        if (whence != SEEK_SET && whence != SEEK_CUR) iop_behind_fence(o); \
+        if (whence != SEEK_SET && whence != SEEK_CUR) iop_fence(o);       \
         double t1 = iop_now();                                            \
         OFFT r = REAL(name)(fd, off, whence);                             \
         int e = errno;                                                    \
@@ -34,7 +34,7 @@ WRAP_SEEK(lseek64, off64_t)
     IOP_EXPORT ret name params {                                          \
         iop_open *o = iop_active() ? iop_fd(fd) : NULL;                   \
         if (!o) return REAL(name) args;                                   \
-        iop_behind_fence(o); /* sizes and contents include pending writes */ \
+        iop_fence(o); /* sizes and contents include pending writes */     \
         double t1 = iop_now();                                            \
         ret r = REAL(name) args;                                          \
         int e = errno;                                                    \
@@ -78,7 +78,7 @@ REAL_DECL(int, sync_file_range, (int, off64_t, off64_t, unsigned));
 IOP_EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned fl) {
     iop_open *o = iop_active() ? iop_fd(fd) : NULL;
     if (!o) return REAL(sync_file_range)(fd, off, n, fl);
-    iop_behind_fence(o);
+    iop_fence(o);
     double t1 = iop_now();
     int r = REAL(sync_file_range)(fd, off, n, fl);
     int e = errno;
@@ -101,7 +101,7 @@ WRAP_FD_META(int, __fxstat64, (int ver, int fd, struct stat64 *sb), (ver, fd, sb
     IOP_EXPORT void *name(void *addr, size_t len, int prot, int flags, int fd, OFFT off) { \
         iop_open *o = iop_active() ? iop_fd(fd) : NULL;                            \
         if (!o) return REAL(name)(addr, len, prot, flags, fd, off);                \
-        iop_behind_fence(o);                                                       \
+        iop_fence(o);                                                              \
         double t1 = iop_now();                                                     \
         void *r = REAL(name)(addr, len, prot, flags, fd, off);                     \
         int e = errno;                                                             \
@@ -126,7 +126,7 @@ static void path_meta(const char *path, int op, int counter, double t1, double t
     REAL_DECL(ret, name, params);                                    \
     IOP_EXPORT ret name params {                                     \
         if (!iop_active()) return REAL(name) args;                   \
-        if (IOP_UNLIKELY(iop_behind_pending)) FENCE;                 \
+        if (iop_fence_needed()) FENCE;                               \
         double t1 = iop_now();                                       \
         ret r = REAL(name) args;                                     \
         int e = errno;                                               \
@@ -136,10 +136,10 @@ static void path_meta(const char *path, int op, int counter, double t1, double t
     }
 
 #define WRAP_PATH_META(ret, name, params, args, path, op, counter) \
-    WRAP_PATH_META_F(ret, name, params, args, path, op, counter, iop_behind_fence_path(path))
+    WRAP_PATH_META_F(ret, name, params, args, path, op, counter, iop_fence_path(path))
 #define WRAP_AT_META(ret, name, params, args, d, p, fl, op, counter) \
     WRAP_PATH_META_F(ret, name, params, args, AT_PATH(d, p), op, counter, \
-                     iop_behind_fence_at(d, p, fl))
+                     iop_fence_at(d, p, fl))
 
 WRAP_PATH_META(int, stat, (const char *p, struct stat *sb), (p, sb), p, IOP_OP_STAT,
                IOP_C_STATS)
@@ -193,7 +193,7 @@ static void renamed(const char *from, const char *to, double t1) {
 REAL_DECL(int, rename, (const char *, const char *));
 IOP_EXPORT int rename(const char *from, const char *to) {
     if (!iop_active()) return REAL(rename)(from, to);
-    if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_all();
+    if (iop_fence_needed()) iop_fence_all();
     double t1 = iop_now();
     int r = REAL(rename)(from, to);
     renamed(from, to, t1);
@@ -203,7 +203,7 @@ IOP_EXPORT int rename(const char *from, const char *to) {
 REAL_DECL(int, renameat, (int, const char *, int, const char *));
 IOP_EXPORT int renameat(int fd1, const char *from, int fd2, const char *to) {
     if (!iop_active()) return REAL(renameat)(fd1, from, fd2, to);
-    if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_all();
+    if (iop_fence_needed()) iop_fence_all();
     double t1 = iop_now();
     int r = REAL(renameat)(fd1, from, fd2, to);
     renamed(AT_PATH(fd1, from), AT_PATH(fd2, to), t1);
@@ -213,7 +213,7 @@ IOP_EXPORT int renameat(int fd1, const char *from, int fd2, const char *to) {
 REAL_DECL(int, renameat2, (int, const char *, int, const char *, unsigned));
 IOP_EXPORT int renameat2(int fd1, const char *from, int fd2, const char *to, unsigned fl) {
     if (!iop_active()) return REAL(renameat2)(fd1, from, fd2, to, fl);
-    if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_all();
+    if (iop_fence_needed()) iop_fence_all();
     double t1 = iop_now();
     int r = REAL(renameat2)(fd1, from, fd2, to, fl);
     renamed(AT_PATH(fd1, from), AT_PATH(fd2, to), t1);
@@ -233,7 +233,7 @@ static void linked(int dirfd, const char *name) {
 REAL_DECL(int, link, (const char *, const char *));
 IOP_EXPORT int link(const char *from, const char *to) {
     if (!iop_active()) return REAL(link)(from, to);
-    if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_all();
+    if (iop_fence_needed()) iop_fence_all();
     int r = REAL(link)(from, to);
     if (r == 0) linked(AT_FDCWD, to);
     return r;
@@ -242,7 +242,7 @@ IOP_EXPORT int link(const char *from, const char *to) {
 REAL_DECL(int, linkat, (int, const char *, int, const char *, int));
 IOP_EXPORT int linkat(int fd1, const char *from, int fd2, const char *to, int fl) {
     if (!iop_active()) return REAL(linkat)(fd1, from, fd2, to, fl);
-    if (IOP_UNLIKELY(iop_behind_pending)) iop_behind_fence_all();
+    if (iop_fence_needed()) iop_fence_all();
     int r = REAL(linkat)(fd1, from, fd2, to, fl);
     if (r == 0) linked(fd2, to);
     return r;

@@ -55,7 +55,7 @@ REAL_DECL(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actio
                              const posix_spawnattr_t *, char *const[], char *const[]));
 IOP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                            const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
-    if (iop_active()) iop_behind_fence_all();
+    if (iop_active()) iop_fence_all();
     return REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
 }
 REAL_DECL(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *,
@@ -63,17 +63,17 @@ REAL_DECL(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_acti
 IOP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
                             const posix_spawnattr_t *attr, char *const argv[],
                             char *const envp[]) {
-    if (iop_active()) iop_behind_fence_all();
+    if (iop_active()) iop_fence_all();
     return REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
 }
 REAL_DECL(int, system, (const char *));
 IOP_EXPORT int system(const char *command) {
-    if (iop_active()) iop_behind_fence_all();
+    if (iop_active()) iop_fence_all();
     return REAL(system)(command);
 }
 REAL_DECL(FILE *, popen, (const char *, const char *));
 IOP_EXPORT FILE *popen(const char *command, const char *type) {
-    if (iop_active()) iop_behind_fence_all();
+    if (iop_active()) iop_fence_all();
     return REAL(popen)(command, type);
 }
 
@@ -104,7 +104,7 @@ IOP_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...) 
     va_end(ap);
     if (!iop_behind_on || (flags & CLONE_THREAD) || !iop_active())
         return REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
-    iop_behind_fence_all();
+    iop_fence_all();
     if (flags & CLONE_VM) return REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
     struct clone_start c = {fn, arg, flags};
     return REAL(clone)(clone_child, stack, flags, &c, ptid, tls, ctid);
@@ -126,7 +126,7 @@ IOP_EXPORT __attribute__((no_sanitize("address"))) long syscall(long n, ...) {
     unsigned long flags = n == SYS_fork ? 0 : n == SYS_clone ? (unsigned long)a
                                         : a ? *(const unsigned long *)a : 0;
     if ((flags & CLONE_THREAD) || !iop_active()) return REAL(syscall)(n, a, b, c, d, e, f);
-    iop_behind_fence_all();
+    iop_fence_all();
     long r = REAL(syscall)(n, a, b, c, d, e, f);
     if (r == 0 && !(flags & CLONE_VM)) iop_behind_after_clone(flags & CLONE_FILES);
     return r;
@@ -137,7 +137,7 @@ IOP_EXPORT __attribute__((no_sanitize("address"))) long syscall(long n, ...) {
 #define WRAP_FENCE_ALL(ret, name, params, args)                               \
     REAL_DECL(ret, name, params);                                             \
     IOP_EXPORT ret name params {                                              \
-        if (IOP_UNLIKELY(iop_behind_pending) && iop_active()) iop_behind_fence_all(); \
+        if (iop_fence_needed() && iop_active()) iop_fence_all();              \
         return REAL(name) args;                                               \
     }
 WRAP_FENCE_ALL(ssize_t, send, (int fd, const void *b, size_t n, int fl), (fd, b, n, fl))
@@ -164,8 +164,10 @@ WRAP_FENCE_ALL(ssize_t, splice, (int i, off64_t *oi, int o, off64_t *oo, size_t 
     REAL_DECL(int, name, params);                                             \
     IOP_EXPORT __attribute__((no_sanitize("address", "undefined"))) int name params { \
         if (!real_##name) real_##name = (__typeof__(real_##name))dlsym(RTLD_NEXT, #name); \
-        /* a lower RLIMIT_FSIZE must not fail writes already taken */         \
-        if (IOP_UNLIKELY(iop_behind_pending) && !iop_in_runtime) iop_behind_fence_all(); \
+        /* a lower RLIMIT_FSIZE must not fail writes already taken (the      \
+         * check written out: an inline function is built instrumented) */   \
+        if (IOP_UNLIKELY(iop_deferred) && !iop_in_runtime)                    \
+            iop_fence_slow(IOP_FENCE_ALL, 0, 0, NULL, 0);                     \
         int r = real_##name args;                                             \
         if (r == 0 && iop_behind_on) iop_behind_limits_changed();             \
         return r;                                                             \

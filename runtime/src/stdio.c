@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "posix.h"
 #include "settings.h"
 
 /* ------------------------------------------------------------------ */
