@@ -2,7 +2,7 @@
  *
  * The core (core.c, process.c, tables.c, records.c, output.c, files.c)
  * starts tracing, keeps the tables and records, and writes the trace; it
- * names no module.  A module is a layer (posix.c, stdio.c, mpiio.c,
+ * names no module.  A module is a layer (posix*.c, stdio.c, mpiio.c,
  * hdf5*.c, fortran.c: wrappers that record calls) or a feature (settings.c,
  * direct.c, behind.c, signals.c); each ends with its ``iop_module`` (below)
  * and is listed in modules.c, and the core reaches it only through its
@@ -164,7 +164,7 @@ void iop_json_str(iop_json *b, const char *s); /* a JSON string, bytes kept (sur
 
 /* A module describes itself to the core with one of these, defined at the
  * end of its own file and listed in modules.c; the core names no module.
- * A layer module (posix.c, stdio.c, mpiio.c, hdf5.c, fortran.c) records
+ * A layer module (posix*.c, stdio.c, mpiio*.c, hdf5*.c, fortran.c) records
  * under its layers; a feature (settings.c, direct.c, behind.c, signals.c)
  * has no layers and acts through its hooks only.  Every hook is optional
  * and called by the core in the order of modules.c.  A layer's names come
