@@ -18,12 +18,16 @@ report prints for it.  This module imports nothing heavy (no
 part of a one-log report's start-up), so the parent stays small.
 
 A one-log report's child is forked when the report starts, not when the
-program starts: a "warm" child forked first, to import the report's modules
-on one core while the parent read its command line on the other, cost more
-than it gained.  ``iopilot report LOG`` over every eighth log of the shared
-corpus, 15 runs each, the two interleaved on a 2-core machine shared with
-other work: 110 ms of CPU and 92 ms of wall time at best with it, 98 ms and
-85 ms without (over all 58 logs, best of 5: 0.122 s against 0.114 s per log).
+program starts.  A "warm" child forked first imports the report's modules on
+one core while the parent reads its command line on the other: the same CPU
+time, less wall time only where a second core is idle.  On a 2-core machine
+shared with other work it lost (``iopilot report LOG`` over every eighth log
+of the shared corpus, 15 runs each, interleaved: 92 ms wall at best with it,
+85 ms without); on the same machine quiet, the code before and after it
+went (``iopilot bench diagnose --repeat 5`` over the 58 logs) took 0.084 s
+and 0.091 s per log, with 118 ms and 117 ms of CPU a report.  Seven
+milliseconds on an idle machine did not pay for a second process
+life-cycle to keep right; a pool of many logs never had the gain.
 """
 
 from __future__ import annotations
