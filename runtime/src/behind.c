@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -238,6 +239,8 @@ static long sys_pwrite(int fd, const char *buf, size_t n, int64_t off) {
 static void *worker(void *arg) {
     (void)arg;
     iop_in_runtime = 1; /* nothing this thread does is the program's */
+    /* a name in top -H, gdb and /proc that says whose thread this is */
+    prctl(PR_SET_NAME, "iopilot-behind", 0, 0, 0);
     for (;;) {
         iop_lock(&lock);
         if (op_tail == op_head) {
