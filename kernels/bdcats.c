@@ -45,12 +45,6 @@ static const char usage[] =
     "              [--delay-close STEPS]\n"
     "  reads and verifies the particles vpicio wrote to PATH (default vpicio.h5)\n";
 
-
-static long long h5(long long status, const char *what) {
-    if (status < 0) k_die("%s failed", what);
-    return status;
-}
-
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--file",   "--steps",  "--mode",  "--particles",
                                          "--fraction", "--stride", "--block", "--blocks",
@@ -133,11 +127,11 @@ int main(int argc, char **argv) {
     k_param_str("compute", k_opt_str(argc, argv, "--compute", "0"));
     k_param_int("delay_close", delay);
 
-    hid_t fapl = h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
-    h5(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL), "H5Pset_fapl_mpio");
-    if (coll_meta) h5(H5Pset_all_coll_metadata_ops(fapl, 1), "H5Pset_all_coll_metadata_ops");
-    hid_t dxpl = h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
-    h5(H5Pset_dxpl_mpio(dxpl, collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+    hid_t fapl = k_h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+    k_h5(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL), "H5Pset_fapl_mpio");
+    if (coll_meta) k_h5(H5Pset_all_coll_metadata_ops(fapl, 1), "H5Pset_all_coll_metadata_ops");
+    hid_t dxpl = k_h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
+    k_h5(H5Pset_dxpl_mpio(dxpl, collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
        "H5Pset_dxpl_mpio");
 
     hid_t file = -1;
@@ -156,19 +150,19 @@ int main(int argc, char **argv) {
 
         double t0 = k_now();
         if (s == 0) {
-            file = h5(H5Fopen(path, H5F_ACC_RDONLY, fapl), "H5Fopen");
+            file = k_h5(H5Fopen(path, H5F_ACC_RDONLY, fapl), "H5Fopen");
             it.meta_ops++;
         }
         /* Checked first, so a file with fewer steps gets a clear message. */
         if (H5Lexists(file, group_name, H5P_DEFAULT) <= 0)
             k_die("%s has no group %s (written with fewer --steps?)", path, group_name);
-        hid_t group = dset[NVARS] = h5(H5Gopen2(file, group_name, H5P_DEFAULT), "H5Gopen2");
+        hid_t group = dset[NVARS] = k_h5(H5Gopen2(file, group_name, H5P_DEFAULT), "H5Gopen2");
         it.meta_ops++;
         for (int v = 0; v < NVARS; v++) {
             if (H5Lexists(group, var_name[v], H5P_DEFAULT) <= 0)
                 k_die("%s: no dataset %s/%s (not a VPIC-IO file?)", path, group_name,
                       var_name[v]);
-            dset[v] = h5(H5Dopen2(group, var_name[v], H5P_DEFAULT), "H5Dopen2");
+            dset[v] = k_h5(H5Dopen2(group, var_name[v], H5P_DEFAULT), "H5Dopen2");
             it.meta_ops++;
         }
         double t1 = k_now();
@@ -176,7 +170,7 @@ int main(int argc, char **argv) {
         /* The same number of particles in every dataset of every step. */
         hsize_t dims = 0;
         for (int v = 0; v < NVARS; v++) {
-            hid_t space = h5(H5Dget_space(dset[v]), "H5Dget_space");
+            hid_t space = k_h5(H5Dget_space(dset[v]), "H5Dget_space");
             hsize_t d = 0;
             if (H5Sget_simple_extent_ndims(space) != 1)
                 k_die("%s/%s is not 1-D", group_name, var_name[v]);
@@ -217,10 +211,10 @@ int main(int argc, char **argv) {
         }
         hsize_t one = 1, start = (hsize_t)offset, hstride = (hsize_t)stride;
         hsize_t hcount = (hsize_t)(nread / block), hblock = (hsize_t)block, n = (hsize_t)nread;
-        hid_t filespace = h5(H5Screate_simple(1, &dims, NULL), "H5Screate_simple");
-        hid_t memspace = h5(H5Screate_simple(1, nread > 0 ? &n : &one, NULL), "H5Screate_simple");
+        hid_t filespace = k_h5(H5Screate_simple(1, &dims, NULL), "H5Screate_simple");
+        hid_t memspace = k_h5(H5Screate_simple(1, nread > 0 ? &n : &one, NULL), "H5Screate_simple");
         if (nread > 0) {
-            h5(H5Sselect_hyperslab(filespace, H5S_SELECT_SET, &start, &hstride, &hcount, &hblock),
+            k_h5(H5Sselect_hyperslab(filespace, H5S_SELECT_SET, &start, &hstride, &hcount, &hblock),
                "H5Sselect_hyperslab");
         } else { /* still takes part in collective reads */
             H5Sselect_none(filespace);
@@ -231,7 +225,7 @@ int main(int argc, char **argv) {
         double r0 = k_now();
         for (int v = 0; v < NVARS; v++) {
             hid_t mtype = var_is_int[v] ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT;
-            h5(H5Dread(dset[v], mtype, memspace, filespace, dxpl, buf[v]), "H5Dread");
+            k_h5(H5Dread(dset[v], mtype, memspace, filespace, dxpl, buf[v]), "H5Dread");
             if (nread > 0) {
                 it.read_ops++;
                 it.bytes_read += nread * 4;
@@ -246,10 +240,10 @@ int main(int argc, char **argv) {
         int upto = s == steps - 1 ? s : s - (int)delay;
         for (; closed <= upto; closed++) {
             hid_t *h = handles + (size_t)closed * (NVARS + 1);
-            for (int v = 0; v < NVARS; v++) h5(H5Dclose(h[v]), "H5Dclose");
-            h5(H5Gclose(h[NVARS]), "H5Gclose");
+            for (int v = 0; v < NVARS; v++) k_h5(H5Dclose(h[v]), "H5Dclose");
+            k_h5(H5Gclose(h[NVARS]), "H5Gclose");
         }
-        if (s == steps - 1) h5(H5Fclose(file), "H5Fclose");
+        if (s == steps - 1) k_h5(H5Fclose(file), "H5Fclose");
         double t3 = k_now();
 
         double c0 = k_now();

@@ -187,6 +187,19 @@ void k_die(const char *fmt, ...) {
     stop(2, "error", fmt, ap);
 }
 
+long long k_h5(long long status, const char *what) {
+    if (status < 0) k_die("%s failed", what);
+    return status;
+}
+
+void k_mpi_check(int rc, const char *what) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len;
+    MPI_Error_string(rc, msg, &len);
+    k_die("%s: %s", what, msg);
+}
+
 void k_verify_failed(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -48,6 +48,11 @@ void k_usage_die(const char *usage, const char *fmt, ...)
 
 /* Stop the whole job with one line on stderr and exit status 2. */
 void k_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* A call's status passed through, or k_die("WHAT failed") when negative
+ * (HDF5's herr_t and hid_t both fit). */
+long long k_h5(long long status, const char *what);
+/* k_die("WHAT: <MPI's message>") unless rc is MPI_SUCCESS. */
+void k_mpi_check(int rc, const char *what);
 /* Abort with status 3: the data read back is wrong. */
 void k_verify_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

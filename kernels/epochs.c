@@ -103,19 +103,6 @@ static double calibrate(void) {
 
 /* ---- I/O ------------------------------------------------------------------- */
 
-static void mpi_check(int rc, const char *what) {
-    if (rc == MPI_SUCCESS) return;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len;
-    MPI_Error_string(rc, msg, &len);
-    k_die("%s: %s", what, msg);
-}
-
-static hid_t h5(hid_t rc, const char *what) {
-    if (rc < 0) k_die("%s failed", what);
-    return rc;
-}
-
 /* Open the run's file (create it in step 0) and, for HDF5, the step's dataset. */
 static void io_open(const cfg_t *c, handle *h, const char *name, int step, long long *meta) {
     int create = step == 0, shared = !c->fpp;
@@ -130,27 +117,27 @@ static void io_open(const cfg_t *c, handle *h, const char *name, int step, long 
         (*meta)++;
     } else if (c->api == MPIIO) {
         int mode = MPI_MODE_WRONLY | (create ? MPI_MODE_CREATE : 0);
-        mpi_check(MPI_File_open(comm, name, mode, MPI_INFO_NULL, &h->fh), "MPI_File_open");
+        k_mpi_check(MPI_File_open(comm, name, mode, MPI_INFO_NULL, &h->fh), "MPI_File_open");
         (*meta)++;
     } else {
-        hid_t fapl = h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
-        h5(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "H5Pset_fapl_mpio");
-        h->file = create ? h5(H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate")
-                         : h5(H5Fopen(name, H5F_ACC_RDWR, fapl), "H5Fopen");
+        hid_t fapl = k_h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+        k_h5(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "H5Pset_fapl_mpio");
+        h->file = create ? k_h5(H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate")
+                         : k_h5(H5Fopen(name, H5F_ACC_RDWR, fapl), "H5Fopen");
         H5Pclose(fapl);
         hsize_t elems = (hsize_t)(c->size * (shared ? k_size : 1));
-        hid_t space = h5(H5Screate_simple(1, &elems, NULL), "H5Screate_simple");
-        hid_t dcpl = h5(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
-        h5(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "H5Pset_fill_time"); /* no fill pass */
+        hid_t space = k_h5(H5Screate_simple(1, &elems, NULL), "H5Screate_simple");
+        hid_t dcpl = k_h5(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
+        k_h5(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "H5Pset_fill_time"); /* no fill pass */
         char dname[32];
         snprintf(dname, sizeof dname, "step_%05d", step);
-        h->dset = h5(H5Dcreate2(h->file, dname, H5T_NATIVE_UCHAR, space, H5P_DEFAULT, dcpl,
+        h->dset = k_h5(H5Dcreate2(h->file, dname, H5T_NATIVE_UCHAR, space, H5P_DEFAULT, dcpl,
                                 H5P_DEFAULT), "H5Dcreate2");
         H5Pclose(dcpl);
         h->fspace = space;
         h->mspace = -1;
-        h->dxpl = h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
-        h5(H5Pset_dxpl_mpio(h->dxpl, c->collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+        h->dxpl = k_h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
+        k_h5(H5Pset_dxpl_mpio(h->dxpl, c->collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
            "H5Pset_dxpl_mpio");
         *meta += 2;
     }
@@ -176,24 +163,24 @@ static long long io_write(const cfg_t *c, handle *h, const unsigned char *buf, l
         int rc = c->collective ? MPI_File_write_at_all(h->fh, off, buf, (int)len, MPI_BYTE, &st)
                                : MPI_File_write_at(h->fh, off, buf, (int)len, MPI_BYTE, &st);
         (*ops)++;
-        mpi_check(rc, "MPI_File_write_at");
+        k_mpi_check(rc, "MPI_File_write_at");
         MPI_Get_count(&st, MPI_BYTE, &count);
         return count;
     }
     hsize_t start = (hsize_t)off, count = (hsize_t)len;
     if (h->mspace >= 0) H5Sclose(h->mspace); /* the last transfer may be shorter */
-    h->mspace = h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
-    h5(H5Sselect_hyperslab(h->fspace, H5S_SELECT_SET, &start, NULL, &count, NULL),
+    h->mspace = k_h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
+    k_h5(H5Sselect_hyperslab(h->fspace, H5S_SELECT_SET, &start, NULL, &count, NULL),
        "H5Sselect_hyperslab");
     (*ops)++;
-    h5(H5Dwrite(h->dset, H5T_NATIVE_UCHAR, h->mspace, h->fspace, h->dxpl, buf), "H5Dwrite");
+    k_h5(H5Dwrite(h->dset, H5T_NATIVE_UCHAR, h->mspace, h->fspace, h->dxpl, buf), "H5Dwrite");
     return len;
 }
 
 static void io_sync(const cfg_t *c, handle *h, long long *meta) {
     if (c->api == POSIX && fsync(h->fd) != 0) k_die("fsync: %s", strerror(errno));
-    if (c->api == MPIIO) mpi_check(MPI_File_sync(h->fh), "MPI_File_sync");
-    if (c->api == HDF5) h5(H5Fflush(h->file, H5F_SCOPE_GLOBAL), "H5Fflush");
+    if (c->api == MPIIO) k_mpi_check(MPI_File_sync(h->fh), "MPI_File_sync");
+    if (c->api == HDF5) k_h5(H5Fflush(h->file, H5F_SCOPE_GLOBAL), "H5Fflush");
     (*meta)++;
 }
 
@@ -202,14 +189,14 @@ static void io_close(const cfg_t *c, handle *h, long long *meta) {
         if (close(h->fd) != 0) k_die("close: %s", strerror(errno));
         (*meta)++;
     } else if (c->api == MPIIO) {
-        mpi_check(MPI_File_close(&h->fh), "MPI_File_close");
+        k_mpi_check(MPI_File_close(&h->fh), "MPI_File_close");
         (*meta)++;
     } else {
         if (h->mspace >= 0) H5Sclose(h->mspace);
         H5Sclose(h->fspace);
         H5Pclose(h->dxpl);
-        h5(H5Dclose(h->dset), "H5Dclose");
-        h5(H5Fclose(h->file), "H5Fclose");
+        k_h5(H5Dclose(h->dset), "H5Dclose");
+        k_h5(H5Fclose(h->file), "H5Fclose");
         *meta += 2;
     }
 }

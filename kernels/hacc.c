@@ -64,10 +64,6 @@ static struct {
     char path[4096];
 } cfg;
 
-static long long h5(long long status, const char *what) {
-    if (status < 0) k_die("%s failed", what);
-    return status;
-}
 
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--layout", "--file", "--particles", NULL};
@@ -157,26 +153,26 @@ static void mpiio_pass(int writing, void **col, k_iter *it) {
 
 /* The same with HDF5: col[v] per variable, or packed (count x 38 bytes) for COMPOUND. */
 static void hdf5_pass(int writing, void **col, void *packed, k_iter *it) {
-    hid_t fapl = h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
-    h5(H5Pset_fapl_mpio(fapl, cfg.comm, MPI_INFO_NULL), "H5Pset_fapl_mpio");
-    hid_t dxpl = h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
-    h5(H5Pset_dxpl_mpio(dxpl, cfg.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+    hid_t fapl = k_h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+    k_h5(H5Pset_fapl_mpio(fapl, cfg.comm, MPI_INFO_NULL), "H5Pset_fapl_mpio");
+    hid_t dxpl = k_h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
+    k_h5(H5Pset_dxpl_mpio(dxpl, cfg.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
        "H5Pset_dxpl_mpio");
     hsize_t dims = (hsize_t)cfg.total, start = (hsize_t)cfg.prefix, count = (hsize_t)cfg.count;
-    hid_t filespace = h5(H5Screate_simple(1, &dims, NULL), "H5Screate_simple");
-    h5(H5Sselect_hyperslab(filespace, H5S_SELECT_SET, &start, NULL, &count, NULL), "select");
-    hid_t memspace = h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
+    hid_t filespace = k_h5(H5Screate_simple(1, &dims, NULL), "H5Screate_simple");
+    k_h5(H5Sselect_hyperslab(filespace, H5S_SELECT_SET, &start, NULL, &count, NULL), "select");
+    hid_t memspace = k_h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
     /* The packed struct, with explicit offsets: 38 bytes, no padding. */
-    hid_t compound = h5(H5Tcreate(H5T_COMPOUND, PARTICLE_BYTES), "H5Tcreate");
+    hid_t compound = k_h5(H5Tcreate(H5T_COMPOUND, PARTICLE_BYTES), "H5Tcreate");
     for (int v = 0; v < NVARS; v++)
-        h5(H5Tinsert(compound, var_name[v], var_off[v], mem_type(v)), "H5Tinsert");
+        k_h5(H5Tinsert(compound, var_name[v], var_off[v], mem_type(v)), "H5Tinsert");
     int nsets = cfg.layout == COMPOUND ? 1 : NVARS;
     hid_t dset[NVARS];
 
     double t0 = k_now();
     hid_t file = writing ? H5Fcreate(cfg.path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                          : H5Fopen(cfg.path, H5F_ACC_RDONLY, fapl);
-    h5(file, writing ? "H5Fcreate" : "H5Fopen");
+    k_h5(file, writing ? "H5Fcreate" : "H5Fopen");
     it->meta_ops++;
     for (int d = 0; d < nsets; d++) {
         const char *name = cfg.layout == COMPOUND ? "particles" : var_name[d];
@@ -184,18 +180,18 @@ static void hdf5_pass(int writing, void **col, void *packed, k_iter *it) {
         dset[d] = writing ? H5Dcreate2(file, name, ftype, filespace, H5P_DEFAULT, H5P_DEFAULT,
                                        H5P_DEFAULT)
                           : H5Dopen2(file, name, H5P_DEFAULT);
-        h5(dset[d], writing ? "H5Dcreate2" : "H5Dopen2");
+        k_h5(dset[d], writing ? "H5Dcreate2" : "H5Dopen2");
         it->meta_ops++;
     }
     double t1 = k_now();
     if (cfg.layout == COMPOUND) {
-        h5(writing ? H5Dwrite(dset[0], compound, memspace, filespace, dxpl, packed)
+        k_h5(writing ? H5Dwrite(dset[0], compound, memspace, filespace, dxpl, packed)
                    : H5Dread(dset[0], compound, memspace, filespace, dxpl, packed),
            writing ? "H5Dwrite" : "H5Dread");
         account(it, writing, cfg.count * PARTICLE_BYTES);
     } else if (cfg.layout == DATASETS) {
         for (int v = 0; v < NVARS; v++) {
-            h5(writing ? H5Dwrite(dset[v], mem_type(v), memspace, filespace, dxpl, col[v])
+            k_h5(writing ? H5Dwrite(dset[v], mem_type(v), memspace, filespace, dxpl, col[v])
                        : H5Dread(dset[v], mem_type(v), memspace, filespace, dxpl, col[v]),
                writing ? "H5Dwrite" : "H5Dread");
             account(it, writing, cfg.count * (long long)var_size[v]);
@@ -207,16 +203,16 @@ static void hdf5_pass(int writing, void **col, void *packed, k_iter *it) {
         for (int v = 0; v < NVARS; v++)
             mtypes[v] = mem_type(v), mspaces[v] = memspace, fspaces[v] = filespace;
         if (writing)
-            h5(H5Dwrite_multi(NVARS, dset, mtypes, mspaces, fspaces, dxpl, (const void **)col),
+            k_h5(H5Dwrite_multi(NVARS, dset, mtypes, mspaces, fspaces, dxpl, (const void **)col),
                "H5Dwrite_multi");
         else
-            h5(H5Dread_multi(NVARS, dset, mtypes, mspaces, fspaces, dxpl, col), "H5Dread_multi");
+            k_h5(H5Dread_multi(NVARS, dset, mtypes, mspaces, fspaces, dxpl, col), "H5Dread_multi");
         account(it, writing, cfg.count * PARTICLE_BYTES);
 #endif
     }
     double t2 = k_now();
-    for (int d = 0; d < nsets; d++) h5(H5Dclose(dset[d]), "H5Dclose");
-    h5(H5Fclose(file), "H5Fclose");
+    for (int d = 0; d < nsets; d++) k_h5(H5Dclose(dset[d]), "H5Dclose");
+    k_h5(H5Fclose(file), "H5Fclose");
     double t3 = k_now();
     it->open_s += t1 - t0;
     *(writing ? &it->write_s : &it->read_s) += t2 - t1;

@@ -62,19 +62,12 @@ static void posix_close(handle *h, long long *meta) {
 
 /* ---- MPI-IO --------------------------------------------------------------- */
 
-static void mpi_check(int rc, const char *what) {
-    if (rc == MPI_SUCCESS) return;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len;
-    MPI_Error_string(rc, msg, &len);
-    k_die("%s: %s", what, msg);
-}
 
 static void mpiio_open(handle *h, const char *path, int create, int shared, long long *meta) {
     int mode = create ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY;
     char what[64 + 4096];
     snprintf(what, sizeof what, "MPI_File_open %s", path);
-    mpi_check(MPI_File_open(shared ? MPI_COMM_WORLD : MPI_COMM_SELF, path, mode, cfg.info, &h->fh),
+    k_mpi_check(MPI_File_open(shared ? MPI_COMM_WORLD : MPI_COMM_SELF, path, mode, cfg.info, &h->fh),
               what);
     (*meta)++;
 }
@@ -90,51 +83,47 @@ static long long mpiio_xfer(handle *h, int write, unsigned char *buf, long long 
         rc = cfg.collective ? MPI_File_read_at_all(h->fh, off, buf, (int)len, MPI_BYTE, &st)
                             : MPI_File_read_at(h->fh, off, buf, (int)len, MPI_BYTE, &st);
     (*ops)++;
-    mpi_check(rc, write ? "MPI_File_write_at" : "MPI_File_read_at");
+    k_mpi_check(rc, write ? "MPI_File_write_at" : "MPI_File_read_at");
     MPI_Get_count(&st, MPI_BYTE, &count);
     return count;
 }
 
 static void mpiio_sync(handle *h, long long *meta) {
-    mpi_check(MPI_File_sync(h->fh), "MPI_File_sync");
+    k_mpi_check(MPI_File_sync(h->fh), "MPI_File_sync");
     (*meta)++;
 }
 
 static void mpiio_close(handle *h, long long *meta) {
-    mpi_check(MPI_File_close(&h->fh), "MPI_File_close");
+    k_mpi_check(MPI_File_close(&h->fh), "MPI_File_close");
     (*meta)++;
 }
 
 /* ---- HDF5 ----------------------------------------------------------------- */
 
-static hid_t h5(hid_t rc, const char *what) {
-    if (rc < 0) k_die("%s failed", what);
-    return rc;
-}
 
 static void hdf5_open(handle *h, const char *path, int create, int shared, long long *meta) {
-    hid_t fapl = h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
-    h5(H5Pset_fapl_mpio(fapl, shared ? MPI_COMM_WORLD : MPI_COMM_SELF, cfg.info),
+    hid_t fapl = k_h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+    k_h5(H5Pset_fapl_mpio(fapl, shared ? MPI_COMM_WORLD : MPI_COMM_SELF, cfg.info),
        "H5Pset_fapl_mpio");
     if (create) {
-        h->file = h5(H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate");
-        hid_t space = h5(H5Screate_simple(1, &cfg.elems, NULL), "H5Screate_simple");
-        hid_t dcpl = h5(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
+        h->file = k_h5(H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate");
+        hid_t space = k_h5(H5Screate_simple(1, &cfg.elems, NULL), "H5Screate_simple");
+        hid_t dcpl = k_h5(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
         /* No fill pass: the benchmark writes every byte itself. */
-        h5(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
-        h->dset = h5(H5Dcreate2(h->file, "data", H5T_NATIVE_UCHAR, space, H5P_DEFAULT, dcpl,
+        k_h5(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
+        h->dset = k_h5(H5Dcreate2(h->file, "data", H5T_NATIVE_UCHAR, space, H5P_DEFAULT, dcpl,
                                 H5P_DEFAULT), "H5Dcreate2");
         H5Pclose(dcpl);
         H5Sclose(space);
     } else {
-        h->file = h5(H5Fopen(path, H5F_ACC_RDONLY, fapl), "H5Fopen");
-        h->dset = h5(H5Dopen2(h->file, "data", H5P_DEFAULT), "H5Dopen2 /data");
+        h->file = k_h5(H5Fopen(path, H5F_ACC_RDONLY, fapl), "H5Fopen");
+        h->dset = k_h5(H5Dopen2(h->file, "data", H5P_DEFAULT), "H5Dopen2 /data");
     }
     H5Pclose(fapl);
     *meta += 2;
-    h->fspace = h5(H5Dget_space(h->dset), "H5Dget_space");
-    h->dxpl = h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
-    h5(H5Pset_dxpl_mpio(h->dxpl, cfg.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+    h->fspace = k_h5(H5Dget_space(h->dset), "H5Dget_space");
+    h->dxpl = k_h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
+    k_h5(H5Pset_dxpl_mpio(h->dxpl, cfg.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
        "H5Pset_dxpl_mpio");
     h->mspace = -1;
 }
@@ -144,13 +133,13 @@ static long long hdf5_xfer(handle *h, int write, unsigned char *buf, long long l
     hsize_t start = (hsize_t)off, count = (hsize_t)len, dims;
     H5Sget_simple_extent_dims(h->fspace, &dims, NULL);
     if (start + count > dims) return 0; /* dataset too small: nothing to read there */
-    if (h->mspace < 0) h->mspace = h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
-    h5(H5Sselect_hyperslab(h->fspace, H5S_SELECT_SET, &start, NULL, &count, NULL),
+    if (h->mspace < 0) h->mspace = k_h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
+    k_h5(H5Sselect_hyperslab(h->fspace, H5S_SELECT_SET, &start, NULL, &count, NULL),
        "H5Sselect_hyperslab");
     herr_t rc = write ? H5Dwrite(h->dset, H5T_NATIVE_UCHAR, h->mspace, h->fspace, h->dxpl, buf)
                       : H5Dread(h->dset, H5T_NATIVE_UCHAR, h->mspace, h->fspace, h->dxpl, buf);
     (*ops)++;
-    h5(rc, write ? "H5Dwrite" : "H5Dread");
+    k_h5(rc, write ? "H5Dwrite" : "H5Dread");
     static int told; /* say once if HDF5 quietly did independent I/O */
     H5D_mpio_actual_io_mode_t mode;
     if (cfg.collective && !told && H5Pget_mpio_actual_io_mode(h->dxpl, &mode) >= 0 &&
@@ -165,7 +154,7 @@ static long long hdf5_xfer(handle *h, int write, unsigned char *buf, long long l
 }
 
 static void hdf5_sync(handle *h, long long *meta) {
-    h5(H5Fflush(h->file, H5F_SCOPE_GLOBAL), "H5Fflush");
+    k_h5(H5Fflush(h->file, H5F_SCOPE_GLOBAL), "H5Fflush");
     (*meta)++;
 }
 
@@ -173,8 +162,8 @@ static void hdf5_close(handle *h, long long *meta) {
     if (h->mspace >= 0) H5Sclose(h->mspace);
     H5Sclose(h->fspace);
     H5Pclose(h->dxpl);
-    h5(H5Dclose(h->dset), "H5Dclose");
-    h5(H5Fclose(h->file), "H5Fclose");
+    k_h5(H5Dclose(h->dset), "H5Dclose");
+    k_h5(H5Fclose(h->file), "H5Fclose");
     *meta += 2;
 }
 

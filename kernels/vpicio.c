@@ -41,12 +41,6 @@ static const char usage[] =
     "  writes PATH (default vpicio.h5) with groups Timestep_0..S-1, each holding\n"
     "  x y z px py pz id_2 (float32) and id_1 (int32) of N particles per rank\n";
 
-
-static long long h5(long long status, const char *what) {
-    if (status < 0) k_die("%s failed", what);
-    return status;
-}
-
 /* Reject unknown options before touching any file. */
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--file", "--particles", "--steps", "--align",
@@ -125,27 +119,27 @@ int main(int argc, char **argv) {
     for (int v = 0; v < NVARS; v++)
         if (!(buf[v] = malloc((size_t)n * 4))) k_die("out of memory for %lld particles", n);
 
-    hid_t fapl = h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
-    h5(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL), "H5Pset_fapl_mpio");
+    hid_t fapl = k_h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+    k_h5(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL), "H5Pset_fapl_mpio");
     if (coll_meta) {
-        h5(H5Pset_all_coll_metadata_ops(fapl, 1), "H5Pset_all_coll_metadata_ops");
-        h5(H5Pset_coll_metadata_write(fapl, 1), "H5Pset_coll_metadata_write");
+        k_h5(H5Pset_all_coll_metadata_ops(fapl, 1), "H5Pset_all_coll_metadata_ops");
+        k_h5(H5Pset_coll_metadata_write(fapl, 1), "H5Pset_coll_metadata_write");
     }
     if (align)
-        h5(H5Pset_alignment(fapl, (hsize_t)threshold, (hsize_t)alignment), "H5Pset_alignment");
-    hid_t dcpl = h5(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
+        k_h5(H5Pset_alignment(fapl, (hsize_t)threshold, (hsize_t)alignment), "H5Pset_alignment");
+    hid_t dcpl = k_h5(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
     if (chunk_elems > 0) {
         hsize_t cdim = (hsize_t)chunk_elems;
-        h5(H5Pset_chunk(dcpl, 1, &cdim), "H5Pset_chunk");
+        k_h5(H5Pset_chunk(dcpl, 1, &cdim), "H5Pset_chunk");
     }
-    hid_t dxpl = h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
-    h5(H5Pset_dxpl_mpio(dxpl, collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+    hid_t dxpl = k_h5(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
+    k_h5(H5Pset_dxpl_mpio(dxpl, collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
        "H5Pset_dxpl_mpio");
     hsize_t dims = (hsize_t)total, start = (hsize_t)offset, count = (hsize_t)n;
-    hid_t filespace = h5(H5Screate_simple(1, &dims, NULL), "H5Screate_simple");
-    h5(H5Sselect_hyperslab(filespace, H5S_SELECT_SET, &start, NULL, &count, NULL),
+    hid_t filespace = k_h5(H5Screate_simple(1, &dims, NULL), "H5Screate_simple");
+    k_h5(H5Sselect_hyperslab(filespace, H5S_SELECT_SET, &start, NULL, &count, NULL),
        "H5Sselect_hyperslab");
-    hid_t memspace = h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
+    hid_t memspace = k_h5(H5Screate_simple(1, &count, NULL), "H5Screate_simple");
 
     hid_t file = -1;
     /* Dataset and group ids of every step (8 + 1 each), closed `delay` steps late. */
@@ -166,22 +160,22 @@ int main(int argc, char **argv) {
 
         double t0 = k_now();
         if (s == 0) {
-            file = h5(H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate");
+            file = k_h5(H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate");
             it.meta_ops++;
         }
-        group = dset[NVARS] = h5(H5Gcreate2(file, group_name, H5P_DEFAULT, H5P_DEFAULT,
+        group = dset[NVARS] = k_h5(H5Gcreate2(file, group_name, H5P_DEFAULT, H5P_DEFAULT,
                                             H5P_DEFAULT), "H5Gcreate2");
         it.meta_ops++;
         for (int v = 0; v < NVARS; v++) {
             hid_t type = var_is_int[v] ? H5T_STD_I32LE : H5T_IEEE_F32LE;
-            dset[v] = h5(H5Dcreate2(group, var_name[v], type, filespace, H5P_DEFAULT, dcpl,
+            dset[v] = k_h5(H5Dcreate2(group, var_name[v], type, filespace, H5P_DEFAULT, dcpl,
                                     H5P_DEFAULT), "H5Dcreate2");
             it.meta_ops++;
         }
         double t1 = k_now();
         for (int v = 0; v < NVARS; v++) {
             hid_t mtype = var_is_int[v] ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT;
-            h5(H5Dwrite(dset[v], mtype, memspace, filespace, dxpl, buf[v]), "H5Dwrite");
+            k_h5(H5Dwrite(dset[v], mtype, memspace, filespace, dxpl, buf[v]), "H5Dwrite");
             it.write_ops++;
             it.bytes_written += n * 4;
         }
@@ -190,10 +184,10 @@ int main(int argc, char **argv) {
         int upto = s == steps - 1 ? s : s - (int)delay;
         for (; closed <= upto; closed++) {
             hid_t *h = handles + (size_t)closed * (NVARS + 1);
-            for (int v = 0; v < NVARS; v++) h5(H5Dclose(h[v]), "H5Dclose");
-            h5(H5Gclose(h[NVARS]), "H5Gclose");
+            for (int v = 0; v < NVARS; v++) k_h5(H5Dclose(h[v]), "H5Dclose");
+            k_h5(H5Gclose(h[NVARS]), "H5Gclose");
         }
-        if (s == steps - 1) h5(H5Fclose(file), "H5Fclose");
+        if (s == steps - 1) k_h5(H5Fclose(file), "H5Fclose");
         double t3 = k_now();
 
         it.open_s = t1 - t0;
