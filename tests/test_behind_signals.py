@@ -148,6 +148,10 @@ def run(exe: Path, case: str, traced: bool, send: int = 0, ignore: int = 0,
     def child() -> None:
         hard = resource.getrlimit(resource.RLIMIT_CORE)[1]
         resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+        # the signal sent starts at its default action, whatever the test
+        # runner inherited (under nohup SIGHUP comes in ignored)
+        if send:
+            signal.signal(send, signal.SIG_DFL)
         if ignore:
             signal.signal(ignore, signal.SIG_IGN)
 
