@@ -5,7 +5,10 @@
 #ifndef IOPILOT_VPIC_LAYOUT_H
 #define IOPILOT_VPIC_LAYOUT_H
 
+#include <hdf5.h>
 #include <stdint.h>
+
+#include "common.h"
 
 #define NVARS 8
 
@@ -28,6 +31,16 @@ static inline float vpic_float(long long g, int var, int step) {
 }
 static inline int32_t vpic_int(long long g, int var, int step) {
     return (int32_t)vpic_hash(g, var, step);
+}
+
+/* --delay-close: close the datasets and group of each step from *closed up
+ * to step ``upto``; ``handles`` holds NVARS datasets then the group per step. */
+static inline void vpic_close_steps(hid_t *handles, int *closed, int upto) {
+    for (; *closed <= upto; (*closed)++) {
+        hid_t *h = handles + (size_t)*closed * (NVARS + 1);
+        for (int v = 0; v < NVARS; v++) k_h5(H5Dclose(h[v]), "H5Dclose");
+        k_h5(H5Gclose(h[NVARS]), "H5Gclose");
+    }
 }
 
 #endif

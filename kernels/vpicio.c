@@ -182,11 +182,7 @@ int main(int argc, char **argv) {
         double t2 = k_now();
         /* Steps up to s - delay, and in the last step every step still open. */
         int upto = s == steps - 1 ? s : s - (int)delay;
-        for (; closed <= upto; closed++) {
-            hid_t *h = handles + (size_t)closed * (NVARS + 1);
-            for (int v = 0; v < NVARS; v++) k_h5(H5Dclose(h[v]), "H5Dclose");
-            k_h5(H5Gclose(h[NVARS]), "H5Gclose");
-        }
+        vpic_close_steps(handles, &closed, upto);
         if (s == steps - 1) k_h5(H5Fclose(file), "H5Fclose");
         double t3 = k_now();
 
