@@ -219,7 +219,11 @@ extern long iop_deferred;
 void iop_fence_slow(int kind, uint64_t ident, int dirfd, const char *path, int flags);
 /* The wrappers' one check: a plain load (the fence hooks load it again,
  * with acquire). */
-static inline int iop_fence_needed(void) { return IOP_UNLIKELY(iop_deferred != 0); }
+/* relaxed: one plain load on x86-64 and arm64, and no data race with the
+ * thread that counts the word down; the slow path reads it again, acquiring */
+static inline int iop_fence_needed(void) {
+    return IOP_UNLIKELY(__atomic_load_n(&iop_deferred, __ATOMIC_RELAXED) != 0);
+}
 static inline void iop_fence_all(void) {
     if (iop_fence_needed()) iop_fence_slow(IOP_FENCE_ALL, 0, 0, NULL, 0);
 }
