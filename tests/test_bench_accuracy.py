@@ -85,6 +85,61 @@ def test_stake_counts_only_savings_of_at_least_a_tenth_of_a_second(saved, counts
     assert acc.stake_counts(saved) is counts
 
 
+def site(file="/home/u/prog/main.c", line=19, function="write_all", seconds=1.0):
+    return {"kind": "source", "file": file, "line": line, "function": function, "calls": 10,
+            "seconds": seconds}  # fmt: skip
+
+
+def located(*locations) -> dict:
+    return {**finding(), "locations": list(locations)}
+
+
+def test_line_right_on_the_mistakes_file_and_line():
+    first = located({"kind": "file", "path": "/tmp/out.dat"}, site(), site(line=47))
+    assert acc.line_right("/work/corpus/c-x/main.c", 19, first)  # the first source location
+    assert acc.line_right(Path("main.c"), 19, first)  # compared by the file's name
+
+
+@pytest.mark.parametrize(("first", "why"), [
+    (located(site(line=20)), "the next line"),
+    (located(site(line=18)), "the line before"),
+    (located(site(line=47), site(line=19)), "the line second, not first"),
+    (located(site(file="/home/u/prog/util.c")), "another file"),
+    (located(site(file="/home/u/prog/main.cpp")), "another file, the same stem"),
+    (located(site(file="", line=0)), "no debug information: a function only"),
+    (located({"kind": "file", "path": "/tmp/out.dat"}), "no source location"),
+    (finding(), "no locations at all"),
+    (None, "no finding"),
+])  # fmt: skip
+def test_line_right_refuses(first, why):
+    assert not acc.line_right("/work/corpus/c-x/main.c", 19, first), why
+
+
+def test_line_right_needs_a_labelled_line():
+    assert not acc.line_right("/work/corpus/c-x/main.c", None, located(site()))
+
+
+def test_score_says_which_site_came_first():
+    c = case(language="c", source=Path("/work/corpus/c-x/main.c"), line=19)
+    r = acc.score(c, report(located(site(line=20, function="main"))), None, None, None)
+    assert (r.line, r.site, r.line_ok) == (19, "main.c:20", False)
+    r = acc.score(c, report(located(site())), None, None, None)
+    assert (r.site, r.line_ok) == ("main.c:19", True)
+    r = acc.score(c, report(located(site(file="", line=0))), None, None, None)
+    assert (r.site, r.line_ok) == ("write_all", False)
+    r = acc.score(case(), report(located(site())), None, None, None)  # a case without a line
+    assert (r.line, r.line_ok) == (None, False)
+    assert line_column(acc.render([r], acc.totals([r]))) == ["-"]
+
+
+def line_column(text: str) -> list[str]:
+    """The "line" column of the table (its rows up to the first blank line,
+    without the lines that say why a case failed)."""
+    rows = [row for row in text.split("\n\n")[0].splitlines() if not row.startswith("    !")]
+    at = rows[0].index(" line ") + 1
+    return [row[at:].split("  ")[0].strip() for row in rows[1:]]
+
+
 def case(**kw) -> cp.Case:
     base = dict(name="x", dir=Path("/nonexistent"), source=Path("/nonexistent/main.py"),
                 title="t", language="python", run="{python} {src} {mode}",
@@ -138,14 +193,17 @@ def test_score_says_when_the_expected_finding_survives_the_fix():
 
 def test_totals_and_their_lines():
     rs = [acc.Result("a", "c", "x", first="x", first_ok=True, language_ok=True, saved=1.0,
-                     ratio=1.0, stake_ok=True),
-          acc.Result("b", "python", "y", first="z", saved=0.05, ratio=9.0),
+                     ratio=1.0, stake_ok=True, line=19, site="main.c:19", line_ok=True),
+          acc.Result("b", "python", "y", first="z", saved=0.05, ratio=9.0, line=4),
           acc.Result("c", "python", "y", saved=0.5, error="traced mistake run failed")]
     t = acc.totals(rs)
-    assert t == {"cases": 3, "first_right": 1, "language_right": 1, "timed": 3, "stake_cases": 2,
-                 "stake_right": 1, "still_in_fixed": 0, "failed": 1}  # fmt: skip
+    assert t == {"cases": 3, "first_right": 1, "language_right": 1, "line_cases": 2,
+                 "line_right": 1, "timed": 3, "stake_cases": 2, "stake_right": 1,
+                 "still_in_fixed": 0, "failed": 1}  # fmt: skip
     text = acc.render(rs, t)
     assert "first finding right: 1/3 (33 %)" in text
+    assert "first call site on the mistake's line: 1/2 of the cases with a line (50 %)" in text
+    assert line_column(text) == ["yes", "no (-)", "-"]
     assert "advice in the program's language: 1/3" in text
     assert "at stake within 2x: 1/2 of the cases saving >= 0.1 s" in text
     assert "! traced mistake run failed" in text
@@ -167,7 +225,7 @@ fix = "one write"
 
 
 def write_case(root: Path, name: str, toml: str, source: str = "main.py",
-               text: str = "") -> Path:  # fmt: skip
+               text: str = "import os\nos.write(1, b'x')\n") -> Path:  # fmt: skip
     d = root / name
     d.mkdir(parents=True)
     (d / "case.toml").write_text(toml)
@@ -179,7 +237,8 @@ def test_a_good_case_loads(tmp_path):
     c = cp.load_case(write_case(tmp_path, "ok", GOOD))
     assert (c.name, c.language, c.expect, c.uses, c.ranks) == (
         "ok", "python", "posix-small-writes", ["numpy"], None)
-    assert c.source.name == "main.py" and c.build is None
+    assert c.source.name == "main.py" and c.build is None and c.line is None
+    assert cp.load_case(write_case(tmp_path, "at", GOOD + "line = 2\n")).line == 2
 
 
 @pytest.mark.parametrize(("edit", "reason"), [
@@ -192,6 +251,10 @@ def test_a_good_case_loads(tmp_path):
     (lambda s: s.replace("{mode}", "{mdoe}"), "unknown placeholder {mdoe}"),
     (lambda s: s.replace('run = "{python} {src} {mode}"', 'run = ""'), "run: empty command"),
     (lambda s: s + "[[oops", "not TOML"),
+    (lambda s: s + "line = 0\n", "line: 0 is not a line number"),
+    (lambda s: s + 'line = "19"\n', "line: '19' is not a line number"),
+    (lambda s: s + "line = true\n", "line: True is not a line number"),
+    (lambda s: s + "line = 3\n", "line: 3 is past the end of main.py"),
 ])  # fmt: skip
 def test_a_bad_case_is_one_line_naming_the_file(tmp_path, edit, reason):
     path = write_case(tmp_path, "bad", edit(GOOD))

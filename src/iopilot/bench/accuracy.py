@@ -3,9 +3,10 @@ programs each written with one known I/O mistake (``corpus/``).
 
 Per case: whether the first WARN/HIGH finding of the mistake's trace is the
 expected check (and holds the expected advice), whether its advice is in the
-program's language, and how its "at stake" compares with what the fix really
-saved (untraced wall time of the mistake minus the fixed program's, best of
-N).  The scoring functions are pure; the runs are in :mod:`.corpus`.
+program's language, whether its first call site is the mistake's line, and
+how its "at stake" compares with what the fix really saved (untraced wall
+time of the mistake minus the fixed program's, best of N).  The scoring
+functions are pure; the runs are in :mod:`.corpus`.
 """
 
 from __future__ import annotations
@@ -67,6 +68,32 @@ def language_right(language: str, first: dict[str, Any] | None) -> bool:
     return _lang(first.get("snippet_lang")) == _lang(language)
 
 
+def first_site(first: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The finding's first source location (its top call site), or None."""
+    if first is None:
+        return None
+    return next((loc for loc in first.get("locations") or [] if loc.get("kind") == "source"),
+                None)  # fmt: skip
+
+
+def site_label(site: dict[str, Any] | None) -> str | None:
+    """``main.c:19``, ``main.c`` (no line known) or None (no call site)."""
+    if site is None:
+        return None
+    name = Path(site.get("file") or "").name or site.get("function") or "?"
+    return f"{name}:{site['line']}" if site.get("line") else name
+
+
+def line_right(source: str | Path, line: int | None, first: dict[str, Any] | None) -> bool:
+    """The first finding's first call site is ``line`` of ``source`` (the
+    file's name is compared: a build or an MPI launch may see the source by
+    another directory)."""
+    site = first_site(first)
+    if line is None or site is None:
+        return False
+    return Path(site.get("file") or "").name == Path(source).name and site.get("line") == line
+
+
 def stake_counts(saved: float | None) -> bool:
     """Whether the fix saved enough to score "at stake" against it."""
     return saved is not None and saved >= MIN_SAVING
@@ -104,6 +131,9 @@ class Result:
     snippet: str | None = None
     language_ok: bool = False
     snippet_lang: str | None = None
+    line: int | None = None  # the mistake's line (the case's label)
+    site: str | None = None  # the first finding's first call site, "main.c:19"
+    line_ok: bool = False
     cost_seconds: float | None = None
     io_seconds: float | None = None  # the slowest rank's I/O in the mistake's trace
     t_mistake: float | None = None
@@ -136,6 +166,8 @@ def score(case: Case, mistake: dict[str, Any], fixed: dict[str, Any] | None,
         warned=warned, snippet=first.get("snippet") if first else None,
         language_ok=language_right(case.language, first),
         snippet_lang=first.get("snippet_lang") if first else None,
+        line=case.line, site=site_label(first_site(first)),
+        line_ok=line_right(case.source, case.line, first),
         cost_seconds=cost, io_seconds=mistake["io_time"]["slowest_rank_seconds"],
         t_mistake=t_mistake, t_fixed=t_fixed, saved=saved, ratio=ratio,
         stake_ok=stake_counts(saved) and stake_right(ratio),
@@ -151,6 +183,8 @@ def totals(results: list[Result]) -> dict[str, Any]:
         "cases": n,
         "first_right": sum(r.first_ok for r in results),
         "language_right": sum(r.language_ok for r in results),
+        "line_cases": sum(r.line is not None for r in results),
+        "line_right": sum(r.line_ok for r in results),
         "timed": sum(r.saved is not None for r in results),
         "stake_cases": len(stake),
         "stake_right": sum(r.stake_ok for r in stake),
@@ -170,13 +204,14 @@ def _s(v: float | None, fmt: str = ".2f") -> str:
 def _row(r: Result) -> list[str]:
     ok = "yes" if r.first_ok else ("advice" if r.first == r.expect else "NO")
     ratio = _s(r.ratio) + ("" if not r.scored_stake else (" ok" if r.stake_ok else " !"))
+    line = "-" if r.line is None else ("yes" if r.line_ok else f"no ({r.site or '-'})")
     return [r.case, r.language, r.expect, r.first or "-", ok, _s(r.expect_at, "d"),
-            "yes" if r.language_ok else f"no ({r.snippet_lang or '-'})",
+            "yes" if r.language_ok else f"no ({r.snippet_lang or '-'})", line,
             _s(r.cost_seconds), _s(r.io_seconds), _s(r.saved), ratio,
             {None: "-", True: "still", False: "gone"}[r.still_in_fixed]]  # fmt: skip
 
 
-_HEAD = ["case", "lang", "expected", "first finding", "ok", "at", "lang ok", "stake s",
+_HEAD = ["case", "lang", "expected", "first finding", "ok", "at", "lang ok", "line", "stake s",
          "io s", "saved s", "ratio", "fixed"]  # fmt: skip
 _RIGHT = {"at", "stake s", "io s", "saved s", "ratio"}  # numbers, right-aligned
 
@@ -184,7 +219,9 @@ _RIGHT = {"at", "stake s", "io s", "saved s", "ratio"}  # numbers, right-aligned
 def render(results: list[Result], t: dict[str, Any]) -> str:
     """The table per case, then the totals.  "ok" is "advice" when the check
     is right but its snippet lacks the expected advice; "at" is the expected
-    check's place among the WARN/HIGH findings; "fixed" says whether it is
+    check's place among the WARN/HIGH findings; "line" whether its first call
+    site is the mistake's line (what it names instead; "-" for a case without
+    a line); "fixed" says whether it is
     still WARN/HIGH after the fix ("gone" is right)."""
     rows = [_HEAD, *(_row(r) for r in results)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEAD))]
@@ -203,6 +240,9 @@ def render(results: list[Result], t: dict[str, Any]) -> str:
               f"first finding right: {t['first_right']}/{n} ({_pct(t['first_right'], n)})",
               f"advice in the program's language: {t['language_right']}/{n} "
               f"({_pct(t['language_right'], n)})"]  # fmt: skip
+    k, m = t["line_right"], t["line_cases"]
+    lines.append(f"first call site on the mistake's line: {k}/{m} of the cases with a line "
+                 f"({_pct(k, m)})")
     if t["timed"]:
         k, m = t["stake_right"], t["stake_cases"]
         lines.append(f"at stake within {STAKE_FACTOR:g}x: {k}/{m} of the cases saving >= "

@@ -68,6 +68,7 @@ class Case:
     uses: list[str] = field(default_factory=list)
     ranks: int | None = None
     advice: str | None = None
+    line: int | None = None  # the line of ``source`` where the mistake's I/O call is
     mistake: str = ""
     fix: str = ""
 
@@ -102,7 +103,7 @@ def load_case(path: Path) -> Case:
         raise CaseError(where, f"not TOML: {e}") from None
     if missing := [k for k in _REQUIRED if k not in doc]:
         raise CaseError(where, f"missing key(s): {', '.join(missing)}")
-    if unknown := sorted(set(doc) - {*_TEXT_KEYS, "uses", "ranks"}):
+    if unknown := sorted(set(doc) - {*_TEXT_KEYS, "uses", "ranks", "line"}):
         raise CaseError(where, f"unknown key(s): {', '.join(unknown)}")
     if bad := [k for k in _TEXT_KEYS if k in doc and not isinstance(doc[k], str)]:
         raise CaseError(where, f"not a string: {', '.join(bad)}")
@@ -145,10 +146,16 @@ def load_case(path: Path) -> Case:
     if len(sources) != 1:
         found = ", ".join(s.name for s in sources) or "none"
         raise CaseError(where, f"needs one program source ({' or '.join(SOURCES)}); found {found}")
+    line = doc.get("line")
+    if line is not None:
+        if isinstance(line, bool) or not isinstance(line, int) or line < 1:
+            raise CaseError(where, f"line: {line!r} is not a line number >= 1")
+        if line > len(sources[0].read_text(errors="replace").splitlines()):
+            raise CaseError(where, f"line: {line} is past the end of {sources[0].name}")
     return Case(name=path.parent.name, dir=path.parent, source=sources[0], title=doc["title"],
                 language=doc["language"], run=doc["run"], expect=doc["expect"],
                 build=doc.get("build"), build_fixed=doc.get("build_fixed"), uses=list(uses),
-                ranks=ranks, advice=doc.get("advice"),
+                ranks=ranks, advice=doc.get("advice"), line=line,
                 mistake=doc.get("mistake", ""), fix=doc.get("fix", ""))  # fmt: skip
 
 
