@@ -1,0 +1,293 @@
+"""``iopilot export perfetto``: the file is read back by an independent
+parser of each format and its slices counted per track against the trace.
+
+Perfetto protobuf: decoded with Google's protobuf runtime and Perfetto's own
+schema (``perfetto_trace_pb2``, shipped by the ``perfetto`` package), then
+replayed as the trace processor does (events ordered by time, ties in file
+order; a slice end closes the innermost open slice of its track).  The
+trace processor's own binary is downloaded at run time by that package,
+which this project's machines cannot do.  Chrome JSON: ``json.load`` and
+the trace-event format's rules for complete ("X") and metadata ("M") events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from iopilot import api, cli
+from iopilot.bench.synthetic import write_trace
+from iopilot.demo import example_dir
+from iopilot.model import RECORD_LAYERS, BackgroundOps, Records
+from iopilot.report.perfetto import export, lanes
+from iopilot.vocabulary import OP_NAMES
+from kit import trace as make_trace
+
+DXT = example_dir() / "dxt.darshan"
+NO_DXT = example_dir() / "example.darshan"
+
+
+# --- the trace processor's reading of a protobuf trace --------------------
+
+
+def read_proto(data: bytes) -> tuple[dict[int, dict], list[dict]]:
+    """(tracks by uuid, slices) of a Perfetto protobuf trace."""
+    t = pb.Trace()
+    t.ParseFromString(data)
+    tracks: dict[int, dict] = {}
+    names: dict[int, str] = {}
+    arg_names: dict[int, str] = {}
+    strings: dict[int, str] = {}
+    events = []
+    cleared = False
+    for i, p in enumerate(t.packet):
+        if p.sequence_flags & 1:
+            cleared = True
+        if p.HasField("track_descriptor"):
+            d = p.track_descriptor
+            assert d.uuid not in tracks
+            tracks[d.uuid] = {"name": d.name or d.thread.thread_name or d.process.process_name,
+                              "parent": d.parent_uuid,
+                              "pid": d.thread.pid or d.process.pid,
+                              "tid": d.thread.tid if d.HasField("thread") else None}  # fmt: skip
+        if p.HasField("interned_data"):
+            assert cleared  # interned data only after the state is cleared
+            for e in p.interned_data.event_names:
+                names[e.iid] = e.name
+            for e in p.interned_data.debug_annotation_names:
+                arg_names[e.iid] = e.name
+            for e in p.interned_data.debug_annotation_string_values:
+                assert e.iid not in strings
+                strings[e.iid] = e.str.decode()
+        if p.HasField("track_event"):
+            assert p.trusted_packet_sequence_id == 1 and p.sequence_flags == 2
+            ev = p.track_event
+            assert ev.track_uuid in tracks  # declared before use
+            args = {}
+            for a in ev.debug_annotations:
+                v = a.WhichOneof("value")
+                args[arg_names[a.name_iid]] = (
+                    strings[a.string_value_iid] if v == "string_value_iid" else getattr(a, v)
+                )
+            events.append((p.timestamp, i, ev.type, ev.track_uuid,
+                           names.get(ev.name_iid), args))  # fmt: skip
+    events.sort(key=lambda e: (e[0], e[1]))  # by time, ties in file order
+    open_: dict[int, list] = {}
+    slices = []
+    for ts, _, kind, track, name, args in events:
+        stack = open_.setdefault(track, [])
+        if kind == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            if stack:  # nested: inside its parent
+                assert ts >= stack[-1]["start"]
+            stack.append({"track": track, "start": ts, "name": name, "args": args})
+        else:
+            assert kind == pb.TrackEvent.TYPE_SLICE_END and stack, "end without begin"
+            s = stack.pop()
+            s["end"] = ts
+            if stack:  # a child ends inside its parent
+                assert stack[-1]["start"] <= s["start"]
+            slices.append(s)
+    assert not any(open_.values()), "slices left open"
+    return tracks, slices
+
+
+def rank_thread(tracks: dict[int, dict], uuid: int) -> tuple[int, int]:
+    """The (rank, thread) whose operations a thread or overlap track shows."""
+    t = tracks[uuid]
+    pid = t["pid"] or tracks[t["parent"]]["pid"]
+    return pid - 1, int(t["name"].split()[1])
+
+
+# --- a trace with everything: threads, nesting, overlap, meta, background ----
+
+
+class FakeSites:
+    """The call-site table's interface: labels by row, row 0 unknown."""
+
+    def __init__(self) -> None:
+        self.file = ["", "a.c", "b.py"]
+
+    def label(self, i: int) -> str:
+        return ["", "a.c:10 write_rows", "b.py:42 save_rows"][i]
+
+
+def rich_trace():
+    # (rank, thread, layer, op, file, offset, length, start, end, site)
+    rows = [
+        (0, 0, "MPIIO", "write", 1, 0, 300, 1.0, 2.0, 1),
+        (0, 0, "POSIX", "write", 1, 0, 100, 1.1, 1.4, 1),
+        (0, 0, "POSIX", "write", 1, 100, 200, 1.4, 1.9, 0),  # touches its sibling
+        (0, 0, "POSIX", "read", 2, 0, 50, 1.8, 2.5, 2),  # half overlaps the MPI-IO write
+        (0, 1, "POSIX", "write", 2, 0, 10, 1.0, 1.2, 2),
+        (0, 1, "POSIX", "write", 2, 10, 10, 1.2, 1.2, 2),  # zero length in time
+        (1, 0, "POSIX", "write", 1, 400, 8, 3.0, 3.5, 0),
+    ]
+    meta = [
+        (0, 0, "POSIX", "open", 1, -1, 0, 0.5, 0.6, 1),
+        (0, 0, "POSIX", "close", 1, -1, 0, 2.5, 2.5, 1),
+        (1, 0, "POSIX", "stat", 1, -1, 0, 2.9, 2.95, 0),
+    ]
+    tr = make_trace(recs=_records(rows), nprocs=2, names={1: "/data/a.h5", 2: "/data/b.dat"})
+    tr.meta_records = _records(meta)
+    tr.sites = FakeSites()
+    tr.background = BackgroundOps(
+        rank=np.array([0, 0, 1], np.int32), file_id=np.array([1, 1, 1], np.uint64),
+        op=np.array([1, 1, 5], np.uint8), offset=np.array([0, 64, -1], np.int64),
+        length=np.array([64, 64, 0], np.int64), queued=np.array([1.0, 1.1, 3.0]),
+        issued=np.array([1.05, 1.2, 3.1]), completed=np.array([1.5, 1.6, 3.2]),
+        failed=np.array([False, True, False]))  # fmt: skip
+    return tr, rows + meta
+
+
+def _records(rows):
+    c = list(zip(*rows, strict=True))
+    r = Records(rank=np.array(c[0], np.int32),
+                layer=np.array([RECORD_LAYERS.index(x) for x in c[2]], np.uint8),
+                op=np.array([OP_NAMES.index(x) for x in c[3]], np.uint8),
+                file_id=np.array(c[4], np.uint64), offset=np.array(c[5], np.int64),
+                length=np.array(c[6], np.int64), start=np.array(c[7], np.float64),
+                end=np.array(c[8], np.float64))  # fmt: skip
+    r.thread = np.array(c[1], np.uint32)
+    r.site = np.array(c[9], np.uint32)
+    return r
+
+
+def _export(tr, fmt: str, chunk: int = 4) -> bytes:
+    path = Path(f"/dev/shm/iopilot-test-{fmt}-{id(tr)}")
+    try:
+        with open(path, "wb") as f:
+            export(tr, f, fmt, chunk=chunk)  # small chunks: the seams are crossed
+        return path.read_bytes()
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def test_proto_slices_per_thread_match_the_records():
+    tr, rows = rich_trace()
+    tracks, slices = read_proto(_export(tr, "proto"))
+    ops = [s for s in slices if tracks[s["track"]]["name"].startswith("thread")]
+    got = Counter(rank_thread(tracks, s["track"]) for s in ops)
+    assert got == Counter((r[0], r[1]) for r in rows) == {(0, 0): 6, (0, 1): 2, (1, 0): 2}
+    # Each operation once, with its times, name and arguments.
+    want = Counter((r[0], r[1], f"{r[2]} {r[3]}", round(r[7] * 1e9), round(r[8] * 1e9), r[5], r[6])
+                   for r in rows)  # fmt: skip
+    assert Counter((*rank_thread(tracks, s["track"]), s["name"], s["start"], s["end"],
+                    s["args"]["offset"], s["args"]["bytes"]) for s in ops) == want  # fmt: skip
+    read = next(s for s in ops if s["name"] == "POSIX read")
+    assert read["args"] == {"file": "/data/b.dat", "offset": 0, "bytes": 50, "layer": "POSIX",
+                            "op": "read", "site": "b.py:42 save_rows"}  # fmt: skip
+    # The half-overlapping read is beside thread 0, not inside it; site 0 is no argument.
+    assert tracks[read["track"]]["name"] == "thread 0 (overlap 1)"
+    assert tracks[tracks[read["track"]]["parent"]]["name"] == "rank 0"
+    assert "site" not in next(s for s in ops if s["args"]["offset"] == 100)["args"]
+    main = [t for t in tracks.values() if t["tid"] is not None]
+    assert sorted((t["pid"], t["name"]) for t in main) == [
+        (1, "thread 0"),
+        (1, "thread 1"),
+        (2, "thread 0"),
+    ]
+    assert len({t["tid"] for t in main}) == 3  # tids are unique across processes
+
+
+def test_proto_background_and_phases_tracks():
+    tr, _ = rich_trace()
+    tracks, slices = read_proto(_export(tr, "proto"))
+    bg = [s for s in slices if tracks[s["track"]]["name"].startswith("background I/O")]
+    per_rank = Counter(tracks[tracks[s["track"]]["parent"]]["pid"] - 1 for s in bg)
+    assert per_rank == {0: 2, 1: 1}
+    # The two background writes of rank 0 overlap: the second is on a track beside it.
+    assert {tracks[s["track"]]["name"] for s in bg} == {
+        "background I/O",
+        "background I/O (overlap 1)",
+    }
+    failed = next(s for s in bg if s["args"]["offset"] == 64)
+    assert failed["args"]["failed"] == "yes" and failed["start"] == 1_200_000_000
+    assert failed["args"]["queued_s"] == pytest.approx(1.1)
+    ph = [s for s in slices if tracks[s["track"]]["name"] == "I/O phases"]
+    # MPI-IO was traced, so the phases are MPI-IO's (what the program asked): one write.
+    assert [(s["name"], s["args"]["layer"], s["args"]["ops"], s["args"]["bytes"]) for s in ph] == [
+        ("phase 1", "MPIIO", 1, 300)
+    ]
+    assert (ph[0]["start"], ph[0]["end"]) == (1_000_000_000, 2_000_000_000)
+
+
+def test_json_follows_the_trace_event_format():
+    tr, rows = rich_trace()
+    doc = json.loads(_export(tr, "json"))
+    events = doc["traceEvents"]
+    thread_names = {}
+    for e in events:
+        assert e["ph"] in ("X", "M") and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "thread_name", "process_sort_index",
+                                 "thread_sort_index")  # fmt: skip
+            if e["name"] == "thread_name":
+                thread_names[e["pid"], e["tid"]] = e["args"]["name"]
+        else:
+            assert isinstance(e["name"], str) and isinstance(e["args"], dict)
+            assert e["ts"] >= 0 and e["dur"] >= 0
+    ops = [e for e in events if e["ph"] == "X"
+           and thread_names[e["pid"], e["tid"]].startswith("thread")]  # fmt: skip
+    got = Counter((e["pid"] - 1, int(thread_names[e["pid"], e["tid"]].split()[1])) for e in ops)
+    assert got == Counter((r[0], r[1]) for r in rows)
+    assert Counter(
+        (e["name"], round(e["ts"] * 1000), round(e["dur"] * 1000)) for e in ops
+    ) == Counter((f"{r[2]} {r[3]}", round(r[7] * 1e9), round((r[8] - r[7]) * 1e9)) for r in rows)
+    assert sum(thread_names[e["pid"], e["tid"]].startswith("background") for e in events
+               if e["ph"] == "X") == 3  # fmt: skip
+    # The same slices on the same tracks as the protobuf file.
+    tracks, slices = read_proto(_export(tr, "proto"))
+    assert Counter(tracks[s["track"]]["name"] for s in slices) == Counter(
+        thread_names[e["pid"], e["tid"]] for e in events if e["ph"] == "X"
+    )
+
+
+def test_lanes_split_only_half_overlaps():
+    ns = np.array
+    assert lanes(ns([0, 1, 2, 5]), ns([10, 2, 5, 6])).tolist() == [0, 0, 0, 0]  # nested, touching
+    assert lanes(ns([0, 5]), ns([6, 9])).tolist() == [0, 1]  # half overlap
+    assert lanes(ns([0, 5, 6]), ns([6, 9, 7])).tolist() == [0, 1, 0]  # back once it ended
+    assert lanes(ns([0, 1, 2]), ns([3, 4, 5])).tolist() == [0, 1, 2]
+
+
+def test_cli_exports_a_trace_directory(tmp_path, capsys):
+    src = write_trace(tmp_path / "t", 1000, ranks=4, bursts=4)
+    out = tmp_path / "t.pftrace"
+    out.write_bytes(b"old")  # replaced, as every output the user names
+    assert cli.main(["export", "perfetto", str(src), "-o", str(out)]) == 0
+    assert "1,000 operations" in capsys.readouterr().err
+    tracks, slices = read_proto(out.read_bytes())
+    recs = api.load(str(src)).records
+    got = Counter(rank_thread(tracks, s["track"]) for s in slices
+                  if tracks[s["track"]]["name"].startswith("thread"))  # fmt: skip
+    assert got == Counter((int(r), 0) for r in recs.rank)
+    assert sum(tracks[s["track"]]["name"] == "I/O phases" for s in slices) == 4
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_cli_exports_darshan_dxt_as_json(tmp_path):
+    out = tmp_path / "dxt.json"
+    assert cli.main(["export", "perfetto", str(DXT), "-o", str(out)]) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    trace = api.load(str(DXT))
+    slices = [e for e in events if e["ph"] == "X" and e["name"].split()[0] in RECORD_LAYERS]
+    assert len(slices) == len(trace.records) > 0
+    assert Counter(e["pid"] - 1 for e in slices) == Counter(trace.records.rank.tolist())
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["/nonexistent/trace", "-o", "{tmp}/x.pftrace"], "/nonexistent/trace: no such file"),
+    ([str(NO_DXT), "-o", "{tmp}/x.pftrace"], "no per-operation records"),
+    ([str(DXT), "-o", "{tmp}/no/dir/x.pftrace"], "cannot write"),
+])  # fmt: skip
+def test_cli_bad_input_is_one_line(tmp_path, capsys, args, message):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert cli.main(["export", "perfetto", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not list(tmp_path.rglob("x.pftrace*"))
