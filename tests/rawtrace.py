@@ -6,19 +6,39 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import NamedTuple
 
 HEADER = struct.Struct("<QIIqqd24x")
-RECORD = struct.Struct("<ddqqQIBBH")  # start end offset length file thread layer op flags
+RECORD_V2 = struct.Struct("<ddqqQIBBH")  # start end offset length file thread layer op flags
+RECORD = struct.Struct("<ddqqQIBBHII")  # format 3: ... flags site reserved
 LAYERS = {"POSIX": 0, "STDIO": 1, "MPIIO": 2, "H5F": 3, "H5D": 4}
 
 
-def read_records(path: Path) -> list[tuple]:
-    """(start, end, offset, length, file_id, thread, layer, op, flags) tuples."""
+class Rec(NamedTuple):
+    start: float
+    end: float
+    offset: int
+    length: int
+    file_id: int
+    thread: int
+    layer: int
+    op: int
+    flags: int
+    site: int  # the process's call-site id; 0 in format 2
+
+
+def read_records(path: Path) -> list[Rec]:
+    """The records of a format 2 (48-byte) or format 3 (56-byte) file."""
     data = path.read_bytes()
-    _magic, _version, size, *_ = HEADER.unpack_from(data, 0)
-    assert size == RECORD.size
+    _magic, version, size, *_ = HEADER.unpack_from(data, 0)
+    rec = RECORD if version >= 3 else RECORD_V2
+    assert size == rec.size, (version, size)
     n = (len(data) - HEADER.size) // size
-    return [RECORD.unpack_from(data, HEADER.size + i * size) for i in range(n)]
+    out = []
+    for i in range(n):
+        v = rec.unpack_from(data, HEADER.size + i * size)
+        out.append(Rec(*v[:9], site=v[9] if version >= 3 else 0))
+    return out
 
 
 class RawProc:

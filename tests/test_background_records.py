@@ -19,7 +19,7 @@ from iopilot.capture.run import library_path
 from iopilot.model import OP_NAMES, OP_WRITE
 from iopilot.model.background import background_summary, busy_and_overlap
 from iopilot.sources import load
-from iopilot.sources.trace_procs import HEADER, RECORD
+from iopilot.sources.trace_procs import HEADER, record_dtype
 from iopilot.vocabulary import RECORD_FLAGS
 from test_report_html_browser import CHROMEDRIVER, CHROMIUM, driver  # noqa: F401
 from test_runtime_behind import small_fs  # noqa: F401
@@ -51,8 +51,14 @@ def _run(prog: Path, tmp: Path, mode: str, steps: int, **env: str) -> tuple[str,
     return r.stdout, trace
 
 
+def _records(rec: Path) -> np.ndarray:
+    """The records of a .rec file, of the format its header names."""
+    version = int(np.fromfile(rec, HEADER, count=1)["version"][0])
+    return np.fromfile(rec, record_dtype(version), offset=HEADER.itemsize)
+
+
 def _flags(trace: Path) -> np.ndarray:
-    return np.concatenate([np.fromfile(f, RECORD, offset=HEADER.itemsize)["flags"]
+    return np.concatenate([_records(f)["flags"]
                            for f in trace.glob("*.rec")])  # fmt: skip
 
 
@@ -190,7 +196,7 @@ def test_a_record_limit_never_splits_a_pair(prog, tmp_path, limit, pairs):
 def test_a_cut_pair_is_left_out_and_said(prog, tmp_path):
     _, trace = _run(prog, tmp_path, "compute", 3)
     rec = next(trace.glob("*.rec"))
-    r = np.fromfile(rec, RECORD, offset=HEADER.itemsize)
+    r = _records(rec)
     bg = np.flatnonzero(r["flags"] & RECORD_FLAGS["BACKGROUND"])
     r = np.delete(r, bg[1])  # the second operation loses its completion
     head = rec.read_bytes()[: HEADER.itemsize]
@@ -200,7 +206,7 @@ def test_a_cut_pair_is_left_out_and_said(prog, tmp_path):
     assert len(t.background) == 5
     assert [w for w in t.warnings if "1 background I/O records without their pair" in w]
     # a completion that does not continue its queued record is no pair either
-    r2 = np.fromfile(rec, RECORD, offset=HEADER.itemsize)
+    r2 = _records(rec)
     q = np.flatnonzero(r2["flags"] & RECORD_FLAGS["QUEUED"])[0]
     r2["end"][q] -= 1e-6
     rec.write_bytes(head + r2.tobytes())
@@ -212,7 +218,7 @@ def test_a_completion_of_another_operation_is_no_pair(prog, tmp_path, field):
     _, trace = _run(prog, tmp_path, "compute", 2)
     rec = next(trace.glob("*.rec"))
     head = rec.read_bytes()[: HEADER.itemsize]
-    r = np.fromfile(rec, RECORD, offset=HEADER.itemsize)
+    r = _records(rec)
     b = np.flatnonzero(r["flags"] & RECORD_FLAGS["BACKGROUND"])[0]
     r[field][b] += 1  # the first operation's completion now names something else
     rec.write_bytes(head + r.tobytes())

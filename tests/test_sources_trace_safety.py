@@ -187,15 +187,15 @@ def test_newer_format_is_refused_with_the_usual_message(capsys, tmp_path, where)
     root = serial_trace(tmp_path / "t")
     if where == "json":
         p = root / "pnode1-100-0.json"
-        p.write_text(p.read_text().replace('"version": 2', '"version": 3'))
+        p.write_text(p.read_text().replace('"version": 2', '"version": 4'))
     else:
         p = root / "pnode1-100-0.rec"
         data = bytearray(p.read_bytes())
-        data[8:12] = struct.pack("<I", 3)
+        data[8:12] = struct.pack("<I", 4)
         p.write_bytes(bytes(data))
     rc, _, err = report(capsys, root)
     assert rc == 2
-    assert err == f"iopilot: error: {p}: written by a newer iopilot (format 3); upgrade iopilot\n"
+    assert err == f"iopilot: error: {p}: written by a newer iopilot (format 4); upgrade iopilot\n"
 
 
 def test_serial_program_and_its_children_are_rank_0(tmp_path):
@@ -617,7 +617,7 @@ def test_damaged_traces_are_one_line_errors(capsys, tmp_path, what):
 @pytest.mark.parametrize("what", ["json missing t0", "json counter index", "json layer index",
                                   "rec magic", "rec layer code", "json rank type"])  # fmt: skip
 def test_damaged_benchmark_traces(capsys, tmp_path, what):
-    """The same damage to traces of the format 1 benchmark writer."""
+    """The same damage to traces of the benchmark writer (format 3)."""
     from iopilot.bench.synthetic import write_trace
 
     root = write_trace(tmp_path / "t", 2000, ranks=4, files=2)
@@ -716,10 +716,10 @@ def test_newer_format_is_refused_by_the_reader_itself(tmp_path):
 
     root = serial_trace(tmp_path / "t")
     p = root / "pnode1-100-0.json"
-    p.write_text(p.read_text().replace('"version": 2', '"version": 3'))
+    p.write_text(p.read_text().replace('"version": 2', '"version": 4'))
     with pytest.raises(InputError) as e:
         load(str(root))
-    assert str(e.value) == f"{p}: written by a newer iopilot (format 3); upgrade iopilot"
+    assert str(e.value) == f"{p}: written by a newer iopilot (format 4); upgrade iopilot"
 
 
 @pytest.mark.parametrize(("notes", "ok"), [

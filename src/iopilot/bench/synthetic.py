@@ -2,7 +2,8 @@
 
 The trace looks like a bulk-synchronous application: every rank writes (and
 then reads) its share of a few files in bursts, with a few request sizes,
-and counters that agree exactly with the records.  Everything is built with
+and counters that agree exactly with the records.  Each (operation, size)
+is a call site of its own, the same in every rank (format 3).  Everything is built with
 whole-array NumPy operations, so 10 M records take seconds.
 """
 
@@ -49,20 +50,33 @@ def write_trace(out: Path, records: int, *, ranks: int = 64, files: int = 8,
         rec["start"], rec["end"] = start, start + dur
         rec["offset"], rec["length"] = offset, length
         rec["file_id"], rec["op"], rec["layer"] = fid, op, 0
+        rec["site"] = 1 + op * len(sizes) + np.searchsorted(sizes, length)
         head = np.zeros(1, HEADER)
-        head["magic"], head["version"], head["record_size"] = MAGIC, 1, RECORD.itemsize
+        head["magic"], head["version"], head["record_size"] = MAGIC, 3, RECORD.itemsize
         head["rank"], head["pid"], head["t0"] = rank, 10_000 + rank, t0
-        stem = out / f"psynth-{10_000 + rank}"
-        with open(stem.with_suffix(".rec"), "wb") as f:
-            f.write(head.tobytes())
-            f.write(rec.tobytes())
-        stem.with_suffix(".json").write_text(
-            json.dumps(_process_json(rank, ranks, t0, float(rec["end"].max()), rec, files))
-        )
+        head["ppid"] = 1
+        stem = f"psynth-{10_000 + rank}-0"
+        (out / f"{stem}.rec").write_bytes(head.tobytes() + rec.tobytes())
+        meta = _process_json(rank, ranks, t0, float(rec["end"].max()), rec, files)
+        meta["modules"] = [{"path": "/opt/synthetic/bin/app", "base": 0x555555554000,
+                            "build_id": ""}]  # fmt: skip
+        meta["sites"] = _sites(rec, 2 * len(sizes))
+        (out / f"{stem}.json").write_text(json.dumps(meta))
     (out / "job.json").write_text(json.dumps({
         "format": "iopilot-job", "version": 1, "command": ["synthetic", str(records)],
         "start": t0, "end": t0 + 1, "mounts": [["/", "ext4"]]}))  # fmt: skip
     return out
+
+
+def _sites(rec: np.ndarray, n: int) -> list[dict]:
+    """The call sites of the records: site k at offset 0x1000 + 16 k."""
+    ids = rec["site"].astype(np.int64)
+    count = np.bincount(ids, minlength=n + 1)
+    nbytes = np.bincount(ids, rec["length"], minlength=n + 1)
+    time = np.bincount(ids, rec["end"] - rec["start"], minlength=n + 1)
+    return [{"id": k, "frames": [[0, 0x1000 + 16 * k]], "count": int(count[k]),
+             "bytes": int(nbytes[k]), "time": float(time[k])}
+            for k in range(1, n + 1) if count[k]]  # fmt: skip
 
 
 def _process_json(rank: int, ranks: int, t0: float, t_end: float, rec: np.ndarray,
@@ -94,7 +108,7 @@ def _process_json(rank: int, ranks: int, t0: float, t_end: float, rec: np.ndarra
                          {str(INT_NAMES.index(k)): v for k, v in ints.items()},
                          {str(FLOAT_NAMES.index(k)): v for k, v in floats.items()}])  # fmt: skip
     return {
-        "format": "iopilot-process", "version": 1, "rank": rank, "nprocs": ranks,
+        "format": "iopilot-process", "version": 3, "rank": rank, "nprocs": ranks,
         "pid": 10_000 + rank, "ppid": 1, "host": f"node{rank // 32}", "t0": t0,
         "t_end": t_end, "ended_by": "exit", "exe": "synthetic", "cmdline": ["synthetic"],
         "records": len(rec), "records_dropped": 0, "max_records": len(rec),

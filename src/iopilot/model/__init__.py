@@ -10,6 +10,7 @@ from ..vocabulary import (
     SIZE_BIN_UPPER,
     SIZE_BINS,
 )
+from .sites import Sites
 from .trace import (
     BackgroundOps,
     Counters,
@@ -38,6 +39,7 @@ __all__ = [
     "ModuleInfo",
     "MpiProfile",
     "Records",
+    "Sites",
     "Striping",
     "Trace",
     "display",

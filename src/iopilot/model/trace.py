@@ -13,6 +13,7 @@ A :class:`Trace` holds what is known about one run of one application:
   Darshan's HEATMAP module), when the source has them;
 * ``mpi``       -- time in MPI per rank and operation (:class:`MpiProfile`,
   AutoPerf's APMPI module in Darshan logs), when the source has it;
+* ``sites``     -- the call sites of the records (:class:`Sites`), when known;
 * ``modules``   -- what the source contained, with partial-data flags;
 * ``warnings``  -- everything the user must know about missing data.
 
@@ -35,6 +36,7 @@ from .._record import field, record
 # ``Trace.records``, the others in ``Trace.meta_records``.
 from ..vocabulary import MODULE, RECORD_LAYERS
 from .aggregate import per_file
+from .sites import Sites
 
 
 def display(layer: str) -> str:
@@ -121,6 +123,9 @@ class Records:
 
     Times are seconds since the job start.  ``layer`` indexes
     :data:`RECORD_LAYERS`, ``op`` is :data:`OP_READ` or :data:`OP_WRITE`.
+    ``site`` is the call site's row in :attr:`Trace.sites` (0: unknown, and
+    always 0 when the source has no call sites); ``thread`` the thread's
+    index within its process (0: the first thread that did I/O).
     """
 
     rank: np.ndarray  # int32
@@ -131,6 +136,15 @@ class Records:
     length: np.ndarray  # int64
     start: np.ndarray  # float64
     end: np.ndarray  # float64
+    site: np.ndarray | None = None  # uint32 (zeros when not given)
+    thread: np.ndarray | None = None  # uint16 (zeros when not given)
+
+    def __post_init__(self) -> None:
+        # np.zeros takes pages from the system only when they are written
+        if self.site is None:
+            self.site = np.zeros(len(self.rank), np.uint32)
+        if self.thread is None:
+            self.thread = np.zeros(len(self.rank), np.uint16)
 
     def __len__(self) -> int:
         return int(self.rank.shape[0])
@@ -161,7 +175,8 @@ class Records:
         return Records(*(np.concatenate([getattr(p, f) for p in parts]) for f in _RECORD_FIELDS))
 
 
-_RECORD_FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start", "end")
+_RECORD_FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start", "end", "site",
+                  "thread")  # fmt: skip
 
 
 @record
@@ -362,6 +377,9 @@ class Trace:
     # engine), with its queued, issued and completed times; None when the
     # source has none.
     background: BackgroundOps | None = None
+    # The call sites of the records (``Records.site`` rows); None when the
+    # source has none (Darshan logs, iopilot traces before format 3).
+    sites: Sites | None = None
 
     def layer(self, name: str) -> Counters | None:
         """The counters of a layer, or None if the source had none."""

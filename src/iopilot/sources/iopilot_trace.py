@@ -38,7 +38,6 @@ from .trace_counters import layer_counters, summary_totals
 from .trace_procs import (
     HEADER,
     LAYER_CODES,
-    RECORD,
     Proc,
     assign_ranks,
     exists,
@@ -50,6 +49,7 @@ from .trace_procs import (
     write_errors,
 )
 from .trace_records import RecordSink, background_ops, read_records
+from .trace_sites import build_sites
 
 
 def is_trace_dir(path: str | Path) -> bool:
@@ -81,7 +81,8 @@ def read_trace(path: str) -> Trace:
     assign_ranks(procs)
     times = [p.t0 for p in procs if math.isfinite(p.t0)]
     job_start = min(times) if times else float(job_meta.get("start", 0.0))
-    on_disk = sum(max(p.rec_size - HEADER.itemsize, 0) // RECORD.itemsize for p in procs)
+    sites = build_sites(procs)
+    on_disk = sum(max((p.rec_size or 0) - HEADER.itemsize, 0) // p.record.itemsize for p in procs)
     # both bounded by the records on disk; untouched pages cost no memory
     sink, meta_sink = RecordSink(on_disk), RecordSink(on_disk)
     for p in procs:
@@ -114,6 +115,7 @@ def read_trace(path: str) -> Trace:
         settings=_settings(procs, names),
         write_behind=_write_behind(procs),
         background=background,
+        sites=sites,
     )
 
 

@@ -34,17 +34,26 @@ from .checked import (
     read_bytes,
     where,
 )
+from .trace_sites import SiteMap, check_modules, check_sites
 
-FORMAT_VERSION = 2  # the newest format this reader knows; 1 is read too
+FORMAT_VERSION = 3  # the newest format this reader knows; 1 and 2 are read too
 MAGIC = 0x31505249504F4921
 HEADER = np.dtype(
     [("magic", "<u8"), ("version", "<u4"), ("record_size", "<u4"), ("rank", "<i8"),
      ("pid", "<i8"), ("t0", "<f8"), ("ppid", "<i8"), ("image", "<i8"), ("reserved", "<u8")]
 )  # fmt: skip
-RECORD = np.dtype(
+RECORD_V2 = np.dtype(
     [("start", "<f8"), ("end", "<f8"), ("offset", "<i8"), ("length", "<i8"),
      ("file_id", "<u8"), ("thread", "<u4"), ("layer", "u1"), ("op", "u1"), ("flags", "<u2")]
 )  # fmt: skip
+# Format 3 adds the call site (an id of the process's summary's "sites").
+RECORD = np.dtype([*RECORD_V2.descr, ("site", "<u4"), ("reserved", "<u4")])
+
+
+def record_dtype(version: int) -> np.dtype:
+    """The records of a record file of this format version."""
+    return RECORD if version >= 3 else RECORD_V2
+
 # The runtime's layer codes when no summary lists them.
 LAYER_CODES = RUNTIME_LAYERS
 
@@ -113,6 +122,8 @@ class Proc:
     background: list[np.ndarray] = field(default_factory=list)
     unpaired: int = 0  # background records without their pair (a cut file)
     write_error: str | None = None  # why the runtime could not write all its files (ENOSPC ...)
+    record: np.dtype = RECORD  # the .rec's records (by its header's format version)
+    site_map: SiteMap | None = None  # its call-site ids -> rows of the trace's sites
 
     def path(self, suffix: str) -> Path:
         return self.root / (self.stem + suffix)
@@ -153,6 +164,8 @@ def read_process(root: Path, stem: str, summary: dict[str, Any] | None, limit: i
     p = Proc(stem, root, version, pid, ppid, image, host, t0, t_end, rank, known, summary,
               head["size"] if head else (0 if exists(rpath) else None))  # fmt: skip
     p.write_error = (summary or {}).get("write_error") or write_error
+    if head:
+        p.record = record_dtype(head["version"])
     if exists(npath):
         p.file_names = read_names(npath, cut_short=p.write_error is not None)
     return p
@@ -204,6 +217,7 @@ def read_summary(p: Path) -> dict[str, Any]:
         ("fcounter_names", "strs", REQUIRED), ("counters", "list", REQUIRED),
         ("names", "dict", {}), ("notes", "list", []), ("settings", "dict", {}),
         ("write_behind", "dict", {}), ("write_error", "str", None),
+        ("modules", "list", []), ("sites", "list", None),
     ):  # fmt: skip
         s[key] = f.get(key, kind, default)
     if not -1 <= s["rank"] < 2**31 - 1:
@@ -223,6 +237,9 @@ def read_summary(p: Path) -> dict[str, Any]:
             raise f.bad(f"'notes' entry {i} should be [file id, text]")
     s["counters"] = [_counter_row(f, s, i, row) for i, row in enumerate(s["counters"])]
     s["settings"] = _settings_part(f, s["settings"])
+    s["modules"] = check_modules(f, s["modules"])
+    if s["sites"] is not None:
+        s["sites"] = check_sites(f, s["sites"], len(s["modules"]))
     return s
 
 
@@ -317,10 +334,10 @@ def read_header(p: Path, limit: int) -> dict[str, Any] | None:
                                     "upgrade iopilot")  # fmt: skip
     if version < 1:
         raise InputError(where(p), f"damaged record file: version {version} in its header")
-    size_of = int(h["record_size"])
-    if size_of != RECORD.itemsize:
+    size_of, expected = int(h["record_size"]), record_dtype(version).itemsize
+    if size_of != expected:
         raise InputError(where(p), f"not an iopilot record file (record size {size_of}, "
-                                    f"expected {RECORD.itemsize})")  # fmt: skip
+                                    f"expected {expected} in format {version})")  # fmt: skip
     t0 = float(h["t0"])
     rank = int(h["rank"])
     if not math.isfinite(t0) or not -1 <= rank < 2**31 - 1:

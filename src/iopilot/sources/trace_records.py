@@ -15,7 +15,8 @@ from ..model import RECORD_LAYERS, BackgroundOps, Records
 from ..model.aggregate import unique
 from ..vocabulary import FS_LAYERS, OP_NAMES, RECORD_FLAGS
 from .checked import open_regular, where
-from .trace_procs import HEADER, RECORD, Proc, rec_limit
+from .trace_procs import HEADER, Proc, rec_limit
+from .trace_sites import NO_ROW, SiteMap
 
 N_OPS = len(OP_NAMES)
 OP_MMAP = OP_NAMES.index("mmap")
@@ -64,24 +65,34 @@ class RecordSink:
                 return
 
     def add(self, r: np.ndarray, keep: np.ndarray, rank: int, layer: np.ndarray,
-            shift: float) -> None:  # fmt: skip
+            shift: float, site: np.ndarray | None) -> None:  # fmt: skip
         """Append the records of ``r`` (on-disk rows) where ``keep`` is true,
-        field by field straight into the columns: no copy of the rows."""
+        field by field straight into the columns: no copy of the rows.
+        ``site``: the rows' call sites (rows of the trace's sites), None
+        when all are unknown (the columns start as zeros)."""
         k = int(np.count_nonzero(keep))
         if not k:
             return
         sl = slice(self.n, self.n + k)
         c = self.cols
         self._populate(k)
+        # thread indexes beyond 16 bits (never seen) share the last value
+        thread = np.minimum(r["thread"], 0xFFFF).astype(np.uint16)
         if k == len(r):
             for f in ("op", "file_id", "offset", "length", "start", "end"):
                 c[f][sl] = r[f]
             c["layer"][sl] = layer
+            c["thread"][sl] = thread
+            if site is not None:
+                c["site"][sl] = site
         else:
             idx = np.flatnonzero(keep)
             for f in ("op", "file_id", "offset", "length", "start", "end"):
                 np.take(r[f], idx, out=c[f][sl])
             np.take(layer, idx, out=c["layer"][sl])
+            np.take(thread, idx, out=c["thread"][sl])
+            if site is not None:
+                np.take(site, idx, out=c["site"][sl])
         c["rank"][sl] = rank
         if shift:
             c["start"][sl] += shift
@@ -95,7 +106,8 @@ class RecordSink:
         return Records(**{f: take(self.cols[f]) for f in _FIELDS})
 
 
-_FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start", "end")
+_FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start", "end", "site",
+           "thread")  # fmt: skip
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux 5.14
 _populate_works = True
 
@@ -119,19 +131,23 @@ def read_records(p: Proc, job_start: float, limit: int, sink: RecordSink,
     last = 0.0
     with os.fdopen(fd, "rb") as f:
         f.seek(HEADER.itemsize)
-        whole = (size - HEADER.itemsize) // RECORD.itemsize
-        p.cut = (size - HEADER.itemsize) % RECORD.itemsize != 0
+        dtype = p.record
+        whole = (size - HEADER.itemsize) // dtype.itemsize
+        p.cut = (size - HEADER.itemsize) % dtype.itemsize != 0
         done = 0
-        buf = np.empty(min(CHUNK, whole), RECORD)
+        buf = np.empty(min(CHUNK, whole), dtype)
+        # a complete summary lists every site its records name
+        strict = p.site_map is not None and p.summary["ended_by"] != "flush"
         while done < whole:
             want = min(CHUNK, whole - done)
-            got = (f.readinto(buf[:want].view(np.uint8)) or 0) // RECORD.itemsize
+            got = (f.readinto(buf[:want].view(np.uint8)) or 0) // dtype.itemsize
             r = buf[:got]
             if got < want:
                 p.cut = True  # the file shrank while it was read
             if not got:
                 break
             _check_records(path, r, done, len(layers))
+            site = _sites(path, r, done, p.site_map, strict)
             behind = (r["flags"] & (QUEUED | BACKGROUND)) != 0
             data = (r["op"] <= 1) & ~behind
             done += len(r)
@@ -147,8 +163,8 @@ def read_records(p: Proc, job_start: float, limit: int, sink: RecordSink,
             p.kept += int(np.count_nonzero(keep))
             if not p.summary:
                 p.unnamed.update(unique(r["file_id"][known]).tolist())
-            sink.add(r, keep, p.rank, layer, shift)
-            meta_sink.add(r, ~data & ~behind & known, p.rank, layer, shift)
+            sink.add(r, keep, p.rank, layer, shift, site)
+            meta_sink.add(r, ~data & ~behind & known, p.rank, layer, shift, site)
             if behind.any():
                 p.background.append(r[behind & known])
     p.on_disk = done
@@ -193,6 +209,24 @@ def background_ops(procs: list[Proc], job_start: float) -> BackgroundOps | None:
     return BackgroundOps(*(np.concatenate([getattr(x, f) for x in parts])
                            for f in ("rank", "file_id", "op", "offset", "length", "queued",
                                      "issued", "completed", "failed")))  # fmt: skip
+
+
+def _sites(path: Path, r: np.ndarray, first: int, site_map: SiteMap | None,
+           strict: bool) -> np.ndarray | None:  # fmt: skip
+    """The rows of the trace's sites that records ``r`` name; None when
+    they are all unknown (format 2, or a process without its summary).
+    ``strict``: an id the summary does not list means a damaged file;
+    otherwise (a summary written before the process ended) it is unknown."""
+    if site_map is None or "site" not in r.dtype.names:
+        return None
+    rows = site_map(r["site"])
+    bad = np.flatnonzero(rows == NO_ROW)
+    if len(bad) and strict:
+        raise InputError(where(path), f"damaged record file: record {first + bad[0]:,} has "
+                                       f"call-site id {r['site'][bad[0]]}, which its process "
+                                       "summary does not list")  # fmt: skip
+    rows[bad] = 0
+    return rows
 
 
 def _check_records(path: Path, r: np.ndarray, first: int, nlayers: int) -> None:

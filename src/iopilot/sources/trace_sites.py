@@ -1,0 +1,179 @@
+"""The call sites of an iopilot trace (format 3): each process summary's
+``modules`` and ``sites``, checked, and merged over processes into one
+:class:`~iopilot.model.Sites` table.
+
+Site ids are the process's own; a :class:`SiteMap` per process turns a
+column of them into rows of the trace's table in one NumPy operation, so
+no Python object is ever made per record.  The same line called from two
+ranks is one row (native: module path and offset; Python: file, line and
+function), its counts summed.  Native sites get their file, line and
+function from the binaries (:mod:`.symbols`) once, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..model import Sites
+from .checked import Fields, is_int64, is_number
+from .symbols import Symbolizer
+
+NO_ROW = np.uint32(0xFFFFFFFF)  # an id the summary does not list
+_MAX_ID = 2**32 - 1
+
+
+def check_modules(f: Fields, modules: list[Any]) -> list[tuple[str, str]]:
+    """The summary's "modules": [(path, build-id hex)], checked."""
+    out = []
+    for i, m in enumerate(modules):
+        if not (isinstance(m, dict) and isinstance(m.get("path"), str)
+                and isinstance(m.get("build_id", ""), str)
+                and is_int64(m.get("base", 0))):  # fmt: skip
+            raise f.bad(f"'modules' entry {i} should be "
+                        '{"path": text, "base": address, "build_id": hex}')  # fmt: skip
+        out.append((m["path"], m.get("build_id", "").lower()))
+    return out
+
+
+def check_sites(f: Fields, sites: list[Any], modules: int) -> list[dict[str, Any]]:
+    """The summary's "sites", checked: each has a unique id (1 .. 2^32-1),
+    native ``frames`` ([module index, offset] ...) or ``python`` frames
+    ([file, line, function] ...), and its count, bytes and time."""
+    out: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for i, s in enumerate(sites):
+        if not isinstance(s, dict):
+            raise f.bad(f"'sites' entry {i} should be an object")
+        sid = s.get("id")
+        if not (is_int64(sid) and 1 <= sid <= _MAX_ID) or sid in seen:
+            why = "is listed twice" if sid in seen else "is not an id (1 to 2^32-1)"
+            raise f.bad(f"'sites' entry {i}: id {sid!r} {why}")
+        seen.add(sid)
+        frames, python = s.get("frames"), s.get("python")
+        if isinstance(python, list) and python and frames is None:
+            if not all(isinstance(x, list) and len(x) == 3 and isinstance(x[0], str)
+                       and is_int64(x[1]) and x[1] >= 0 and isinstance(x[2], str)
+                       for x in python):  # fmt: skip
+                raise f.bad(f"'sites' entry {i}: python frames should be [file, line, function]")
+            site = {"lang": "python", "frames": [tuple(x) for x in python]}
+        elif isinstance(frames, list) and frames and python is None:
+            for x in frames:
+                if not (isinstance(x, list) and len(x) == 2 and all(is_int64(y) for y in x)
+                        and x[1] >= 0):  # fmt: skip
+                    raise f.bad(f"'sites' entry {i}: frames should be [module index, offset]")
+                if not 0 <= x[0] < modules:
+                    raise f.bad(f"'sites' entry {i}: module index {x[0]} is out of range "
+                                f"({modules} modules)")  # fmt: skip
+            site = {"lang": "native", "frames": [tuple(x) for x in frames]}
+        else:
+            raise f.bad(f"'sites' entry {i} should have either native 'frames' or 'python' "
+                        "frames")  # fmt: skip
+        library = s.get("library", False)
+        count, nbytes, time = s.get("count", 0), s.get("bytes", 0), s.get("time", 0.0)
+        if not (isinstance(library, bool) and is_int64(count) and count >= 0
+                and is_int64(nbytes) and nbytes >= 0
+                and is_number(time) and time >= 0):  # fmt: skip
+            raise f.bad(f"'sites' entry {i}: library should be true or false, count and bytes "
+                        "non-negative integers, time a non-negative number")  # fmt: skip
+        site.update(id=sid, library=library, count=count, bytes=nbytes, time=float(time))
+        out.append(site)
+    return out
+
+
+class SiteMap:
+    """One process's site ids -> rows of the trace's :class:`Sites`, a whole
+    column at a time.  Id 0 is row 0 (unknown); an id the summary does not
+    list becomes :data:`NO_ROW`.  Dense ids (the runtime numbers them from 1)
+    go through a lookup array, others through a sorted search."""
+
+    def __init__(self, ids: Iterable[int], rows: Iterable[int]) -> None:
+        i = np.fromiter(ids, np.int64)
+        r = np.fromiter(rows, np.uint32, len(i))
+        order = np.argsort(i)
+        self.ids, self.rows = i[order], r[order]
+        top = int(self.ids[-1]) if len(i) else 0
+        self.table: np.ndarray | None = None
+        if top <= 4 * len(i) + 4096:
+            self.table = np.full(top + 1, NO_ROW, np.uint32)
+            self.table[0] = 0
+            self.table[self.ids] = self.rows
+
+    def __call__(self, site: np.ndarray) -> np.ndarray:
+        if self.table is not None:
+            t = self.table
+            return np.where(site < len(t), t[np.minimum(site, len(t) - 1)], NO_ROW)
+        pos = np.minimum(np.searchsorted(self.ids, site), max(len(self.ids) - 1, 0))
+        found = self.ids[pos] == site if len(self.ids) else np.zeros(len(site), bool)
+        return np.where(found, self.rows[pos] if len(self.ids) else 0,
+                        np.where(site == 0, 0, NO_ROW)).astype(np.uint32)  # fmt: skip
+
+
+def build_sites(procs: list[Any]) -> Sites | None:
+    """The trace's call sites over its rank processes, each process's
+    :class:`SiteMap` set on it (``p.site_map``); None when no summary has
+    call sites (a trace before format 3)."""
+    if not any(p.summary and p.summary.get("sites") is not None for p in procs):
+        return None
+    keys: dict[tuple, int] = {}
+    raw: list[dict[str, Any]] = [{}]  # row 0: unknown
+    for p in procs:
+        s = p.summary
+        if p.rank is None or not s or s.get("sites") is None:
+            continue
+        modules = s.get("modules") or []
+        ids, rows = [], []
+        for site in s["sites"]:
+            first = site["frames"][0]
+            if site["lang"] == "python":
+                key: tuple = ("python", *first)
+            else:
+                key = ("native", modules[first[0]][0], first[1])
+            row = keys.get(key)
+            if row is None:
+                row = keys[key] = len(raw)
+                frames = site["frames"] if site["lang"] == "python" else [
+                    (*modules[m], offset) for m, offset in site["frames"]]  # fmt: skip
+                raw.append({"lang": site["lang"], "library": site["library"], "count": 0,
+                            "bytes": 0, "time": 0.0, "frames": frames})  # fmt: skip
+            r = raw[row]
+            r["count"] += site["count"]
+            r["bytes"] += site["bytes"]
+            r["time"] += site["time"]
+            ids.append(site["id"])
+            rows.append(row)
+        p.site_map = SiteMap(ids, rows)
+    return Sites.of(_rows(raw))
+
+
+def _rows(raw: list[dict[str, Any]]) -> list[tuple]:
+    """Sites.of rows: Python sites as written, native ones looked up in
+    their binaries (all offsets of a binary in one pass)."""
+    sym = Symbolizer()
+    for r in raw[1:]:
+        if r["lang"] == "native":
+            for path, build_id, offset in r["frames"]:
+                sym.want(path, build_id, offset)
+    sym.resolve()
+    out = [("", 0, "", "", -1, "", "", 0, 0, 0.0, False, "")]
+    for r in raw[1:]:
+        if r["lang"] == "python":
+            (file, line, function), outer = r["frames"][0], r["frames"][1:]
+            module, offset, note = "", -1, ""
+            callers = [f"{_base(fi)}:{li} {fu}".rstrip() for fi, li, fu in outer]
+        else:
+            (module, build_id, offset), outer = r["frames"][0], r["frames"][1:]
+            file, line, function, note = sym.get(module, build_id, offset)
+            if r["library"]:
+                note = "no frame of the program: the innermost library function" + (
+                    f"; {note}" if note else "")  # fmt: skip
+            callers = [sym.label(*f) for f in outer]
+        out.append((file, line, function, module, offset, r["lang"], note, r["count"],
+                    r["bytes"], r["time"], r["library"], "; ".join(callers)))  # fmt: skip
+    return out
+
+
+def _base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
