@@ -8,6 +8,7 @@ from pathlib import Path
 from ..bench import (
     accuracy,
     diagnose_speed,
+    export_speed,
     html_speed,
     kernels,
     overlap,
@@ -33,6 +34,11 @@ ABOUT: dict[str, tuple[str, str]] = {
                       "iopilot bench h5bench sync-write-1d-contig-contig.json --dir /scratch/me"),
     "bench html": ("Time, memory and size of the HTML report.",
                    "iopilot bench html --synthetic 1000000"),
+    "bench export": ("Time, peak memory and size of 'iopilot export perfetto', one fresh "
+                     "process per trace and format, beside the time and memory of loading "
+                     "the trace alone.",
+                     "iopilot bench export --synthetic 5000000\n"
+                     "  iopilot bench export trace-dir/ --format perfetto"),
     "bench runtime": ("Cost of tracing: nanoseconds per call, and the slowdown of an I/O "
                       "kernel.",
                       "iopilot bench runtime --repeat 7"),
@@ -99,6 +105,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--synthetic", type=lambda v: [int(x) for x in v.split(",") if x],
                    default=[1_000_000, 10_000_000], metavar="N[,N...]",
                    help="also synthetic traces of these record counts (default 1M,10M)")
+    x = bsub.add_parser("export", help="time, memory and size of 'iopilot export perfetto'")
+    x.add_argument("logs", nargs="*", metavar="TRACE", help="traces or Darshan logs with DXT")
+    x.add_argument("--synthetic", type=lambda v: [int(x) for x in v.split(",") if x],
+                   default=[], metavar="N[,N...]",
+                   help="also synthetic traces of these record counts, e.g. 5000000")
+    x.add_argument("--format", action="append", choices=("perfetto", "json"),
+                   help="perfetto or json (repeatable; default: both)")
     o = bsub.add_parser("runtime", help="cost of tracing: per call and on an I/O kernel")
     o.add_argument("--calls", type=int, default=2_000_000, help="tiny writes in case (a)")
     o.add_argument("--mib", type=int, default=1024, help="file size of the kernel in case (b)")
@@ -162,6 +175,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                    compare=args.compare)  # fmt: skip
     if name == "html":
         return html_speed.main(args.logs, synthetic=args.synthetic)
+    if name == "export":
+        return export_speed.main(args.logs, synthetic=args.synthetic,
+                                 formats=args.format or ["perfetto", "json"])  # fmt: skip
     if name == "runtime":
         return runtime_overhead.main(calls=args.calls, mib=args.mib, block_kib=args.block_kib,
                                      repeat=args.repeat, dir=args.dir)  # fmt: skip

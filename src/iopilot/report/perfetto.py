@@ -180,23 +180,32 @@ class Timeline:
         longer first on a tie), and give each a track: its thread's, or an
         overlap lane beside it."""
         itype = _small(self.n)
-        ranks = np.concatenate([self._data.rank, self._meta.rank]).astype(np.int64)
+        key = np.concatenate([self._data.rank, self._meta.rank]).astype(itype)
         threads = np.concatenate([_column(self._data, "thread"), _column(self._meta, "thread")])
-        if threads.any():
-            ranks = ranks << 32 | threads.astype(np.int64)
-            shift = 32
-        else:  # one thread a process: the ranks alone (a quicker sort)
-            shift = 0
+        per_rank = int(threads.max()) + 1 if len(threads) else 1
+        if per_rank > 1:
+            key = key.astype(np.int64) * per_rank + threads
         del threads
-        pairs, grp = np.unique(ranks, return_inverse=True)
-        del ranks
-        grp = grp.astype(itype)
+        # Groups by counting when the keys are small (no sort of every
+        # operation), else by np.unique.
+        if len(key) and int(key.min()) >= 0 and int(key.max()) < 1 << 24:
+            counts = np.bincount(key)
+            pairs = np.flatnonzero(counts)
+            lut = np.zeros(len(counts), np.int32)
+            lut[pairs] = np.arange(len(pairs), dtype=np.int32)
+            grp = lut[key]
+            sizes = counts[pairs]
+        else:
+            pairs, grp, sizes = np.unique(key, return_inverse=True, return_counts=True)
+        del key
+        # A stable sort of 16-bit group numbers is a radix sort: linear time.
+        grp = grp.astype(np.uint16 if len(pairs) < 1 << 16 else itype)
         order = np.argsort(grp, kind="stable").astype(itype)
-        heads = np.searchsorted(grp[order], np.arange(len(pairs) + 1)).tolist()
         del grp
+        heads = np.concatenate([[0], np.cumsum(sizes)]).tolist()
         self.track = np.empty(self.n, np.uint32)
         for g, p in enumerate(pairs.tolist()):
-            r, t = p >> shift, p & 0xFFFFFFFF if shift else 0
+            r, t = divmod(p, per_rank)
             if t == 0:
                 tid = r + 1  # thread 0 is the process's main thread
             else:
