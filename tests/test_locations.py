@@ -29,7 +29,9 @@ IOR = str(example_dir() / "ior_hdf5_example.darshan")
 # The fields each kind carries, with their JSON types.
 SCHEMA = {"file": {"path": str}, "rank": {"rank": int},
           "phase": {"start_s": (int, float), "end_s": (int, float)},
-          "source": {"file": str, "line": int, "function": str}}  # fmt: skip
+          "source": {"file": str, "line": int, "function": str, "calls": int,
+                     "seconds": (int, float), "label": str, "module": str, "offset": int,
+                     "note": str}}  # fmt: skip
 
 
 def _bursts(slow_rank: int | None = None):
@@ -70,8 +72,10 @@ def test_location_dicts_carry_their_kind():
     assert location_dict(RankLocation(3)) == {"kind": "rank", "rank": 3}
     assert location_dict(PhaseLocation(1.5, 2.0)) == {"kind": "phase", "start_s": 1.5,
                                                        "end_s": 2.0}  # fmt: skip
-    assert location_dict(SourceLocation("io.c", 42, "dump")) == {
-        "kind": "source", "file": "io.c", "line": 42, "function": "dump"}  # fmt: skip
+    assert location_dict(SourceLocation("io.c", 42, "dump", 7, 0.5, "io.c:42 dump")) == {
+        "kind": "source", "file": "io.c", "line": 42, "function": "dump", "calls": 7,
+        "seconds": 0.5, "label": "io.c:42 dump", "module": "", "offset": -1,
+        "note": ""}  # fmt: skip
 
 
 def test_files_come_first_then_named_ranks_without_duplicates():

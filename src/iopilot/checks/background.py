@@ -11,7 +11,7 @@ import numpy as np
 from ..model import OP_NAMES, RECORD_LAYERS, Records
 from ..model.aggregate import unique
 from ..model.background import background_summary
-from .base import Check, Context, Finding, Level, check, pct
+from .base import DATA_OPS, META_OPS, Check, Context, Finding, Level, check, pct
 from .iotime import price
 
 _ADVICE = {
@@ -54,6 +54,7 @@ class BackgroundWaits(Check):
 
     id = "background-waits"
     layer = "POSIX"
+    site_ops = DATA_OPS + META_OPS  # the calls that waited
     finds = ("background I/O (write-behind, the event-set engine) that ran while the program "
              "was inside an I/O call, waiting for it (an fsync or close of a file with "
              "pending writes), on the rank where it was least hidden; says which calls "

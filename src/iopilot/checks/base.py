@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._record import asdict, field, record
-from ..model import SIZE_BIN_UPPER, SIZE_BINS, Counters, Trace
+from ..model import OP_NAMES, RECORD_LAYERS, SIZE_BIN_UPPER, SIZE_BINS, Counters, Trace
 from ..model.aggregate import group_sum, unique
 from . import thresholds
 
@@ -69,12 +69,22 @@ class PhaseLocation:
 
 @record(frozen=True)
 class SourceLocation:
-    """A place in the program's source.  Neither iopilot traces nor Darshan's
-    DXT record call sites today, so no check fills it yet."""
+    """A call site in the program: the operations of a finding that came from
+    it (``calls``) and the seconds they took.  Filled from traces with call
+    sites (:attr:`Trace.sites <iopilot.model.Trace>`) by
+    :func:`~iopilot.checks.callsites.add_call_sites`; Darshan logs have none.
+    Without debug information ``file`` is "" and ``line`` 0, and ``label``
+    (what reports show) names the function or the module and offset."""
 
     file: str
     line: int
     function: str = ""
+    calls: int = 0
+    seconds: float = 0.0
+    label: str = ""  # "main.c:42 write_rows", "write_rows (prog+0x1234)", "prog+0x1234"
+    module: str = ""  # the executable or library, "" for Python sites
+    offset: int = -1  # in ``module``; -1 for Python sites
+    note: str = ""  # why the site is degraded ("no debug information" ...), "" when fine
     kind: ClassVar[str] = "source"
 
 
@@ -131,6 +141,28 @@ class Finding:
         self.locations = list(dict.fromkeys([*listed, *self.locations]))
 
 
+@record
+class Operations:
+    """The per-operation records a finding is about, as its check declares
+    them (:meth:`Check.concerns`): record layers, operation names
+    (:data:`~iopilot.vocabulary.OP_NAMES`: "read", "write", "open", "sync"
+    ...) and whether only requests below ``small_request_size`` count.
+    :mod:`.callsites` narrows them to the entries the finding lists (its
+    files, ranks or phases).  A check that knows better passes its own masks
+    over ``trace.records`` (``data``) and ``trace.meta_records`` (``meta``),
+    used as they are."""
+
+    layers: tuple[str, ...]
+    ops: tuple[str, ...]
+    small: bool = False
+    data: np.ndarray | None = None
+    meta: np.ndarray | None = None
+
+
+DATA_OPS = ("read", "write")
+META_OPS = tuple(op for op in OP_NAMES if op not in DATA_OPS)
+
+
 class Check:
     """Base of all checks; subclasses set the metadata and ``evaluate``."""
 
@@ -147,6 +179,14 @@ class Check:
     # what its ``cost_seconds`` is (None: not in the table).
     finds: ClassVar[str | None] = None
     cost: ClassVar[str | None] = None
+    # The operations a finding is about, whose call sites it lists (see
+    # :meth:`concerns`): operation names (None: the reads or the writes of
+    # the check's ``direction``, else both), record layers (None: the
+    # check's layer when it has per-operation records; (): the check is
+    # about no operations), and whether only small requests count.
+    site_ops: ClassVar[tuple[str, ...] | None] = None
+    site_layers: ClassVar[tuple[str, ...] | None] = None
+    site_small: ClassVar[bool] = False
 
     @classmethod
     def summary(cls) -> str:
@@ -154,6 +194,21 @@ class Check:
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         raise NotImplementedError
+
+    def concerns(self, _ctx: Context, _finding: Finding) -> Operations | None:
+        """The operations ``finding`` is about (None: none), from ``site_ops``,
+        ``site_layers`` and ``site_small``; a check whose findings differ in
+        kind overrides it."""
+        layers = self.site_layers
+        if layers is None:
+            layers = (self.layer,) if self.layer in RECORD_LAYERS else ()
+        if not layers:
+            return None
+        ops = self.site_ops
+        if ops is None:
+            direction = str(getattr(self, "direction", "")).lower()
+            ops = (direction,) if direction in DATA_OPS else DATA_OPS
+        return Operations(tuple(layers), tuple(ops), self.site_small)
 
     def finding(self, ctx: Context, level: Level, message: str, *,
                 ranks: Iterable[int] = (), **kw: Any) -> Finding:  # fmt: skip

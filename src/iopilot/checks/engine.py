@@ -12,6 +12,7 @@ from ..model.aggregate import unique
 from ..vocabulary import MODULES, SIZE_BIN_UPPER, SIZE_BINS
 from . import thresholds as th
 from .base import AnalysisCache, Context, Finding, Level, iter_registered
+from .callsites import add_call_sites
 from .iotime import IoTime, compute, io_time
 
 
@@ -120,9 +121,15 @@ def diagnose(trace: Trace, thresholds: dict[str, Any] | None = None,
         if chk.needs_records and not len(trace.records):
             continue
         try:
-            findings.extend(chk.evaluate(ctx))
+            found = list(chk.evaluate(ctx))
         except Exception as e:  # a broken check must not hide the others
             warnings.append(f"check {chk.id} failed: {type(e).__name__}: {e}")
+            continue
+        try:
+            add_call_sites(ctx, chk, found)
+        except Exception as e:  # nor a failure to name the lines, its findings
+            warnings.append(f"call sites of check {chk.id} failed: {type(e).__name__}: {e}")
+        findings.extend(found)
     times = io_time(ctx)
     if merge:
         findings = merge_same_cause(findings, ctx)

@@ -73,6 +73,7 @@ class _FortranCheck(Check):
     """What both checks share: rows that qualify, their saving, the finding."""
 
     layer = "FORTRAN"
+    site_layers = ("POSIX",)  # the Fortran library's writes, from the statements' lines
     formatted: bool
 
     def rows(self, ctx: Context, c: Counters, direction: str) -> np.ndarray:

@@ -97,6 +97,7 @@ class Hdf5SmallDatasetAccess(Check):
 
     id = "hdf5-small-dataset-access"
     layer = "H5D"
+    site_small = True
     drishti = None
     uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count", "hdf5_tiny_access",
             "default_bandwidth", "call_overhead_gap")
@@ -405,6 +406,7 @@ class Hdf5MetadataReads(Check):
 
     id = "hdf5-metadata-reads"
     layer = "H5F"
+    site_ops, site_layers, site_small = ("read",), ("POSIX",), True
     drishti = None
     uses = ("hdf5_meta_read_share",)
 
@@ -513,6 +515,7 @@ class Hdf5Alignment(Check):
 
     id = "hdf5-alignment"
     layer = "H5F"
+    site_layers = ("POSIX",)
     drishti = None
     uses = ("misaligned_ratio",)
 

@@ -155,6 +155,7 @@ class LustreSingleStripeShared(Check):
 
     id = "lustre-single-stripe-shared"
     layer = "LUSTRE"
+    site_layers = ("POSIX",)
     drishti = None
     uses = ("lustre_shared_ranks", "lustre_min_bytes")
 
@@ -218,6 +219,7 @@ class LustreStripeRequestMismatch(Check):
 
     id = "lustre-stripe-request-mismatch"
     layer = "LUSTRE"
+    site_layers = ("POSIX",)
     drishti = None
     uses = ("misaligned_ratio", "lustre_min_bytes")
 

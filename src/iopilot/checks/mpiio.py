@@ -59,6 +59,7 @@ class NoMpiio(Check):
 
     id = "mpiio-not-used"
     layer = "MPIIO"
+    site_layers = ("POSIX",)  # the POSIX calls MPI-IO would make collective
     drishti = "M01"
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
@@ -371,6 +372,7 @@ class MpiioAggregators(Check):
 
     id = "mpiio-aggregators"
     layer = "MPIIO"
+    site_layers = ()  # a setting, not the program's calls
     drishti = "M09"
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:

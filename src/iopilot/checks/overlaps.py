@@ -272,6 +272,7 @@ class OverlappingWrites(Check):
 
     id = "overlapping-writes"
     layer = "POSIX"
+    site_ops = ("write",)
     uses = ("overlap_count",)
     needs_records = True
 
@@ -405,6 +406,7 @@ class OverlappingReads(Check):
 
     id = "overlapping-reads"
     layer = "POSIX"
+    site_ops = ("read",)
     uses = ("reread_share", "reread_min_bytes")
     needs_records = True
 

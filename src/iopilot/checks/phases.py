@@ -238,6 +238,7 @@ class IoPhases(Check):
 
     id = "io-phases"
     layer = "PHASES"
+    site_layers = ()  # describes the run
     uses = ("phase_gap", "phase_min_gap_share")
     needs_records = True
 
@@ -310,6 +311,7 @@ class PhaseStragglers(Check):
 
     id = "phase-stragglers"
     layer = "PHASES"
+    site_layers = RECORD_LAYERS
     uses = ("straggler_ratio", "straggler_min_time", "phase_gap", "phase_min_gap_share")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:

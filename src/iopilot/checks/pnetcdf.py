@@ -43,6 +43,7 @@ class PnetcdfIndependent(Check):
 
     id = "pnetcdf-independent"
     layer = "PNETCDF_VAR"
+    site_layers = ("MPIIO",)  # the MPI-IO calls PnetCDF makes for the program's
     drishti = None
     uses = ("collective_share_low",)
 
@@ -105,6 +106,7 @@ class PnetcdfBlockingManyVars(Check):
 
     id = "pnetcdf-blocking-many-vars"
     layer = "PNETCDF_VAR"
+    site_layers = ("MPIIO",)  # the MPI-IO calls PnetCDF makes for the program's
     drishti = None
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
@@ -160,6 +162,7 @@ class PnetcdfSmallRequests(Check):
 
     id = "pnetcdf-small-requests"
     layer = "PNETCDF_VAR"
+    site_layers, site_small = ("MPIIO",), True
     drishti = None
     uses = ("small_request_size", "small_requests_ratio", "hdf5_small_count", "default_bandwidth")
 

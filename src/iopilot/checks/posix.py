@@ -11,7 +11,7 @@ from ..model.aggregate import group_sum, isin
 from ..units import human_size
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
-from .base import Check, Context, Finding, Level, check, pct
+from .base import META_OPS, Check, Context, Finding, Level, check, pct
 from .collbuf import aggregated_files
 from .hdf5 import hdf5_parallel, serial_small_advice
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
@@ -117,6 +117,7 @@ class _SmallRequests(Check):
     :func:`~iopilot.checks.iotime.small_request_seconds`."""
 
     layer = "POSIX"
+    site_small = True  # its call sites: the small requests only
     uses = ("small_request_size", "small_requests_ratio", "small_requests_count",
             "default_bandwidth")
     direction = "READ"
@@ -527,6 +528,7 @@ class PosixMetadataTime(Check):
 
     id = "posix-metadata-time"
     layer = "POSIX"
+    site_ops = META_OPS
     drishti = "P17"
     uses = ("metadata_time_rank",)
 
@@ -572,6 +574,7 @@ class PosixMetadataShare(Check):
 
     id = "posix-metadata-share"
     layer = "POSIX"
+    site_ops = META_OPS
     uses = ("metadata_time_share", "metadata_min_time")
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from .._record import record
-from ..model import OP_READ, OP_WRITE
+from ..model import OP_READ, OP_WRITE, RECORD_LAYERS
 from ..model.aggregate import isin, per_rank, unique
 from ..units import human_size
 from ..vocabulary import MODULE
@@ -145,6 +145,7 @@ class RankZeroHeavy(Check):
 
     id = "rank-zero-heavy"
     layer = "RANKS"
+    site_layers = RECORD_LAYERS
     drishti = "D01"
     uses = ("rank0_heavy",)
 
@@ -241,6 +242,7 @@ class UnbalancedRanks(Check):
 
     id = "unbalanced-ranks"
     layer = "RANKS"
+    site_layers = RECORD_LAYERS
     drishti = "D02"
     uses = ("rank_excess",)
 

@@ -80,6 +80,7 @@ class MpiioReadModifyWrite(Check):
 
     id = "mpiio-read-modify-write"
     layer = "MPIIO"
+    site_ops = ("write",)  # the MPI-IO writes that read back
     finds = ("POSIX reads inside the same rank's MPI-IO writes (ROMIO data sieving); advises "
              "`romio_ds_write=disable`")
     cost = "the slowest rank's seconds in those reads"

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..model.aggregate import median
 from . import advice
-from .base import Check, Context, Finding, Level, check, pct
+from .base import DATA_OPS, META_OPS, Check, Context, Finding, Level, check, pct
 from .iotime import price
 from .rankcost import in_language, per_rank, slowest
 
@@ -31,6 +31,7 @@ class StdioTime(Check):
 
     id = "stdio-time"
     layer = "STDIO"
+    site_ops = DATA_OPS + META_OPS
     finds = ("one rank spending over 10 % of the run in STDIO reads or writes (logging "
              "flushed per line)")
     cost = "that rank's STDIO seconds"

@@ -10,7 +10,7 @@ from typing import Any
 from ..model.trace import safe_name
 
 COLUMNS = ("source", "check", "drishti", "layer", "level", "message", "files_total",
-           "top_file", "recommendation", "cost_seconds")  # fmt: skip
+           "top_file", "recommendation", "cost_seconds", "top_site")  # fmt: skip
 
 
 def render(reports: list[dict[str, Any]], errors: Sequence[dict[str, str]] = ()) -> str:
@@ -19,7 +19,8 @@ def render(reports: list[dict[str, Any]], errors: Sequence[dict[str, str]] = ())
     wr = csv.writer(out, lineterminator="\n")
     wr.writerow(COLUMNS)
     for e in errors:
-        wr.writerow(_safe([e["path"], "read-error", "", "DATA", "ERROR", e["reason"], 0, "", ""]))
+        wr.writerow(_safe([e["path"], "read-error", "", "DATA", "ERROR", e["reason"], 0, "", "",
+                           "", ""]))  # fmt: skip
     for r in reports:
         # Incomplete data, a program that failed and processes that did not
         # end normally must show in every output, the flat table included;
@@ -33,7 +34,7 @@ def render(reports: list[dict[str, Any]], errors: Sequence[dict[str, str]] = ())
         for level, text in notes:
             if text:
                 wr.writerow(_safe([r["source"], "incomplete-data", "", "DATA", level, text, 0,
-                                   "", "", ""]))  # fmt: skip
+                                   "", "", "", ""]))  # fmt: skip
         for f in r["findings"]:
             wr.writerow(
                 _safe([
@@ -47,9 +48,19 @@ def render(reports: list[dict[str, Any]], errors: Sequence[dict[str, str]] = ())
                     f["files"][0]["path"] if f["files"] else "",
                     f["recommendation"] or "",
                     "" if f["cost_seconds"] is None else f["cost_seconds"],
+                    top_site(f),
                 ])
             )  # fmt: skip
     return out.getvalue()
+
+
+def top_site(f: dict[str, Any]) -> str:
+    """The finding's first call site as ``file:line`` (its label without a
+    line: ``prog+0x1234``), or "" when it names none."""
+    for loc in f.get("locations") or []:
+        if loc["kind"] == "source":
+            return f"{loc['file']}:{loc['line']}" if loc["file"] and loc["line"] else loc["label"]
+    return ""
 
 
 # A spreadsheet runs a cell that starts with one of these as a formula

@@ -170,6 +170,9 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
             hidden = len(f["files"]) - len(shown)
             add(style(f"         and {others(more, _listed_kind(f))}"
                       + (" (--verbose lists them)" if hidden > 0 else ""), "2"))  # fmt: skip
+        for loc in f.get("locations") or []:
+            if loc["kind"] == "source":
+                add(f"         at {site_line(loc)}")
         if f["recommendation"]:
             add(f"         {style('→', '1')} {f['recommendation']}")
         if f["snippet"] and (verbose or f["level"] in ("HIGH", "WARN")):
@@ -310,6 +313,15 @@ def printable(o: Any, key: str = "") -> Any:
     if isinstance(o, list):
         return [printable(v) for v in o]
     return o
+
+
+def site_line(loc: dict[str, Any]) -> str:
+    """A call site of a finding: ``main.c:42 write_rows — 4,096 calls, 1.23 s``,
+    and why it is vague when it is (no debug information ...)."""
+    where = loc.get("label") or f"{loc['file']}:{loc['line']} {loc['function']}".strip()
+    text = f"{where} — {loc['calls']:,} call{'' if loc['calls'] == 1 else 's'}, "
+    text += f"{_secs(float(loc['seconds']))} s"
+    return text + (f" ({loc['note']})" if loc.get("note") else "")
 
 
 def _secs(v: float) -> str:
