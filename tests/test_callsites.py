@@ -19,7 +19,9 @@ from iopilot.cli import main
 from iopilot.demo import example_dir
 from iopilot.model import OP_NAMES, RECORD_LAYERS, Records, Sites
 from iopilot.report import csv_report, json_report, terminal
+from iopilot.report.html import render_html
 from kit import counters, findings, trace
+from test_report_html import page_doc
 
 MiB = 1 << 20
 FILE = 1  # /data/file1
@@ -198,6 +200,29 @@ def test_csv_names_the_top_site():
                                        if x.get("line") != 42]  # fmt: skip
     (row,) = list(csv.DictReader(io.StringIO(csv_report.render([rep]))))
     assert row["top_site"] == "app+0x2000"
+
+
+def test_html_page_names_the_sites_beside_the_finding_and_in_the_filter():
+    values = defaults()
+    values.update(high_min_io_seconds=0, high_min_io_share=0)
+    tr = small_writes_trace(small(1, 40, 1.0) + small(3, 10, 0.02) + [(2, "write", MiB, 3.0)])
+    doc = page_doc(render_html(diagnose(tr, values, only={"posix-small-writes"})))
+    # The filter's list: every site with records, most seconds first.
+    assert [s["label"] for s in doc["sites"]] == ["main.c:77 write_header",
+                                                   "main.c:42 write_rows", "app+0x2000"]
+    assert doc["sites"][1]["calls"] == 40 and doc["sites"][1]["seconds"] == pytest.approx(1.0)
+    # The finding's two sites, as places in that list (the big write is not one).
+    assert doc["finding_sites"] == [[1, 2]]
+    # Each drawn operation carries its site's place in the list.
+    site = doc["records"]["sample"]["site"]
+    assert list(site) == [1] * 40 + [2] * 10 + [0]
+
+
+def test_html_page_without_sites_has_no_site_filter():
+    tr = small_writes_trace(small(1, 10, 0.2))
+    tr.sites = None
+    doc = page_doc(render_html(diagnose(tr, only={"posix-small-writes"})))
+    assert doc["sites"] == [] and "site" not in doc["records"]["sample"]
 
 
 def test_report_of_a_trace_names_the_small_writes_sites(tmp_path, capsys):

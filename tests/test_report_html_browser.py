@@ -655,3 +655,46 @@ def test_pages_without_the_modules_have_neither_view(driver, tmp_path):
     assert "Not available for this source (no Darshan's HEATMAP module): Heatmap." in text
     assert "Not available for this source (no AutoPerf's APMPI module): MPI time." in text
     assert "active" in driver.find_element(By.ID, "view-summary").get_attribute("class")
+
+
+def test_call_site_filter_draws_only_that_sites_operations(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    from test_callsites import MiB, small, small_writes_trace
+
+    # 40 small writes from main.c:42, then 5 big ones from main.c:77 (the
+    # first site in the filter's list: more seconds).
+    tr = small_writes_trace(small(1, 40, 1.0) + [(2, "write", MiB, 0.6)] * 5)
+    values = th.defaults()
+    values.update(high_min_io_seconds=0, high_min_io_share=0)
+    path = tmp_path / "sites.html"
+    write_html(diagnose(tr, values, only={"posix-small-writes"}), path)
+    driver.get_log("browser")
+    driver.get(path.as_uri() + "#view=summary")
+    _wait_drawn(driver, "summary")
+    # The finding shows its line, and a button that filters by it.
+    lines = driver.find_element(By.ID, "finding-0-sites").text
+    assert "main.c:42 write_rows — 40 calls, 1.000 s" in lines and "main.c:77" not in lines
+    driver.find_element(By.CSS_SELECTOR, "#finding-0-sites button.site-filter").click()
+    assert driver.execute_script("return location.hash") == "#view=summary&site=1"
+    button = driver.find_element(By.CSS_SELECTOR, "#finding-0-sites button.site-filter")
+    assert "active" in button.get_attribute("class")
+    assert "call site main.c:42 write_rows" in driver.find_element(By.ID, "filter-status").text
+    strokes = ("return Array.from(document.querySelectorAll('#view-timeline .js-plotly-plot'))"
+               ".flatMap((p) => p.data).filter((t) => t.mode === 'lines')"
+               ".reduce((n, t) => n + t.x.length / 3, 0);")  # fmt: skip
+    _open(driver, "timeline")
+    assert driver.execute_script(strokes) == 40
+    # The other site, chosen in the filter bar: its five writes only.
+    _select(driver, "#filter-site").select_by_value("0")
+    assert driver.execute_script(strokes) == 5
+    assert driver.execute_script("return location.hash") == "#view=timeline&site=0"
+    # All sites again; the aggregated views say they cover every call site.
+    _select(driver, "#filter-site").select_by_value("")
+    assert driver.execute_script(strokes) == 45
+    _select(driver, "#filter-site").select_by_value("1")
+    _open(driver, "fs")
+    notes = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#view-fs .filter-note")]
+    assert notes and all("the call site" in n for n in notes if n)
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe

@@ -190,6 +190,8 @@ def _build(ctx: PageContext) -> dict[str, Any]:
         "nranks": ctx.nranks,
         "runtime": float(t.job.runtime),
         "files": ctx.files_doc,
+        # call sites the page names (the filter's list), most seconds first
+        "sites": ctx.sites_doc,
         "records": ctx.records,
         # every registered view in page order; those with data are offered
         "view_list": [{"key": v.key, "title": v.title, "offered": v.key in views,
@@ -203,6 +205,7 @@ def _build(ctx: PageContext) -> dict[str, Any]:
         },
         "notes": ctx.notes,
     }
+    doc["finding_sites"] = ctx.finding_sites()  # per finding, its sites in "sites"
     doc["finding_views"] = [_finding_view(f.check, f.layer, "spatiality" in views,
                                           "phases" in views)
                             for f in d.findings]  # fmt: skip

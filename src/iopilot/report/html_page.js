@@ -289,14 +289,25 @@ const IOP = { views: {}, writeHash: () => {} };
 
 
   // --------------------------------------------------------------- filter --
-  // One time window [t0, t1] (s) and rank range [r0, r1] for every view; null
-  // is "no bound".  The URL hash keeps it (#view=timeline&t0=1&t1=2&r0=0&r1=3).
-  const FILTER = { t0: null, t1: null, r0: null, r1: null };
-  const FILTER_KEYS = ['t0', 't1', 'r0', 'r1'];
+  // One time window [t0, t1] (s), rank range [r0, r1] and call site (an index
+  // into D.sites) for every view; null is "no bound".  The URL hash keeps it
+  // (#view=timeline&t0=1&t1=2&r0=0&r1=3&site=0).
+  const FILTER = { t0: null, t1: null, r0: null, r1: null, site: null };
+  const FILTER_KEYS = ['t0', 't1', 'r0', 'r1', 'site'];
+  const SITES = D.sites || [];
   const filterListeners = [];
   function filterActive() { return FILTER_KEYS.some((k) => FILTER[k] !== null); }
   function timeActive() { return FILTER.t0 !== null || FILTER.t1 !== null; }
   function ranksActive() { return FILTER.r0 !== null || FILTER.r1 !== null; }
+  function siteActive() { return FILTER.site !== null; }
+  function siteName(k) { return k >= 0 && k < SITES.length ? SITES[k].label : '(other call sites)'; }
+  // "main.c:42 write_rows — 4,096 calls, 1.23 s", as the terminal says it.
+  function siteText(s) {
+    return s.label + ' — ' + fmtInt(s.calls) + ' call' + (s.calls === 1 ? '' : 's') + ', ' + fmtSec(s.seconds) +
+      (s.note ? ' (' + s.note + ')' : '');
+  }
+  // A sampled operation from the chosen call site (any, when none is chosen).
+  function inSite(i) { return FILTER.site === null || (REC.sample.site !== undefined && REC.sample.site[i] === FILTER.site); }
   // Does [s, e] overlap the window?  Does [a, b] overlap the rank range?
   function inTime(s, e) { return (FILTER.t0 === null || e >= FILTER.t0) && (FILTER.t1 === null || s <= FILTER.t1); }
   function inRanks(a, b) {
@@ -306,12 +317,13 @@ const IOP = { views: {}, writeHash: () => {} };
   // A sampled operation inside the filter.
   function inFilter(i) {
     const S = REC.sample;
-    return inTime(S.start[i], S.start[i] + S.dur[i]) && inRanks(S.rank[i]);
+    return inTime(S.start[i], S.start[i] + S.dur[i]) && inRanks(S.rank[i]) && inSite(i);
   }
   function filterText() {
     const parts = [];
     if (timeActive()) parts.push('time ' + (FILTER.t0 === null ? 'start' : FILTER.t0 + ' s') + ' – ' + (FILTER.t1 === null ? 'end' : FILTER.t1 + ' s'));
     if (ranksActive()) parts.push('ranks ' + (FILTER.r0 === null ? 0 : FILTER.r0) + ' – ' + (FILTER.r1 === null ? D.nranks - 1 : FILTER.r1));
+    if (siteActive()) parts.push('call site ' + siteName(FILTER.site));
     return parts.join(', ');
   }
   // An x-axis range for plots over time: the window when one is set.
@@ -327,7 +339,7 @@ const IOP = { views: {}, writeHash: () => {} };
     FILTER_KEYS.forEach((k) => {
       if (!(k in next)) return;
       const v = next[k] === '' || next[k] === null || next[k] === undefined ? null : Number(next[k]);
-      FILTER[k] = v === null || Number.isNaN(v) ? null : (k[0] === 'r' ? Math.round(v) : v);
+      FILTER[k] = v === null || Number.isNaN(v) ? null : (k[0] === 'r' || k === 'site' ? Math.round(v) : v);
     });
     IOP.writeHash();
     filterListeners.forEach((fn) => fn(origin));
@@ -342,6 +354,7 @@ const IOP = { views: {}, writeHash: () => {} };
       const off = [];
       if (timeActive() && applies.indexOf('time') < 0) off.push('the time window');
       if (ranksActive() && applies.indexOf('ranks') < 0) off.push('the rank range');
+      if (siteActive() && applies.indexOf('site') < 0) off.push('the call site');
       e.textContent = 'Filter active (' + filterText() + '): ' + (off.length
         ? what + ' cover' + (what.endsWith('s') ? '' : 's') + ' the whole run, not ' + off.join(' or ') + '.'
         : what + ' show' + (what.endsWith('s') ? '' : 's') + ' only what lies inside it.');
@@ -361,11 +374,24 @@ const IOP = { views: {}, writeHash: () => {} };
     const bar = h('div', { class: 'filterbar', id: 'filter-bar' },
       h('strong', { text: 'Filter' }), field('t0', 'start (s)', 'any'), field('t1', 'end (s)', 'any'),
       field('r0', 'first rank', 1), field('r1', 'last rank', 1),
-      h('button', { type: 'button', id: 'filter-reset', text: 'reset', onclick: () => setFilter({ t0: null, t1: null, r0: null, r1: null }, 'bar') }),
+      siteField(),
+      h('button', { type: 'button', id: 'filter-reset', text: 'reset', onclick: () => setFilter({ t0: null, t1: null, r0: null, r1: null, site: null }, 'bar') }),
       status);
+    // Traces with call sites: choose one; every view draws only its operations.
+    function siteField() {
+      if (!SITES.length) return null;
+      const opts = [{ value: '', label: 'all call sites' }].concat(SITES.map((s, k) => ({ value: String(k), label: shortName(siteText(s), 90) })));
+      const sel = select('call site', opts, (v) => setFilter({ site: v }, 'bar'), '', 'filter-site');
+      inputs.site = sel.sel;
+      return sel.el;
+    }
     const sync = () => {
-      FILTER_KEYS.forEach((k) => { const v = FILTER[k] === null ? '' : String(FILTER[k]); if (inputs[k].value !== v) inputs[k].value = v; });
-      status.textContent = filterActive() ? 'active: ' + filterText() : 'whole run, all ranks';
+      FILTER_KEYS.forEach((k) => {
+        if (!inputs[k]) return;
+        const v = FILTER[k] === null ? '' : String(FILTER[k]);
+        if (inputs[k].value !== v) inputs[k].value = v;
+      });
+      status.textContent = filterActive() ? 'active: ' + filterText() : 'whole run, all ranks' + (SITES.length ? ', all call sites' : '');
     };
     sync();
     onFilter(sync);
@@ -470,6 +496,6 @@ const IOP = { views: {}, writeHash: () => {} };
     layout, newPlot, byteUnit, maxOf, scaled, redraw, card, note, table, ostsOf, recordText,
     escapeHtml, segments, sampleIndex, layersPresent, rankAxis, laneWidth, hashState,
     filesWithRecords, FILTER, filterActive, timeActive, ranksActive, inTime, inRanks, inFilter,
-    filterText, timeRange, onFilter, setFilter, filterNote };
+    filterText, timeRange, onFilter, setFilter, filterNote, SITES, siteActive, siteName, siteText, inSite };
   IOP.start = build;
 })();

@@ -48,6 +48,7 @@ FINE_ROWS = 8
 FINE_COLS = 16
 FILES_LISTED = 5000  # files named in the page (selectors, hover); the rest are "other"
 TABLE_FILES = 200  # rows of the per-file table
+SITES_NAMED = 500  # call sites the page names (the filter's list); the others are "other sites"
 RANK_BARS = 4096  # bars of the per-rank charts; more ranks are grouped
 CHUNK = 1 << 20  # records per step of the chunked passes
 
@@ -98,6 +99,7 @@ class PageContext:
         self.ost_rec_rows: np.ndarray | None = None
         self.phase_busy: dict[str, Any] = {}
         self._once: dict[str, Any] = {}
+        self.site_key: dict[tuple[str, int, str, str, int], int] = {}  # a site's row by its fields
 
         self.nranks = max(1, int(d.trace.job.nprocs))
         r = self.t.records
@@ -105,6 +107,7 @@ class PageContext:
             self.nranks = max(self.nranks, int(r.rank.max()) + 1)
         self._scan_records()
         self._list_files()
+        self.sites_doc, self.site_of = self._sites_section()
         self.records = self._records_section() if len(r) else None
         self.files_doc = self._files_section()
 
@@ -202,6 +205,59 @@ class PageContext:
                 lustre[int(i)] = [int(st.stripe_size[k]), [int(x) for x in osts]]
         return {"names": names, "mount": [m for m, _ in fs], "fstype": [k for _, k in fs],
                 "lustre": lustre, "unlisted": self.files_unlisted}  # fmt: skip
+
+    # -- call sites ------------------------------------------------------------
+
+    def _sites_section(self) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """The call sites the page names, most seconds first (those the
+        findings list always among them), and each trace site's place among
+        them (-1: unknown or not named); ([], empty) without call sites."""
+        sites = self.t.sites
+        tables = [x for x in (self.t.records, self.t.meta_records)
+                  if len(x) and x.site is not None]  # fmt: skip
+        if sites is None or len(sites) <= 1 or not tables:
+            return [], np.zeros(0, np.int32)
+        size = len(sites)
+        calls = np.zeros(size, np.int64)
+        seconds = np.zeros(size, np.float64)
+        for x in tables:
+            for sl in chunks(len(x)):
+                ids = np.where(x.site[sl] < size, x.site[sl], 0).astype(np.int64)
+                calls += np.bincount(ids, minlength=size)
+                seconds += np.bincount(ids, weights=np.clip(x.end[sl] - x.start[sl], 0, None),
+                                       minlength=size)  # fmt: skip
+        calls[0] = 0
+        known = np.flatnonzero(calls > 0)
+        order = known[np.lexsort((known, -calls[known], -np.round(seconds[known], 6)))]
+        key = {(str(sites.file[i]), int(sites.line[i]), str(sites.function[i]),
+                str(sites.module[i]), int(sites.offset[i])): int(i) for i in order}  # fmt: skip
+        named = [int(i) for i in order[:SITES_NAMED]]
+        for f in self.d.findings:  # a finding's lines are always named
+            for loc in f.locations:
+                if loc.kind == "source":
+                    i = key.get((loc.file, loc.line, loc.function, loc.module, loc.offset))
+                    if i is not None and i not in named:
+                        named.append(i)
+        site_of = np.full(size, -1, np.int32)
+        site_of[named] = np.arange(len(named), dtype=np.int32)
+        self.site_key = key
+        if len(order) > len(named):
+            self.notes.append(f"{len(order):,} call sites: the {len(named):,} with the most "
+                              "seconds can be chosen in the filter.")  # fmt: skip
+        doc = [{"label": str(sites.label(i)), "file": str(sites.file[i]),
+                "line": int(sites.line[i]), "function": str(sites.function[i]),
+                "note": str(sites.note[i]), "calls": int(calls[i]),
+                "seconds": round(float(seconds[i]), 6)} for i in named]  # fmt: skip
+        return doc, site_of
+
+    def finding_sites(self) -> list[list[int]]:
+        """Per finding, the page's index of each call site it lists."""
+        out = []
+        for f in self.d.findings:
+            idx = [self.site_key.get((loc.file, loc.line, loc.function, loc.module, loc.offset), -1)
+                   for loc in f.locations if loc.kind == "source"]  # fmt: skip
+            out.append([int(self.site_of[i]) if i >= 0 else -1 for i in idx])
+        return out
 
     # -- records: sample, bins, per-file counts ------------------------------
 
@@ -303,6 +359,11 @@ class PageContext:
             "start": pack(r.start[keep], "f8"),
             "dur": pack(np.clip(r.end[keep] - r.start[keep], 0, None), "f4"),
         }
+        if len(self.site_of):  # the call site of each: its place in the page's list, -1 none
+            ids = r.site[keep].astype(np.int64)
+            sample["site"] = pack(np.where(ids < len(self.site_of),
+                                           self.site_of[np.minimum(ids, len(self.site_of) - 1)],
+                                           -1), "i4")  # fmt: skip
         in_sample = np.bincount(fd * NL + r.layer[keep], minlength=len(self.rec_files) * NL)
         counts = self.fl_ops.sum(axis=2).ravel()
         nz = np.flatnonzero(counts)

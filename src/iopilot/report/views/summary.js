@@ -5,7 +5,7 @@
   'use strict';
 
   const { D, R, REC, COL, FS_TEXT, h, fmtBytes, fmtInt, fmtNum, fmtSec, fmtPct, bytesExact,
-    newPlot, byteUnit, maxOf, card, note, table, filterNote } = IOP.ui;
+    newPlot, byteUnit, maxOf, card, note, table, filterNote, siteText, setFilter, onFilter, FILTER } = IOP.ui;
   let V = null; // this view's data, set by draw
 
   function drawSummary(sec) {
@@ -134,6 +134,21 @@
       const cols = [{ key: 'path', label: 'file / item', text: true }].concat(keys.map((k) => ({ key: k, label: k, fmt: (v) => typeof v === 'number' ? fmtNum(v) : (v === undefined ? '–' : String(v)) })));
       const more = f.files_total > f.files.length ? ' (' + f.files.length + ' of ' + f.files_total + ')' : '';
       box.append(h('details', null, h('summary', { text: 'evidence' + more }), table(cols, f.files, { scroll: f.files.length > 10 })));
+    }
+    const sites = (f.locations || []).filter((l) => l.kind === 'source');
+    if (sites.length) {
+      // The program's lines behind the finding; choosing one filters every view by it.
+      const idx = (D.finding_sites || [])[i] || [];
+      box.append(h('ul', { class: 'sites', id: 'finding-' + i + '-sites' }, sites.map((s, k) => {
+        const at = idx[k] === undefined ? -1 : idx[k];
+        const on = at >= 0 && FILTER.site === at;
+        return h('li', { title: s.file ? s.file + ':' + s.line : (s.module || '') },
+          h('code', { text: siteText(s) }),
+          at >= 0 ? h('button', { type: 'button', class: 'site-filter' + (on ? ' active' : ''), 'data-site': String(at),
+            text: 'filter by this call site', onclick: () => setFilter({ site: at }, 'finding') }) : null);
+      })));
+      onFilter(() => box.querySelectorAll('button.site-filter').forEach((b) =>
+        b.classList.toggle('active', String(FILTER.site) === b.dataset.site)));
     }
     if (f.recommendation) box.append(h('div', { class: 'rec', text: f.recommendation }));
     if (f.snippet) box.append(h('pre', { class: 'snippet' }, h('code', { text: f.snippet })));

@@ -7,7 +7,7 @@
   const { D, REC, LAB, LAYER_CODE, COL, h, fmtInt, fmtSec, fileName, shortName, bytesExact,
     select, newPlot, redraw, card, note, recordText, segments, sampleIndex, layersPresent,
     rankAxis, laneWidth, filesWithRecords, FILTER, filterActive, ranksActive, inRanks, inFilter,
-    filterText, timeRange, onFilter, setFilter } = IOP.ui;
+    filterText, timeRange, onFilter, setFilter, siteActive } = IOP.ui;
   let V = null; // this view's data, set by draw
 
 
@@ -136,7 +136,7 @@
         const code = LAYER_CODE[L];
         const total = REC.per_layer[code];
         const yaxis = axisName(k);
-        const useBins = state.mode === 'bins' && REC.bins[L] && file === -2;
+        const useBins = state.mode === 'bins' && REC.bins[L] && file === -2 && !siteActive();
         if (useBins) {
           const B = gridFor(L);
           traces.push(heatTrace(L, B, state.metric, yaxis, true, 1 - (k + 0.5) / panels.length));
@@ -157,6 +157,7 @@
           (file === -2 ? '' : ', those on the chosen file'));
       });
       if (state.mode === 'bins' && binned.length && file !== -2) parts.push('bins cover all files: choosing a file shows sampled operations');
+      else if (state.mode === 'bins' && binned.length && siteActive()) parts.push('bins cover all call sites: with a call site chosen, sampled operations are drawn');
       if (binsShown) parts.push('In a bin, operations and bytes count where an operation starts; busy time is the exact overlap of operations with the bin (hover for the sums)');
       if (opsShown) parts.push('Each operation is a stroke from its start to its end: reads blue, writes red');
       if (filterActive()) parts.push('Only what lies in the filter (' + filterText() + ') is drawn');
