@@ -59,7 +59,7 @@ def _inspect(path: str, mtime_ns: int, size: int
     try:
         with open(path, "rb") as f:
             elf = ELFFile(f)
-            for sec in _sections(elf, ("SHT_DYNAMIC", "SHT_SYMTAB", "SHT_DYNSYM")):
+            for sec in sections(elf, ("SHT_DYNAMIC", "SHT_SYMTAB", "SHT_DYNSYM")):
                 if sec["sh_type"] == "SHT_DYNAMIC":
                     needed += [t.needed for t in sec.iter_tags("DT_NEEDED")]
                 else:
@@ -70,7 +70,7 @@ def _inspect(path: str, mtime_ns: int, size: int
     return tuple(needed), layers, "FORTRAN" in found
 
 
-def _sections(elf: object, types: tuple[str, ...]) -> list[object]:
+def sections(elf: object, types: tuple[str, ...]) -> list[object]:
     """The sections of these types, built from their headers alone: building
     every section parses hash tables too (0.2 s of 0.3 s on a 100 MB binary)."""
     from elftools.common.exceptions import ELFError
@@ -84,13 +84,9 @@ def _sections(elf: object, types: tuple[str, ...]) -> list[object]:
     return out
 
 
-def _defined(elf: object, sec: object, wanted: dict[str, str]) -> set[str]:
-    """Which of ``wanted``'s layers a symbol table defines as functions.
-
-    Only the names of defined functions are read, each as its first bytes
-    in one array (symbols x width), compared with every wanted name plus its
-    terminating NUL: no pass over the whole string table, whose C++ names
-    run to tens of MB."""
+def symbol_table(elf: object, sec: object) -> tuple[np.ndarray, np.ndarray]:
+    """A symbol table section as one structured array (name offset, info,
+    section index, value, size), and its string table's bytes."""
     e = "<" if elf.little_endian else ">"  # type: ignore[attr-defined]
     if elf.elfclass == 64:  # type: ignore[attr-defined]
         dt = np.dtype([("name", e + "u4"), ("info", "u1"), ("other", "u1"),
@@ -100,10 +96,25 @@ def _defined(elf: object, sec: object, wanted: dict[str, str]) -> set[str]:
                        ("info", "u1"), ("other", "u1"), ("shndx", e + "u2")])  # fmt: skip
     data = sec.data()  # type: ignore[attr-defined]
     syms = np.frombuffer(data, dt, len(data) // dt.itemsize)
-    kind = syms["info"] & 0xF
-    # defined (not SHN_UNDEF) functions, plain or GNU indirect
-    at = syms["name"][(syms["shndx"] != 0) & ((kind == 2) | (kind == 10))].astype(np.int64)
     strtab = np.frombuffer(elf.get_section(sec["sh_link"]).data(), np.uint8)  # type: ignore[attr-defined]
+    return syms, strtab
+
+
+def functions(syms: np.ndarray) -> np.ndarray:
+    """Which symbols are defined (not SHN_UNDEF) functions, plain or GNU indirect."""
+    kind = syms["info"] & 0xF
+    return (syms["shndx"] != 0) & ((kind == 2) | (kind == 10))
+
+
+def _defined(elf: object, sec: object, wanted: dict[str, str]) -> set[str]:
+    """Which of ``wanted``'s layers a symbol table defines as functions.
+
+    Only the names of defined functions are read, each as its first bytes
+    in one array (symbols x width), compared with every wanted name plus its
+    terminating NUL: no pass over the whole string table, whose C++ names
+    run to tens of MB."""
+    syms, strtab = symbol_table(elf, sec)
+    at = syms["name"][functions(syms)].astype(np.int64)
     if not len(at) or not len(strtab):
         return set()
     width = max(len(n) for n in wanted) + 1

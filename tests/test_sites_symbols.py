@@ -1,0 +1,189 @@
+"""Native call sites named from the binaries: a small C program built with
+and without debug information, position-independent or not, prints the
+offsets of its own call sites (return address minus the load bias that
+``dl_iterate_phdr`` gives, as the runtime records them); a trace naming
+those offsets must show the file, line and function, the function alone,
+or module+offset with the reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iopilot.model import OP_WRITE
+from iopilot.sources import load
+from iopilot.sources.symbols import CHANGED, NO_DEBUG, NO_SYMBOLS, NOT_FOUND, _decode, lookup
+from test_sites_read import write_proc
+
+CC = shutil.which("cc") or shutil.which("gcc")
+pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler")
+
+PROG = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static uintptr_t bias;
+
+static int first(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size; (void)data;
+    bias = info->dlpi_addr; /* the first object is the executable */
+    return 1;
+}
+
+__attribute__((noinline)) void probe(void)
+{
+    printf("site %#lx\n", (unsigned long)((uintptr_t)__builtin_return_address(0) - bias));
+}
+
+__attribute__((noinline)) int write_rows(int n)
+{
+    probe(); /* THE CALL */
+    printf("caller %#lx\n", (unsigned long)((uintptr_t)__builtin_return_address(0) - bias));
+    return n + VARIANT;
+}
+
+int main(int argc, char **argv)
+{
+    Dl_info lib;
+    (void)argv;
+    dl_iterate_phdr(first, NULL);
+    if (dladdr((void *)&write, &lib))
+        printf("lib %s %#lx\n", lib.dli_fname,
+               (unsigned long)((char *)&write - (char *)lib.dli_fbase));
+    return write_rows(argc) == 0; /* THE CALLER */
+}
+"""
+CALL = next(i for i, t in enumerate(PROG.split("\n"), 1) if "THE CALL */" in t)
+CALLER = next(i for i, t in enumerate(PROG.split("\n"), 1) if "THE CALLER" in t)
+
+
+def build(d: Path, *flags: str, variant: int = 1) -> tuple[Path, dict[str, str]]:
+    """The program built in ``d`` with ``flags``, and what it printed."""
+    d.mkdir(parents=True, exist_ok=True)
+    src = d / "prog.c"
+    src.write_text(PROG)
+    exe = d / "prog"
+    subprocess.run([CC, *flags, f"-DVARIANT={variant}", "-o", str(exe), str(src), "-ldl"],
+                   check=True, capture_output=True)  # fmt: skip
+    out = subprocess.run([str(exe)], capture_output=True, text=True).stdout
+    said = {line.split()[0]: line.split(maxsplit=1)[1] for line in out.splitlines()}
+    return exe, said
+
+
+def build_id(path: str) -> str:
+    """The file's build-id as binutils reads it ("" without readelf)."""
+    if not shutil.which("readelf"):
+        return ""
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    return next((line.split()[-1] for line in out.splitlines() if "Build ID" in line), "")
+
+
+def traced(root: Path, exe: Path, said: dict[str, str], *, bid: str | None = None) -> object:
+    """A trace of one write from the program's call site (with its caller),
+    and one from inside libc as a library site."""
+    lib, lib_offset = said["lib"].split()
+    own = build_id(str(exe)) if bid is None else bid
+    modules = [{"path": str(exe), "base": 0, "build_id": own},
+               {"path": lib, "base": 0, "build_id": build_id(lib)}]  # fmt: skip
+    sites = [{"id": 1, "frames": [[0, int(said["site"], 16)], [0, int(said["caller"], 16)]],
+              "count": 1, "bytes": 10, "time": 0.5},
+             {"id": 2, "frames": [[1, int(lib_offset, 16) + 4]], "library": True, "count": 1,
+              "bytes": 0, "time": 0.1}]  # fmt: skip
+    root.mkdir()
+    write_proc(root, 0, [(OP_WRITE, 10, 0, 1), (OP_WRITE, 10, 0, 2)], sites=sites,
+               modules=modules)  # fmt: skip
+    return load(str(root)).sites
+
+
+@pytest.mark.parametrize("flags", [("-O0", "-g"), ("-O2", "-g", "-fomit-frame-pointer"),
+                                   ("-O2", "-g", "-no-pie", "-fno-pie"),
+                                   ("-O1", "-gdwarf-4", "-fPIE", "-pie")])  # fmt: skip
+def test_debug_information_gives_file_line_and_function(tmp_path, flags):
+    exe, said = build(tmp_path / "b", *flags)
+    s = traced(tmp_path / "t", exe, said)
+    assert (Path(s.file[1]).name, int(s.line[1]), s.function[1]) == ("prog.c", CALL, "write_rows")
+    assert s.file[1] == str(tmp_path / "b" / "prog.c") and s.note[1] == ""
+    assert s.label(1) == f"prog.c:{CALL} write_rows"
+    assert s.caller[1] == f"prog.c:{CALLER} main"
+
+
+def test_without_debug_information_the_function_alone(tmp_path):
+    exe, said = build(tmp_path / "b", "-O2", "-fomit-frame-pointer")
+    s = traced(tmp_path / "t", exe, said)
+    assert (s.file[1], int(s.line[1]), s.function[1]) == ("", 0, "write_rows")
+    assert s.note[1] == NO_DEBUG
+    assert s.label(1) == f"write_rows (prog+{int(said['site'], 16):#x})"
+
+
+def test_stripped_binary_gives_module_and_offset(tmp_path):
+    exe, said = build(tmp_path / "b", "-O2")
+    subprocess.run(["strip", "--strip-all", str(exe)], check=True)
+    s = traced(tmp_path / "t", exe, said)
+    assert s.function[1] == "" and s.note[1] == NO_SYMBOLS
+    assert s.label(1) == f"prog+{int(said['site'], 16):#x}"
+
+
+def test_deleted_binary_gives_module_and_offset(tmp_path):
+    exe, said = build(tmp_path / "b", "-O0", "-g")
+    bid = build_id(str(exe))
+    exe.unlink()
+    s = traced(tmp_path / "t", exe, said, bid=bid)
+    assert (s.file[1], s.function[1], s.note[1]) == ("", "", NOT_FOUND)
+    assert s.label(1) == f"prog+{int(said['site'], 16):#x}"
+    assert s.caller[1] == f"prog+{int(said['caller'], 16):#x}"
+
+
+def test_rebuilt_binary_gives_module_and_offset(tmp_path):
+    """The file at the path is another build (another build-id): its lines
+    would be wrong, so none are given."""
+    exe, said = build(tmp_path / "b", "-O0", "-g")
+    bid = build_id(str(exe))
+    build(tmp_path / "b", "-O0", "-g", variant=2)
+    assert build_id(str(exe)) != bid
+    s = traced(tmp_path / "t", exe, said, bid=bid)
+    assert (s.file[1], s.function[1], s.note[1]) == ("", "", CHANGED)
+    # the same build-id: found again
+    assert lookup(str(exe), build_id(str(exe)), [int(said["site"], 16)])[0][2] == "write_rows"
+
+
+def test_a_library_site_names_the_library_function(tmp_path):
+    exe, said = build(tmp_path / "b", "-O0", "-g")
+    s = traced(tmp_path / "t", exe, said)
+    lib = Path(said["lib"].split()[0]).name
+    assert s.library[2] and s.function[2] == "write"
+    assert s.label(2) == f"write in {lib}"
+    assert s.note[2].startswith("no frame of the program")
+
+
+def test_not_an_elf_file(tmp_path):
+    p = tmp_path / "script"
+    p.write_text("#!/bin/sh\necho\n")
+    assert lookup(str(p), "", [0x1234]) == [("", 0, "", "binary not readable")]
+
+
+@pytest.mark.parametrize("flags", [("-O0", "-g"), ("-O2", "-g"), ("-O2", "-gdwarf-4")])
+def test_line_table_rows_are_pyelftools_rows(tmp_path, flags):
+    from elftools.elf.elffile import ELFFile
+
+    exe, _ = build(tmp_path / "b", *flags)
+    with open(exe, "rb") as f:
+        dwarf = ELFFile(f).get_dwarf_info()
+        for cu in dwarf.iter_CUs():
+            prog = dwarf.line_program_for_CU(cu)
+            want = [(e.state.address, e.state.line, e.state.file, e.state.end_sequence)
+                    for e in prog.get_entries() if e.state]  # fmt: skip
+            addr, line, file, end = [], [], [], []
+            _decode(prog, cu["address_size"], "little", addr, line, file, end)
+            ended = set(end)
+            rows = zip(addr, line, file, strict=True)
+            got = [(a, n, k, i in ended) for i, (a, n, k) in enumerate(rows)]
+            assert got == want and len(want) > 10
