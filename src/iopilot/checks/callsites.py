@@ -19,7 +19,8 @@ traces of version 2) get no source locations.
 
 Whole-column work only: ``np.bincount`` over the site ids of a finding's
 records, weighted by their durations, in steps of :data:`STEP` records
-(0.1-0.2 s per finding for 5 M records on the 2-core test machine).
+(0.1 s per finding for 5 M records on the 2-core test machine), for the
+findings left once those of one cause are merged.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from ..model import COUNTER_LAYERS, Trace, display
 from ..model.aggregate import unique
 from ..vocabulary import MODULES, SIZE_BIN_UPPER, SIZE_BINS
 from . import thresholds as th
-from .base import AnalysisCache, Context, Finding, Level, iter_registered
+from .base import AnalysisCache, Check, Context, Finding, Level, iter_registered
 from .callsites import add_call_sites
 from .iotime import IoTime, compute, io_time
 
@@ -117,22 +117,23 @@ def diagnose(trace: Trace, thresholds: dict[str, Any] | None = None,
     ctx = Context(trace, values, cache)
     findings: list[Finding] = []
     warnings = list(trace.warnings)
+    ran: dict[str, Check] = {}
     for chk in iter_registered(lambda c: only is None or c.id in only):
         if chk.needs_records and not len(trace.records):
             continue
+        ran[chk.id] = chk
         try:
-            found = list(chk.evaluate(ctx))
+            findings.extend(chk.evaluate(ctx))
         except Exception as e:  # a broken check must not hide the others
             warnings.append(f"check {chk.id} failed: {type(e).__name__}: {e}")
-            continue
-        try:
-            add_call_sites(ctx, chk, found)
-        except Exception as e:  # nor a failure to name the lines, its findings
-            warnings.append(f"call sites of check {chk.id} failed: {type(e).__name__}: {e}")
-        findings.extend(found)
     times = io_time(ctx)
     if merge:
         findings = merge_same_cause(findings, ctx)
+    for f in findings:  # after merging: no lines looked up for a finding merged away
+        try:
+            add_call_sites(ctx, ran[f.check], [f])
+        except Exception as e:  # nor a failure to name the lines, its finding
+            warnings.append(f"call sites of check {f.check} failed: {type(e).__name__}: {e}")
     cap_severity(findings, times, values)
     findings.sort(key=cost_order)
     cap_costs(findings, times)
