@@ -33,7 +33,7 @@ from perfetto.trace_processor.protos import ProtoFactory
 from iopilot import api, cli
 from iopilot.bench.synthetic import write_trace
 from iopilot.demo import example_dir
-from iopilot.model import RECORD_LAYERS, BackgroundOps, Records
+from iopilot.model import RECORD_LAYERS, BackgroundOps, Records, Sites
 from iopilot.report.perfetto import export, lanes
 from iopilot.vocabulary import OP_NAMES
 from kit import trace as make_trace
@@ -237,16 +237,6 @@ def rank_thread(tracks: dict[int, dict], uuid: int) -> tuple[int, int]:
 # --- a trace with everything: threads, nesting, overlap, meta, background ----
 
 
-class FakeSites:
-    """The call-site table's interface: labels by row, row 0 unknown."""
-
-    def __init__(self) -> None:
-        self.file = ["", "a.c", "b.py"]
-
-    def label(self, i: int) -> str:
-        return ["", "a.c:10 write_rows", "b.py:42 save_rows"][i]
-
-
 def rich_trace():
     # (rank, thread, layer, op, file, offset, length, start, end, site)
     rows = [
@@ -265,7 +255,11 @@ def rich_trace():
     ]
     tr = make_trace(recs=_records(rows), nprocs=2, names={1: "/data/a.h5", 2: "/data/b.dat"})
     tr.meta_records = _records(meta)
-    tr.sites = FakeSites()
+    tr.sites = Sites.of([
+        ("", 0, "", "", -1, "", "", 0, 0, 0.0, False, ""),
+        ("/src/a.c", 10, "write_rows", "/bin/a", 0x1234, "native", "", 4, 400, 1.0, False, ""),
+        ("/src/b.py", 42, "save_rows", "", -1, "python", "", 4, 70, 1.0, False, ""),
+    ])  # fmt: skip
     tr.background = BackgroundOps(
         rank=np.array([0, 0, 1], np.int32), file_id=np.array([1, 1, 1], np.uint64),
         op=np.array([1, 1, 5], np.uint8), offset=np.array([0, 64, -1], np.int64),
@@ -282,9 +276,8 @@ def _records(rows):
                 op=np.array([OP_NAMES.index(x) for x in c[3]], np.uint8),
                 file_id=np.array(c[4], np.uint64), offset=np.array(c[5], np.int64),
                 length=np.array(c[6], np.int64), start=np.array(c[7], np.float64),
-                end=np.array(c[8], np.float64))  # fmt: skip
-    r.thread = np.array(c[1], np.uint32)
-    r.site = np.array(c[9], np.uint32)
+                end=np.array(c[8], np.float64), thread=np.array(c[1], np.uint16),
+                site=np.array(c[9], np.uint32))  # fmt: skip
     return r
 
 
@@ -393,10 +386,15 @@ def test_cli_exports_a_trace_directory(tmp_path, capsys):
     assert cli.main(["export", "perfetto", str(src), "-o", str(out)]) == 0
     assert "1,000 operations" in capsys.readouterr().err
     tracks, slices = read_proto(out.read_bytes())
-    recs = api.load(str(src)).records
-    got = Counter(rank_thread(tracks, s["track"]) for s in slices
-                  if tracks[s["track"]]["name"].startswith("thread"))  # fmt: skip
-    assert got == Counter((int(r), 0) for r in recs.rank)
+    trace = api.load(str(src))
+    recs = trace.records
+    ops = [s for s in slices if tracks[s["track"]]["name"].startswith("thread")]
+    assert Counter(rank_thread(tracks, s["track"]) for s in ops) == \
+        Counter((int(r), 0) for r in recs.rank)  # fmt: skip
+    # The trace's call sites (format 3) are each operation's site argument.
+    assert len(trace.sites) > 2
+    assert Counter(s["args"]["site"] for s in ops) == \
+        Counter(trace.sites.label(i) for i in recs.site)  # fmt: skip
     assert sum(tracks[s["track"]]["name"] == "I/O phases" for s in slices) == 4
     assert not list(tmp_path.glob("*.part"))
 

@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..checks.phases import phases
-from ..model import RECORD_LAYERS, BackgroundOps, Records, Trace
+from ..model import RECORD_LAYERS, BackgroundOps, Trace
 from ..vocabulary import OP_NAMES
 
 CHUNK = 1 << 16  # slices encoded at once: ~10 MB of working arrays
@@ -181,7 +181,7 @@ class Timeline:
         overlap lane beside it."""
         itype = _small(self.n)
         key = np.concatenate([self._data.rank, self._meta.rank]).astype(itype)
-        threads = np.concatenate([_column(self._data, "thread"), _column(self._meta, "thread")])
+        threads = np.concatenate([self._data.thread, self._meta.thread])
         per_rank = int(threads.max()) + 1 if len(threads) else 1
         if per_rank > 1:
             key = key.astype(np.int64) * per_rank + threads
@@ -235,8 +235,8 @@ class Timeline:
 
     def _gather(self, name: str, idx: np.ndarray) -> np.ndarray:
         """Column ``name`` of operations ``idx`` (data records first, then meta)."""
-        d = _column(self._data, name)
-        m = _column(self._meta, name)
+        d = getattr(self._data, name)
+        m = getattr(self._meta, name)
         if not len(m):
             return d[idx]
         if not len(d):
@@ -342,22 +342,12 @@ class Timeline:
         return [s for s in (self.ops, self.background, self.phases) if s is not None]
 
 
-def _column(recs: Records, name: str) -> np.ndarray:
-    """A column of ``recs``; zeros for ``thread`` and ``site`` when the
-    source has none (Darshan logs, traces before call sites)."""
-    col = getattr(recs, name, None)
-    if col is None:
-        return np.zeros(len(recs), np.uint32)
-    return col
-
-
 def trace_sites(trace: Trace) -> list[str] | None:
-    """Labels of the trace's call sites (row 1 on; row 0 is "unknown"), or
-    None when the trace has none."""
-    sites = getattr(trace, "sites", None)
-    if sites is None or getattr(trace.records, "site", None) is None:
+    """Labels of the trace's call sites from row 1 on (row 0 is "unknown":
+    no argument), or None when the trace has none."""
+    if trace.sites is None or len(trace.sites) < 2:
         return None
-    return [sites.label(i) for i in range(1, len(sites.file))]
+    return [trace.sites.label(i) for i in range(1, len(trace.sites))]
 
 
 def _chunks(n: int, size: int) -> Iterator[slice]:
