@@ -171,20 +171,54 @@ def test_killed_process_sites_are_unknown(tmp_path):
 
 
 @pytest.mark.parametrize(("ended_by", "ok"), [("exit", False), ("flush", True)])
-def test_record_naming_no_site(tmp_path, ended_by, ok):
-    """An id the summary does not list is a damaged record file; unless the
-    summary was written before the process ended (MPI_Finalize), when the
-    site is unknown."""
+def test_record_naming_a_site_beyond_the_summary(tmp_path, ended_by, ok):
+    """An id beyond the largest the summary lists is a damaged record file;
+    unless the summary was written before the process ended (MPI_Finalize):
+    then the site is unknown, and the warnings say how many records."""
     root = tmp_path / "t"
     root.mkdir()
     stem = write_proc(root, 0, [*OPS, (OP_WRITE, 1, 0, 4)], extra={"ended_by": ended_by})
     if ok:
-        assert load(str(root)).records.site.tolist() == [1, 1, 2, 1, 0, 0]
+        t = load(str(root))
+        assert t.records.site.tolist() == [1, 1, 2, 1, 0, 0]
+        assert "rank 0 (pid 100): 1 operation records name a call site its summary does not " \
+               "list: shown as unknown" in t.warnings
         return
     with pytest.raises(InputError) as e:
         load(str(root))
     assert str(e.value) == (f"{stem}.rec: damaged record file: record 6 has call-site id 4, "
-                            "which its process summary does not list")  # fmt: skip
+                            "beyond those its process summary lists (3)")  # fmt: skip
+
+
+def test_record_naming_a_site_the_summary_left_out(tmp_path):
+    """An id below the largest listed but not listed is unknown and said."""
+    root = tmp_path / "t"
+    root.mkdir()
+    sites = [*SITES, dict(SITES[0], id=9)]
+    write_proc(root, 0, [*OPS, (OP_WRITE, 1, 0, 4), (OP_WRITE, 1, 0, 9)], sites=sites)
+    t = load(str(root))
+    assert t.records.site.tolist() == [1, 1, 2, 1, 0, 0, 1]
+    assert [w for w in t.warnings if "1 operation records name a call site" in w]
+    assert not [w for w in load(str(two_ranks(tmp_path / "u"))).warnings if "call site" in w]
+
+
+def test_frames_outside_any_module_and_sites_without_frames(tmp_path):
+    """Module -1: an address the runtime found in no module, shown as it
+    is; a site without frames is unknown (row 0), its counts kept there."""
+    root = tmp_path / "t"
+    root.mkdir()
+    sites = [{"id": 1, "frames": [[-1, 0x7F12_3456_7890]], "count": 2, "bytes": 3, "time": 0.5},
+             {"id": 2, "frames": [], "count": 4, "bytes": 5, "time": 0.25},
+             {"id": 3, "python": [], "count": 1, "bytes": 1, "time": 0.25},
+             {"id": 4, "frames": [[-1, 2**64 - 1]], "count": 1, "bytes": 0, "time": 0.0}]
+    write_proc(root, 0, [(OP_WRITE, 1, 0, 1), (OP_WRITE, 1, 0, 2), (OP_WRITE, 1, 0, 3)],
+               sites=sites)  # fmt: skip
+    t = load(str(root))
+    s = t.sites
+    assert len(s) == 3 and t.records.site.tolist() == [1, 0, 0]
+    assert s.label(1) == "0x7f1234567890" and s.note[1] == "address in no module the runtime knew"
+    assert s.label(2) == "0xffffffffffffffff"
+    assert (s.count[0], s.bytes[0], s.time[0]) == (5, 6, 0.5)
 
 
 def test_sparse_site_ids(tmp_path):
@@ -214,9 +248,11 @@ BAD_SITES = {
     "id twice": ({"sites": [SITES[0], dict(SITES[1], id=1)]}, "id 1 is listed twice"),
     "no frames": ({"sites": [{"id": 1, "count": 1}]}, "either native 'frames' or 'python'"),
     "both": ({"sites": [dict(SITES[0], python=SITES[1]["python"])]}, "either native"),
-    "empty frames": ({"sites": [dict(SITES[0], frames=[])]}, "either native"),
     "module out of range": ({"sites": [dict(SITES[0], frames=[[2, 5]])]},
                             "'sites' entry 0: module index 2 is out of range (2 modules)"),
+    "module below -1": ({"sites": [dict(SITES[0], frames=[[-2, 5]])]}, "module index -2"),
+    "offset too big": ({"sites": [dict(SITES[0], frames=[[0, 2**64]])]}, "frames should be"),
+    "offset true": ({"sites": [dict(SITES[0], frames=[[0, True]])]}, "frames should be"),
     "negative offset": ({"sites": [dict(SITES[0], frames=[[0, -5]])]},
                         "frames should be [module index, offset]"),
     "python frame": ({"sites": [dict(SITES[1], python=[["a.py", "42", "f"]])]},

@@ -27,7 +27,9 @@ class Sites:
     line: np.ndarray  # int32, 0 when unknown
     function: np.ndarray  # object (str): function name, "" when unknown
     module: np.ndarray  # object (str): executable / library path, "" for Python sites
-    offset: np.ndarray  # int64: the return address's offset in the module (-1 for Python sites)
+    # the return address's offset in the module (its address when the module
+    # is unknown; -1 for Python sites)
+    offset: np.ndarray  # int64
     lang: np.ndarray  # object (str): "python" | "native" | "" (unknown)
     note: np.ndarray  # object (str): why the site is degraded, "" when it is not
     count: np.ndarray  # int64 calls
@@ -64,7 +66,8 @@ class Sites:
         if file and line:
             where = f"{os.path.basename(file)}:{line}"
             return f"{where} {function}" if function else where
-        place = f"{module}+{int(self.offset[i]):#x}"
+        offset = int(self.offset[i]) & 0xFFFF_FFFF_FFFF_FFFF
+        place = f"{module}+{offset:#x}" if module else f"{offset:#x}"
         return f"{function} ({place})" if function else place
 
     @staticmethod

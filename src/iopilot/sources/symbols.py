@@ -37,6 +37,7 @@ from ..userfiles import open_regular
 from .program import functions, sections, symbol_table
 
 NOT_FOUND = "binary not found"
+NO_MODULE = "address in no module the runtime knew"
 CHANGED = "binary changed since the run"
 NO_DEBUG = "no debug information: function name only"
 NO_SYMBOLS = "no debug information or symbols"
@@ -74,7 +75,7 @@ class Symbolizer:
         file, line, function, _ = self.get(path, build_id, offset)
         if file and line:
             return f"{os.path.basename(file)}:{line} {function}".rstrip()
-        place = f"{os.path.basename(path)}+{offset:#x}"
+        place = f"{os.path.basename(path)}+{offset:#x}" if path else f"{offset:#x}"
         return f"{function} ({place})" if function else place
 
 
@@ -84,6 +85,8 @@ def lookup(path: str, build_id: str, offsets: Sequence[int]) -> list[Found]:
     from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
 
     n = len(offsets)
+    if not path:
+        return [("", 0, "", NO_MODULE)] * n
     try:
         fd, _ = open_regular(path, None, follow_links=True)
     except InputError:

@@ -101,6 +101,9 @@ def trace_warnings(procs: list[Proc]) -> list[str]:
             listed += f", and {len(busy) - 5:,} more: {human_size(rest)}"
         out.append(f"launcher processes, not ranks: {listed} of I/O not analysed")
     for p in procs:
+        if p.unlisted_sites:
+            out.append(f"{p.who()}: {p.unlisted_sites:,} operation records name a call site its "
+                       "summary does not list: shown as unknown")  # fmt: skip
         if p.unpaired:
             out.append(f"{p.who()}: {p.unpaired:,} background I/O records without their pair "
                        "(queued/issued, issued/completed) were left out")  # fmt: skip

@@ -124,6 +124,7 @@ class Proc:
     write_error: str | None = None  # why the runtime could not write all its files (ENOSPC ...)
     record: np.dtype = RECORD  # the .rec's records (by its header's format version)
     site_map: SiteMap | None = None  # its call-site ids -> rows of the trace's sites
+    unlisted_sites: int = 0  # records naming a site id its summary does not list
 
     def path(self, suffix: str) -> Path:
         return self.root / (self.stem + suffix)

@@ -16,7 +16,7 @@ from ..model.aggregate import unique
 from ..vocabulary import FS_LAYERS, OP_NAMES, RECORD_FLAGS
 from .checked import open_regular, where
 from .trace_procs import HEADER, Proc, rec_limit
-from .trace_sites import NO_ROW, SiteMap
+from .trace_sites import NO_ROW
 
 N_OPS = len(OP_NAMES)
 OP_MMAP = OP_NAMES.index("mmap")
@@ -147,7 +147,7 @@ def read_records(p: Proc, job_start: float, limit: int, sink: RecordSink,
             if not got:
                 break
             _check_records(path, r, done, len(layers))
-            site = _sites(path, r, done, p.site_map, strict)
+            site = _sites(path, r, done, p, strict)
             behind = (r["flags"] & (QUEUED | BACKGROUND)) != 0
             data = (r["op"] <= 1) & ~behind
             done += len(r)
@@ -211,20 +211,27 @@ def background_ops(procs: list[Proc], job_start: float) -> BackgroundOps | None:
                                      "issued", "completed", "failed")))  # fmt: skip
 
 
-def _sites(path: Path, r: np.ndarray, first: int, site_map: SiteMap | None,
-           strict: bool) -> np.ndarray | None:  # fmt: skip
+def _sites(path: Path, r: np.ndarray, first: int, p: Proc, strict: bool) -> np.ndarray | None:
     """The rows of the trace's sites that records ``r`` name; None when
     they are all unknown (format 2, or a process without its summary).
-    ``strict``: an id the summary does not list means a damaged file;
-    otherwise (a summary written before the process ended) it is unknown."""
+    ``strict``: an id beyond the largest the summary lists means a damaged
+    file; other ids it does not list (or any, when the summary was written
+    before the process ended) are unknown, and counted."""
+    site_map = p.site_map
     if site_map is None or "site" not in r.dtype.names:
         return None
     rows = site_map(r["site"])
     bad = np.flatnonzero(rows == NO_ROW)
-    if len(bad) and strict:
-        raise InputError(where(path), f"damaged record file: record {first + bad[0]:,} has "
-                                       f"call-site id {r['site'][bad[0]]}, which its process "
-                                       "summary does not list")  # fmt: skip
+    if not len(bad):
+        return rows
+    if strict:
+        beyond = bad[r["site"][bad] > site_map.top]
+        if len(beyond):
+            raise InputError(where(path), f"damaged record file: record {first + beyond[0]:,} "
+                                           f"has call-site id {r['site'][beyond[0]]}, beyond "
+                                           f"those its process summary lists "
+                                           f"({site_map.top})")  # fmt: skip
+    p.unlisted_sites += len(bad)
     rows[bad] = 0
     return rows
 

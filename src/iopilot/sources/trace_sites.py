@@ -53,18 +53,18 @@ def check_sites(f: Fields, sites: list[Any], modules: int) -> list[dict[str, Any
             raise f.bad(f"'sites' entry {i}: id {sid!r} {why}")
         seen.add(sid)
         frames, python = s.get("frames"), s.get("python")
-        if isinstance(python, list) and python and frames is None:
+        if isinstance(python, list) and frames is None:
             if not all(isinstance(x, list) and len(x) == 3 and isinstance(x[0], str)
                        and is_int64(x[1]) and x[1] >= 0 and isinstance(x[2], str)
                        for x in python):  # fmt: skip
                 raise f.bad(f"'sites' entry {i}: python frames should be [file, line, function]")
             site = {"lang": "python", "frames": [tuple(x) for x in python]}
-        elif isinstance(frames, list) and frames and python is None:
+        elif isinstance(frames, list) and python is None:
             for x in frames:
-                if not (isinstance(x, list) and len(x) == 2 and all(is_int64(y) for y in x)
-                        and x[1] >= 0):  # fmt: skip
+                if not (isinstance(x, list) and len(x) == 2 and is_int64(x[0])
+                        and _is_address(x[1])):  # fmt: skip
                     raise f.bad(f"'sites' entry {i}: frames should be [module index, offset]")
-                if not 0 <= x[0] < modules:
+                if not -1 <= x[0] < modules:  # -1: an address in no module the runtime knew
                     raise f.bad(f"'sites' entry {i}: module index {x[0]} is out of range "
                                 f"({modules} modules)")  # fmt: skip
             site = {"lang": "native", "frames": [tuple(x) for x in frames]}
@@ -83,6 +83,10 @@ def check_sites(f: Fields, sites: list[Any], modules: int) -> list[dict[str, Any
     return out
 
 
+def _is_address(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64
+
+
 class SiteMap:
     """One process's site ids -> rows of the trace's :class:`Sites`, a whole
     column at a time.  Id 0 is row 0 (unknown); an id the summary does not
@@ -94,7 +98,7 @@ class SiteMap:
         r = np.fromiter(rows, np.uint32, len(i))
         order = np.argsort(i)
         self.ids, self.rows = i[order], r[order]
-        top = int(self.ids[-1]) if len(i) else 0
+        self.top = top = int(self.ids[-1]) if len(i) else 0  # the largest id listed
         self.table: np.ndarray | None = None
         if top <= 4 * len(i) + 4096:
             self.table = np.full(top + 1, NO_ROW, np.uint32)
@@ -114,11 +118,12 @@ class SiteMap:
 def build_sites(procs: list[Any]) -> Sites | None:
     """The trace's call sites over its rank processes, each process's
     :class:`SiteMap` set on it (``p.site_map``); None when no summary has
-    call sites (a trace before format 3)."""
+    call sites (a trace before format 3).  A site without frames counts
+    as unknown (row 0)."""
     if not any(p.summary and p.summary.get("sites") is not None for p in procs):
         return None
     keys: dict[tuple, int] = {}
-    raw: list[dict[str, Any]] = [{}]  # row 0: unknown
+    raw: list[dict[str, Any]] = [_raw("", False, [])]  # row 0: unknown
     for p in procs:
         s = p.summary
         if p.rank is None or not s or s.get("sites") is None:
@@ -126,18 +131,16 @@ def build_sites(procs: list[Any]) -> Sites | None:
         modules = s.get("modules") or []
         ids, rows = [], []
         for site in s["sites"]:
-            first = site["frames"][0]
             if site["lang"] == "python":
-                key: tuple = ("python", *first)
-            else:
-                key = ("native", modules[first[0]][0], first[1])
-            row = keys.get(key)
-            if row is None:
+                frames = site["frames"]
+            else:  # module index -1: an address in no module the runtime knew
+                frames = [(*(modules[m] if m >= 0 else ("", "")), offset)
+                          for m, offset in site["frames"]]  # fmt: skip
+            key = (site["lang"], *frames[0][:3]) if frames else None
+            row = keys.get(key, 0) if key else 0
+            if key and not row:
                 row = keys[key] = len(raw)
-                frames = site["frames"] if site["lang"] == "python" else [
-                    (*modules[m], offset) for m, offset in site["frames"]]  # fmt: skip
-                raw.append({"lang": site["lang"], "library": site["library"], "count": 0,
-                            "bytes": 0, "time": 0.0, "frames": frames})  # fmt: skip
+                raw.append(_raw(site["lang"], site["library"], frames))
             r = raw[row]
             r["count"] += site["count"]
             r["bytes"] += site["bytes"]
@@ -146,6 +149,11 @@ def build_sites(procs: list[Any]) -> Sites | None:
             rows.append(row)
         p.site_map = SiteMap(ids, rows)
     return Sites.of(_rows(raw))
+
+
+def _raw(lang: str, library: bool, frames: list[tuple]) -> dict[str, Any]:
+    return {"lang": lang, "library": library, "frames": frames, "count": 0, "bytes": 0,
+            "time": 0.0}  # fmt: skip
 
 
 def _rows(raw: list[dict[str, Any]]) -> list[tuple]:
@@ -157,7 +165,8 @@ def _rows(raw: list[dict[str, Any]]) -> list[tuple]:
             for path, build_id, offset in r["frames"]:
                 sym.want(path, build_id, offset)
     sym.resolve()
-    out = [("", 0, "", "", -1, "", "", 0, 0, 0.0, False, "")]
+    u = raw[0]
+    out = [("", 0, "", "", -1, "", "", u["count"], u["bytes"], u["time"], False, "")]
     for r in raw[1:]:
         if r["lang"] == "python":
             (file, line, function), outer = r["frames"][0], r["frames"][1:]
@@ -170,6 +179,7 @@ def _rows(raw: list[dict[str, Any]]) -> list[tuple]:
                 note = "no frame of the program: the innermost library function" + (
                     f"; {note}" if note else "")  # fmt: skip
             callers = [sym.label(*f) for f in outer]
+        offset -= 2**64 if offset >= 2**63 else 0  # kept in an int64 column
         out.append((file, line, function, module, offset, r["lang"], note, r["count"],
                     r["bytes"], r["time"], r["library"], "; ".join(callers)))  # fmt: skip
     return out
