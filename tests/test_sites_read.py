@@ -221,6 +221,16 @@ def test_frames_outside_any_module_and_sites_without_frames(tmp_path):
     assert (s.count[0], s.bytes[0], s.time[0]) == (5, 6, 0.5)
 
 
+def test_counts_past_int64_summed_over_ranks_stay_in_the_column(tmp_path):
+    root = tmp_path / "t"
+    root.mkdir()
+    big = [dict(SITES[0], count=2**63 - 1, bytes=2**63 - 1)]
+    for rank in range(2):
+        write_proc(root, rank, [(OP_WRITE, 1, 0, 1)], sites=big)
+    t = load(str(root))
+    assert t.sites.count[1] == 2**63 - 1 and t.sites.bytes[1] == 2**63 - 1
+
+
 def test_sparse_site_ids(tmp_path):
     """Ids need not be dense: large ones go through a sorted search."""
     root = tmp_path / "t"
@@ -257,6 +267,8 @@ BAD_SITES = {
                         "frames should be [module index, offset]"),
     "python frame": ({"sites": [dict(SITES[1], python=[["a.py", "42", "f"]])]},
                      "python frames should be [file, line, function]"),
+    "python line": ({"sites": [dict(SITES[1], python=[["a.py", 2**31, "f"]])]},
+                    "python frames should be"),
     "count": ({"sites": [dict(SITES[0], count=-1)]}, "count and bytes non-negative"),
     "time": ({"sites": [dict(SITES[0], time="1s")]}, "time a non-negative number"),
     "library": ({"sites": [dict(SITES[0], library="yes")]}, "library should be true or false"),

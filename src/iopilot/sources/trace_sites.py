@@ -55,7 +55,7 @@ def check_sites(f: Fields, sites: list[Any], modules: int) -> list[dict[str, Any
         frames, python = s.get("frames"), s.get("python")
         if isinstance(python, list) and frames is None:
             if not all(isinstance(x, list) and len(x) == 3 and isinstance(x[0], str)
-                       and is_int64(x[1]) and x[1] >= 0 and isinstance(x[2], str)
+                       and is_int64(x[1]) and 0 <= x[1] < 2**31 and isinstance(x[2], str)
                        for x in python):  # fmt: skip
                 raise f.bad(f"'sites' entry {i}: python frames should be [file, line, function]")
             site = {"lang": "python", "frames": [tuple(x) for x in python]}
@@ -166,7 +166,8 @@ def _rows(raw: list[dict[str, Any]]) -> list[tuple]:
                 sym.want(path, build_id, offset)
     sym.resolve()
     u = raw[0]
-    out = [("", 0, "", "", -1, "", "", u["count"], u["bytes"], u["time"], False, "")]
+    out = [("", 0, "", "", -1, "", "", _int64(u["count"]), _int64(u["bytes"]), u["time"], False,
+            "")]  # fmt: skip
     for r in raw[1:]:
         if r["lang"] == "python":
             (file, line, function), outer = r["frames"][0], r["frames"][1:]
@@ -180,9 +181,15 @@ def _rows(raw: list[dict[str, Any]]) -> list[tuple]:
                     f"; {note}" if note else "")  # fmt: skip
             callers = [sym.label(*f) for f in outer]
         offset -= 2**64 if offset >= 2**63 else 0  # kept in an int64 column
-        out.append((file, line, function, module, offset, r["lang"], note, r["count"],
-                    r["bytes"], r["time"], r["library"], "; ".join(callers)))  # fmt: skip
+        out.append((file, line, function, module, offset, r["lang"], note, _int64(r["count"]),
+                    _int64(r["bytes"]), r["time"], r["library"], "; ".join(callers)))  # fmt: skip
     return out
+
+
+def _int64(v: int) -> int:
+    """A sum over processes, within its int64 column (a damaged trace's
+    counts could pass it)."""
+    return min(v, 2**63 - 1)
 
 
 def _base(path: str) -> str:
