@@ -164,6 +164,32 @@ def test_a_library_site_names_the_library_function(tmp_path):
     assert s.note[2].startswith("no frame of the program")
 
 
+def test_two_calls_on_one_line_are_one_row(tmp_path):
+    """Two offsets inside the same line's code make one row, counts summed
+    and both processes' records pointing at it; without debug information
+    each offset stays its own row."""
+    for flags, rows in ((("-O0", "-g"), 2), (("-O2",), 3)):
+        exe, said = build(tmp_path / f"b{len(flags)}", *flags)
+        off = int(said["site"], 16)
+        sites = [{"id": 1, "frames": [[0, off]], "count": 2, "bytes": 20, "time": 0.5},
+                 {"id": 2, "frames": [[0, off - 1]], "count": 3, "bytes": 30, "time": 0.25}]
+        root = tmp_path / f"t{len(flags)}"
+        root.mkdir()
+        modules = [{"path": str(exe), "base": 0, "build_id": build_id(str(exe))}]
+        for rank in range(2):
+            write_proc(root, rank, [(OP_WRITE, 10, 0, 1), (OP_WRITE, 10, 0, 2)], sites=sites,
+                       modules=modules)  # fmt: skip
+        t = load(str(root))
+        s = t.sites
+        assert len(s) == rows
+        if rows == 2:
+            assert s.label(1) == f"prog.c:{CALL} write_rows" and s.offset[1] == off
+            assert (s.count[1], s.bytes[1], s.time[1]) == (10, 100, 1.5)
+            assert t.records.site.tolist() == [1, 1, 1, 1]
+        else:
+            assert s.count.tolist() == [0, 4, 6] and t.records.site.tolist() == [1, 2, 1, 2]
+
+
 def test_not_an_elf_file(tmp_path):
     p = tmp_path / "script"
     p.write_text("#!/bin/sh\necho\n")

@@ -5,9 +5,10 @@ A record's ``site`` column is a row of this table; row 0 is "unknown" (a
 record written before the runtime knew its site, a process killed before
 its summary, a version 2 trace).  Two ranks' calls from the same line are
 one row: a native site is (module path, offset), a Python site (file, line,
-function).  ``count``, ``bytes`` and ``time`` are the runtime's exact sums
-of the operations made from the site (records may be fewer: the record
-limit), summed over processes.
+function), and two native sites on the same source line of one module are
+one row too (``offset`` is then the first's).  ``count``, ``bytes`` and
+``time`` are the runtime's exact sums of the operations made from the site
+(records may be fewer: the record limit), summed over processes.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ function from the binaries (:mod:`.symbols`) once, here.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -105,6 +105,13 @@ class SiteMap:
             self.table[0] = 0
             self.table[self.ids] = self.rows
 
+    def renumber(self, into: np.ndarray) -> None:
+        """Rows ``r`` become ``into[r]`` (rows of the table merged)."""
+        self.rows = into[self.rows]
+        if self.table is not None:
+            listed = self.table != NO_ROW
+            self.table[listed] = into[self.table[listed]]
+
     def __call__(self, site: np.ndarray) -> np.ndarray:
         if self.table is not None:
             t = self.table
@@ -148,7 +155,34 @@ def build_sites(procs: list[Any]) -> Sites | None:
             ids.append(site["id"])
             rows.append(row)
         p.site_map = SiteMap(ids, rows)
-    return Sites.of(_rows(raw))
+    rows, into = _same_lines(_rows(raw))
+    for p in procs:
+        if p.site_map is not None:
+            p.site_map.renumber(into)
+    return Sites.of(rows)
+
+
+def _same_lines(rows: list[Row]) -> tuple[list[Row], np.ndarray]:
+    """Rows that name the same line of the same module (two calls on one
+    line, ``fwrite(...); fflush(...)``) made one, their counts summed: a
+    reader thinks in lines, and a finding's first line must be the one
+    with the most time.  Returns the rows and where each old row went."""
+    into = np.arange(len(rows), dtype=np.uint32)
+    kept: dict[tuple, int] = {}
+    out: list[Row] = []
+    for i, r in enumerate(rows):
+        key = (r.lang, r.module, r.file, r.line, r.function, r.library)
+        j = kept.get(key) if i and r.file and r.line else None
+        if j is None:
+            kept.setdefault(key, len(out))
+            into[i] = len(out)
+            out.append(r)
+            continue
+        into[i] = j
+        o = out[j]
+        out[j] = o._replace(count=_int64(o.count + r.count), bytes=_int64(o.bytes + r.bytes),
+                            time=o.time + r.time)  # fmt: skip
+    return out, into
 
 
 def _raw(lang: str, library: bool, frames: list[tuple]) -> dict[str, Any]:
@@ -156,7 +190,24 @@ def _raw(lang: str, library: bool, frames: list[tuple]) -> dict[str, Any]:
             "time": 0.0}  # fmt: skip
 
 
-def _rows(raw: list[dict[str, Any]]) -> list[tuple]:
+class Row(NamedTuple):
+    """A row of :class:`Sites` (the order of ``Sites.of``)."""
+
+    file: str
+    line: int
+    function: str
+    module: str
+    offset: int
+    lang: str
+    note: str
+    count: int
+    bytes: int
+    time: float
+    library: bool
+    caller: str
+
+
+def _rows(raw: list[dict[str, Any]]) -> list[Row]:
     """Sites.of rows: Python sites as written, native ones looked up in
     their binaries (all offsets of a binary in one pass)."""
     sym = Symbolizer()
@@ -166,8 +217,8 @@ def _rows(raw: list[dict[str, Any]]) -> list[tuple]:
                 sym.want(path, build_id, offset)
     sym.resolve()
     u = raw[0]
-    out = [("", 0, "", "", -1, "", "", _int64(u["count"]), _int64(u["bytes"]), u["time"], False,
-            "")]  # fmt: skip
+    out = [Row("", 0, "", "", -1, "", "", _int64(u["count"]), _int64(u["bytes"]), u["time"],
+               False, "")]  # fmt: skip
     for r in raw[1:]:
         if r["lang"] == "python":
             (file, line, function), outer = r["frames"][0], r["frames"][1:]
@@ -181,8 +232,9 @@ def _rows(raw: list[dict[str, Any]]) -> list[tuple]:
                     f"; {note}" if note else "")  # fmt: skip
             callers = [sym.label(*f) for f in outer]
         offset -= 2**64 if offset >= 2**63 else 0  # kept in an int64 column
-        out.append((file, line, function, module, offset, r["lang"], note, _int64(r["count"]),
-                    _int64(r["bytes"]), r["time"], r["library"], "; ".join(callers)))  # fmt: skip
+        out.append(Row(file, line, function, module, offset, r["lang"], note,
+                       _int64(r["count"]), _int64(r["bytes"]), r["time"], r["library"],
+                       "; ".join(callers)))  # fmt: skip
     return out
 
 
