@@ -409,6 +409,14 @@ def test_cli_exports_darshan_dxt_as_json(tmp_path):
     assert Counter(e["pid"] - 1 for e in slices) == Counter(trace.records.rank.tolist())
 
 
+def test_cli_dash_writes_to_standard_output(capsysbinary):
+    assert cli.main(["export", "perfetto", str(DXT), "-o", "-", "--format", "json"]) == 0
+    events = json.loads(capsysbinary.readouterr().out)["traceEvents"]
+    assert sum(e["ph"] == "X" and e["name"].startswith("POSIX") for e in events) == len(
+        api.load(str(DXT)).records
+    )
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["/nonexistent/trace", "-o", "{tmp}/x.pftrace"], "/nonexistent/trace: no such file"),
     ([str(NO_DXT), "-o", "{tmp}/x.pftrace"], "no per-operation records"),

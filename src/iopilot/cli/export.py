@@ -59,7 +59,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="an iopilot trace directory or a Darshan log with DXT records",
     )
     xp.add_argument(
-        "-o", "--out", metavar="FILE", required=True, help="write to FILE (replaced if it exists)"
+        "-o",
+        "--out",
+        metavar="FILE",
+        required=True,
+        help="write to FILE (replaced if it exists; - for standard output)",
     )
     xp.add_argument(
         "--format",
@@ -94,12 +98,17 @@ def cmd_perfetto(args: argparse.Namespace) -> int:
             "no per-operation records to export",
             "Darshan logs need DXT: DXT_ENABLE_IO_TRACE=1 when the program runs",
         )
+    kind = "json" if fmt == "json" else "proto"
+    if args.out == "-":  # standard output, as for every output the user names
+        export_timeline(trace, sys.stdout.buffer, kind)
+        sys.stdout.buffer.flush()
+        return EXIT_OK
     # Written beside the target and renamed at the end: a failed export
     # leaves no half-written file in its place.
     part = f"{args.out}.part"
     try:
         with open(part, "wb") as f:
-            tl = export_timeline(trace, f, "json" if fmt == "json" else "proto")
+            tl = export_timeline(trace, f, kind)
         os.replace(part, args.out)
     except OSError as e:
         if os.path.exists(part):

@@ -565,12 +565,6 @@ def write_proto(tl: Timeline, out: BinaryIO, chunk: int = CHUNK) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _us(ns: np.ndarray) -> list[str]:
-    """Nanoseconds as microsecond strings with three decimals, exactly."""
-    whole, frac = np.divmod(ns, 1000)
-    return [f"{w}.{f:03d}" for w, f in zip(whole.tolist(), frac.tolist(), strict=True)]
-
-
 def _json_meta(tl: Timeline) -> list[dict[str, Any]]:
     meta: list[dict[str, Any]] = []
     for t in tl.tracks:
@@ -597,12 +591,13 @@ def _json_events(tl: Timeline, s: Slices, sl: slice) -> str:
     head = [f'{{"ph":"X","pid":{by_uuid[u].pid},"tid":{by_uuid[u].tid},"name":'
             for u in uu.tolist()]  # fmt: skip
     names = [json.dumps(x) for x in s.names]
-    cols: list[list[str]] = [
-        [head[i] for i in inv.tolist()],
-        [names[i] for i in c.name.tolist()],
-        [',"ts":' + x for x in _us(c.start)],
-        [',"dur":' + x + ',"args":{' for x in _us(c.end - c.start)],
-    ]
+    # Microseconds with three decimals, exactly: whole and thousandths apart.
+    ts, ts_ns = np.divmod(c.start, 1000)
+    dur, dur_ns = np.divmod(c.end - c.start, 1000)
+    cols: list[list[str]] = [[
+        f'{head[k]}{names[n]},"ts":{t}.{tn:03d},"dur":{d}.{dn:03d},"args":{{'
+        for k, n, t, tn, d, dn in zip(inv.tolist(), c.name.tolist(), ts.tolist(), ts_ns.tolist(),
+                                      dur.tolist(), dur_ns.tolist(), strict=True)]]  # fmt: skip
     for i, (aname, kind, col) in enumerate(c.args):
         # The first argument is always there (file, layer): no comma before it.
         key = ("," if i else "") + json.dumps(aname) + ":"
