@@ -124,6 +124,18 @@ def test_sites_of_ranks_merge_into_one_table(tmp_path):
     assert t.records.site.dtype == np.uint32 and t.records.thread.dtype == np.uint16
 
 
+def test_chunks_without_threads_or_sites_leave_their_zeros(tmp_path, monkeypatch):
+    """Chunks whose threads or sites are all 0 skip those columns (zero
+    pages cost no memory); the rows of the others are still in place."""
+    import iopilot.sources.trace_records as tr
+
+    monkeypatch.setattr(tr, "CHUNK", 2)
+    t = load(str(two_ranks(tmp_path / "t")))
+    assert t.records.site[t.records.rank == 0].tolist() == [1, 1, 2, 1, 0]
+    assert t.records.thread[t.records.rank == 0].tolist() == [0, 1, 1, 0, 0]
+    assert t.records.site[t.records.rank == 1].tolist() == [1, 4, 2]
+
+
 def test_labels():
     s = Sites.of([
         ("", 0, "", "", -1, "", "", 0, 0, 0.0, False, ""),

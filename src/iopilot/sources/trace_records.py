@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -50,16 +51,16 @@ class RecordSink:
             else:
                 self.cols[f] = np.empty(0, dtype)
 
-    def _populate(self, k: int) -> None:
-        """Bring in the pages of rows n .. n+k of every column at once."""
+    def _populate(self, k: int, fields: Iterable[str]) -> None:
+        """Bring in the pages of rows n .. n+k of these columns at once."""
         global _populate_works
         if not _populate_works:
             return
-        for f, m in self.maps.items():
+        for f in fields:
             size = self.cols[f].itemsize
             lo = self.n * size // mmap.PAGESIZE * mmap.PAGESIZE
             try:
-                m.madvise(_MADV_POPULATE_WRITE, lo, (self.n + k) * size - lo)
+                self.maps[f].madvise(_MADV_POPULATE_WRITE, lo, (self.n + k) * size - lo)
             except OSError:  # kernels before 5.14: pages come one fault at a time
                 _populate_works = False
                 return
@@ -69,30 +70,29 @@ class RecordSink:
         """Append the records of ``r`` (on-disk rows) where ``keep`` is true,
         field by field straight into the columns: no copy of the rows.
         ``site``: the rows' call sites (rows of the trace's sites), None
-        when all are unknown (the columns start as zeros)."""
+        when all are unknown.  The columns start as zeros, and a chunk's
+        zero threads or sites are not written: a program with one thread
+        costs no memory for its thread column."""
         k = int(np.count_nonzero(keep))
         if not k:
             return
+        cols = {f: r[f] for f in _ON_DISK}
+        cols["layer"] = layer
+        if r["thread"].any():  # indexes beyond 16 bits (never seen) share the last value
+            cols["thread"] = np.minimum(r["thread"], 0xFFFF).astype(np.uint16)
+        if site is not None and site.any():
+            cols["site"] = site
         sl = slice(self.n, self.n + k)
         c = self.cols
-        self._populate(k)
-        # thread indexes beyond 16 bits (never seen) share the last value
-        thread = np.minimum(r["thread"], 0xFFFF).astype(np.uint16)
+        if self.maps:
+            self._populate(k, (*cols, "rank"))
         if k == len(r):
-            for f in ("op", "file_id", "offset", "length", "start", "end"):
-                c[f][sl] = r[f]
-            c["layer"][sl] = layer
-            c["thread"][sl] = thread
-            if site is not None:
-                c["site"][sl] = site
+            for f, v in cols.items():
+                c[f][sl] = v
         else:
             idx = np.flatnonzero(keep)
-            for f in ("op", "file_id", "offset", "length", "start", "end"):
-                np.take(r[f], idx, out=c[f][sl])
-            np.take(layer, idx, out=c["layer"][sl])
-            np.take(thread, idx, out=c["thread"][sl])
-            if site is not None:
-                np.take(site, idx, out=c["site"][sl])
+            for f, v in cols.items():
+                np.take(v, idx, out=c[f][sl])
         c["rank"][sl] = rank
         if shift:
             c["start"][sl] += shift
@@ -108,6 +108,7 @@ class RecordSink:
 
 _FIELDS = ("rank", "layer", "op", "file_id", "offset", "length", "start", "end", "site",
            "thread")  # fmt: skip
+_ON_DISK = ("op", "file_id", "offset", "length", "start", "end")  # copied as they are
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux 5.14
 _populate_works = True
 
