@@ -14,9 +14,11 @@ ends after it (two threads a Darshan log does not tell apart, a
 background operation overlapping the next) goes to an extra track beside
 it, ``thread 0 (overlap 1)``, so no slice is lost or cut.
 
-Both files are written chunk by chunk from whole-column NumPy operations
-(the protobuf varints too), so memory stays bounded by the chunk whatever
-the trace's size: ``iopilot bench export`` measures it.
+Both files are written a chunk of slices at a time from whole-column NumPy
+operations (the protobuf varints too): besides the loaded trace, the export
+keeps 8 bytes per operation (its place in the writing order and its track)
+and the chunk's working arrays.  ``iopilot bench export`` measures time and
+peak memory.
 """
 
 from __future__ import annotations
@@ -317,6 +319,8 @@ class Timeline:
         ])  # fmt: skip
 
     def _phase_slices(self) -> Slices | None:
+        """The report's I/O phases: of MPI-IO if it was traced (what the
+        program asked), else of POSIX, as the phase checks choose."""
         recs = self._data
         counts = np.bincount(recs.layer, minlength=len(RECORD_LAYERS))
         layer = next((n for n in ("MPIIO", "POSIX") if counts[RECORD_LAYERS.index(n)]), None)
