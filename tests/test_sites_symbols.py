@@ -213,3 +213,51 @@ def test_line_table_rows_are_pyelftools_rows(tmp_path, flags):
             rows = zip(addr, line, file, strict=True)
             got = [(a, n, k, i in ended) for i, (a, n, k) in enumerate(rows)]
             assert got == want and len(want) > 10
+
+
+CPP = """
+namespace io {
+int write_rows(int n) { return n * 3 + 1; }
+}
+int main(int argc, char **) { return io::write_rows(argc) == 0; }
+"""
+FORTRAN = """
+module io_mod
+contains
+  integer function write_rows(n)
+    integer, intent(in) :: n
+    write_rows = n * 3 + 1
+  end function
+end module
+program main
+  use io_mod
+  print *, write_rows(2)
+end program
+"""
+
+
+def _symbol(exe: Path, name: str) -> int:
+    """A defined symbol's address, as binutils' nm reads it."""
+    out = subprocess.run(["nm", str(exe)], capture_output=True, text=True, check=True).stdout
+    return next(int(x.split()[0], 16) for x in out.splitlines() if x.split()[-1] == name)
+
+
+@pytest.mark.parametrize(("compiler", "source", "symbol", "shown"), [
+    ("g++", CPP, "_ZN2io10write_rowsEi", "io::write_rows"),
+    ("gfortran", FORTRAN, "__io_mod_MOD_write_rows", "io_mod::write_rows"),
+])  # fmt: skip
+def test_cpp_and_fortran_names_as_the_source_spells_them(tmp_path, compiler, source, symbol,
+                                                         shown):  # fmt: skip
+    if not shutil.which(compiler):
+        pytest.skip(f"no {compiler}")
+    src = tmp_path / ("prog.cpp" if compiler == "g++" else "prog.f90")
+    src.write_text(source)
+    for flags in (["-O0", "-g"], ["-O2"]):
+        exe = tmp_path / f"prog{len(flags)}"
+        subprocess.run([compiler, *flags, "-o", str(exe), str(src)], check=True)
+        file, line, function, note = lookup(str(exe), "", [_symbol(exe, symbol) + 2])[0]
+        assert function == shown
+        if "-g" in flags:
+            assert (Path(file).name, note) == (src.name, "") and line > 0
+        else:
+            assert (file, note) == ("", NO_DEBUG)

@@ -26,6 +26,7 @@ pyelftools is imported only when a trace has native sites (0.05 s).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -64,7 +65,6 @@ class Symbolizer:
             for off, found in zip(offs, lookup(path, build_id, offs), strict=True):
                 self.found[(path, build_id, off)] = found
         self.wanted = {}
-        _demangle(self.found)
 
     def get(self, path: str, build_id: str, offset: int) -> Found:
         """(file, line, function, note) of one offset."""
@@ -93,7 +93,7 @@ def lookup(path: str, build_id: str, offsets: Sequence[int]) -> list[Found]:
         return [("", 0, "", NOT_FOUND)] * n
     with os.fdopen(fd, "rb") as f:
         try:
-            return _lookup(f, build_id, offsets)
+            return _demangle(_lookup(f, build_id, offsets))
         # pyelftools meets a damaged file with any of these
         except (ELFError, DWARFError, ELFParseError, OSError, ValueError, KeyError, IndexError,
                 AttributeError, TypeError, AssertionError, UnicodeDecodeError):  # fmt: skip
@@ -320,20 +320,30 @@ def _text(v: object) -> str:
     return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
 
 
-def _demangle(found: dict[tuple[str, str, int], Found]) -> None:
-    """C++ names (``_Z...``) as the source spells them, by one ``c++filt``
-    call for all; left mangled without it."""
-    keys = [k for k, v in found.items() if v[2].startswith("_Z")]
+_FORTRAN_MODULE = re.compile(r"__(\w+?)_MOD_(\w+)")
+
+
+def _demangle(found: list[Found]) -> list[Found]:
+    """Names as the source spells them: C++ names (``_Z...``) without their
+    parameters (``io::write_rows``: the line tells overloads apart), by one
+    ``c++filt -p`` call for all, left mangled without it; gfortran's module
+    procedures (``__io_mod_MOD_write_rows``) as ``io_mod::write_rows``."""
+    out = []
+    for file, line, name, note in found:
+        m = _FORTRAN_MODULE.fullmatch(name)
+        out.append((file, line, f"{m[1]}::{m[2]}" if m else name, note))
+    cpp = [i for i, v in enumerate(out) if v[2].startswith("_Z") and "\n" not in v[2]]
     tool = shutil.which("c++filt")
-    if not keys or tool is None:
-        return
-    text = "\n".join(found[k][2] for k in keys) + "\n"
+    if not cpp or tool is None:
+        return out
+    text = "\n".join(out[i][2] for i in cpp) + "\n"
     try:
-        out = subprocess.run([tool], input=text, capture_output=True, text=True, timeout=30,
-                             check=True).stdout.split("\n")  # fmt: skip
+        names = subprocess.run([tool, "-p"], input=text, capture_output=True, text=True,
+                               timeout=30, check=True).stdout.split("\n")  # fmt: skip
     except (OSError, subprocess.SubprocessError):
-        return
-    if len(out) >= len(keys):
-        for k, name in zip(keys, out, strict=False):
-            file, line, _, note = found[k]
-            found[k] = (file, line, name, note)
+        return out
+    if len(names) >= len(cpp):
+        for i, name in zip(cpp, names, strict=False):
+            file, line, _, note = out[i]
+            out[i] = (file, line, name, note)
+    return out
