@@ -254,7 +254,8 @@ def test_cpp_and_fortran_names_as_the_source_spells_them(tmp_path, compiler, sou
     src.write_text(source)
     for flags in (["-O0", "-g"], ["-O2"]):
         exe = tmp_path / f"prog{len(flags)}"
-        subprocess.run([compiler, *flags, "-o", str(exe), str(src)], check=True)
+        # in tmp_path: gfortran writes the module's .mod file where it runs
+        subprocess.run([compiler, *flags, "-o", str(exe), str(src)], check=True, cwd=tmp_path)
         file, line, function, note = lookup(str(exe), "", [_symbol(exe, symbol) + 2])[0]
         assert function == shown
         if "-g" in flags:
