@@ -16,6 +16,7 @@ trace-event format's rules.
 from __future__ import annotations
 
 import glob
+import io
 import json
 import shutil
 import subprocess
@@ -282,13 +283,9 @@ def _records(rows):
 
 
 def _export(tr, fmt: str, chunk: int = 4) -> bytes:
-    path = Path(f"/dev/shm/iopilot-test-{fmt}-{id(tr)}")
-    try:
-        with open(path, "wb") as f:
-            export(tr, f, fmt, chunk=chunk)  # small chunks: the seams are crossed
-        return path.read_bytes()
-    finally:
-        path.unlink(missing_ok=True)
+    out = io.BytesIO()
+    export(tr, out, fmt, chunk=chunk)  # small chunks: the seams are crossed
+    return out.getvalue()
 
 
 def test_proto_slices_per_thread_match_the_records():
