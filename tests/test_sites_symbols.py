@@ -39,14 +39,19 @@ static int first(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
-__attribute__((noinline)) void probe(void)
+__attribute__((noinline)) void probe(const char *what)
 {
-    printf("site %#lx\n", (unsigned long)((uintptr_t)__builtin_return_address(0) - bias));
+    printf("%s %#lx\n", what, (unsigned long)((uintptr_t)__builtin_return_address(0) - bias));
+}
+
+static inline __attribute__((always_inline)) void inlined_rows(void)
+{
+    probe("inlined"); /* THE INLINED CALL */
 }
 
 __attribute__((noinline)) int write_rows(int n)
 {
-    probe(); /* THE CALL */
+    probe("site"); /* THE CALL */
     printf("caller %#lx\n", (unsigned long)((uintptr_t)__builtin_return_address(0) - bias));
     return n + VARIANT;
 }
@@ -56,6 +61,7 @@ int main(int argc, char **argv)
     Dl_info lib;
     (void)argv;
     dl_iterate_phdr(first, NULL);
+    inlined_rows();
     if (dladdr((void *)&write, &lib))
         printf("lib %s %#lx\n", lib.dli_fname,
                (unsigned long)((char *)&write - (char *)lib.dli_fbase));
@@ -64,6 +70,7 @@ int main(int argc, char **argv)
 """
 CALL = next(i for i, t in enumerate(PROG.split("\n"), 1) if "THE CALL */" in t)
 CALLER = next(i for i, t in enumerate(PROG.split("\n"), 1) if "THE CALLER" in t)
+INLINED = next(i for i, t in enumerate(PROG.split("\n"), 1) if "THE INLINED CALL" in t)
 
 
 def build(d: Path, *flags: str, variant: int = 1) -> tuple[Path, dict[str, str]]:
@@ -114,6 +121,20 @@ def test_debug_information_gives_file_line_and_function(tmp_path, flags):
     assert s.file[1] == str(tmp_path / "b" / "prog.c") and s.note[1] == ""
     assert s.label(1) == f"prog.c:{CALL} write_rows"
     assert s.caller[1] == f"prog.c:{CALLER} main"
+
+
+@pytest.mark.parametrize("flags", [("-O0", "-g"), ("-O2", "-g"), ("-O2", "-gdwarf-4"),
+                                   ("-O2",)])  # fmt: skip
+def test_an_inlined_function_is_named_with_its_line(tmp_path, flags):
+    """Code inlined into main: its line is the inlined function's, and so
+    is the function named with it; without debug information, main."""
+    exe, said = build(tmp_path / "b", *flags)
+    off = int(said["inlined"], 16)
+    file, line, function, _ = lookup(str(exe), build_id(str(exe)), [off])[0]
+    if "-O2" in flags and len(flags) == 1:
+        assert (file, line, function) == ("", 0, "main")
+    else:
+        assert (Path(file).name, line, function) == ("prog.c", INLINED, "inlined_rows")
 
 
 def test_without_debug_information_the_function_alone(tmp_path):

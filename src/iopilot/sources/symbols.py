@@ -18,7 +18,9 @@ build-id):
   that hold a wanted address are decoded (``.debug_aranges`` says which),
   their rows sorted once and every address found by one ``searchsorted``;
 * the symbol table (``.symtab``, else ``.dynsym``) gives the function: the
-  defined functions sorted by address, again one ``searchsorted``.
+  defined functions sorted by address, again one ``searchsorted``; where
+  the address is in code inlined into that function (``-O2 -g``), the
+  debugging entries name the inlined function instead, to go with its line.
 
 pyelftools is imported only when a trace has native sites (0.05 s).
 """
@@ -82,8 +84,6 @@ class Symbolizer:
 def lookup(path: str, build_id: str, offsets: Sequence[int]) -> list[Found]:
     """(file, line, function, note) of each offset in the binary at ``path``;
     a binary that is gone, rebuilt or unreadable gives notes, never an error."""
-    from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
-
     n = len(offsets)
     if not path:
         return [("", 0, "", NO_MODULE)] * n
@@ -94,10 +94,16 @@ def lookup(path: str, build_id: str, offsets: Sequence[int]) -> list[Found]:
     with os.fdopen(fd, "rb") as f:
         try:
             return _demangle(_lookup(f, build_id, offsets))
-        # pyelftools meets a damaged file with any of these
-        except (ELFError, DWARFError, ELFParseError, OSError, ValueError, KeyError, IndexError,
-                AttributeError, TypeError, AssertionError, UnicodeDecodeError):  # fmt: skip
+        except _damaged():
             return [("", 0, "", UNREADABLE)] * n
+
+
+def _damaged() -> tuple[type[Exception], ...]:
+    """What pyelftools raises on a damaged file."""
+    from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
+
+    return (ELFError, DWARFError, ELFParseError, OSError, ValueError, KeyError, IndexError,
+            AttributeError, TypeError, AssertionError, UnicodeDecodeError)  # fmt: skip
 
 
 def _lookup(f: object, build_id: str, offsets: Sequence[int]) -> list[Found]:
@@ -110,7 +116,17 @@ def _lookup(f: object, build_id: str, offsets: Sequence[int]) -> list[Found]:
     pcs = np.array(offsets, np.uint64) + np.uint64(_fixed_base(elf, offsets))
     pcs = np.maximum(pcs, 1) - np.uint64(1)  # the call, not the instruction after it
     names = _functions(elf, pcs)
-    lines = _lines(elf, pcs)
+    lines = [("", 0)] * n
+    if elf.has_dwarf_info():  # type: ignore[attr-defined]
+        dwarf = elf.get_dwarf_info()  # type: ignore[attr-defined]
+        units = _units(dwarf, pcs)
+        order = "little" if elf.little_endian else "big"  # type: ignore[attr-defined]
+        lines = _lines(dwarf, units, pcs, order)
+        try:  # damaged debugging entries lose the inlined names, not the lines
+            for k, name in _inlined(dwarf, units, pcs).items():
+                names[k] = name
+        except _damaged():
+            pass
     out = []
     for (file, line), name in zip(lines, names, strict=True):
         if file and line:
@@ -167,23 +183,20 @@ def _functions(elf: object, pcs: np.ndarray) -> list[str]:
     return out
 
 
-def _lines(elf: object, pcs: np.ndarray) -> list[tuple[str, int]]:
-    """(file, line) of each address from the DWARF line tables; ("", 0)
-    where none covers it."""
+def _lines(dwarf: object, units: list[object], pcs: np.ndarray,
+           order: str) -> list[tuple[str, int]]:  # fmt: skip
+    """(file, line) of each address from the DWARF line tables of these
+    units; ("", 0) where none covers it."""
     none = [("", 0)] * len(pcs)
-    if not elf.has_dwarf_info():  # type: ignore[attr-defined]
+    if not dwarf.debug_line_sec:  # type: ignore[attr-defined]
         return none
-    dwarf = elf.get_dwarf_info()  # type: ignore[attr-defined]
-    if not dwarf.debug_line_sec:
-        return none
-    order = "little" if elf.little_endian else "big"  # type: ignore[attr-defined]
     addr: list[int] = []
     line: list[int] = []
     file: list[int] = []
     end: list[int] = []
     names: list[str] = []
-    for cu in _units(dwarf, pcs):
-        prog = dwarf.line_program_for_CU(cu)
+    for cu in units:
+        prog = dwarf.line_program_for_CU(cu)  # type: ignore[attr-defined]
         if prog is None:
             continue
         base = len(names)
@@ -197,10 +210,10 @@ def _lines(elf: object, pcs: np.ndarray) -> list[tuple[str, int]]:
     ended = np.zeros(len(a), bool)
     ended[end] = True
     # by address; at one address the end of a sequence before the next's start
-    order = np.lexsort((~ended, a))
-    a, ended = a[order], ended[order]
-    rows = np.array(line, np.int64)[order]
-    fidx = np.array(file, np.int64)[order]
+    by = np.lexsort((~ended, a))
+    a, ended = a[by], ended[by]
+    rows = np.array(line, np.int64)[by]
+    fidx = np.array(file, np.int64)[by]
     i = np.searchsorted(a, pcs, side="right") - 1
     out = []
     for k in range(len(pcs)):
@@ -294,6 +307,89 @@ def _units(dwarf: object, pcs: np.ndarray) -> list[object]:
     if not offsets:  # the aranges cover none: they may be partial
         return list(dwarf.iter_CUs())  # type: ignore[attr-defined]
     return [dwarf.get_CU_at(o) for o in sorted(offsets)]  # type: ignore[attr-defined]
+
+
+def _inlined(dwarf: object, units: list[object], pcs: np.ndarray) -> dict[int, str]:
+    """{index of an address: the function whose code it is} where that
+    function was inlined into another (``-O2 -g``): the line table gives the
+    inlined function's line, the symbol table the function it went into.
+    Only the top-level functions of the units are read (their siblings are
+    skipped, not parsed), and only those holding an address are entered."""
+    out: dict[int, str] = {}
+    for cu in units:
+        for die in cu.get_top_DIE().iter_children():  # type: ignore[attr-defined]
+            if die.tag != "DW_TAG_subprogram":
+                continue
+            inside = np.zeros(len(pcs), bool)
+            for lo, hi in _ranges(dwarf, cu, die):
+                inside |= (pcs >= np.uint64(lo)) & (pcs < np.uint64(hi))
+            for k in np.flatnonzero(inside):
+                name = _innermost_inline(dwarf, cu, die, int(pcs[k]))
+                if name:
+                    out[int(k)] = name
+    return out
+
+
+def _innermost_inline(dwarf: object, cu: object, die: object, pc: int) -> str:
+    """The name of the innermost inlined function holding ``pc`` within
+    ``die``, "" when ``pc`` is in no inlined code."""
+    name = ""
+    found = True
+    while found:
+        found = False
+        for child in die.iter_children():  # type: ignore[attr-defined]
+            if child.tag not in ("DW_TAG_inlined_subroutine", "DW_TAG_lexical_block"):
+                continue
+            if any(lo <= pc < hi for lo, hi in _ranges(dwarf, cu, child)):
+                if child.tag == "DW_TAG_inlined_subroutine":
+                    name = _die_name(child) or name
+                die, found = child, True
+                break
+    return name
+
+
+def _ranges(dwarf: object, cu: object, die: object) -> list[tuple[int, int]]:
+    """The address ranges of a debugging entry (low/high pc, or a range list)."""
+    a = die.attributes  # type: ignore[attr-defined]
+    if "DW_AT_low_pc" in a and "DW_AT_high_pc" in a:
+        lo, hi = a["DW_AT_low_pc"].value, a["DW_AT_high_pc"]
+        # DWARF 4 on: high_pc is usually a length (a constant), not an address
+        return [(lo, hi.value if hi.form.startswith("DW_FORM_addr") else lo + hi.value)]
+    if "DW_AT_ranges" not in a:
+        return []
+    lists = dwarf.range_lists()  # type: ignore[attr-defined]
+    if lists is None:
+        return []
+    top = cu.get_top_DIE().attributes.get("DW_AT_low_pc")  # type: ignore[attr-defined]
+    base = top.value if top is not None else 0
+    out = []
+    for e in lists.get_range_list_at_offset(a["DW_AT_ranges"].value, cu=cu):
+        if hasattr(e, "base_address"):
+            base = e.base_address
+        elif getattr(e, "is_absolute", False):
+            out.append((e.begin_offset, e.end_offset))
+        else:
+            out.append((base + e.begin_offset, base + e.end_offset))
+    return out
+
+
+def _die_name(die: object) -> str:
+    """A function's name from its entry, its abstract origin or its
+    declaration: a linkage name when one of them has it (mangled: C++,
+    Fortran modules), else the first plain name."""
+    plain = ""
+    for _ in range(4):
+        a = die.attributes  # type: ignore[attr-defined]
+        for key in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name"):
+            if key in a:
+                return _text(a[key].value)
+        if not plain and "DW_AT_name" in a:
+            plain = _text(a["DW_AT_name"].value)
+        ref = next((k for k in ("DW_AT_abstract_origin", "DW_AT_specification") if k in a), None)
+        if ref is None:
+            break
+        die = die.get_DIE_from_attribute(ref)  # type: ignore[attr-defined]
+    return plain
 
 
 def _file_names(cu: object, prog: object) -> list[str]:
