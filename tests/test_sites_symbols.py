@@ -153,6 +153,28 @@ def test_stripped_binary_gives_module_and_offset(tmp_path):
     assert s.label(1) == f"prog+{int(said['site'], 16):#x}"
 
 
+def test_debugging_information_in_a_separate_file(tmp_path, monkeypatch):
+    """A binary stripped of its debugging information (and symbols), kept
+    in DEBUG_DIRS/.build-id/ab/cdef....debug as Debian's -dbgsym packages
+    do, still gives file, line and function; a debug file of another
+    build is not used."""
+    import iopilot.sources.symbols as symbols
+
+    exe, said = build(tmp_path / "b", "-O2", "-g")
+    bid = build_id(str(exe))
+    debug = tmp_path / "debug" / ".build-id" / bid[:2] / f"{bid[2:]}.debug"
+    debug.parent.mkdir(parents=True)
+    subprocess.run(["objcopy", "--only-keep-debug", str(exe), str(debug)], check=True)
+    subprocess.run(["strip", "--strip-all", str(exe)], check=True)
+    off = int(said["site"], 16)
+    monkeypatch.setattr(symbols, "DEBUG_DIRS", [str(tmp_path / "nowhere"), str(tmp_path / "debug")])
+    file, line, function, note = lookup(str(exe), bid, [off])[0]
+    assert (Path(file).name, line, function, note) == ("prog.c", CALL, "write_rows", "")
+    other, _ = build(tmp_path / "o", "-O2", "-g", variant=3)
+    subprocess.run(["objcopy", "--only-keep-debug", str(other), str(debug)], check=True)
+    assert lookup(str(exe), bid, [off])[0] == ("", 0, "", NO_SYMBOLS)
+
+
 def test_deleted_binary_gives_module_and_offset(tmp_path):
     exe, said = build(tmp_path / "b", "-O0", "-g")
     bid = build_id(str(exe))

@@ -14,9 +14,11 @@ build-id):
 * the build-id recorded at run time is compared with the file's: a file
   that is gone or was rebuilt since gives ``module+0xoffset`` and a note,
   never an error;
-* the DWARF line table gives file and line: only the compilation units
-  that hold a wanted address are decoded (``.debug_aranges`` says which),
-  their rows sorted once and every address found by one ``searchsorted``;
+* the DWARF line table (the file's own, or a separate debug file named by
+  its build-id, as Debian's -dbgsym packages install them) gives file and
+  line: only the compilation units that hold a wanted address are decoded
+  (``.debug_aranges`` says which), their rows sorted once and every
+  address found by one ``searchsorted``;
 * the symbol table (``.symtab``, else ``.dynsym``) gives the function: the
   defined functions sorted by address, again one ``searchsorted``; where
   the address is in code inlined into that function (``-O2 -g``), the
@@ -31,7 +33,8 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -45,6 +48,8 @@ CHANGED = "binary changed since the run"
 NO_DEBUG = "no debug information: function name only"
 NO_SYMBOLS = "no debug information or symbols"
 UNREADABLE = "binary not readable"
+# where separate debugging information is found by build-id
+DEBUG_DIRS = ["/usr/lib/debug"]
 
 Found = tuple[str, int, str, str]  # file, line, function, note
 
@@ -111,22 +116,27 @@ def _lookup(f: object, build_id: str, offsets: Sequence[int]) -> list[Found]:
 
     elf = ELFFile(f)
     n = len(offsets)
-    if build_id and _build_id(elf) != build_id.lower():
+    own = _build_id(elf)
+    if build_id and own != build_id.lower():
         return [("", 0, "", CHANGED)] * n
     pcs = np.array(offsets, np.uint64) + np.uint64(_fixed_base(elf, offsets))
     pcs = np.maximum(pcs, 1) - np.uint64(1)  # the call, not the instruction after it
     names = _functions(elf, pcs)
-    lines = [("", 0)] * n
-    if elf.has_dwarf_info():  # type: ignore[attr-defined]
-        dwarf = elf.get_dwarf_info()  # type: ignore[attr-defined]
-        units = _units(dwarf, pcs)
-        order = "little" if elf.little_endian else "big"  # type: ignore[attr-defined]
-        lines = _lines(dwarf, units, pcs, order)
-        try:  # damaged debugging entries lose the inlined names, not the lines
-            for k, name in _inlined(dwarf, units, pcs).items():
-                names[k] = name
-        except _damaged():
-            pass
+    with _separate_debug(elf, own) as debug:
+        if debug is not None and not all(names):  # a stripped file: the debug file's symbols
+            names = [a or b for a, b in zip(names, _functions(debug, pcs), strict=True)]
+        lines = [("", 0)] * n
+        src = elf if _has_lines(elf) else debug
+        if src is not None and _has_lines(src):
+            dwarf = src.get_dwarf_info()  # type: ignore[attr-defined]
+            units = _units(dwarf, pcs)
+            order = "little" if elf.little_endian else "big"  # type: ignore[attr-defined]
+            lines = _lines(dwarf, units, pcs, order)
+            try:  # damaged debugging entries lose the inlined names, not the lines
+                for k, name in _inlined(dwarf, units, pcs).items():
+                    names[k] = name
+            except _damaged():
+                pass
     out = []
     for (file, line), name in zip(lines, names, strict=True):
         if file and line:
@@ -134,6 +144,42 @@ def _lookup(f: object, build_id: str, offsets: Sequence[int]) -> list[Found]:
         else:
             out.append(("", 0, name, NO_DEBUG if name else NO_SYMBOLS))
     return out
+
+
+@contextmanager
+def _separate_debug(elf: object, build_id: str) -> Iterator[object | None]:
+    """The debugging information of a file whose own was stripped into a
+    separate file (Debian's -dbgsym packages, ``objcopy --only-keep-debug``):
+    ``DEBUG_DIRS/.build-id/ab/cdef....debug``, named by the build-id, which
+    it must carry too; None when there is none."""
+    if not build_id or len(build_id) < 4 or _has_lines(elf):
+        yield None
+        return
+    from elftools.elf.elffile import ELFFile
+
+    for root in DEBUG_DIRS:
+        path = os.path.join(root, ".build-id", build_id[:2], build_id[2:] + ".debug")
+        try:
+            fd, _ = open_regular(path, None, follow_links=True)
+        except InputError:
+            continue
+        with os.fdopen(fd, "rb") as f:
+            try:
+                debug = ELFFile(f)
+                ok = _build_id(debug) == build_id
+            except _damaged():
+                ok = False
+            if ok:
+                yield debug
+                return
+    yield None
+
+
+def _has_lines(elf: object) -> bool:
+    """Whether the file has DWARF line tables (pyelftools' has_dwarf_info
+    is true for a mere .eh_frame)."""
+    return any(elf.get_section_by_name(n) is not None  # type: ignore[attr-defined]
+               for n in (".debug_line", ".zdebug_line"))  # fmt: skip
 
 
 def _build_id(elf: object) -> str:
