@@ -256,3 +256,18 @@ def test_a_call_counts_once_at_the_highest_layer_of_its_file():
     got = {s.line: (s.calls, s.seconds) for s in sources(f)}
     assert got[42] == (10, pytest.approx(1.0))  # the MPI-IO calls, not 20
     assert got[77] == (10, pytest.approx(0.01))  # POSIX is the top layer of file 2
+
+
+def test_tiny_files_list_the_opens_and_closes_not_the_writes():
+    n = 150  # files of 100 bytes, each opened, written once (slowly) and closed
+    rows = [{"file": 100 + i, "rank": 0, "POSIX_OPENS": 1, "POSIX_WRITES": 1,
+             "POSIX_BYTES_WRITTEN": 100, "POSIX_MAX_BYTE_WRITTEN": 99,
+             "POSIX_F_META_TIME": 0.003} for i in range(n)]  # fmt: skip
+    data = recs([(1, "write", 100, 0.01)] * n)
+    meta = recs([(2, "open", 0, 0.002), (3, "close", 0, 0.001)] * n, meta=True)
+    data.file_id[:] = 100 + np.arange(n)
+    meta.file_id[:] = 100 + np.repeat(np.arange(n), 2)
+    tr = trace(counters("POSIX", rows), recs=data)
+    tr.meta_records, tr.sites = meta, Sites.of(SITES)
+    (f,) = findings(tr, "tiny-files")
+    assert [(s.line, s.calls) for s in sources(f)] == [(77, n), (0, n)]

@@ -109,6 +109,17 @@ class FileEvidence:
         return self.location if self.location is not None else FileLocation(self.path)
 
 
+class FileList(list[FileEvidence]):
+    """The files a finding lists (the worst, at most ``max_files_listed``),
+    knowing the record ids of every file responsible (``ids``, ``files_total``
+    of them): a finding's call sites come from the operations on all of them,
+    not only on those listed."""
+
+    def __init__(self, listed: Iterable[FileEvidence], ids: np.ndarray) -> None:
+        super().__init__(listed)
+        self.ids = ids
+
+
 @record
 class Finding:
     """One diagnosis result: what was seen, the numbers, and what to change."""
@@ -357,19 +368,16 @@ class Context:
         score: np.ndarray,
         numbers: dict[str, np.ndarray],
         mask: np.ndarray | None = None,
-    ) -> tuple[list[FileEvidence], int]:
-        """The worst files by ``score`` (descending), with their numbers."""
+    ) -> tuple[FileList, int]:
+        """The worst files by ``score`` (descending), with their numbers (and
+        the ids of all the files, see :class:`FileList`)."""
         if mask is not None:
             ids, score = ids[mask], score[mask]
             numbers = {k: v[mask] for k, v in numbers.items()}
         order = np.argsort(-score, kind="stable")[: self.max_files]
-        out = [
-            FileEvidence(
-                self.trace.name(int(ids[i])),
-                {k: _plain(v[i]) for k, v in numbers.items()},
-            )
-            for i in order
-        ]
+        out = FileList((FileEvidence(self.trace.name(int(ids[i])),
+                                     {k: _plain(v[i]) for k, v in numbers.items()})
+                        for i in order), np.asarray(ids, np.uint64))  # fmt: skip
         return out, len(ids)
 
 

@@ -5,8 +5,9 @@ Traces with call sites (:attr:`Trace.sites <iopilot.model.Trace>`, a
 program issued them.  For each finding of level INFO or above, the records
 its check says it is about (:meth:`Check.concerns
 <iopilot.checks.base.Check.concerns>`: layers, operations, small requests)
-narrowed to the entries the finding lists (its files, else its ranks, else
-its phases) are summed per call site: calls, and seconds (end - start).  The
+narrowed to the entries the finding lists (its files, all those responsible
+when the check listed them with ``ctx.top_files``; else its ranks, else its
+phases) are summed per call site: calls, and seconds (end - start).  The
 :data:`SITES_LISTED` sites with the most seconds join the finding's
 ``locations`` as :class:`~iopilot.checks.base.SourceLocation`, most seconds
 first; ties (to the microsecond) go to more calls, then to the lower site id
@@ -36,6 +37,7 @@ from ..vocabulary import MODULE
 from .base import (
     Check,
     Context,
+    FileList,
     FileLocation,
     Finding,
     Level,
@@ -99,6 +101,8 @@ class _Listed:
         where = [e.where() for e in f.files]
         paths = [loc.path for loc in where if isinstance(loc, FileLocation)]
         self.files = _file_ids(ctx, paths) if paths else None
+        if paths and isinstance(f.files, FileList) and len(paths) == len(where):
+            self.files = np.unique(f.files.ids)  # every file responsible, not only those listed
         if self.files is not None and not len(self.files):
             self.files = None  # names the trace does not know: no narrowing
         ranks = [loc.rank for loc in where if isinstance(loc, RankLocation)]

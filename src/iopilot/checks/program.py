@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .base import Check, Context, Finding, Level, check
+from .base import DATA_OPS, META_OPS, Check, Context, Finding, Level, check
 from .iotime import io_time, price
 
 # How the user relinks so that the runtime sees the layer again.
@@ -51,6 +51,8 @@ class StaticLayers(Check):
     # "BUILD" sorts before every I/O layer, so that among findings of equal
     # cost this one, which qualifies all others, is read first.
     layer = "BUILD"
+    # the calls seen beneath the hidden layer: all of the I/O
+    site_ops, site_layers = DATA_OPS + META_OPS, ("POSIX", "STDIO")
     finds = ("HDF5, MPI-IO, NetCDF or PnetCDF linked statically into the program (a defined "
              "function such as `H5Fopen` or `MPI_File_open` in its symbol tables; Debian's "
              "plain `h5cc` links HDF5 so): its calls are invisible, its I/O is seen only as "

@@ -10,7 +10,7 @@ import numpy as np
 from ..model.aggregate import group_sum, isin
 from ..units import human_size
 from . import advice
-from .base import DATA_OPS, META_OPS, Check, Context, Finding, check, pct
+from .base import Check, Context, Finding, check, pct
 from .iotime import price
 from .rankcost import fs_rows, in_language, metadata_cost
 from .stdio import console_ids
@@ -31,7 +31,7 @@ class TinyFiles(Check):
 
     id = "tiny-files"
     layer = "POSIX"
-    site_ops, site_layers = DATA_OPS + META_OPS, ("POSIX", "STDIO")
+    site_ops, site_layers = ("open", "close", "stat"), ("POSIX", "STDIO")  # what it costs
     finds = ("more than 100 files read, or written, that each end below 64 KiB and whose "
              "opens, closes and stats take at least 20 % of the slowest such rank's I/O time "
              "(or more than 1,000 such files, whatever their share)")
