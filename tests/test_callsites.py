@@ -271,3 +271,17 @@ def test_tiny_files_list_the_opens_and_closes_not_the_writes():
     tr.meta_records, tr.sites = meta, Sites.of(SITES)
     (f,) = findings(tr, "tiny-files")
     assert [(s.line, s.calls) for s in sources(f)] == [(77, n), (0, n)]
+
+
+def test_misaligned_file_findings_list_the_misaligned_requests_only():
+    aligned = recs([(1, "write", 1 << 20, 0.5)] * 4)  # more seconds, on 4 KiB boundaries
+    aligned.offset[:] = np.arange(4) << 20
+    off = recs([(2, "write", 1000, 0.01)] * 20)
+    off.offset[:] = (4 << 20) + 1000 * np.arange(20) + 10
+    row = {"POSIX_WRITES": 24, "POSIX_BYTES_WRITTEN": (4 << 20) + 20_000,
+           "POSIX_FILE_NOT_ALIGNED": 20, "POSIX_FILE_ALIGNMENT": 4096,
+           "POSIX_F_WRITE_TIME": 2.2}  # fmt: skip
+    tr = sited(row, [])
+    tr.records = Records.concat([aligned, off])
+    (f,) = findings(tr, "posix-misaligned-file")
+    assert [(s.line, s.calls) for s in sources(f)] == [(77, 20)]

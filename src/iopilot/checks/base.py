@@ -160,8 +160,9 @@ class Operations:
     ...) and whether only requests below ``small_request_size`` count.
     :mod:`.callsites` narrows them to the entries the finding lists (its
     files, ranks or phases).  A check that knows better passes its own masks
-    over ``trace.records`` (``data``) and ``trace.meta_records`` (``meta``),
-    used as they are."""
+    over ``trace.records`` (``data``) and ``trace.meta_records`` (``meta``)
+    in place of the layers, operations and sizes; a table without one gives
+    no records when the other has one."""
 
     layers: tuple[str, ...]
     ops: tuple[str, ...]

@@ -139,8 +139,9 @@ def _sums(ctx: Context, ops: Operations, listed: _Listed,
     seconds = np.zeros(size, np.float64)
     t = ctx.trace
     stacked = len({_LEVEL[x] for x in ops.layers if x in _LEVEL}) > 1
+    masked = ops.data is not None or ops.meta is not None
     for table, own in ((t.records, ops.data), (t.meta_records, ops.meta)):
-        if table.site is None or not len(table):
+        if table.site is None or not len(table) or (masked and own is None):
             continue
         steps = list(_selected(ctx, table, own, ops, listed))
         if stacked and own is None and steps:
@@ -156,12 +157,12 @@ def _sums(ctx: Context, ops: Operations, listed: _Listed,
 
 def _selected(ctx: Context, table: Records, own: np.ndarray | None, ops: Operations,
               listed: _Listed) -> Iterator[tuple[slice, np.ndarray]]:  # fmt: skip
-    """(step, mask) of the records of ``table`` that ``ops`` and ``listed``
-    select (``own``: the check's own mask), steps with none left out."""
+    """(step, mask) of the records of ``table`` that ``ops`` (or ``own``,
+    the check's own mask) and ``listed`` select, steps with none left out."""
     for a in range(0, len(table), STEP):
         sl = slice(a, a + STEP)
-        m = own[sl] if own is not None else _base(ctx, table, sl, ops)
-        if own is None and m.any():
+        m = own[sl].copy() if own is not None else _base(ctx, table, sl, ops)
+        if m.any():
             narrow = listed.mask(table, sl)
             if narrow is not None:
                 m &= narrow

@@ -6,12 +6,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..model import Counters
+from ..model import RECORD_LAYERS, Counters
 from ..model.aggregate import group_sum, isin
 from ..units import human_size
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 from . import advice
-from .base import META_OPS, Check, Context, Finding, Level, check, pct
+from .base import META_OPS, Check, Context, Finding, Level, Operations, check, pct
 from .collbuf import aggregated_files
 from .hdf5 import hdf5_parallel, serial_small_advice
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
@@ -327,6 +327,17 @@ class PosixMisalignedFile(_Misaligned):
     id = "posix-misaligned-file"
     drishti = "P08"
     counter = "POSIX_FILE_NOT_ALIGNED"
+
+    def concerns(self, ctx: Context, finding: Finding) -> Operations | None:
+        """The POSIX reads and writes at offsets off the alignment (Darshan's
+        FILE_NOT_ALIGNED), not those on it."""
+        ops = super().concerns(ctx, finding)
+        align = int(finding.evidence.get("alignment", 0))
+        if ops is None or align <= 0:
+            return ops
+        r = ctx.trace.records
+        ops.data = (r.layer == RECORD_LAYERS.index("POSIX")) & (r.offset % align != 0)
+        return ops
 
 
 class _Redundant(Check):
