@@ -57,6 +57,9 @@ class RawProc:
         self.ids = {p: int(i) for i, p in j["names"].items()}
         # [(file id, kind, key, value)]
         self.notes = [(int(fid), *text.split("\t", 2)) for fid, text in j["notes"]]
+        # format 3: the loaded modules and the call sites records name by id
+        self.modules = j.get("modules", [])
+        self.sites = {s["id"]: s for s in j.get("sites", [])}
         rec = path.with_suffix(".rec")
         self.records = read_records(rec) if rec.exists() else []
 

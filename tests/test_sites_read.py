@@ -18,7 +18,7 @@ import pytest
 from iopilot.errors import InputError
 from iopilot.model import OP_WRITE, Sites
 from iopilot.sources import load
-from rawtrace import read_records
+from rawtrace import RawProc, read_records
 
 HEAD = struct.Struct("<QIIqqdqqQ")  # magic version size rank pid t0 ppid image reserved
 REC3 = struct.Struct("<ddqqQIBBHII")  # ... thread layer op flags site reserved
@@ -168,6 +168,9 @@ def test_rawtrace_reads_format_3(tmp_path):
     stem = write_proc(root, 0, OPS)
     recs = read_records(stem.with_suffix(".rec"))
     assert [r.site for r in recs] == [3, 1, 1, 2, 1, 0] and recs[2].thread == 1
+    raw = RawProc(stem.with_suffix(".json"))
+    assert raw.sites[2]["python"][0] == ["/home/u/analysis.py", 42, "save_rows"]
+    assert raw.modules[0]["path"] == EXE and [r.site for r in raw.records] == [3, 1, 1, 2, 1, 0]
 
 
 def test_killed_process_sites_are_unknown(tmp_path):
