@@ -246,6 +246,15 @@ def test_counts_past_int64_summed_over_ranks_stay_in_the_column(tmp_path):
     assert t.sites.count[1] == 2**63 - 1 and t.sites.bytes[1] == 2**63 - 1
 
 
+def test_a_module_loaded_high_is_read(tmp_path):
+    """The runtime writes a load address as unsigned 64 bits."""
+    root = tmp_path / "t"
+    root.mkdir()
+    write_proc(root, 0, [(OP_WRITE, 1, 0, 1)], sites=[SITES[0]],
+               modules=[{"path": EXE, "base": 2**64 - 4096, "build_id": ""}])  # fmt: skip
+    assert load(str(root)).sites.module[1] == EXE
+
+
 def test_sparse_site_ids(tmp_path):
     """Ids need not be dense: large ones go through a sorted search."""
     root = tmp_path / "t"
@@ -290,6 +299,7 @@ BAD_SITES = {
     "modules not a list": ({"modules": {}}, "'modules' should be an array"),
     "module path": ({"modules": [{"path": 5}]}, "'modules' entry 0 should be"),
     "module build id": ({"modules": [{"path": "/a", "build_id": 5}]}, "'modules' entry 0"),
+    "module base": ({"modules": [{"path": "/a", "base": -1}]}, "'modules' entry 0"),
 }  # fmt: skip
 
 

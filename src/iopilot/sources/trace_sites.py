@@ -31,7 +31,7 @@ def check_modules(f: Fields, modules: list[Any]) -> list[tuple[str, str]]:
     for i, m in enumerate(modules):
         if not (isinstance(m, dict) and isinstance(m.get("path"), str)
                 and isinstance(m.get("build_id", ""), str)
-                and is_int64(m.get("base", 0))):  # fmt: skip
+                and _is_address(m.get("base", 0))):  # fmt: skip
             raise f.bad(f"'modules' entry {i} should be "
                         '{"path": text, "base": address, "build_id": hex}')  # fmt: skip
         out.append((m["path"], m.get("build_id", "").lower()))
