@@ -14,6 +14,7 @@ from iopilot import api
 from iopilot.bench.synthetic import write_trace
 from iopilot.checks import diagnose
 from iopilot.checks.base import SourceLocation
+from iopilot.checks.posix import backwards
 from iopilot.checks.thresholds import defaults
 from iopilot.cli import main
 from iopilot.demo import example_dir
@@ -285,3 +286,31 @@ def test_misaligned_file_findings_list_the_misaligned_requests_only():
     tr.records = Records.concat([aligned, off])
     (f,) = findings(tr, "posix-misaligned-file")
     assert [(s.line, s.calls) for s in sources(f)] == [(77, 20)]
+
+
+def test_random_read_findings_list_the_reads_that_go_backwards():
+    ahead = recs([(1, "read", 4096, 0.05)] * 40)  # in order, and slower
+    ahead.offset[:] = 4096 * np.arange(40)
+    jumps = recs([(2, "read", 100, 0.001)] * 3000)
+    jumps.offset[:] = (np.arange(3000) * 7919 % 3000) * 100 + (1 << 20)
+    jumps.start += 10.0
+    jumps.end += 10.0
+    row = {"POSIX_READS": 3040, "POSIX_BYTES_READ": 40 * 4096 + 300_000,
+           "POSIX_CONSEC_READS": 40, "POSIX_SEQ_READS": 1540, "POSIX_F_READ_TIME": 5.0}
+    tr = sited(row, [])
+    tr.records = Records.concat([ahead, jumps])
+    back = int(backwards(tr.records, RECORD_LAYERS.index("POSIX"), OP_NAMES.index("read")).sum())
+    assert 1000 < back < 3000  # about half of the jumps go backwards
+    (f,) = findings(tr, "posix-random-reads")
+    assert [(s.line, s.calls) for s in sources(f)] == [(77, back)]
+
+
+def test_backwards_follows_each_rank_and_file_in_time_order():
+    r = recs([(1, "read", 100, 0.1)] * 6)
+    r.offset[:] = [0, 100, 50, 200, 0, 10]
+    r.rank[:] = [0, 0, 0, 0, 1, 0]
+    r.file_id[5] = 2  # a rank's first access to another file goes nowhere
+    r.start[3], r.start[2] = r.start[2], r.start[3]  # 200 comes before 50
+    got = backwards(r, RECORD_LAYERS.index("POSIX"), OP_NAMES.index("read"))
+    assert list(got) == [False, False, True, False, False, False]
+    assert not backwards(r, RECORD_LAYERS.index("POSIX"), OP_NAMES.index("write")).any()

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..model import RECORD_LAYERS, Counters
+from ..model import OP_READ, OP_WRITE, RECORD_LAYERS, Counters, Records
 from ..model.aggregate import group_sum, isin
 from ..units import human_size
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
@@ -437,6 +437,20 @@ class PosixRedundantWrites(_Redundant):
     direction = "WRITE"
 
 
+def backwards(r: Records, layer: int, op: int) -> np.ndarray:
+    """Which records of ``layer`` and ``op`` start before the end of the
+    rank's previous one on the same file, in time order: Darshan's requests
+    that are not sequential, without each rank's first access to a file."""
+    idx = np.flatnonzero((r.layer == layer) & (r.op == op))
+    order = idx[np.lexsort((r.start[idx], r.file_id[idx], r.rank[idx]))]
+    rank, fid, off = r.rank[order], r.file_id[order], r.offset[order]
+    end = off + np.maximum(r.length[order], 0)
+    back = (rank[1:] == rank[:-1]) & (fid[1:] == fid[:-1]) & (off[1:] < end[:-1])
+    out = np.zeros(len(r), bool)
+    out[order[1:][back]] = True
+    return out
+
+
 class _Random(Check):
     """Cost: the slowest rank's time in the random requests, each request of the
     direction taken to cost the same (an upper bound); 0 when they are few."""
@@ -445,6 +459,15 @@ class _Random(Check):
     uses = ("random_ratio", "random_count")
     direction = "READ"
     ok_code = "P12"
+
+    def concerns(self, ctx: Context, finding: Finding) -> Operations | None:
+        """The requests that go backwards, not those in order (their lines
+        may take more seconds)."""
+        ops = super().concerns(ctx, finding)
+        if ops is not None:
+            op = OP_READ if self.direction == "READ" else OP_WRITE
+            ops.data = backwards(ctx.trace.records, RECORD_LAYERS.index("POSIX"), op)
+        return ops
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         c = ctx.layer("POSIX")
