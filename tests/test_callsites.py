@@ -257,6 +257,7 @@ def test_a_call_counts_once_at_the_highest_layer_of_its_file():
     got = {s.line: (s.calls, s.seconds) for s in sources(f)}
     assert got[42] == (10, pytest.approx(1.0))  # the MPI-IO calls, not 20
     assert got[77] == (10, pytest.approx(0.01))  # POSIX is the top layer of file 2
+    assert set(got) == {42, 77}  # rank 0's lines: not the other ranks' (analysis.py:9)
 
 
 def test_tiny_files_list_the_opens_and_closes_not_the_writes():

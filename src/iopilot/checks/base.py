@@ -157,7 +157,8 @@ class Operations:
     """The per-operation records a finding is about, as its check declares
     them (:meth:`Check.concerns`): record layers, operation names
     (:data:`~iopilot.vocabulary.OP_NAMES`: "read", "write", "open", "sync"
-    ...) and whether only requests below ``small_request_size`` count.
+    ...), whether only requests below ``small_request_size`` count, and
+    which ranks' (None: every rank's).
     :mod:`.callsites` narrows them to the entries the finding lists (its
     files, ranks or phases).  A check that knows better passes its own masks
     over ``trace.records`` (``data``) and ``trace.meta_records`` (``meta``)
@@ -167,6 +168,7 @@ class Operations:
     layers: tuple[str, ...]
     ops: tuple[str, ...]
     small: bool = False
+    ranks: tuple[int, ...] | None = None
     data: np.ndarray | None = None
     meta: np.ndarray | None = None
 

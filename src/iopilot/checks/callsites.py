@@ -204,7 +204,7 @@ def _location(s: Sites, i: int, calls: int, seconds: float) -> SourceLocation:
 
 def _base(ctx: Context, table: Records, sl: slice, ops: Operations) -> np.ndarray:
     """Which records of ``table[sl]`` are in ``ops``' layers and operations
-    (and small, if asked)."""
+    (small ones and those of its ranks, if asked)."""
     layer_on = np.zeros(256, bool)
     layer_on[[RECORD_LAYERS.index(x) for x in ops.layers if x in RECORD_LAYERS]] = True
     op_on = np.zeros(256, bool)
@@ -212,6 +212,8 @@ def _base(ctx: Context, table: Records, sl: slice, ops: Operations) -> np.ndarra
     mask = layer_on[table.layer[sl]] & op_on[table.op[sl]]
     if ops.small:
         mask &= table.length[sl] < int(ctx.thresholds["small_request_size"])
+    if ops.ranks is not None:
+        mask &= isin(table.rank[sl], np.array(ops.ranks, np.int64))
     return mask
 
 

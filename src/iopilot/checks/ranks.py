@@ -13,7 +13,17 @@ from ..model.aggregate import isin, per_rank, unique
 from ..units import human_size
 from ..vocabulary import MODULE
 from . import advice
-from .base import Check, Context, FileEvidence, Finding, Level, RankLocation, check, pct
+from .base import (
+    Check,
+    Context,
+    FileEvidence,
+    Finding,
+    Level,
+    Operations,
+    RankLocation,
+    check,
+    pct,
+)
 from .iotime import io_time, price
 from .language import snippet_fields
 from .rankcost import fs_rows
@@ -148,6 +158,13 @@ class RankZeroHeavy(Check):
     site_layers = RECORD_LAYERS
     drishti = "D01"
     uses = ("rank0_heavy",)
+
+    def concerns(self, ctx: Context, finding: Finding) -> Operations | None:
+        """Rank 0's reads and writes: the funnel, not the other ranks' I/O."""
+        ops = super().concerns(ctx, finding)
+        if ops is not None:
+            ops.ranks = (0,)
+        return ops
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         if ctx.trace.job.nprocs < 2:
