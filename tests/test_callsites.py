@@ -201,6 +201,11 @@ def test_csv_names_the_top_site():
                                        if x.get("line") != 42]  # fmt: skip
     (row,) = list(csv.DictReader(io.StringIO(csv_report.render([rep]))))
     assert row["top_site"] == "app+0x2000"
+    # Rows of unreadable logs and of incomplete data have the column too.
+    rep["warnings"] = ["module POSIX is partial"]
+    text = csv_report.render([rep], [{"path": "bad.darshan", "reason": "truncated"}])
+    rows = list(csv.reader(io.StringIO(text)))
+    assert len(rows) == 4 and {len(r) for r in rows} == {len(csv_report.COLUMNS)}
 
 
 def test_html_page_names_the_sites_beside_the_finding_and_in_the_filter():
