@@ -30,7 +30,7 @@ SHARED_LOGS = [
     "e3sm_io_heatmap_only.darshan",
 ]
 MAX_PAGE = 15 * 1024**2
-_DT = {"f8": "<f8", "f4": "<f4", "i4": "<i4", "u4": "<u4", "u1": "u1"}
+_DT = {"f8": "<f8", "f4": "<f4", "i4": "<i4", "i2": "<i2", "u4": "<u4", "u1": "u1"}
 _DATA = re.compile(r'<script id="iopilot-data" type="application/json">(.*?)</script>', re.S)
 
 

@@ -15,8 +15,8 @@ const IOP = { views: {}, writeHash: () => {} };
 
   // ---------------------------------------------------------------- data --
 
-  const DTYPES = { f8: Float64Array, f4: Float32Array, i4: Int32Array, u4: Uint32Array,
-    u1: Uint8Array };
+  const DTYPES = { f8: Float64Array, f4: Float32Array, i4: Int32Array, i2: Int16Array,
+    u4: Uint32Array, u1: Uint8Array };
 
   function typed(o) {
     const bin = atob(o.$b64);

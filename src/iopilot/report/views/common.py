@@ -30,7 +30,7 @@ OPS = {name: (MODULE[name].op_counters("READ"), MODULE[name].op_counters("WRITE"
 PHASE_ROWS = 1000  # phases listed per (layer, gap)
 GAP_CHOICES = (0.001, 0.01, 0.1, 1.0, 10.0, 60.0)  # extra phase gaps offered (s)
 
-_DTYPES = {"f8": "<f8", "f4": "<f4", "i4": "<i4", "u4": "<u4", "u1": "u1"}
+_DTYPES = {"f8": "<f8", "f4": "<f4", "i4": "<i4", "i2": "<i2", "u4": "<u4", "u1": "u1"}
 
 
 def pack(a: Any, code: str) -> dict[str, str]:

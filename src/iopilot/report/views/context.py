@@ -49,6 +49,7 @@ FINE_COLS = 16
 FILES_LISTED = 5000  # files named in the page (selectors, hover); the rest are "other"
 TABLE_FILES = 200  # rows of the per-file table
 SITES_NAMED = 500  # call sites the page names (the filter's list); the others are "other sites"
+# (with the findings' own, always named, fewer than 2**15: the sample's site column is int16)
 RANK_BARS = 4096  # bars of the per-rank charts; more ranks are grouped
 CHUNK = 1 << 20  # records per step of the chunked passes
 
@@ -363,7 +364,7 @@ class PageContext:
             ids = r.site[keep].astype(np.int64)
             sample["site"] = pack(np.where(ids < len(self.site_of),
                                            self.site_of[np.minimum(ids, len(self.site_of) - 1)],
-                                           -1), "i4")  # fmt: skip
+                                           -1), "i2")  # fmt: skip
         in_sample = np.bincount(fd * NL + r.layer[keep], minlength=len(self.rec_files) * NL)
         counts = self.fl_ops.sum(axis=2).ravel()
         nz = np.flatnonzero(counts)
