@@ -30,7 +30,8 @@ FILE = 1  # /data/file1
 # Sites of the tests: 1 and 2 with debug information, 3 without, 4 a Python line.
 SITES = [
     ("", 0, "", "", -1, "", "", 0, 0, 0.0, False, ""),
-    ("/src/main.c", 42, "write_rows", "/bin/app", 0x1234, "native", "", 0, 0, 0.0, False, ""),
+    ("/src/main.c", 42, "write_rows", "/bin/app", 0x1234, "native", "", 0, 0, 0.0, False,
+     "main.c:88 main"),
     ("/src/main.c", 77, "write_header", "/bin/app", 0x1300, "native", "", 0, 0, 0.0, False, ""),
     ("", 0, "", "/bin/app", 0x2000, "native", "no debug information", 0, 0, 0.0, False, ""),
     ("/src/analysis.py", 9, "save", "", -1, "python", "", 0, 0, 0.0, False, ""),
@@ -178,7 +179,7 @@ def test_json_lists_the_sites_as_source_locations():
     assert locs[0] == {"kind": "source", "file": "/src/main.c", "line": 42,
                        "function": "write_rows", "calls": 4096, "seconds": 1.23,
                        "label": "main.c:42 write_rows", "module": "/bin/app", "offset": 0x1234,
-                       "note": ""}  # fmt: skip
+                       "note": "", "caller": "main.c:88 main"}  # fmt: skip
     assert locs[1]["label"] == "app+0x2000" and locs[1]["note"] == "no debug information"
 
 

@@ -31,7 +31,7 @@ SCHEMA = {"file": {"path": str}, "rank": {"rank": int},
           "phase": {"start_s": (int, float), "end_s": (int, float)},
           "source": {"file": str, "line": int, "function": str, "calls": int,
                      "seconds": (int, float), "label": str, "module": str, "offset": int,
-                     "note": str}}  # fmt: skip
+                     "note": str, "caller": str}}  # fmt: skip
 
 
 def _bursts(slow_rank: int | None = None):
@@ -75,7 +75,7 @@ def test_location_dicts_carry_their_kind():
     assert location_dict(SourceLocation("io.c", 42, "dump", 7, 0.5, "io.c:42 dump")) == {
         "kind": "source", "file": "io.c", "line": 42, "function": "dump", "calls": 7,
         "seconds": 0.5, "label": "io.c:42 dump", "module": "", "offset": -1,
-        "note": ""}  # fmt: skip
+        "note": "", "caller": ""}  # fmt: skip
 
 
 def test_files_come_first_then_named_ranks_without_duplicates():

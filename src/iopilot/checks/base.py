@@ -85,6 +85,7 @@ class SourceLocation:
     module: str = ""  # the executable or library, "" for Python sites
     offset: int = -1  # in ``module``; -1 for Python sites
     note: str = ""  # why the site is degraded ("no debug information" ...), "" when fine
+    caller: str = ""  # its callers, innermost first ("main.c:88 main; ..."), "" when unknown
     kind: ClassVar[str] = "source"
 
 

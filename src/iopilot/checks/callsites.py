@@ -199,7 +199,8 @@ def _highest_per_file(table: Records, steps: _Steps) -> _Steps:
 def _location(s: Sites, i: int, calls: int, seconds: float) -> SourceLocation:
     return SourceLocation(str(s.file[i]), int(s.line[i]), str(s.function[i]), calls=calls,
                           seconds=round(seconds, 6), label=s.label(i), module=str(s.module[i]),
-                          offset=int(s.offset[i]), note=str(s.note[i]))  # fmt: skip
+                          offset=int(s.offset[i]), note=str(s.note[i]),
+                          caller=str(s.caller[i]) if s.caller is not None else "")  # fmt: skip
 
 
 def _base(ctx: Context, table: Records, sl: slice, ops: Operations) -> np.ndarray:

@@ -142,7 +142,8 @@
       box.append(h('ul', { class: 'sites', id: 'finding-' + i + '-sites' }, sites.map((s, k) => {
         const at = idx[k] === undefined ? -1 : idx[k];
         const on = at >= 0 && FILTER.site === at;
-        return h('li', { title: s.file ? s.file + ':' + s.line : (s.module || '') },
+        const where = s.file ? s.file + ':' + s.line : (s.module || '');
+        return h('li', { title: where + (s.caller ? ' — called from ' + s.caller : '') },
           h('code', { text: siteText(s) }),
           at >= 0 ? h('button', { type: 'button', class: 'site-filter' + (on ? ' active' : ''), 'data-site': String(at),
             text: 'filter by this call site', onclick: () => setFilter({ site: at }, 'finding') }) : null);
