@@ -43,8 +43,7 @@ program independent_small
     if (mode == 'mistake') then
       do k = 0, per_step - 1
         off = base + (int(k, MPI_OFFSET_KIND) * nranks + rank) * rec
-        call MPI_File_write_at(fh, off, buf(k * rec + 1), rec, MPI_BYTE, &
-                               MPI_STATUS_IGNORE, ierr)
+        call MPI_File_write_at(fh, off, buf(k * rec + 1), rec, MPI_BYTE, MPI_STATUS_IGNORE, ierr)
       end do
     else
       call MPI_File_set_view(fh, base + int(rank, MPI_OFFSET_KIND) * rec, MPI_BYTE, &
