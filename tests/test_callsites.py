@@ -321,3 +321,15 @@ def test_backwards_follows_each_rank_and_file_in_time_order():
     got = backwards(r, RECORD_LAYERS.index("POSIX"), OP_NAMES.index("read"))
     assert list(got) == [False, False, True, False, False, False]
     assert not backwards(r, RECORD_LAYERS.index("POSIX"), OP_NAMES.index("write")).any()
+
+
+def test_redundant_reads_through_stdio_list_their_lines():
+    # np.fromfile reads with fread: STDIO records, no POSIX ones beneath.
+    row = {"STDIO_READS": 10, "STDIO_BYTES_READ": 10 * MiB, "STDIO_MAX_BYTE_READ": MiB - 1,
+           "STDIO_F_READ_TIME": 1.0}  # fmt: skip
+    reads = recs([(4, "read", MiB, 0.1)] * 10)
+    reads.layer[:] = RECORD_LAYERS.index("STDIO")
+    tr = trace(counters("STDIO", [{"file": FILE, "rank": 0, **row}]), recs=reads)
+    tr.sites = Sites.of(SITES)
+    (f,) = findings(tr, "posix-redundant-reads")
+    assert [(s.label, s.calls) for s in sources(f)] == [("analysis.py:9 save", 10)]

@@ -349,6 +349,7 @@ class _Redundant(Check):
 
     layer = "POSIX"
     direction = "READ"
+    site_layers = ("POSIX", "STDIO")  # np.fromfile and fread read through STDIO
 
     def evaluate(self, ctx: Context) -> Iterable[Finding]:
         _ops_name, past = RW[self.direction]
