@@ -13,7 +13,7 @@ import pytest
 from iopilot import api
 from iopilot.bench.synthetic import write_trace
 from iopilot.checks import diagnose
-from iopilot.checks.base import SourceLocation
+from iopilot.checks.base import REGISTRY, Context, Finding, Level, SourceLocation
 from iopilot.checks.posix import backwards
 from iopilot.checks.thresholds import defaults
 from iopilot.cli import main
@@ -333,3 +333,69 @@ def test_redundant_reads_through_stdio_list_their_lines():
     tr.sites = Sites.of(SITES)
     (f,) = findings(tr, "posix-redundant-reads")
     assert [(s.label, s.calls) for s in sources(f)] == [("analysis.py:9 save", 10)]
+
+
+# What each check's call sites count: (layers, operations, small only), or
+# None for checks about no operation of the program. A new check adds its row.
+_D, _M = ("read", "write"), tuple(op for op in OP_NAMES if op not in ("read", "write"))
+_FS, _ALL = ("POSIX", "STDIO"), tuple(RECORD_LAYERS)
+CONCERNS = {
+    "stdio-share": (("STDIO",), _D, False), "stdio-time": (("STDIO",), _D + _M, False),
+    "lustre-single-stripe-shared": (("POSIX",), _D, False),
+    "lustre-stripe-request-mismatch": (("POSIX",), _D, False),
+    "lustre-ost-imbalance": None, "lustre-slow-ost": None,
+    "hdf5-small-dataset-access": (("H5D",), _D, True),
+    "hdf5-independent-transfers": (("H5D",), _D, False),
+    "hdf5-metadata-reads": (("POSIX",), ("read",), True),
+    "hdf5-alignment": (("POSIX",), _D, False), "hdf5-chunking": (("H5D",), _D, False),
+    "posix-write-count-intensive": (("POSIX",), ("write",), False),
+    "posix-read-count-intensive": (("POSIX",), ("read",), False),
+    "posix-write-size-intensive": (("POSIX",), ("write",), False),
+    "posix-read-size-intensive": (("POSIX",), ("read",), False),
+    "posix-small-reads": (("POSIX",), ("read",), True),
+    "posix-small-writes": (("POSIX",), ("write",), True),
+    "posix-shared-small-reads": (("POSIX",), ("read",), True),
+    "posix-shared-small-writes": (("POSIX",), ("write",), True),
+    "posix-misaligned-memory": (("POSIX",), _D, False),
+    "posix-misaligned-file": (("POSIX",), _D, False),  # and its own mask: off the alignment
+    "posix-redundant-reads": (_FS, ("read",), False),
+    "posix-redundant-writes": (_FS, ("write",), False),
+    "posix-random-reads": (("POSIX",), ("read",), False),  # and its mask: backwards
+    "posix-random-writes": (("POSIX",), ("write",), False),
+    "posix-metadata-time": (("POSIX",), _M, False), "posix-metadata-share": (("POSIX",), _M, False),
+    "posix-shared-data-imbalance": (("POSIX",), _D, False),
+    "posix-shared-time-imbalance": (("POSIX",), _D, False),
+    "posix-rank-write-imbalance": (("POSIX",), ("write",), False),
+    "posix-rank-read-imbalance": (("POSIX",), ("read",), False),
+    "mpiio-not-used": (("POSIX",), _D, False),
+    "mpiio-collective-reads": (("MPIIO",), ("read",), False),
+    "mpiio-collective-writes": (("MPIIO",), ("write",), False),
+    "mpiio-blocking-reads": (("MPIIO",), ("read",), False),
+    "mpiio-blocking-writes": (("MPIIO",), ("write",), False),
+    "mpiio-aggregators": None, "mpiio-cb-disabled": (("MPIIO",), _D, False),
+    "mpiio-time-above-posix": (("MPIIO",), _D, False),
+    "mpiio-read-modify-write": (("MPIIO",), ("write",), False),
+    "pnetcdf-independent": (("MPIIO",), _D, False),
+    "pnetcdf-blocking-many-vars": (("MPIIO",), _D, False),
+    "pnetcdf-small-requests": (("MPIIO",), _D, True),
+    "reopened-files": (_FS, ("open", "close", "stat", "seek"), False),
+    "tiny-files": (_FS, ("open", "close", "stat"), False),
+    "unused-opens": (_FS, ("open", "close", "stat"), False),
+    "rank-zero-heavy": (_ALL, _D, False),  # rank 0's only
+    "unbalanced-ranks": (_ALL, _D, False), "phase-stragglers": (_ALL, _D, False),
+    "io-phases": None,
+    "overlapping-writes": (("POSIX",), ("write",), False),
+    "overlapping-reads": (("POSIX",), ("read",), False),
+    "background-waits": (("POSIX",), _D + _M, False), "static-layers": (_FS, _D + _M, False),
+    "flush-per-step": (("H5D", "MPIIO", "POSIX"), ("sync", "flush"), False),
+    "fortran-element-io": (("POSIX",), _D, False), "fortran-formatted-io": (("POSIX",), _D, False),
+}  # fmt: skip
+
+
+def test_every_check_says_which_operations_its_call_sites_count():
+    ctx = Context(trace(recs=recs(small(1, 3, 0.1))), defaults())
+    assert set(CONCERNS) == set(REGISTRY)
+    for cid, cls in REGISTRY.items():
+        ops = cls().concerns(ctx, Finding(cid, cls.layer, Level.WARN, "m."))
+        got = None if ops is None else (ops.layers, ops.ops, ops.small)
+        assert got == CONCERNS[cid], cid
