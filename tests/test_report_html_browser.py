@@ -672,6 +672,10 @@ def test_call_site_filter_draws_only_that_sites_operations(driver, tmp_path):
     driver.get_log("browser")
     driver.get(path.as_uri() + "#view=summary")
     _wait_drawn(driver, "summary")
+    # The summary lists the program's lines, most seconds first.
+    listed = driver.find_elements(By.CSS_SELECTOR, "#site-list li")
+    assert [e.text.split(" — ")[0] for e in listed] == ["main.c:77 write_header",
+                                                         "main.c:42 write_rows"]
     # The finding shows its line, and a button that filters by it.
     lines = driver.find_element(By.ID, "finding-0-sites").text
     assert "main.c:42 write_rows — 40 calls, 1.000 s" in lines and "main.c:77" not in lines

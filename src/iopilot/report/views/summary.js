@@ -5,7 +5,7 @@
   'use strict';
 
   const { D, R, REC, COL, FS_TEXT, h, fmtBytes, fmtInt, fmtNum, fmtSec, fmtPct, bytesExact,
-    newPlot, byteUnit, maxOf, card, note, table, filterNote, siteText, setFilter, onFilter, FILTER } = IOP.ui;
+    newPlot, byteUnit, maxOf, card, note, table, filterNote, SITES, siteText, setFilter, onFilter, FILTER } = IOP.ui;
   let V = null; // this view's data, set by draw
 
   function drawSummary(sec) {
@@ -121,6 +121,24 @@
     const fired = Object.entries(R.thresholds_fired || {});
     if (fired.length) fc.append(note('Thresholds behind these findings: ' + fired.map(([k, v]) => k + '=' + v).join(', ')));
     sec.append(fc);
+    if (SITES.length) sec.append(sitesCard());
+  }
+
+  // The program's lines with the most I/O seconds, each a way into the filter.
+  const SITES_SHOWN = 20;
+  function sitesCard() {
+    const shown = SITES.slice(0, SITES_SHOWN);
+    const list = h('ol', { class: 'sites', id: 'site-list' }, shown.map((s, k) => h('li', { title: (s.file ? s.file + ':' + s.line : '') },
+      h('code', { text: siteText(s) }),
+      h('button', { type: 'button', class: 'site-filter', 'data-site': String(k), text: 'filter by this call site',
+        onclick: () => setFilter({ site: k }, 'sites') }))));
+    const mark = () => list.querySelectorAll('button.site-filter').forEach((b) =>
+      b.classList.toggle('active', String(FILTER.site) === b.dataset.site));
+    mark();
+    onFilter(mark);
+    return card('Call sites (' + fmtInt(SITES.length) + ')', list,
+      note('The lines of the program that made the I/O, most seconds first (calls and seconds of every operation from the line, all layers and ranks)' +
+        (SITES.length > SITES_SHOWN ? '; the filter bar offers all ' + fmtInt(SITES.length) + '.' : '.')));
   }
 
   function findingEl(f, i) {
