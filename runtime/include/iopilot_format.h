@@ -1,4 +1,4 @@
-/* iopilot trace format, version 2 (docs/trace-format.md).
+/* iopilot trace format, version 3 (docs/trace-format.md).
  *
  * A trace is a directory.  Each traced process image writes files named
  * p<host>-<pid>-<n>.*:
@@ -23,7 +23,7 @@
 
 #include "iopilot_vocab.h"
 
-#define IOP_FORMAT_VERSION 2
+#define IOP_FORMAT_VERSION 3
 #define IOP_MAGIC 0x31505249504f4921ULL /* "!IOPIRP1" read as little endian */
 
 /* Layers: the module that saw the operation. */
@@ -83,6 +83,8 @@ struct iop_record {
     uint8_t layer;         /* enum iop_layer */
     uint8_t op;            /* enum iop_op */
     uint16_t flags;        /* IOP_FLAG_* */
+    uint32_t site;         /* call site: its id in the .json's "sites", 0 unknown */
+    uint32_t reserved;     /* 0 */
 };
 
 /* IOP_FLAG_* (iopilot_vocab.h): COLLECTIVE, an MPI-IO collective or HDF5

@@ -110,6 +110,7 @@ static void child_after_fork(void) {
     iop_proc.write_error = 0; /* its own files, its own errors */
     tables_after_fork();
     records_after_fork();
+    sites_after_fork();
     if (iop_enabled && choose_stem() != 0) give_up("cannot create the record file");
 }
 
@@ -182,6 +183,7 @@ __attribute__((constructor(101))) static void iop_init(void) {
     }
     iop_proc.started = 1;
     parse_excludes();
+    sites_start();
     iop_use_tsc = tsc_is_reliable();
     pthread_atfork(before_fork, parent_after_fork, child_after_fork);
     EACH_HOOK(init); /* before the first call is traced */

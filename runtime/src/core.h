@@ -207,6 +207,12 @@ typedef struct iop_module {
     void (*fence)(int kind, uint64_t ident, int dirfd, const char *path, int flags);
     /* Its part of the process summary: ",\n\"key\": value", or nothing. */
     void (*summary)(iop_json *out);
+    /* Where in the program's own code this thread is, when its machine
+     * stack cannot say (an interpreter running the program): 1 and a key
+     * for the place, else 0.  With ``text`` (``len`` bytes), also what the
+     * place is: one frame a line, "file<TAB>line<TAB>function", innermost
+     * first.  Called only from traced calls, under the busy guard. */
+    int (*where)(uint64_t *key, char *text, size_t len);
     const iop_overflow_count *overflows; /* its full tables; a NULL name ends */
     const char *const *env; /* environment variables the summary keeps; NULL ends */
 } iop_module;
@@ -290,6 +296,17 @@ static inline int iop_fd_known_below(int fd) { return fd >= 0 && fd < iop_nfds; 
 iop_open *iop_handle(int layer, uintptr_t key);
 iop_open *iop_handle_set(int layer, uintptr_t key, uint64_t file_id, int64_t offset);
 void iop_handle_clear(int layer, uintptr_t key);
+
+/* Call sites (sites.c).  An upper layer's wrapper opens a scope for the
+ * time of its real call (``IOP_SCOPE;`` before it takes t1): the calls the
+ * library makes inside it (pwrite inside H5Dwrite, write inside fwrite)
+ * take the site of the program's call.  The scope closes when the wrapper
+ * returns, whichever way. */
+int iop_scope_enter(void *frame);
+void iop_scope_exit(int *entered);
+#define IOP_SCOPE                                                               \
+    int iop_scope_ __attribute__((cleanup(iop_scope_exit), unused)) =           \
+        iop_scope_enter(__builtin_frame_address(0))
 
 /* Record and count one data operation.  ``offset`` -1 when unknown; ``bytes``
  * is what the call moved (< 0: it failed); ``buf`` is checked for alignment. */

@@ -98,6 +98,80 @@ extern const int iop_nmodules;
     for (int i_ = 0; i_ < iop_nmodules; i_++)                                 \
         if (iop_modules[i_] && iop_modules[i_]->hook) iop_modules[i_]->hook(__VA_ARGS__)
 
+/* sites.c */
+void sites_start(void);
+void sites_after_fork(void);
+long sites_overflows(void);
+void sites_json(iop_json *b, double seconds_per_tick); /* with iop_core_lock held */
+/* Each thread's cache of return address (or site key) -> site id, with
+ * the calls, bytes and ticks counted there since the entry was filled. */
+#define IOP_SITE_CACHE 4096 /* direct mapped */
+typedef struct {
+    uint64_t key;
+    uint32_t id;
+    uint8_t kind; /* of the return address key: see sites.c */
+    int64_t count, bytes;
+    double ticks;
+} cached;
+typedef struct cache {
+    struct cache *next;
+    cached e[IOP_SITE_CACHE];
+} cache;
+#define IOP_HIDDEN __attribute__((visibility("hidden"))) /* no GOT load per use */
+extern IOP_TLS IOP_HIDDEN cache *iop_site_cache;
+extern IOP_TLS IOP_HIDDEN uintptr_t iop_scope_fp, iop_scope_ra; /* an upper layer's call */
+extern IOP_HIDDEN uintptr_t iop_self_lo, iop_self_len;          /* this library's code */
+extern IOP_HIDDEN int iop_sites_on;
+enum { IOP_SITE_LIBRARY = 2 };
+cached *iop_site_miss(cache *c, uintptr_t ra);
+
+static inline int iop_in_self(uintptr_t a) { return a - iop_self_lo < iop_self_len; }
+
+/* The first return address outside this library, and the frame that holds
+ * it (the wrapper's), from frame ``fp`` of a runtime function.  Only our own
+ * frames are read: each has a frame pointer and lies above the last. */
+static inline uintptr_t iop_wrapper_caller(uintptr_t *fp, uintptr_t *frame) {
+    for (int i = 0; i < 12 && fp; i++) {
+        uintptr_t ra = fp[1];
+        if (!iop_in_self(ra)) {
+            *frame = (uintptr_t)fp;
+            return ra;
+        }
+        uintptr_t *next = (uintptr_t *)fp[0];
+        if (next <= fp || (uintptr_t)next - (uintptr_t)fp > (1 << 20)) return 0;
+        fp = next;
+    }
+    return 0;
+}
+
+static inline cached *cache_slot(cache *c, uint64_t key) {
+    return &c->e[(uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 52) % IOP_SITE_CACHE];
+}
+
+/* The site of the traced call being recorded (``fp``: the recording
+ * function's frame), counting one call of ``bytes`` and ``ticks`` there.
+ * The common case, inline: one walk up our own frames, one cache probe. */
+static inline __attribute__((always_inline)) uint32_t iop_site_here(void *fp, int64_t bytes,
+                                                                   double ticks) {
+    if (IOP_UNLIKELY(!iop_sites_on)) return 0;
+    uintptr_t frame, ra = iop_wrapper_caller(fp, &frame);
+    if (IOP_UNLIKELY(!ra)) return 0;
+    if (IOP_UNLIKELY(iop_scope_ra != 0)) {
+        if (frame < iop_scope_fp) ra = iop_scope_ra; /* inside an upper layer's call */
+        else iop_scope_ra = 0;                       /* one a longjmp left behind */
+    }
+    cache *c = iop_site_cache;
+    cached *e = c ? cache_slot(c, ra) : NULL;
+    if (IOP_UNLIKELY(!e || e->key != ra || e->kind == IOP_SITE_LIBRARY)) {
+        e = iop_site_miss(c, ra);
+        if (!e) return 0;
+    }
+    e->count++;
+    e->bytes += bytes;
+    e->ticks += ticks;
+    return e->id;
+}
+
 /* output.c */
 void write_json(const char *reason);
 void flush_all(const char *reason); /* every buffer, then the .json */

@@ -313,6 +313,7 @@ WRAP_START(_gfortran_st_read)
             REAL(name)(dtp);                                              \
             return;                                                       \
         }                                                                 \
+        IOP_SCOPE;                                                        \
         REAL(name)(dtp);                                                  \
         int e = errno;                                                    \
         finish(write, iop_now());                                         \

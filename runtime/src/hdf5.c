@@ -50,7 +50,7 @@ IOP_EXPORT hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl, hid_t f
     t_H5Fcreate *f = H5F_(L, H5Fcreate);
     if (!f) return -1;
     if (!iop_active()) return f(name, flags, fcpl, fapl);
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     hid_t r = IOP_UNLIKELY(iop_settings_on) && file_setting_given()
                   ? file_call(L, 1, name, flags, fcpl, fapl, &t1)
                   : f(name, flags, fcpl, fapl);
@@ -66,7 +66,7 @@ IOP_EXPORT hid_t H5Fopen(const char *name, unsigned flags, hid_t fapl) {
     t_H5Fopen *f = H5F_(L, H5Fopen);
     if (!f) return -1;
     if (!iop_active()) return f(name, flags, fapl);
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     hid_t r = IOP_UNLIKELY(iop_settings_on) && file_setting_given()
                   ? file_call(L, 0, name, flags, H5P_DEFAULT, fapl, &t1)
                   : f(name, flags, fapl);
@@ -92,7 +92,7 @@ static int still_valid(h5lib *L, hid_t id) {
     iop_open *o = iop_active() ? iop_handle(layer, hkey(L, id)) : NULL;              \
     if (!o) return f(id);                                                            \
     iop_stats *st = o->st;                                                           \
-    double t1 = iop_now();                                                           \
+    IOP_SCOPE; double t1 = iop_now();                                                           \
     herr_t r = f(id);                                                                \
     int e = errno;                                                                   \
     double t2 = iop_now();                                                           \
@@ -114,7 +114,7 @@ IOP_EXPORT herr_t H5Fflush(hid_t obj, int scope) {
     if (!f) return -1;
     if (!iop_active()) return f(obj, scope);
     iop_fence_all(); /* flushed means handed to the system, deferred writes too */
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     herr_t r = f(obj, scope);
     int e = errno;
     double t2 = iop_now();
@@ -178,7 +178,7 @@ static void object_opened(h5lib *L, hid_t obj, double t1, double t2) {
  * t1 and t2) runs after a successful CALL. */
 #define OPEN_BODY(CALL, OPENED)                                           \
     if (!iop_active()) return CALL;                                       \
-    double t1 = iop_now();                                                \
+    IOP_SCOPE; double t1 = iop_now();                                                \
     hid_t r = CALL;                                                       \
     int e = errno;                                                        \
     double t2 = iop_now();                                                \
@@ -206,7 +206,7 @@ static void object_opened(h5lib *L, hid_t obj, double t1, double t2) {
         quiet_off(L, &q);                                                    \
         iop_leave();                                                         \
     }                                                                        \
-    double t1 = iop_now();                                                   \
+    IOP_SCOPE; double t1 = iop_now();                                                   \
     hid_t r = -1;                                                            \
     if (IOP_UNLIKELY(mine > 0)) {                                            \
         use = mine;                                                          \
@@ -323,7 +323,7 @@ IOP_EXPORT int H5Idec_ref(hid_t id) {
     if (!o) o = iop_handle(layer = IOP_LAYER_H5F, hkey(L, id));
     if (!o) return f(id);
     iop_stats *st = o->st;
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     int r = f(id);
     int e = errno;
     double t2 = iop_now();
@@ -342,7 +342,7 @@ IOP_EXPORT herr_t H5Dflush(hid_t dset) {
     iop_open *o = iop_active() ? iop_handle(IOP_LAYER_H5D, hkey(L, dset)) : NULL;
     if (!o) return f(dset);
     iop_stats *st = o->st;
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     herr_t r = f(dset);
     int e = errno;
     iop_meta_op(st, IOP_OP_FLUSH, IOP_C_FLUSHES, t1, iop_now(), r < 0 ? IOP_FLAG_ERROR : 0);

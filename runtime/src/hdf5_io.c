@@ -225,7 +225,7 @@ void dataset_io(h5lib *L, int op, hid_t dset, hid_t mtype, hid_t mspace, hid_t f
         if (IOP_UNLIKELY(iop_settings_on) && iop_setting(IOP_SET_HDF5_TRANSFER))        \
             return (herr_t)transfer_call(L, op, (void *)f, dset, mtype, mspace, fspace,   \
                                          dxpl, (void *)(uintptr_t)buf);                 \
-        double t1 = iop_now();                                                          \
+        IOP_SCOPE; double t1 = iop_now();                                                          \
         herr_t r = f(dset, mtype, mspace, fspace, dxpl, buf);                           \
         int e = errno;                                                                  \
         double t2 = iop_now();                                                          \
@@ -240,7 +240,7 @@ WRAP_DATASET_IO(H5Dread, IOP_OP_READ, void *)
  * equal share of the call's time. */
 #define MULTI_BODY(op, CALL)                                                          \
     if (!iop_active() || !count || !dset || !mtype || !mspace || !fspace) return CALL; \
-    double t1 = iop_now();                                                            \
+    IOP_SCOPE; double t1 = iop_now();                                                            \
     herr_t r = CALL;                                                                  \
     int e = errno;                                                                    \
     double t2 = iop_now();                                                            \

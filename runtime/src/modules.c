@@ -32,6 +32,7 @@ IOP_MODULE(iop_settings_module);
 IOP_MODULE(iop_direct_module);
 IOP_MODULE(iop_behind_module);
 IOP_MODULE(iop_signals_module);
+IOP_MODULE(iop_python_module);
 
 const iop_module *const iop_modules[] = {
     /* layers */
@@ -45,5 +46,6 @@ const iop_module *const iop_modules[] = {
     &iop_direct_module,
     &iop_behind_module,
     &iop_signals_module,
+    &iop_python_module, /* Python lines as call sites */
 };
 const int iop_nmodules = sizeof iop_modules / sizeof iop_modules[0];

@@ -152,7 +152,7 @@ void iop_mpiio_data_done(iop_open *o, MPI_File fh, int op, int counter, unsigned
     iop_open *o = iop_mpiio_traced(fh);                       \
     if (!o) return CALL;                                      \
     int64_t pre = iop_mpiio_offset_before(o, fh, at);         \
-    double t1 = iop_now();                                    \
+    IOP_SCOPE; double t1 = iop_now();                                    \
     iop_mpiio_depth++;                                        \
     int r = CALL;                                             \
     iop_mpiio_depth--;                                        \
@@ -527,7 +527,7 @@ int iop_mpiio_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info
     int added = 0;
     if (IOP_UNLIKELY(iop_settings_on))
         added = settings_info(filename, amode, info, &mine, hints, lustre_why);
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     iop_mpiio_depth++;
     iop_inside_mpi_open++; /* its descriptors are MPI-IO's: never write-behind */
     int r = real(call, added ? mine : info, fh);
@@ -610,7 +610,7 @@ IOP_EXPORT int MPI_File_close(MPI_File *fh) {
     iop_fence_all();
     uintptr_t key = (uintptr_t)*fh; /* the call sets *fh to MPI_FILE_NULL */
     iop_stats *st = o->st;
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     iop_mpiio_depth++;
     int r = REAL(PMPI_File_close)(fh);
     iop_mpiio_depth--;
@@ -637,7 +637,7 @@ void iop_mpiio_meta_done(iop_open *o, int op, int counter, unsigned flags, int r
         iop_open *o = iop_mpiio_traced(fh);                                   \
         if (!o) return REAL(P##name) args;                                    \
         iop_fence_all(); /* the program's deferred POSIX writes too */        \
-        double t1 = iop_now();                                                \
+        IOP_SCOPE; double t1 = iop_now();                                                \
         iop_mpiio_depth++;                                                    \
         int r = REAL(P##name) args;                                           \
         iop_mpiio_depth--;                                                    \

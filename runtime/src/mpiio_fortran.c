@@ -79,7 +79,7 @@ static int c_string(const char *s, size_t len, char *out, size_t size) {
 #define F_TIMED(at, off, CALL, DONE, ...)                                                   \
     F_TRACED_OR_PASS(CALL);                                                                 \
     int64_t pre = iop_mpiio_offset_before(o, c, at);                                        \
-    double t1 = iop_now();                                                                  \
+    IOP_SCOPE; double t1 = iop_now();                                                                  \
     iop_mpiio_depth++;                                                                      \
     CALL;                                                                                   \
     iop_mpiio_depth--;                                                                      \
@@ -201,7 +201,7 @@ IOP_EXPORT void ompi_file_close_f(F *fh, F *ierr) {
     F_TRACED_OR_PASS(REAL_F(file_close)(fh, ierr));
     iop_fence_all();
     iop_stats *st = o->st;
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     iop_mpiio_depth++;
     REAL_F(file_close)(fh, ierr);
     iop_mpiio_depth--;
@@ -219,7 +219,7 @@ FORTRAN_ALIASES(file_close, FILE_CLOSE)
     IOP_EXPORT void ompi_##low##_f params {                                                 \
         F_TRACED_OR_PASS(REAL_F(low) args);                                                 \
         iop_fence_all(); /* the program's deferred POSIX writes too */                      \
-        double t1 = iop_now();                                                              \
+        IOP_SCOPE; double t1 = iop_now();                                                              \
         iop_mpiio_depth++;                                                                  \
         REAL_F(low) args;                                                                   \
         iop_mpiio_depth--;                                                                  \

@@ -211,8 +211,10 @@ void write_json(const char *reason) {
             iop_json_printf(&b, "\"%s\": %ld, ", o->name,
                             __atomic_load_n(o->count, __ATOMIC_RELAXED));
     iop_json_printf(&b,
-                    "\"handles\": %ld, \"notes\": %ld}, \"nested_calls\": %ld,\n\"warnings\": [",
+                    "\"handles\": %ld, \"notes\": %ld, \"sites\": %ld}, \"nested_calls\": %ld,\n"
+                    "\"warnings\": [",
                     iop_overflows[IOP_OVERFLOW_HANDLES], iop_overflows[IOP_OVERFLOW_NOTES],
+                    sites_overflows(),
                     iop_nested_calls);
     int nw = iop_proc.nwarnings < IOP_NWARN ? iop_proc.nwarnings : IOP_NWARN;
     for (int i = 0; i < nw; i++) {
@@ -256,6 +258,7 @@ void write_json(const char *reason) {
     r.first = 1;
     notes_each(put_note, &r);
     iop_json_put(&b, "]", 1);
+    sites_json(&b, spt);
     EACH_HOOK(summary, &b);
     iop_json_put(&b, "\n}\n", 3);
     if (b.failed) {

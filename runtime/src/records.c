@@ -180,6 +180,8 @@ static void buffer_checkpoint(tbuf *b) {
 /* Called under the busy guard. */
 static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t len, double t1,
                        double t2, unsigned flags) {
+    /* the call's site: also counted when the record itself is not kept */
+    uint32_t site = iop_site_here(__builtin_frame_address(0), len, t2 - t1);
     tbuf *b = thread_buffer();
     if (IOP_UNLIKELY(!b)) {
         __atomic_add_fetch(&records_lost, 1, __ATOMIC_RELAXED);
@@ -192,7 +194,7 @@ static void add_record(int layer, int op, uint64_t id, int64_t offset, int64_t l
     b->budget--;
     b->kept++;
     b->r[b->n] = (struct iop_record){t1, t2, offset, len, id, b->thread, (uint8_t)layer,
-                                     (uint8_t)op, (uint16_t)flags};
+                                     (uint8_t)op, (uint16_t)flags, site, 0};
     if (IOP_UNLIKELY((++b->n & 255) <= 1)) buffer_checkpoint(b);
 }
 
@@ -341,7 +343,7 @@ void iop_background_op(int layer, int op, uint64_t id, int64_t offset, int64_t l
     b->budget -= 2;
     b->kept += 2;
     b->r[n0] = (struct iop_record){queued, issued, offset, len, id, b->thread, (uint8_t)layer,
-                                   (uint8_t)op, (uint16_t)(IOP_FLAG_QUEUED | err)};
+                                   (uint8_t)op, (uint16_t)(IOP_FLAG_QUEUED | err), 0, 0};
     b->r[n0 + 1] = b->r[n0];
     b->r[n0 + 1].start = issued;
     b->r[n0 + 1].end = completed;

@@ -136,7 +136,7 @@ static void stream_opened(FILE *fp, const char *path, const char *mode, double t
     IOP_EXPORT FILE *name(const char *path, const char *mode) {           \
         if (!iop_active()) return REAL(name)(path, mode);                 \
         iop_fence_path(path);                                             \
-        double t1 = iop_now();                                            \
+        IOP_SCOPE; double t1 = iop_now();                                            \
         FILE *fp = REAL(name)(path, mode);                                \
         int e = errno;                                                    \
         stream_opened(fp, path, mode, t1, iop_now(), IOP_C_OPENS);        \
@@ -159,7 +159,7 @@ static unsigned long stream_closes;
         stream_fd_closing(old);                                                    \
         iop_fence_path(path);                                                      \
         int slot = IOP_UNLIKELY(nbuffers) ? buffer_of(old) : -1;                   \
-        double t1 = iop_now();                                                     \
+        IOP_SCOPE; double t1 = iop_now();                                                     \
         FILE *fp = REAL(name)(path, mode, old);                                    \
         int e = errno;                                                             \
         buffer_release(slot, old); /* freopen closed it: glibc let it go */        \
@@ -174,7 +174,7 @@ REAL_DECL(FILE *, fdopen, (int, const char *));
 IOP_EXPORT FILE *fdopen(int fd, const char *mode) {
     if (!iop_active()) return REAL(fdopen)(fd, mode);
     iop_fence(iop_fd(fd)); /* stdio's own reads and writes bypass ours */
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     FILE *fp = REAL(fdopen)(fd, mode);
     int e = errno;
     double t2 = iop_now();
@@ -206,7 +206,7 @@ static void stream_fd_follow(int fd, uint64_t id) {
 IOP_EXPORT int fileno(FILE *fp) {
     iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL;
     if (!o) return REAL(fileno)(fp);
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     int r = REAL(fileno)(fp);
     int e = errno;
     if (r >= 0) { /* every call counts, as in Darshan */
@@ -231,7 +231,7 @@ IOP_EXPORT int fclose(FILE *fp) {
             iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL;
             iop_stats *st = o ? o->st : NULL;
             if (o) iop_handle_clear(IOP_LAYER_STDIO, (uintptr_t)fp);
-            double t1 = iop_now();
+            IOP_SCOPE; double t1 = iop_now();
             int r = REAL(fclose)(fp);
             int e = errno;
             buffer_release(slot, fp);
@@ -244,7 +244,7 @@ IOP_EXPORT int fclose(FILE *fp) {
     if (!o) return REAL(fclose)(fp);
     iop_stats *st = o->st;
     iop_handle_clear(IOP_LAYER_STDIO, (uintptr_t)fp);
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     int r = REAL(fclose)(fp);
     int e = errno;
     iop_meta_op(st, IOP_OP_CLOSE, -1, t1, iop_now(), 0);
@@ -266,7 +266,7 @@ static iop_open *stream(FILE *fp) {
 #define STREAM_DATA(op, fp, BUF, T, CALL, BYTES)                          \
     iop_open *o = iop_active() ? stream(fp) : NULL;                       \
     if (!o) return CALL;                                                  \
-    double t1 = iop_now();                                                \
+    IOP_SCOPE; double t1 = iop_now();                                                \
     T r = CALL;                                                           \
     int e = errno;                                                        \
     double t2 = iop_now();                                                \
@@ -373,7 +373,7 @@ static inline long scan_end(FILE *fp, read_window w1, long before) {
     if (!o) return CALL;                                                          \
     read_window w1 = window_of(fp);                                               \
     long before = scan_start(fp, w1);                                             \
-    double t1 = iop_now();                                                        \
+    IOP_SCOPE; double t1 = iop_now();                                                        \
     int r = CALL;                                                                 \
     int e = errno;                                                                \
     double t2 = iop_now();                                                        \
@@ -445,7 +445,7 @@ IOP_EXPORT int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...) {
     IOP_EXPORT int name(FILE *fp, OFFT off, int whence) {                 \
         iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL; \
         if (!o) return REAL(name)(fp, off, whence);                       \
-        double t1 = iop_now();                                            \
+        IOP_SCOPE; double t1 = iop_now();                                            \
         int r = REAL(name)(fp, off, whence);                              \
         int e = errno;                                                    \
         if (r == 0) o->offset = stream_pos(fp);                           \
@@ -478,7 +478,7 @@ IOP_EXPORT void rewind(FILE *fp) {
     IOP_EXPORT int name(FILE *fp, const POST *pos) {                              \
         iop_open *o = iop_active() ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL; \
         if (!o) return REAL(name)(fp, pos);                                       \
-        double t1 = iop_now();                                                    \
+        IOP_SCOPE; double t1 = iop_now();                                                    \
         int r = REAL(name)(fp, pos);                                              \
         int e = errno;                                                            \
         if (r == 0) stream_moved(o, fp, t1);                                      \
@@ -492,7 +492,7 @@ REAL_DECL(int, fflush, (FILE *));
 IOP_EXPORT int fflush(FILE *fp) {
     iop_open *o = iop_active() && fp ? iop_handle(IOP_LAYER_STDIO, (uintptr_t)fp) : NULL;
     if (!o) return REAL(fflush)(fp);
-    double t1 = iop_now();
+    IOP_SCOPE; double t1 = iop_now();
     int r = REAL(fflush)(fp);
     int e = errno;
     iop_meta_op(o->st, IOP_OP_FLUSH, IOP_C_FLUSHES, t1, iop_now(), 0);

@@ -1,5 +1,8 @@
 /* Overhead probes for `iopilot bench runtime`.
- *   overhead tiny N             N one-byte writes to /dev/null; prints seconds
+ *   overhead tiny N [PATH]      N one-byte writes to /dev/null (or to PATH,
+ *                               a file the tracer follows); prints seconds
+ *   overhead sites N [PATH]     the same from 4,096 call sites in turn (each
+ *                               call from another site than the last)
  *   overhead kernel PATH MiB KiB  write PATH in KiB-sized blocks, fsync, read it
  *                               back and check it; prints seconds */
 #define _GNU_SOURCE
@@ -19,11 +22,30 @@ static double now(void) {
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "tiny")) {
         long n = atol(argv[2]);
-        int fd = open("/dev/null", O_WRONLY);
+        int fd = open(argc > 3 ? argv[3] : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0600);
         char c = 'x';
         double t = now();
         for (long i = 0; i < n; i++)
             if (write(fd, &c, 1) != 1) return 1;
+        t = now() - t;
+        close(fd);
+        printf("%.9f\n", t);
+        return 0;
+    }
+    if (argc >= 3 && !strcmp(argv[1], "sites")) {
+        long n = atol(argv[2]) / 4096;
+        int fd = open(argc > 3 ? argv[3] : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        char c = 'x';
+#define W1 if (write(fd, &c, 1) != 1) return 1;
+#define W4 W1 W1 W1 W1
+#define W16 W4 W4 W4 W4
+#define W64 W16 W16 W16 W16
+#define W256 W64 W64 W64 W64
+#define W1024 W256 W256 W256 W256
+        double t = now();
+        for (long i = 0; i < n; i++) {
+            W1024 W1024 W1024 W1024
+        }
         t = now() - t;
         close(fd);
         printf("%.9f\n", t);
