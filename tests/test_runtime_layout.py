@@ -29,7 +29,7 @@ from test_structure import cycles as structure_cycles
 
 SRC = Path(__file__).resolve().parents[1] / "runtime" / "src"
 CORE_FILES = {"core.c", "core.h", "core_private.h", "process.c", "tables.c", "records.c",
-              "output.c", "files.c", "modules.c", "access.h"}  # fmt: skip
+              "output.c", "files.c", "modules.c", "sites.c", "access.h"}  # fmt: skip
 CC = shutil.which("cc") or shutil.which("gcc")
 READELF = shutil.which("readelf")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -1,6 +1,6 @@
 /* The iopilot runtime core: what every module uses.
  *
- * The core (core.c, process.c, tables.c, records.c, output.c, files.c)
+ * The core (core.c, process.c, tables.c, records.c, sites.c, output.c, files.c)
  * starts tracing, keeps the tables and records, and writes the trace; it
  * names no module.  A module is a layer (posix*.c, stdio.c, mpiio.c,
  * hdf5*.c, fortran.c: wrappers that record calls) or a feature (settings.c,

@@ -1,4 +1,4 @@
-/* What the core's own files (core.c, tables.c, records.c, files.c,
+/* What the core's own files (core.c, tables.c, records.c, sites.c, files.c,
  * output.c, modules.c) share; modules use core.h only. */
 #ifndef IOPILOT_CORE_PRIVATE_H
 #define IOPILOT_CORE_PRIVATE_H
@@ -102,7 +102,24 @@ extern const int iop_nmodules;
 void sites_start(void);
 void sites_after_fork(void);
 long sites_overflows(void);
-void sites_json(iop_json *b, double seconds_per_tick); /* with iop_core_lock held */
+typedef struct {
+    const char *path;
+    uintptr_t base; /* load address */
+    const unsigned char *build_id;
+    int build_id_len, library;
+} iop_module_info;
+typedef struct {
+    uint32_t id;
+    int64_t count, bytes;
+    double ticks;
+    int library;      /* no frame of the program's own code was found */
+    const char *text; /* a where hook's place ("file\tline\tfunction" lines), else NULL */
+    int nframes;      /* else frames: module index (-1 none) and offset from its base */
+    int module[4];
+    uintptr_t offset[4];
+} iop_site_info;
+void sites_each(void (*module_fn)(const iop_module_info *, void *),
+                void (*site_fn)(const iop_site_info *, void *), void *arg);
 /* Each thread's cache of return address (or site key) -> site id, with
  * the calls, bytes and ticks counted there since the entry was filled. */
 #define IOP_SITE_CACHE 4096 /* direct mapped */

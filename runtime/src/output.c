@@ -163,6 +163,72 @@ static void put_note(uint64_t id, const char *text, void *arg) {
     r->first = 0;
 }
 
+/* The modules and call sites (sites.c): ",\n"modules": [...], "sites": [...]". */
+typedef struct { iop_json *b; int first; double spt; } sites_out;
+
+static void put_module(const iop_module_info *m, void *arg) {
+    sites_out *o = arg;
+    iop_json_printf(o->b, "%s\n{\"path\": ", o->first ? ",\n\"modules\": [" : ",");
+    o->first = 0;
+    iop_json_str(o->b, m->path);
+    iop_json_printf(o->b, ", \"base\": %llu, \"build_id\": \"", (unsigned long long)m->base);
+    for (int k = 0; k < m->build_id_len; k++) iop_json_printf(o->b, "%02x", m->build_id[k]);
+    iop_json_printf(o->b, "\", \"library\": %s}", m->library ? "true" : "false");
+}
+
+/* A where hook's text, one frame a line: "file<TAB>line<TAB>function". */
+static void put_place(iop_json *b, const char *p) {
+    iop_json_put(b, ", \"python\": [", 13);
+    for (int k = 0; *p; k++) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char line[1024];
+        if (len >= sizeof line) len = sizeof line - 1;
+        memcpy(line, p, len);
+        line[len] = 0;
+        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        if (t1 && t2) {
+            *t1 = *t2 = 0;
+            iop_json_put(b, k ? ", [" : "[", k ? 3 : 1);
+            iop_json_str(b, line);
+            iop_json_printf(b, ", %ld, ", strtol(t1 + 1, NULL, 10));
+            iop_json_str(b, t2 + 1);
+            iop_json_put(b, "]", 1);
+        }
+        p = eol ? eol + 1 : p + len;
+    }
+    iop_json_put(b, "]", 1);
+}
+
+static void put_site(const iop_site_info *s, void *arg) {
+    sites_out *o = arg;
+    iop_json_printf(o->b, "%s\n{\"id\": %u, \"count\": %lld, \"bytes\": %lld, \"time\": %.9f",
+                    o->first ? "" : ",", s->id, (long long)s->count, (long long)s->bytes,
+                    s->ticks * o->spt);
+    o->first = 0;
+    if (s->text) {
+        put_place(o->b, s->text);
+    } else {
+        iop_json_put(o->b, ", \"frames\": [", 13);
+        for (int k = 0; k < s->nframes; k++)
+            iop_json_printf(o->b, "%s[%d, %llu]", k ? ", " : "", s->module[k],
+                            (unsigned long long)s->offset[k]);
+        iop_json_put(o->b, "]", 1);
+        if (s->library) iop_json_put(o->b, ", \"library\": true", 17);
+    }
+    iop_json_put(o->b, "}", 1);
+}
+
+static void put_sites(iop_json *b, double spt) {
+    sites_out o = {b, 1, spt};
+    sites_each(put_module, NULL, &o);
+    if (o.first) return; /* call sites off: neither key */
+    iop_json_put(b, "],\n\"sites\": [", 13);
+    o.first = 1;
+    sites_each(NULL, put_site, &o);
+    iop_json_put(b, "]", 1);
+}
+
 void write_json(const char *reason) {
     iop_json b = {0};
     double spt = seconds_per_tick();
@@ -258,7 +324,7 @@ void write_json(const char *reason) {
     r.first = 1;
     notes_each(put_note, &r);
     iop_json_put(&b, "]", 1);
-    sites_json(&b, spt);
+    put_sites(&b, spt);
     EACH_HOOK(summary, &b);
     iop_json_put(&b, "\n}\n", 3);
     if (b.failed) {

@@ -419,11 +419,12 @@ void sites_after_fork(void) {
 
 long sites_overflows(void) { return sites_overflow; }
 
-/* ",\n"modules": [...], "sites": [...]" with iop_core_lock held. */
-void sites_json(iop_json *b, double spt) {
+/* Every module and every site with calls, for the summary (with
+ * iop_core_lock held): the figures of the threads' caches added in. */
+void sites_each(void (*module_fn)(const iop_module_info *, void *),
+                void (*site_fn)(const iop_site_info *, void *), void *arg) {
     if (!sites_on) return;
     iop_lock(&sites_lock);
-    /* the threads' figures not yet in the table */
     static int64_t count[MAX_SITES], bytes[MAX_SITES];
     static double ticks[MAX_SITES];
     for (uint32_t i = 0; i < nsites; i++) {
@@ -439,61 +440,24 @@ void sites_json(iop_json *b, double spt) {
             bytes[e->id] += __atomic_load_n(&e->bytes, __ATOMIC_RELAXED);
             ticks[e->id] += e->ticks;
         }
-    iop_json_put(b, ",\n\"modules\": [", 14);
-    int n = __atomic_load_n(&nmodules, __ATOMIC_ACQUIRE);
+    int n = module_fn ? __atomic_load_n(&nmodules, __ATOMIC_ACQUIRE) : 0;
     for (int i = 0; i < n; i++) {
         const module *m = &modules[i];
-        iop_json_printf(b, "%s\n{\"path\": ", i ? "," : "");
-        iop_json_str(b, m->path);
-        iop_json_printf(b, ", \"base\": %llu, \"build_id\": \"", (unsigned long long)m->base);
-        for (int k = 0; k < m->build_id_len; k++) iop_json_printf(b, "%02x", m->build_id[k]);
-        iop_json_printf(b, "\", \"library\": %s}", m->library ? "true" : "false");
+        iop_module_info mi = {m->path, m->base, m->build_id, m->build_id_len, m->library};
+        module_fn(&mi, arg);
     }
-    iop_json_put(b, "],\n\"sites\": [", 13);
-    int first = 1;
-    for (uint32_t i = 1; i < nsites; i++) {
+    for (uint32_t i = 1; site_fn && i < nsites; i++) {
         const site *s = &sites[i];
         if (!count[i]) continue;
-        iop_json_printf(b, "%s\n{\"id\": %u, \"count\": %lld, \"bytes\": %lld, \"time\": %.9f",
-                        first ? "" : ",", i, (long long)count[i], (long long)bytes[i],
-                        ticks[i] * spt);
-        first = 0;
-        if (s->kind == KIND_WHERE) {
-            /* the hook's text: one frame a line, "file\tline\tfunction" */
-            iop_json_put(b, ", \"python\": [", 13);
-            const char *p = s->text ? s->text : "";
-            for (int k = 0; *p; k++) {
-                const char *eol = strchr(p, '\n');
-                size_t len = eol ? (size_t)(eol - p) : strlen(p);
-                char line[1024];
-                if (len >= sizeof line) len = sizeof line - 1;
-                memcpy(line, p, len);
-                line[len] = 0;
-                char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-                if (t1 && t2) {
-                    *t1 = *t2 = 0;
-                    iop_json_put(b, k ? ", [" : "[", k ? 3 : 1);
-                    iop_json_str(b, line);
-                    iop_json_printf(b, ", %ld, ", strtol(t1 + 1, NULL, 10));
-                    iop_json_str(b, t2 + 1);
-                    iop_json_put(b, "]", 1);
-                }
-                p = eol ? eol + 1 : p + len;
-            }
-            iop_json_put(b, "]}", 2);
-            continue;
-        }
-        iop_json_put(b, ", \"frames\": [", 13);
+        iop_site_info si = {i, count[i], bytes[i], ticks[i], s->kind == KIND_LIBRARY,
+                            s->kind == KIND_WHERE ? (s->text ? s->text : "") : NULL, 0, {0}, {0}};
         for (int k = 0; k < s->nframes; k++) {
             const module *m = module_of(s->frames[k]);
-            if (m)
-                iop_json_printf(b, "%s[%d, %llu]", k ? ", " : "", (int)(m - modules),
-                                (unsigned long long)(s->frames[k] - m->base));
-            else
-                iop_json_printf(b, "%s[-1, %llu]", k ? ", " : "", (unsigned long long)s->frames[k]);
+            si.module[k] = m ? (int)(m - modules) : -1;
+            si.offset[k] = m ? s->frames[k] - m->base : s->frames[k];
+            si.nframes = k + 1;
         }
-        iop_json_printf(b, "]%s}", s->kind == KIND_LIBRARY ? ", \"library\": true" : "");
+        site_fn(&si, arg);
     }
-    iop_json_put(b, "]", 1);
     iop_unlock(&sites_lock);
 }
