@@ -30,9 +30,10 @@ apt_install() {
 if command -v dpkg-query >/dev/null; then
     # With them (one apt-get run), the real services of the `iopilot tune` tests:
     # a PostgreSQL server for shared studies and Slurm for trials as jobs; the
-    # tests start and stop their own daemons.
+    # tests start and stop their own daemons.  Node.js runs Perfetto's trace
+    # processor (WebAssembly) that checks `iopilot export perfetto`.
     apt_install build-essential gfortran pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libhdf5-dev hdf5-tools fio chromium chromium-driver \
-        postgresql slurm-wlm
+        postgresql slurm-wlm nodejs
 fi
 
 # A Python >= 3.11 that can make virtual environments.
