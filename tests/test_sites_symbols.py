@@ -305,3 +305,25 @@ def test_cpp_and_fortran_names_as_the_source_spells_them(tmp_path, compiler, sou
             assert (Path(file).name, note) == (src.name, "") and line > 0
         else:
             assert (file, note) == ("", NO_DEBUG)
+
+
+def test_damaged_binaries_give_notes_not_errors(tmp_path):
+    """Bytes of a real binary flipped at random (a fixed seed): every lookup
+    answers, with the lines, a note, or "binary not readable"."""
+    import random
+
+    exe, said = build(tmp_path / "b", "-O2", "-g")
+    data = exe.read_bytes()
+    off = int(said["site"], 16)
+    rng = random.Random(1)
+    notes = set()
+    for k in range(120):
+        d = bytearray(data)
+        for _ in range(rng.choice([1, 5, 50])):
+            d[rng.randrange(len(d))] = rng.randrange(256)
+        bad = tmp_path / f"bad{k}"
+        bad.write_bytes(bytes(d))
+        found = lookup(str(bad), "", [off])
+        assert len(found) == 1 and len(found[0]) == 4
+        notes.add(found[0][3])
+    assert "binary not readable" in notes and "" in notes

@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -104,11 +105,17 @@ def lookup(path: str, build_id: str, offsets: Sequence[int]) -> list[Found]:
 
 
 def _damaged() -> tuple[type[Exception], ...]:
-    """What pyelftools raises on a damaged file."""
+    """What pyelftools raises on a damaged file (found by flipping bytes of
+    a binary at random): besides its own errors, RuntimeError for a form it
+    does not know (NotImplementedError) or a loop (RecursionError), and
+    MemoryError for a section whose size field says exabytes, which it asks
+    to read at once (the allocation fails at once, nothing is held)."""
     from elftools.common.exceptions import DWARFError, ELFError, ELFParseError
+    from elftools.construct import ConstructError
 
-    return (ELFError, DWARFError, ELFParseError, OSError, ValueError, KeyError, IndexError,
-            AttributeError, TypeError, AssertionError, UnicodeDecodeError)  # fmt: skip
+    return (ELFError, DWARFError, ELFParseError, ConstructError, struct.error, OSError,
+            ValueError, LookupError, ArithmeticError, AttributeError, TypeError, AssertionError,
+            RuntimeError, MemoryError)  # fmt: skip
 
 
 def _lookup(f: object, build_id: str, offsets: Sequence[int]) -> list[Found]:
