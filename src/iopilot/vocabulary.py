@@ -142,7 +142,7 @@ MODULES: tuple[Module, ...] = (
     Module("FORTRAN", "Fortran", "Fortran", "", "", "", code=5, switch="FORTRAN", level=2,
            op_classes=("",), histogram=True),
     Module("H5F", "H5F", "HDF5", "H5F", "h5f", "darshan_hdf5_file",
-           code=3, switch="HDF5", level=3),
+           code=3, switch="HDF5", records=True, level=3),
     Module("H5D", "H5D", "HDF5", "H5D", "h5d", "darshan_hdf5_dataset",
            code=4, switch="HDF5", records=True, level=3, op_classes=("",), histogram=True,
            agg_sizes=True, parent=True),

@@ -157,7 +157,7 @@ class Finding:
 class Operations:
     """The per-operation records a finding is about, as its check declares
     them (:meth:`Check.concerns`): record layers, operation names
-    (:data:`~iopilot.vocabulary.OP_NAMES`: "read", "write", "open", "sync"
+    (names of :data:`~iopilot.vocabulary.OP_NAMES`, e.g. "write" or "sync"
     ...), whether only requests below ``small_request_size`` count, and
     which ranks' (None: every rank's).
     :mod:`.callsites` narrows them to the entries the finding lists (its

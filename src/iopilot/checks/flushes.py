@@ -86,7 +86,7 @@ class FlushPerStep(Check):
 
     id = "flush-per-step"
     layer = "POSIX"
-    site_ops, site_layers = ("sync", "flush"), ("H5D", "MPIIO", "POSIX")  # as _LAYERS, not STDIO
+    site_ops, site_layers = ("sync", "flush"), tuple(lay for lay, *_ in _LAYERS)  # not STDIO
     finds = ("fsync/fdatasync, `H5Fflush`/`H5Dflush` or `MPI_File_sync` issued over and over "
              "(at least 10 on a file, taking at least 10 % of the I/O time), each call "
              "counted once at the layer the program called")

@@ -137,7 +137,7 @@ class ReopenedFiles(Check):
 
     id = "reopened-files"
     layer = "POSIX"
-    site_ops, site_layers = ("open", "close", "stat", "seek"), ("POSIX", "STDIO")
+    site_ops, site_layers = tuple("open close stat seek".split()), ("POSIX", "STDIO")
     finds = ("one rank opening, stat'ing or seeking the same file over and over (pandas "
              '`to_csv(mode="a")` per row), or reading an input whole at every step (a '
              "configuration file: read it once, in an MPI program on one rank, and broadcast "

@@ -31,7 +31,7 @@ class TinyFiles(Check):
 
     id = "tiny-files"
     layer = "POSIX"
-    site_ops, site_layers = ("open", "close", "stat"), ("POSIX", "STDIO")  # what it costs
+    site_ops, site_layers = tuple("open close stat".split()), ("POSIX", "STDIO")  # what it costs
     finds = ("more than 100 files read, or written, that each end below 64 KiB and whose "
              "opens, closes and stats take at least 20 % of the slowest such rank's I/O time "
              "(or more than 1,000 such files, whatever their share)")

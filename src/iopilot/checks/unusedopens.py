@@ -39,7 +39,7 @@ class UnusedOpens(Check):
 
     id = "unused-opens"
     layer = "POSIX"
-    site_ops, site_layers = ("open", "close", "stat"), ("POSIX", "STDIO")
+    site_ops, site_layers = tuple("open close stat".split()), ("POSIX", "STDIO")
     finds = ("more than 20 files opened and closed that no rank reads or writes (existence "
              "tests made by opening, empty marker files), whose opens, closes and stats take at "
              "least 10 % of the slowest such rank's I/O time; says to stat instead")
