@@ -1,8 +1,9 @@
 // Two I/O mistakes on known lines, for the call-site tests: each line marked
 // "MISTAKE: <check> in <function>" is the call the finding of that check is
 // about.
-//   1. save_values() flushes the stream after each of 20,000 values: one
-//      write() of ~10 bytes per value, made inside libstdc++;
+//   1. save_values() ends each of 20,000 values with std::endl, which flushes
+//      the stream: one write() of ~10 bytes per value, made inside libstdc++
+//      from std::endl's code inlined into save_values (<ostream>);
 //   2. the unchanging 1 MiB input.bin is read whole again, from the same
 //      ifstream, at each of 40 steps.
 // Usage: prog   (writes values.txt and input.bin in the current directory)
@@ -17,10 +18,8 @@ static const std::size_t N = 128 * 1024; // 1 MiB of doubles
 
 __attribute__((noinline)) static void save_values(std::ofstream &out)
 {
-    for (int i = 0; i < VALUES; i++) {
-        out << 1e-3 * i << '\n';
-        out.flush(); // MISTAKE: posix-small-writes in save_values
-    }
+    for (int i = 0; i < VALUES; i++)
+        out << 1e-3 * i << std::endl; // MISTAKE: posix-small-writes in save_values
 }
 
 int main()
