@@ -327,3 +327,20 @@ def test_damaged_binaries_give_notes_not_errors(tmp_path):
         assert len(found) == 1 and len(found[0]) == 4
         notes.add(found[0][3])
     assert "binary not readable" in notes and "" in notes
+
+
+@pytest.mark.parametrize("path, system", [
+    ("/usr/include/c++/12/ostream", True),
+    ("/usr/lib/gcc/x86_64-linux-gnu/12/include/stddef.h", True),
+    ("/usr/local/include/netcdf.h", True),
+    ("/opt/gcc-13/include/c++/13/bits/ostream.tcc", True),
+    ("/home/me/sim/include/io.h", False),
+    ("/usr/src/app/main.cpp", False),
+    ("/usr/includes/mine.h", False),
+])  # fmt: skip
+def test_code_inlined_from_system_headers_goes_to_the_programs_call(path, system):
+    """A line in a compiler or system header (std::endl's flush) is replaced
+    by the program's call of it; the program's own headers keep theirs."""
+    from iopilot.sources.symbols import _system_file
+
+    assert _system_file(path) is system

@@ -140,8 +140,12 @@ def _lookup(f: object, build_id: str, offsets: Sequence[int]) -> list[Found]:
             order = "little" if elf.little_endian else "big"  # type: ignore[attr-defined]
             lines = _lines(dwarf, units, pcs, order)
             try:  # damaged debugging entries lose the inlined names, not the lines
-                for k, name in _inlined(dwarf, units, pcs).items():
+                for k, (name, caller) in _inlined(dwarf, units, pcs).items():
                     names[k] = name
+                    if caller is not None and _system_file(lines[k][0]):
+                        # a library header's inlined code (std::endl): the
+                        # program's line that called it
+                        lines[k], names[k] = (caller[0], caller[1]), caller[2]
             except _damaged():
                 pass
     out = []
@@ -362,14 +366,30 @@ def _units(dwarf: object, pcs: np.ndarray) -> list[object]:
     return [dwarf.get_CU_at(o) for o in sorted(offsets)]  # type: ignore[attr-defined]
 
 
-def _inlined(dwarf: object, units: list[object], pcs: np.ndarray) -> dict[int, str]:
-    """{index of an address: the function whose code it is} where that
-    function was inlined into another (``-O2 -g``): the line table gives the
-    inlined function's line, the symbol table the function it went into.
-    Only the top-level functions of the units are read (their siblings are
-    skipped, not parsed), and only those holding an address are entered."""
-    out: dict[int, str] = {}
+# Headers of the compiler and the system: code inlined from them (std::endl,
+# a libstdc++ stream's flush) is placed at the program's line that called it.
+_SYSTEM_DIRS = ("/usr/include/", "/usr/lib/gcc/", "/usr/local/include/", "/usr/lib/llvm")
+
+
+def _system_file(path: str) -> bool:
+    return path.startswith(_SYSTEM_DIRS) or "/include/c++/" in path
+
+
+Caller = tuple[str, int, str]  # file, line, function of the program's call
+
+
+def _inlined(dwarf: object, units: list[object],
+             pcs: np.ndarray) -> dict[int, tuple[str, Caller | None]]:  # fmt: skip
+    """{index of an address: (the function whose code it is, the program's
+    call of it)} where that function was inlined into another (``-O2 -g``):
+    the line table gives the inlined function's line, the symbol table the
+    function it went into.  The call is the innermost call site of the
+    inlining chain outside the system's headers (None: none is).  Only the
+    top-level functions of the units are read (their siblings are skipped,
+    not parsed), and only those holding an address are entered."""
+    out: dict[int, tuple[str, Caller | None]] = {}
     for cu in units:
+        files: list[str] | None = None
         for die in cu.get_top_DIE().iter_children():  # type: ignore[attr-defined]
             if die.tag != "DW_TAG_subprogram":
                 continue
@@ -377,16 +397,21 @@ def _inlined(dwarf: object, units: list[object], pcs: np.ndarray) -> dict[int, s
             for lo, hi in _ranges(dwarf, cu, die):
                 inside |= (pcs >= np.uint64(lo)) & (pcs < np.uint64(hi))
             for k in np.flatnonzero(inside):
-                name = _innermost_inline(dwarf, cu, die, int(pcs[k]))
-                if name:
-                    out[int(k)] = name
+                chain = _inline_chain(dwarf, cu, die, int(pcs[k]))
+                if len(chain) < 2:
+                    continue
+                if files is None:
+                    prog = dwarf.line_program_for_CU(cu)  # type: ignore[attr-defined]
+                    files = _file_names(cu, prog) if prog is not None else []
+                name = next((n for n in map(_die_name, reversed(chain[1:])) if n), "")
+                out[int(k)] = (name, _program_call(chain, files))
     return out
 
 
-def _innermost_inline(dwarf: object, cu: object, die: object, pc: int) -> str:
-    """The name of the innermost inlined function holding ``pc`` within
-    ``die``, "" when ``pc`` is in no inlined code."""
-    name = ""
+def _inline_chain(dwarf: object, cu: object, die: object, pc: int) -> list[object]:
+    """The function ``die`` and the inlined functions holding ``pc`` in it,
+    outermost first."""
+    chain = [die]
     found = True
     while found:
         found = False
@@ -395,10 +420,25 @@ def _innermost_inline(dwarf: object, cu: object, die: object, pc: int) -> str:
                 continue
             if any(lo <= pc < hi for lo, hi in _ranges(dwarf, cu, child)):
                 if child.tag == "DW_TAG_inlined_subroutine":
-                    name = _die_name(child) or name
+                    chain.append(child)
                 die, found = child, True
                 break
-    return name
+    return chain
+
+
+def _program_call(chain: list[object], files: list[str]) -> Caller | None:
+    """From the innermost inlined function out, the first call made from a
+    file of the program (not a system header): its file, line and the
+    function it was made in."""
+    for i in range(len(chain) - 1, 0, -1):
+        a = chain[i].attributes  # type: ignore[attr-defined]
+        if "DW_AT_call_file" not in a or "DW_AT_call_line" not in a:
+            return None
+        index = a["DW_AT_call_file"].value
+        file = files[index] if 0 <= index < len(files) else ""
+        if file and not _system_file(file):
+            return file, int(a["DW_AT_call_line"].value), _die_name(chain[i - 1])
+    return None
 
 
 def _ranges(dwarf: object, cu: object, die: object) -> list[tuple[int, int]]:
