@@ -307,6 +307,23 @@ def test_cpp_and_fortran_names_as_the_source_spells_them(tmp_path, compiler, sou
             assert (file, note) == ("", NO_DEBUG)
 
 
+def test_a_sibling_link_pointing_back_ends_the_children():
+    """pyelftools follows DW_AT_sibling as written: one pointing back would
+    list the same children for ever (met flipping bytes of a binary)."""
+    from iopilot.sources.symbols import _children
+
+    class Die:
+        def __init__(self, offset, kids=()):
+            self.offset, self.kids = offset, kids
+
+        def iter_children(self):
+            yield from self.kids
+
+    a, b = Die(20), Die(30)
+    looping = Die(10, [a, b, a, b, a, b])
+    assert [d.offset for d in _children(looping)] == [20, 30]
+
+
 def test_damaged_binaries_give_notes_not_errors(tmp_path):
     """Bytes of a real binary flipped at random (a fixed seed): every lookup
     answers, with the lines, a note, or "binary not readable"."""

@@ -390,7 +390,7 @@ def _inlined(dwarf: object, units: list[object],
     out: dict[int, tuple[str, Caller | None]] = {}
     for cu in units:
         files: list[str] | None = None
-        for die in cu.get_top_DIE().iter_children():  # type: ignore[attr-defined]
+        for die in _children(cu.get_top_DIE()):  # type: ignore[attr-defined]
             if die.tag != "DW_TAG_subprogram":
                 continue
             inside = np.zeros(len(pcs), bool)
@@ -415,7 +415,7 @@ def _inline_chain(dwarf: object, cu: object, die: object, pc: int) -> list[objec
     found = True
     while found:
         found = False
-        for child in die.iter_children():  # type: ignore[attr-defined]
+        for child in _children(die):
             if child.tag not in ("DW_TAG_inlined_subroutine", "DW_TAG_lexical_block"):
                 continue
             if any(lo <= pc < hi for lo, hi in _ranges(dwarf, cu, child)):
@@ -439,6 +439,17 @@ def _program_call(chain: list[object], files: list[str]) -> Caller | None:
         if file and not _system_file(file):
             return file, int(a["DW_AT_call_line"].value), _die_name(chain[i - 1])
     return None
+
+
+def _children(die: object) -> Iterator[object]:
+    """The children of a debugging entry, in order; a damaged sibling link
+    that points back ends them (pyelftools would go round for ever)."""
+    last = die.offset  # type: ignore[attr-defined]
+    for child in die.iter_children():  # type: ignore[attr-defined]
+        if child.offset <= last:
+            return
+        last = child.offset
+        yield child
 
 
 def _ranges(dwarf: object, cu: object, die: object) -> list[tuple[int, int]]:
