@@ -1,14 +1,18 @@
 /* Python call sites: the line of the program's own Python code that led to a
  * traced call, through h5py, numpy, pandas, mpi4py or the interpreter's own
- * io module.  Uses CPython's public C API (3.9 and later), looked up in the
- * process when it starts; a program without an interpreter never calls in.
+ * io module, for CPython 3.9 to 3.13.
  *
- * Only a thread that holds the interpreter lock asks, so the frames it reads
- * are its own and stay put.  The innermost frame whose file is not the
- * interpreter's library or an installed package is the site; its key is
- * the code object and the instruction (3.11 and later) or the line.  Code
- * objects once classified are kept alive (a reference each), so their
- * addresses are never reused for other code. */
+ * The interpreter lets go of its lock around every blocking system call (a
+ * file object's write, numpy's tofile, most of mpi4py), so the calls of its
+ * API that need the lock cannot be made where the I/O happens.  The thread's
+ * own frames are read in place instead: this thread is inside a call the
+ * interpreter made, so its frames stay put, and nothing here allocates,
+ * counts references or runs Python code.  The offsets are those of each
+ * version's structures (measured on 3.9.18, 3.10.13, 3.11.7, 3.12.1 and
+ * 3.13.0); every code object and string is checked to be one by its type
+ * before it is read, and another version, a free-threaded build or an
+ * interpreter not yet started gives no Python site (the unwinder then
+ * names the interpreter's own frame). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -18,157 +22,102 @@
 
 typedef struct PyObj PyObj; /* opaque: only pointers are handled */
 
+typedef struct {
+    int minor;                      /* 3.minor */
+    int ts_frame, cf_frame;         /* thread state -> (C frame ->) frame; -1: no C frame */
+    int fr_code, fr_back, fr_instr; /* -1: frame objects, line from PyFrame_GetLineNumber */
+    int co_filename, co_name, co_code;
+    int str_data; /* the characters of a compact ASCII string */
+} layout;
+
+static const layout layouts[] = {
+    {9, 24, -1, 32, 24, -1, 104, 112, 0, 48},  /* PyFrameObject: f_back, f_code */
+    {10, 24, -1, 32, 24, -1, 104, 112, 0, 48},
+    {11, 56, 8, 32, 48, 56, 112, 120, 184, 48}, /* cframe, _PyInterpreterFrame */
+    {12, 56, 0, 0, 8, 56, 112, 120, 192, 40},
+    {13, 72, -1, 0, 8, 56, 112, 120, 200, 40}, /* current_frame, f_executable */
+};
+enum { OB_TYPE = 8, STR_STATE = 32 }; /* PyObject.ob_type, PyASCIIObject.state */
+
+static const layout *L; /* NULL: no interpreter this module knows */
 static struct {
     int (*is_initialized)(void);
-    int (*gil_check)(void);
-    PyObj *(*get_frame)(void);
-    PyObj *(*frame_code)(PyObj *);
-    PyObj *(*frame_back)(PyObj *);
-    int (*frame_line)(PyObj *);
-    int (*frame_lasti)(PyObj *); /* 3.11+, else NULL */
-    void (*incref)(PyObj *);
-    void (*decref)(PyObj *);
-    PyObj *(*getattr)(PyObj *, const char *);
-    const char *(*utf8)(PyObj *);
-    void (*err_fetch)(PyObj **, PyObj **, PyObj **);
-    void (*err_restore)(PyObj *, PyObj *, PyObj *);
-    PyObj *(*this_thread)(void);
-    int (*addr2line)(PyObj *, int);
-    const char *(*version)(void);
+    const char *(*this_thread)(void);
+    int (*addr2line)(const char *code, int byte_offset);
+    int (*frame_line)(const char *frame);
+    const char *code_type, *str_type, *none;
 } py;
-static int py_found;
-/* Python 3.11's frames, read directly: the interpreter lets go of its lock
- * around every blocking system call (a file object's write, numpy's tofile),
- * so the public calls that need it cannot be made there.  The offsets are
- * 3.11's (``layout`` 1 when the interpreter is 3.11); every code object and
- * string read is first checked to be one by its type. */
-static int layout;
-static const char *code_type, *str_type;
-enum {
-    OB_TYPE = 8,         /* PyObject.ob_type */
-    TS_CFRAME = 56,      /* PyThreadState.cframe */
-    CF_FRAME = 8,        /* _PyCFrame.current_frame */
-    FR_CODE = 32,        /* _PyInterpreterFrame.f_code */
-    FR_PREVIOUS = 48,    /* .previous */
-    FR_INSTR = 56,       /* .prev_instr */
-    CO_FILENAME = 112,   /* PyCodeObject.co_filename */
-    CO_NAME = 120,       /* .co_name */
-    CO_CODE = 184,       /* .co_code_adaptive */
-    STR_STATE = 32,      /* PyASCIIObject.state */
-    STR_DATA = 48,       /* the characters of a compact ASCII string */
-};
-#define AT(p, off) (*(char *const *)((const char *)(p) + (off)))
 
-/* Code objects seen, and whether each is the program's own. */
-#define CODES 8192
-static struct {
-    PyObj *code;
-    int library;
-} codes[CODES];
-static iop_lock_t codes_lock;
-static long codes_overflow;
+#define AT(p, off) (*(const char *const *)((const char *)(p) + (off)))
 
 static void python_init(void) {
     void *h = RTLD_DEFAULT;
+    const char *(*version)(void) = (const char *(*)(void))dlsym(h, "Py_GetVersion");
+    if (!version) return; /* not an interpreter */
+    const char *v = version();
+    int minor = -1;
+    if (!strncmp(v, "3.", 2) && sscanf(v + 2, "%d", &minor) != 1) return;
+    if (strstr(v, "free-threading")) return; /* another object layout */
 #define FIND(field, name) (py.field = (__typeof__(py.field))dlsym(h, name))
-    if (!FIND(is_initialized, "Py_IsInitialized") || !FIND(gil_check, "PyGILState_Check") ||
-        !FIND(get_frame, "PyEval_GetFrame") || !FIND(frame_code, "PyFrame_GetCode") ||
-        !FIND(frame_back, "PyFrame_GetBack") || !FIND(frame_line, "PyFrame_GetLineNumber") ||
-        !FIND(incref, "Py_IncRef") || !FIND(decref, "Py_DecRef") ||
-        !FIND(getattr, "PyObject_GetAttrString") || !FIND(utf8, "PyUnicode_AsUTF8") ||
-        !FIND(err_fetch, "PyErr_Fetch") || !FIND(err_restore, "PyErr_Restore"))
+    if (!FIND(is_initialized, "Py_IsInitialized") ||
+        !FIND(this_thread, "PyGILState_GetThisThreadState") ||
+        !FIND(addr2line, "PyCode_Addr2Line") || !FIND(frame_line, "PyFrame_GetLineNumber") ||
+        !FIND(code_type, "PyCode_Type") || !FIND(str_type, "PyUnicode_Type"))
         return;
-    FIND(frame_lasti, "PyFrame_GetLasti");
-    FIND(this_thread, "PyGILState_GetThisThreadState");
-    FIND(addr2line, "PyCode_Addr2Line");
-    FIND(version, "Py_GetVersion");
+    FIND(none, "_Py_NoneStruct");
 #undef FIND
-    const char *v = py.version ? py.version() : "";
-    code_type = dlsym(h, "PyCode_Type");
-    str_type = dlsym(h, "PyUnicode_Type");
-    layout = !strncmp(v, "3.11.", 5) && py.this_thread && py.addr2line && code_type && str_type;
-    py_found = 1;
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (layouts[i].minor == minor) L = &layouts[i];
 }
 
-/* The file name of a code object, into ``buf`` ("" when it has none). */
-static void code_file(PyObj *code, char *buf, size_t n, const char *attr) {
-    buf[0] = 0;
-    PyObj *t, *v, *tb;
-    py.err_fetch(&t, &v, &tb); /* a pending exception is the program's */
-    PyObj *s = py.getattr(code, attr);
-    if (s) {
-        const char *u = py.utf8(s);
-        if (u) snprintf(buf, n, "%s", u);
-        py.decref(s);
-    }
-    py.err_restore(t, v, tb); /* also drops what getattr may have raised */
-}
-
-static int library_file(const char *f) {
-    return !f[0] || f[0] == '<' || strstr(f, "/lib/python") || strstr(f, "/site-packages/") ||
-           strstr(f, "/dist-packages/") || strstr(f, "/lib64/python");
-}
-
-/* Whether a code object is the interpreter's or a package's, not the program's. */
-static int is_library(PyObj *code) {
-    size_t h = (size_t)(((uintptr_t)code >> 4) * 0x9e3779b97f4a7c15ULL >> 40) % CODES;
-    for (size_t n = 0; n < 16; n++, h = (h + 1) % CODES) {
-        PyObj *c = __atomic_load_n(&codes[h].code, __ATOMIC_ACQUIRE);
-        if (c == code) return codes[h].library;
-        if (!c) break;
-    }
-    char file[1024];
-    code_file(code, file, sizeof file, "co_filename");
-    int lib = library_file(file);
-    iop_lock(&codes_lock);
-    h = (size_t)(((uintptr_t)code >> 4) * 0x9e3779b97f4a7c15ULL >> 40) % CODES;
-    for (size_t n = 0; n < 16; n++, h = (h + 1) % CODES) {
-        if (codes[h].code == code) break;
-        if (!codes[h].code) {
-            py.incref(code); /* kept alive: its address names it */
-            codes[h].library = lib;
-            __atomic_store_n(&codes[h].code, code, __ATOMIC_RELEASE);
-            break;
-        }
-        if (n == 15) iop_overflow(&codes_overflow);
-    }
-    iop_unlock(&codes_lock);
-    return lib;
-}
-
-/* A compact ASCII string's characters, else NULL (never a call). */
+/* A compact ASCII string's characters, else NULL. */
 static const char *ascii(const char *str) {
-    if (!str || AT(str, OB_TYPE) != str_type) return NULL;
+    if (!str || AT(str, OB_TYPE) != py.str_type) return NULL;
     unsigned state = *(const unsigned *)(str + STR_STATE);
-    return (state & 0x20) && (state & 0x40) ? str + STR_DATA : NULL; /* compact, ascii */
+    return (state & 0x20) && (state & 0x40) ? str + L->str_data : NULL; /* compact, ascii */
 }
 
-static int library_code(const char *code) {
-    const char *f = ascii(AT(code, CO_FILENAME));
-    return !f || library_file(f);
+/* The interpreter's own code and installed packages are not the program. */
+static int library_file(const char *f) {
+    return !f || !f[0] || f[0] == '<' || strstr(f, "/lib/python") ||
+           strstr(f, "/site-packages/") || strstr(f, "/dist-packages/") ||
+           strstr(f, "/lib64/python");
 }
 
-/* 3.11, with or without the lock: the frames read in place. */
-static int where_direct(uint64_t *key, char *text, size_t len) {
-    const char *ts = (const char *)py.this_thread();
-    const char *cf = ts ? AT(ts, TS_CFRAME) : NULL;
-    const char *fr = cf ? AT(cf, CF_FRAME) : NULL;
+/* The line a frame is at, and where in its code (the key's part). */
+static int frame_line(const char *fr, const char *code, long *at) {
+    if (L->fr_instr < 0) { /* 3.9, 3.10: a frame object, which knows its line */
+        int line = py.frame_line(fr);
+        *at = line;
+        return line;
+    }
+    *at = AT(fr, L->fr_instr) - (code + L->co_code);
+    return py.addr2line(code, (int)*at);
+}
+
+static int python_where(uint64_t *key, char *text, size_t len) {
+    if (!L || !py.is_initialized()) return 0;
+    const char *ts = py.this_thread();
+    const char *fr = ts ? AT(ts, L->ts_frame) : NULL;
+    if (fr && L->cf_frame >= 0) fr = AT(fr, L->cf_frame);
     int found = 0;
     size_t used = 0;
-    for (int depth = 0; fr && depth < 256; depth++, fr = AT(fr, FR_PREVIOUS)) {
-        const char *code = AT(fr, FR_CODE);
-        if (!code || AT(code, OB_TYPE) != code_type) return 0; /* not the layout we know */
-        if (library_code(code)) continue;
-        long at = AT(fr, FR_INSTR) - (code + CO_CODE);
+    for (int depth = 0; fr && depth < 256; depth++, fr = AT(fr, L->fr_back)) {
+        const char *code = AT(fr, L->fr_code);
+        if (code && code == py.none) continue; /* 3.13: a C call's entry frame */
+        if (!code || AT(code, OB_TYPE) != py.code_type) break; /* not a frame we know */
+        const char *file = ascii(AT(code, L->co_filename));
+        if (library_file(file)) continue;
+        long at;
+        int line = frame_line(fr, code, &at);
         if (!found) {
             *key = ((uint64_t)(uintptr_t)code * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)at;
             *key &= ~(3ULL << 62);
         }
         found++;
         if (!text) break;
-        const char *name = ascii(AT(code, CO_NAME));
-        int n = snprintf(text + used, len - used, "%s%s\t%d\t%s", used ? "\n" : "",
-                         ascii(AT(code, CO_FILENAME)), py.addr2line((PyObj *)code, (int)at),
+        const char *name = ascii(AT(code, L->co_name));
+        int n = snprintf(text + used, len - used, "%s%s\t%d\t%s", used ? "\n" : "", file, line,
                          name ? name : "?");
         if (n < 0 || (size_t)n >= len - used || found == 3) break;
         used += (size_t)n;
@@ -176,60 +125,8 @@ static int where_direct(uint64_t *key, char *text, size_t len) {
     return found != 0;
 }
 
-static int python_where(uint64_t *key, char *text, size_t len) {
-    if (!py_found || !py.is_initialized()) return 0;
-    if (layout == 1) return where_direct(key, text, len);
-    if (!py.gil_check()) return 0;
-    PyObj *f = py.get_frame(); /* borrowed */
-    if (!f) return 0;
-    PyObj *held = NULL; /* the frame we own a reference to */
-    int found = 0, depth = 0;
-    size_t used = 0;
-    while (f && depth < 64) {
-        PyObj *code = py.frame_code(f);
-        int lib = is_library(code);
-        if (!lib) {
-            if (!found) {
-                int at = py.frame_lasti ? py.frame_lasti(f) : py.frame_line(f);
-                *key = ((uint64_t)(uintptr_t)code * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)at;
-                *key &= ~(3ULL << 62);
-                found = 1;
-            }
-            if (!text) {
-                py.decref(code);
-                break;
-            }
-            char file[1024], name[256];
-            code_file(code, file, sizeof file, "co_filename");
-            code_file(code, name, sizeof name, "co_name");
-            int n = snprintf(text + used, len - used, "%s%s\t%d\t%s", used ? "\n" : "", file,
-                             py.frame_line(f), name);
-            if (n < 0 || (size_t)n >= len - used) {
-                py.decref(code);
-                break;
-            }
-            used += (size_t)n;
-            if (++found > 3) {
-                py.decref(code);
-                break;
-            }
-        }
-        py.decref(code);
-        PyObj *back = py.frame_back(f); /* new reference */
-        if (held) py.decref(held);
-        held = f = back;
-        depth++;
-    }
-    if (held) py.decref(held);
-    return found != 0;
-}
-
-static const iop_overflow_count python_overflows[] = {{"python_codes", &codes_overflow},
-                                                      {NULL, NULL}};
-
 const iop_module iop_python_module = {
     .name = "python",
     .init = python_init,
     .where = python_where,
-    .overflows = python_overflows,
 };
