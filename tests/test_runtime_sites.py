@@ -266,3 +266,59 @@ def test_summary_lists_modules_with_build_ids(tmp_path):
     libc = next(m for name, m in mods.items() if name.startswith("libc.so"))
     assert libc["library"]
     json.dumps(p.json)  # plain data
+
+
+CHURN = """
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static int fd;
+static void *work(void *arg) {
+    for (int i = 0; i < 50; i++)
+        if (write(fd, "ab", 2) != 2) return arg; /* CHURN */
+    return NULL;
+}
+int main(void) {
+    fd = open("c.dat", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    for (int i = 0; i < 300; i++) { /* one thread after another */
+        pthread_t t;
+        pthread_create(&t, NULL, work, NULL);
+        pthread_join(t, NULL);
+    }
+    FILE *m = fopen("/proc/self/status", "r");
+    char line[512];
+    long kib = 0;
+    while (fgets(line, sizeof line, m))
+        if (sscanf(line, "VmSize: %ld", &kib) == 1) break;
+    fclose(m);
+    printf("%ld\\n", kib);
+    close(fd);
+    return 0;
+}
+"""
+
+
+def test_threads_that_end_give_their_figures_and_their_cache(tmp_path):
+    """300 threads one after another, 50 writes each from one line: the site
+    counts all 15,000 (each thread's figures given back when it ends), and
+    the process does not keep one site cache per thread that ever ran."""
+    exe = build(tmp_path, "churn.c", CHURN, "-O2", "-pthread")
+    size = {}
+    for sites in ("0", "1"):
+        out = tmp_path / f"trace{sites}"
+        out.mkdir()
+        env = dict(os.environ, IOPILOT_TRACE_DIR=str(out), LD_PRELOAD=str(library_path()),
+                   IOPILOT_SITES=sites)  # fmt: skip
+        run = subprocess.run([str(exe)], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        size[sites] = int(run.stdout)
+    (p,) = procs(tmp_path / "trace1")
+    writes = [r for r in p.records if r.layer == 0 and r.op == 1]
+    (site,) = {r.site for r in writes}
+    sites = {s["id"]: s for s in p.json["sites"]}
+    assert sites[site]["count"] == 15000 and sites[site]["bytes"] == 30000
+    # with call sites: the site table (reserved, not touched) and one cache
+    # of 160 KiB per live thread; one per thread that ran would be 48 MiB
+    table = (65536 * 64 + 131072 * 4) // 1024
+    assert size["1"] - size["0"] < table + 8 * 1024, size

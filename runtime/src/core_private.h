@@ -141,6 +141,7 @@ extern IOP_HIDDEN uintptr_t iop_self_lo, iop_self_len;          /* this library'
 extern IOP_HIDDEN int iop_sites_on;
 enum { IOP_SITE_LIBRARY = 2 };
 cached *iop_site_miss(cache *c, uintptr_t ra);
+void sites_thread_exit(void); /* the thread's figures to the table, its cache to the next */
 
 static inline int iop_in_self(uintptr_t a) { return a - iop_self_lo < iop_self_len; }
 

@@ -96,6 +96,7 @@ static void thread_exit(void *arg) {
     iop_lock(&iop_core_lock);
     write_buffer(b);
     iop_unlock(&iop_core_lock);
+    sites_thread_exit();
     iop_busy_leave();
     errno = saved;
 }

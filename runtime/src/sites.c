@@ -281,12 +281,20 @@ static _Unwind_Reason_Code unwind_step(struct _Unwind_Context *ctx, void *arg) {
 /* ------------------------------------------------------------------ */
 /* From a return address to a site id. */
 
+static cache *spare_caches; /* of threads that ended: figures given, entries empty */
+
 static cache *thread_cache(void) {
     if (IOP_LIKELY(my_cache != NULL)) return my_cache;
-    void *p = (void *)syscall(SYS_mmap, NULL, sizeof(cache), PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    cache *c = p;
+    iop_lock(&sites_lock);
+    cache *c = spare_caches;
+    if (c) spare_caches = c->next;
+    iop_unlock(&sites_lock);
+    if (!c) {
+        void *p = (void *)syscall(SYS_mmap, NULL, sizeof(cache), PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+        c = p;
+    }
     iop_lock(&sites_lock);
     c->next = all_caches;
     all_caches = c;
@@ -350,6 +358,29 @@ static cached *through_library(cache *c, uintptr_t ra) {
     return lookup(c, u.pc[0] | KEY_UNWOUND, KIND_PROGRAM, u.pc, u.n, NULL);
 }
 
+/* A thread ends: its figures go to the table and its cache to the next
+ * thread, so that a program starting thread after thread keeps one cache
+ * per live thread. */
+void sites_thread_exit(void) {
+    cache *c = my_cache;
+    if (!c) return;
+    for (int i = 0; i < IOP_SITE_CACHE; i++) {
+        merge(&c->e[i]);
+        c->e[i].key = 0;
+        c->e[i].id = 0;
+    }
+    iop_lock(&sites_lock);
+    for (cache **p = &all_caches; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    c->next = spare_caches;
+    spare_caches = c;
+    iop_unlock(&sites_lock);
+    my_cache = NULL;
+}
+
 /* The slow path of iop_site_here (core_private.h): a return address this
  * thread has not met lately, or one inside a library. */
 cached *iop_site_miss(cache *c, uintptr_t ra) {
@@ -408,6 +439,7 @@ void sites_after_fork(void) {
         sites[i].ticks = 0;
     }
     all_caches = my_cache;
+    spare_caches = NULL; /* the parent's, mapped here too: left alone */
     if (my_cache) {
         my_cache->next = NULL;
         for (int i = 0; i < IOP_SITE_CACHE; i++) {
