@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from ..model import OP_NAMES, RECORD_LAYERS, Records, Sites
-from ..model.aggregate import isin
+from ..model.aggregate import isin, unique
 from ..vocabulary import MODULE
 from .base import (
     Check,
@@ -102,7 +102,7 @@ class _Listed:
         paths = [loc.path for loc in where if isinstance(loc, FileLocation)]
         self.files = _file_ids(ctx, paths) if paths else None
         if paths and isinstance(f.files, FileList) and len(paths) == len(where):
-            self.files = np.unique(f.files.ids)  # every file responsible, not only those listed
+            self.files = unique(f.files.ids)  # every file responsible, not only those listed
         if self.files is not None and not len(self.files):
             self.files = None  # names the trace does not know: no narrowing
         ranks = [loc.rank for loc in where if isinstance(loc, RankLocation)]
@@ -228,4 +228,4 @@ def _file_ids(ctx: Context, paths: list[str]) -> np.ndarray:
             out.append(by_name[p])
         elif m := _UNNAMED.fullmatch(p):
             out.append(int(m.group(1), 16))
-    return np.unique(np.array(out, np.uint64))
+    return unique(np.array(out, np.uint64))

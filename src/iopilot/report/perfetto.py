@@ -31,6 +31,7 @@ import numpy as np
 
 from ..checks.phases import phases
 from ..model import RECORD_LAYERS, BackgroundOps, Trace
+from ..model.aggregate import unique
 from ..vocabulary import OP_NAMES
 
 CHUNK = 1 << 16  # slices encoded at once: ~10 MB of working arrays
@@ -155,9 +156,9 @@ class Timeline:
         self._uuid = 1
         bg = trace.background
         bg_ranks = bg.rank if bg is not None and len(bg) else np.zeros(0, np.int32)
-        all_ranks = np.unique(np.concatenate([np.unique(self._data.rank),
-                                              np.unique(self._meta.rank),
-                                              np.unique(bg_ranks)]).astype(np.int64))  # fmt: skip
+        all_ranks = unique(np.concatenate([unique(self._data.rank),
+                                              unique(self._meta.rank),
+                                              unique(bg_ranks)]).astype(np.int64))  # fmt: skip
         self.process: dict[int, Track] = {}
         for r in all_ranks.tolist():
             self.process[r] = self._new_track(f"rank {r}", "process", pid=r + 1, rank=r)
@@ -281,8 +282,8 @@ class Timeline:
     def _files(self) -> tuple[Any, list[str]]:
         """(file ids -> codes, the file names) for the file argument."""
         bg = self.trace.background
-        ids = np.unique(np.concatenate([
-            np.unique(self._data.file_id), np.unique(self._meta.file_id),
+        ids = unique(np.concatenate([
+            unique(self._data.file_id), unique(self._meta.file_id),
             bg.file_id if bg is not None else np.zeros(0, np.uint64)]))  # fmt: skip
         names = [self.trace.name(int(f)) for f in ids.tolist()]
 

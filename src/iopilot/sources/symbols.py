@@ -31,9 +31,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import struct
-import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -533,6 +531,11 @@ def _demangle(found: list[Found]) -> list[Found]:
         m = _FORTRAN_MODULE.fullmatch(name)
         out.append((file, line, f"{m[1]}::{m[2]}" if m else name, note))
     cpp = [i for i, v in enumerate(out) if v[2].startswith("_Z") and "\n" not in v[2]]
+    if not cpp:
+        return out
+    import shutil  # lazy: a report without C++ names never starts a process
+    import subprocess  # lazy: as above (subprocess brings selectors, 2 ms)
+
     tool = shutil.which("c++filt")
     if not cpp or tool is None:
         return out
