@@ -129,3 +129,20 @@ def test_tune_html_writes_the_page(tmp_path):
     page = (tmp_path / "t.html").read_text()
     assert "Plotly.newPlot('convergence'" in page and "ompi.fcoll=fast" in page
     assert (tmp_path / "o" / "convergence.png").exists()  # the PNG stays
+
+
+def test_optimize_takes_a_space_file(tmp_path):
+    """The way out the "nothing to tune" message names: --space FILE."""
+    p = subprocess.run([*IOPILOT, "optimize", "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "--space FILE" in p.stdout
+    (tmp_path / "space.toml").write_text("[stdio]\nbuffer_size = {values = [\"64k\", \"1m\"]}\n")
+    (tmp_path / "prog.py").write_text(
+        "with open('out.txt', 'w') as f:\n    for i in range(2000):\n        f.write('x')\n")
+    p = subprocess.run([*IOPILOT, "optimize", "--space", "space.toml", "--trials", "2",
+                        "--repeats", "1", "--out", "o", "--json", "o.json", "--",
+                        sys.executable, "prog.py"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "o.json").read_text())
+    tried = [t["settings"] for t in doc["tuning"]["trials"]]
+    assert any("stdio" in str(s) for s in tried), tried

@@ -197,7 +197,7 @@ def test_generated_space_follows_the_findings():
     for _ in range(100):
         p = s.sample(rng)
         settings.validate(s.settings_doc(p), "generated")
-    hdf5 = generate({"layers": ["HDF5", "MPI-IO", "POSIX"], "nprocs": 2, "findings": [
+    hdf5 = generate({"layers": ["H5D", "H5F", "MPI-IO", "POSIX"], "nprocs": 2, "findings": [
         {"check": "hdf5-metadata-reads", "layer": "HDF5", "level": "WARN",
          "cost_seconds": 1.0}]})
     assert rank(hdf5, [{"check": "hdf5-metadata-reads", "layer": "HDF5", "level": "WARN",
@@ -213,9 +213,9 @@ def test_generated_space_tries_each_hdf5_setting_the_table_gives_values() -> Non
     table = {f"hdf5.{s.name}": list(s.tune) for s in settings.SETTINGS
              if s.table == "hdf5" and s.tune}  # fmt: skip
     assert "hdf5.alignment" in table
-    serial = generate({"layers": ["HDF5", "POSIX"], "nprocs": 1, "findings": []})
+    serial = generate({"layers": ["H5D", "H5F", "POSIX"], "nprocs": 1, "findings": []})
     assert {p.name: p.values for p in serial.params if p.name.startswith("hdf5.")} == table
-    parallel = generate({"layers": ["HDF5", "MPI-IO"], "nprocs": 2, "findings": []})
+    parallel = generate({"layers": ["H5D", "MPI-IO"], "nprocs": 2, "findings": []})
     names = {p.name for p in parallel.params if p.name.startswith("hdf5.")}
     assert names == set(table) | {"hdf5.coll_metadata_ops", "hdf5.transfer"}
 
@@ -339,3 +339,30 @@ def test_workers_of_one_study_never_measure_a_point_twice(tmp_path):
     assert {w for w, _ in measured} == {"A", "B"} and len(points) == 8
     study = optuna.load_study(study_name="s", storage=url)
     assert all(v == "" for k, v in study.user_attrs.items() if k.startswith("claim:"))
+
+
+def test_generated_space_reads_hdf5_from_the_traces_layer_names():
+    """A trace names HDF5's layers H5D and H5F: a serial HDF5 program gets
+    the [hdf5] settings and no MPI-IO ones; a parallel one both."""
+    serial = generate({"layers": ["H5D", "H5F"], "nprocs": 1, "findings": []})
+    names = {p.name.split(".")[0] for p in serial.params}
+    assert names == {"hdf5"}
+    parallel = generate({"layers": ["H5D", "H5F", "MPI-IO", "POSIX"], "nprocs": 2,
+                         "findings": []})  # fmt: skip
+    names = {p.name for p in parallel.params}
+    assert {"hdf5.transfer", "hdf5.coll_metadata_ops", "ompi.io"} <= names
+
+
+def test_generated_space_holds_no_layer_the_program_did_not_use():
+    """An MPI program whose I/O is all POSIX: findings about MPI (a layer
+    they name) add no MPI-IO setting, which could not change its I/O."""
+    observed = {"layers": ["POSIX"], "nprocs": 4, "findings": [
+        {"check": "mpiio-collective-writes", "layer": "MPI-IO", "level": "WARN",
+         "cost_seconds": 0.5},
+        {"check": "posix-shared-small-writes", "layer": "POSIX", "level": "WARN",
+         "cost_seconds": 0.5}]}  # fmt: skip
+    with pytest.raises(InputError, match="nothing to tune"):
+        generate(observed)
+    observed["layers"] = ["POSIX", "STDIO"]
+    names = {p.name for p in generate(observed).params}
+    assert names == {"stdio.buffer_size"}

@@ -27,9 +27,6 @@ ABOUT: dict[str, tuple[str, str]] = {
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """The ``tune`` subcommand and its options."""
     t = sub.add_parser("tune", help="search I/O settings for a program in a few trials")
-    t.add_argument("--space", metavar="FILE",
-                   help="the parameters and values to try (TOML); default: chosen from the "
-                   "diagnosis of the first run")
     t.add_argument("--strategy", choices=STRATEGIES, default="guided",
                    help="guided (default): the default, one change at a time in the order "
                    "the diagnosis suggests, then TPE; tpe; ga (genetic); random; grid")
@@ -47,7 +44,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def add_trial_options(p: argparse.ArgumentParser) -> None:
-    """How trials are run and kept: shared by ``tune`` and ``optimize``."""
+    """What is tried and how trials are run and kept: shared by ``tune`` and
+    ``optimize``."""
+    p.add_argument("--space", metavar="FILE",
+                   help="the parameters and values to try (TOML, README \"Tuning\"); "
+                   "default: chosen from the diagnosis of the first run")
     p.add_argument("--trials", type=int, default=20, metavar="N",
                    help="trials in all, the default included (default 20)")
     p.add_argument("--repeats", type=int, default=3, metavar="K",
@@ -68,15 +69,14 @@ def add_trial_options(p: argparse.ArgumentParser) -> None:
 
 def trial_options(args: argparse.Namespace) -> dict[str, object]:
     """The options of ``add_trial_options`` as ``TuneOptions`` fields."""
-    return {"trials": args.trials, "repeats": args.repeats, "study": args.study,
-            "seed": args.seed, "timeout": args.timeout, "verify": args.verify,
-            "launcher": args.launcher}  # fmt: skip
+    return {"space": args.space, "trials": args.trials, "repeats": args.repeats,
+            "study": args.study, "seed": args.seed, "timeout": args.timeout,
+            "verify": args.verify, "launcher": args.launcher}  # fmt: skip
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    opts = TuneOptions(command_after(args.command), Path(args.out), space=args.space,
-                       strategy=args.strategy, objective=args.objective,
-                       **trial_options(args))  # type: ignore[arg-type]
+    opts = TuneOptions(command_after(args.command), Path(args.out), strategy=args.strategy,
+                       objective=args.objective, **trial_options(args))  # type: ignore[arg-type]
     _, doc = tune(opts, quiet=to_stdout(args))
     if args.json:
         emit(args.json, json.dumps(doc, indent=2, default=str) + "\n")

@@ -114,13 +114,17 @@ def generate(observed: dict[str, Any]) -> Space:
     """A search space for what the default run showed: the layers its I/O went
     through, the findings and the number of processes."""
     findings = [f for f in observed.get("findings", []) if f.get("level") not in ("OK",)]
-    layers = set(observed.get("layers", [])) | {str(f.get("layer")) for f in findings}
+    # The layers the trace saw calls of: a setting of another layer cannot
+    # change this program's I/O (a finding may name MPI in a POSIX-only job).
+    layers = set(observed.get("layers", []))
+    uses_mpiio = bool(layers & {"MPI-IO", "MPIIO"})
+    uses_hdf5 = bool(layers & {"HDF5", "H5D", "H5F"})  # a trace's HDF5 is H5D and H5F
     checks = " ".join(str(f.get("check", "")) for f in findings)
     nprocs = max(1, int(observed.get("nprocs") or 1))
     doc: dict[str, Any] = {}
     mpiio: dict[str, Any] = {}
     ompi: dict[str, Any] = {}
-    if layers & {"MPI-IO", "MPIIO", "HDF5"}:
+    if uses_mpiio:
         romio = {"ompi.io": "romio321"}
         ompi["io"] = {"values": ["ompio", "romio321"], "default": "ompio"}
         # two_phase is far slower here: left to the timeout, and tried after the others.
@@ -140,11 +144,11 @@ def generate(observed: dict[str, Any]) -> Space:
                                  "when": {"mpiio.romio_cb_write": "enable"}}  # fmt: skip
             ompi["io_ompio_num_aggregators"] = {"low": 1, "high": nprocs, "log": True,
                                                 "when": {"ompi.io": "ompio"}}  # fmt: skip
-    if "HDF5" in layers:
+    if uses_hdf5:
         # The settings table says which [hdf5] names are tried, with what values.
         doc["hdf5"] = {s.name: {"values": list(s.tune)} for s in st.SETTINGS
                        if s.table == "hdf5" and s.tune}  # fmt: skip
-        if layers & {"MPI-IO", "MPIIO"}:
+        if uses_mpiio:
             doc["hdf5"]["coll_metadata_ops"] = {"values": [True, False]}
             doc["hdf5"]["transfer"] = {"values": ["collective", "independent"]}
     if "STDIO" in layers:

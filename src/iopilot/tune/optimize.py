@@ -198,8 +198,8 @@ def optimize(opts: TuneOptions, *, quiet: bool = False) -> dict[str, Any]:
     def space_from_diagnosis(_first_run: dict[str, Any]) -> Space:
         return generate(observed)
 
-    guided = replace(opts, command=command, out=out, space=None, strategy="guided",
-                     objective="io")
+    # a space file given (--space) is searched as it is; else the diagnosis chooses
+    guided = replace(opts, command=command, out=out, strategy="guided", objective="io")
     _, tuning = tune(guided, space_from_diagnosis, quiet=quiet)
     best_file = out / "best.toml"
     print("iopilot optimize: tracing the program with the best settings", file=sys.stderr)
