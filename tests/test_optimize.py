@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,23 @@ def test_optimize_takes_a_space_file(tmp_path):
     doc = json.loads((tmp_path / "o.json").read_text())
     tried = [t["settings"] for t in doc["tuning"]["trials"]]
     assert any("stdio" in str(s) for s in tried), tried
+
+
+def test_optimize_tunes_a_serial_hdf5_program_by_its_chunk_shape(tmp_path):
+    """A serial HDF5 program whose dataset grows with 8x8x8 chunks: the space
+    is generated from its trace (H5D/H5F, the chunking finding's shapes), and
+    8 trials at least halve its I/O time, the chunking finding gone."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[1]
+    exe = tmp_path / "grow"
+    subprocess.run([shutil.which("h5cc") or "h5cc", "-shlib", "-O2", "-o", str(exe),
+                    str(root / "corpus/c-hdf5-growing-chunks/main.c")], check=True)  # fmt: skip
+    p = subprocess.run([*IOPILOT, "optimize", "--trials", "8", "--repeats", "2", "--out", "o",
+                        "--json", "o.json", "--", str(exe), "mistake"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "o.json").read_text())
+    assert doc["speedup"] >= 2.0, doc["speedup"]
+    assert "chunk" in doc["best"].get("hdf5", {}), doc["best"]
+    assert "hdf5-chunking" not in {f["check"] for f in doc["after"]["findings"]}

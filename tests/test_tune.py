@@ -366,3 +366,17 @@ def test_generated_space_holds_no_layer_the_program_did_not_use():
     observed["layers"] = ["POSIX", "STDIO"]
     names = {p.name for p in generate(observed).params}
     assert names == {"stdio.buffer_size"}
+
+
+def test_generated_space_tries_chunk_shapes_from_the_chunking_finding():
+    """Tiny chunks: the shapes tried are the finding's suggestion, half and
+    twice it; without that finding no chunk shape is tried."""
+    finding = {"check": "hdf5-chunking", "layer": "H5D", "level": "WARN", "cost_seconds": 1.0,
+               "evidence": {"chunk_dims": "[8, 8, 8]", "suggested_dims": "[64, 64, 64]"}}
+    s = generate({"layers": ["H5D", "H5F"], "nprocs": 1, "findings": [finding]})
+    assert s.by_name["hdf5.chunk"].values == [[64, 64, 64], [32, 32, 32], [128, 128, 128]]
+    assert rank(s, [finding])[0] == "hdf5.chunk"
+    plain = generate({"layers": ["H5D", "H5F"], "nprocs": 1, "findings": []})
+    assert "hdf5.chunk" not in plain.by_name
+    finding["evidence"] = {}
+    assert "hdf5.chunk" not in generate({"layers": ["H5D"], "findings": [finding]}).by_name

@@ -10,6 +10,7 @@ that point at it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .. import settings as st
@@ -110,6 +111,18 @@ def direct_io_fits(observed: dict[str, Any]) -> bool:
     return False
 
 
+def chunk_shapes(findings: list[dict[str, Any]]) -> list[list[int]]:
+    """Chunk shapes worth a trial: the chunking finding's suggestion (sized
+    from the accesses and the dataset), half and twice it; none without it."""
+    for f in findings:
+        if f.get("check") == "hdf5-chunking":
+            text = str((f.get("evidence") or {}).get("suggested_dims", ""))
+            dims = [int(x) for x in re.findall(r"\d+", text)]
+            if dims and all(dims):
+                return [dims, [max(1, d // 2) for d in dims], [2 * d for d in dims]]
+    return []
+
+
 def generate(observed: dict[str, Any]) -> Space:
     """A search space for what the default run showed: the layers its I/O went
     through, the findings and the number of processes."""
@@ -148,6 +161,9 @@ def generate(observed: dict[str, Any]) -> Space:
         # The settings table says which [hdf5] names are tried, with what values.
         doc["hdf5"] = {s.name: {"values": list(s.tune)} for s in st.SETTINGS
                        if s.table == "hdf5" and s.tune}  # fmt: skip
+        shapes = chunk_shapes(findings)
+        if shapes:
+            doc["hdf5"]["chunk"] = {"values": shapes}
         if uses_mpiio:
             doc["hdf5"]["coll_metadata_ops"] = {"values": [True, False]}
             doc["hdf5"]["transfer"] = {"values": ["collective", "independent"]}

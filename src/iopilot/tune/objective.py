@@ -85,7 +85,7 @@ def bandwidth(stdout: str) -> float | None:
 def io_seconds(trace: Path, *, keep_findings: bool) -> tuple[float, list[dict[str, Any]], dict]:
     """The slowest rank's I/O seconds of a trace, with its findings when asked."""
     doc = api.render(api.diagnose(trace), "dict")
-    findings = [{k: f.get(k) for k in ("check", "layer", "level", "cost_seconds")}
+    findings = [{k: f.get(k) for k in ("check", "layer", "level", "cost_seconds", "evidence")}
                 for f in doc["findings"]] if keep_findings else []  # fmt: skip
     # per-layer totals ride along: the generated space looks at request sizes
     io = dict(doc["io_time"], layer_summaries=doc["layers"])

@@ -188,8 +188,8 @@ def optimize(opts: TuneOptions, *, quiet: bool = False) -> dict[str, Any]:
     before_doc = api.render(api.diagnose(trace(command, empty, out / "before.trace", launch,
                                                opts.timeout)), "dict")  # fmt: skip
     before = side(before_doc)
-    observed = {"findings": [{k: f.get(k) for k in ("check", "layer", "level", "cost_seconds")}
-                             for f in before_doc["findings"]],
+    kept = ("check", "layer", "level", "cost_seconds", "evidence")
+    observed = {"findings": [{k: f.get(k) for k in kept} for f in before_doc["findings"]],
                 "layers": sorted(before_doc["io_time"].get("by_layer", {})
                                  .get("all_ranks", {})),
                 "nprocs": before_doc["io_time"].get("nprocs", 1),
