@@ -167,3 +167,14 @@ def test_optimize_tunes_a_serial_hdf5_program_by_its_chunk_shape(tmp_path):
     assert doc["speedup"] >= 2.0, doc["speedup"]
     assert "chunk" in doc["best"].get("hdf5", {}), doc["best"]
     assert "hdf5-chunking" not in {f["check"] for f in doc["after"]["findings"]}
+
+
+@pytest.mark.parametrize("verdict, expected", [
+    ("win", 4.0), ("within noise", 1.0), ("the default was best", 1.0), ("noise unknown", 1.0),
+])  # fmt: skip
+def test_speedup_is_one_unless_the_tuning_won(verdict, expected):
+    """A before/after pair that differs within the noise reports no speedup."""
+    from iopilot.tune.optimize import speedup
+
+    assert speedup(2.0, 0.5, verdict) == expected
+    assert speedup(0.0, 0.5, "win") is None and speedup(2.0, 0.0, "win") is None

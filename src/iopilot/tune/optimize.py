@@ -125,8 +125,13 @@ def changes(best: dict[str, Any], recorded: dict[str, Any] | None) -> list[dict[
     return out
 
 
-def _speedup(before: float, after: float) -> float | None:
-    return before / after if before > 0 and after > 0 else None
+def speedup(before: float, after: float, verdict: str) -> float | None:
+    """The speedup ``optimize`` reports: 1.0 unless the tuning's verdict is a
+    win (a difference within the noise is no speedup, whatever one pair of
+    runs measured); None when a run measured no I/O."""
+    if not (before > 0 and after > 0):
+        return None
+    return before / after if verdict == "win" else 1.0
 
 
 def summary_text(doc: dict[str, Any]) -> str:
@@ -139,10 +144,12 @@ def summary_text(doc: dict[str, Any]) -> str:
             text += f", {100 * s['share']:.1f} % of the {s['run_seconds']:.3g} s run"
         return text
 
-    sp = doc["speedup"]
+    sp, ratio = doc["speedup"], doc.get("measured_ratio")
+    said = f"speedup: {sp:.2f}x" if sp else "speedup: -"
+    if sp == 1.0 and ratio and abs(ratio - 1.0) > 1e-9:  # no win: one pair is not a speedup
+        said += f" (these two runs differ by {ratio:.2f}x, within what the default's runs vary)"
     lines = [f"before (default settings): {line(b)}",
-             f"after (best settings):     {line(a)}",
-             f"speedup: {sp:.2f}x" if sp else "speedup: -"]  # fmt: skip
+             f"after (best settings):     {line(a)}", said]  # fmt: skip
     if doc["changes"]:
         lines.append("what changed (outcome in the after run):")
         lines += [f"  {c['setting']} = {c['value']}: {c['outcome']}" for c in doc["changes"]]
@@ -212,7 +219,8 @@ def optimize(opts: TuneOptions, *, quiet: bool = False) -> dict[str, Any]:
         "before": before,
         "after": after,
         "best": best,
-        "speedup": _speedup(before["io_time"], after["io_time"]),
+        "speedup": speedup(before["io_time"], after["io_time"], tuning.get("verdict", "")),
+        "measured_ratio": before["io_time"] / after["io_time"] if after["io_time"] > 0 else None,
         "changes": changes(best, after_doc.get("settings")),
         "findings_diff": findings_diff(before["findings"], after["findings"]),
         "traces": {"before": str(out / "before.trace"), "after": str(out / "after.trace")},
