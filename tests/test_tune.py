@@ -380,3 +380,18 @@ def test_generated_space_tries_chunk_shapes_from_the_chunking_finding():
     assert "hdf5.chunk" not in plain.by_name
     finding["evidence"] = {}
     assert "hdf5.chunk" not in generate({"layers": ["H5D"], "findings": [finding]}).by_name
+
+
+def test_a_model_trial_never_measures_the_default_again():
+    """A bool whose default is False: the model may propose False, which is
+    the default's own setting; it is then not measured a second time."""
+    space = {"posix": {"direct": {"values": [False, True], "default": False}},
+             "stdio": {"buffer_size": {"values": ["64k", "1m"], "default": "64k"}}}  # fmt: skip
+    s = from_dict(space)
+    assert s.canonical({"posix.direct": False, "stdio.buffer_size": "1m"}) == {
+        "stdio.buffer_size": "1m"}
+    assert s.canonical({"posix.direct": True}) == {"posix.direct": True}
+    for name in ("tpe", "guided"):
+        points, _ = drive(name, n=10, space=space)
+        keys = [point_key(s.canonical(p)) for p in points]
+        assert len(set(keys)) == len(keys), (name, points)

@@ -165,7 +165,8 @@ class TPE(Strategy):
             trial = ctx.study.ask()
             trial.set_user_attr(OWNER, owner())  # a restart fails it only if we are gone
             point = ctx.space.suggest(trial)
-            old = seen.get(point_key(point))
+            # a default's value proposed (False for a bool) is the default's own point
+            old = seen.get(point_key(point)) or seen.get(point_key(ctx.space.canonical(point)))
             if old is None:
                 return Proposal(point, self.phase, trial=trial)
             # Already measured: tell the model what it gave, without running it again.

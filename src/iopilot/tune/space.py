@@ -159,6 +159,14 @@ class Space:
                 out[p.name] = point[p.name]
         return out
 
+    def canonical(self, point: dict[str, Any]) -> dict[str, Any]:
+        """``point`` without the values that are their parameter's default
+        (and what only they unlocked): the settings it stands for, so that
+        two points of the same settings have one key."""
+        kept = {k: v for k, v in point.items()
+                if self.by_name[k].default is None or v != self.by_name[k].default}  # fmt: skip
+        return self.clean(kept)
+
     def valid(self, point: dict[str, Any]) -> bool:
         return set(point) <= set(self.by_name) and self.clean(point) == point
 
