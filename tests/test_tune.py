@@ -17,7 +17,7 @@ from iopilot.tune import search
 from iopilot.tune.generate import generate, rank
 from iopilot.tune.search import Context, Record
 from iopilot.tune.space import from_dict, point_key
-from iopilot.tune.study import noise_of, store, verdict
+from iopilot.tune.study import noise_of, rank_test, store, verdict
 
 SPACE = {
     "ompi": {"io": {"values": ["ompio", "romio321"], "default": "ompio"},
@@ -174,10 +174,18 @@ def test_ga_uses_generations():
 def test_noise_rule_both_sides_of_the_edge():
     default = [1.00, 1.10, 1.05]
     assert noise_of(default) == pytest.approx(0.10 / 1.05)
-    assert verdict(default, [0.90, 0.95, 0.99], maximize=False) == "win"  # all below 1.00
-    assert verdict(default, [0.90, 0.95, 1.00], maximize=False) == "within noise"  # touches
-    assert verdict([100, 120], [121, 130], maximize=True) == "win"
-    assert verdict([100, 120], [119, 130], maximize=True) == "within noise"
+    # 3 runs against 3, wholly apart: 1 chance in 20 of noise, above ALPHA
+    assert rank_test(default, [0.90, 0.95, 0.99], maximize=False) == pytest.approx(1 / 20)
+    assert verdict(default, [0.90, 0.95, 0.99], maximize=False) == "within noise"
+    five = [1.00, 1.10, 1.05, 1.02, 1.08]
+    # 5 against 5 wholly apart: 1/252 <= ALPHA, a win; one pair crossing: 2/252, still
+    assert verdict(five, [0.90, 0.95, 0.99, 0.97, 0.93], maximize=False) == "win"
+    assert rank_test(five, [0.90, 0.95, 0.99, 0.97, 1.01], False) == pytest.approx(2 / 252)
+    # two pairs crossing: 3/252 = 0.012 > ALPHA
+    assert verdict(five, [0.90, 0.95, 0.99, 1.01, 1.03], maximize=False) == "within noise"
+    assert verdict([100, 120, 110, 105, 115], [121, 130, 125, 126, 140], maximize=True) == "win"
+    assert verdict([100, 120, 110, 105, 115], [119, 130, 125, 126, 140], True) == "win"
+    assert verdict([100, 120, 110, 105, 115], [100, 120, 110, 105, 115], True) == "within noise"
     assert verdict([1.0], [0.5], maximize=False) == "noise unknown"
 
 

@@ -52,8 +52,12 @@ def summary(outcome: Outcome, *, command: list[str], objective: str, unit: str,
                 "settings": outcome.space.settings_doc(rec.point) if rec.point else {},
                 "trial": rec.number}  # fmt: skip
 
-    dv, bv = statistics.median(d.runs), statistics.median(b.runs)
+    # The speedup of a win, from the runs that confirmed it; 1.0 without a win.
+    d_runs, b_runs = outcome.confirm_default or d.runs, outcome.confirm_best or b.runs
+    dv, bv = statistics.median(d_runs), statistics.median(b_runs)
     speedup = (bv / dv if maximize else dv / bv) if dv > 0 and bv > 0 else None
+    if outcome.verdict in ("within noise", "the default was best") and speedup is not None:
+        speedup = 1.0
     return {
         "command": command,
         "objective": objective,
@@ -69,6 +73,8 @@ def summary(outcome: Outcome, *, command: list[str], objective: str, unit: str,
         "best": point(b),
         "best_candidate": point(outcome.candidate),
         "verdict": outcome.verdict,
+        "confirmation": {"default": outcome.confirm_default, "best": outcome.confirm_best,
+                         "p_value": outcome.p_value},
         "speedup": speedup,
         "stopped": outcome.stopped,
         "space": outcome.space.describe(),
@@ -105,9 +111,16 @@ def conclusion(outcome: Outcome, doc: dict[str, Any], unit: str) -> str:
         return head + "no trial beat the default."
     cand = (f"best {label(outcome.candidate.point)}: {_fmt(c['objective'])} {unit} (runs "
             f"{_fmt(min(c['runs']))}-{_fmt(max(c['runs']))})")  # fmt: skip
+    again = ""
+    if outcome.confirm_best:
+        cd, cb = outcome.confirm_default, outcome.confirm_best
+        again = (f"; run again {len(cb)} times each, interleaved: default "
+                 f"{_fmt(min(cd))}-{_fmt(max(cd))}, best {_fmt(min(cb))}-{_fmt(max(cb))} "
+                 f"(chance it is noise {outcome.p_value:.3f})")  # fmt: skip
     if outcome.verdict == "within noise":
-        return head + cand + "; its runs overlap the default's: within the noise, not a win."
-    return head + cand + (f", {sp:.2f}x the default" if sp else "") + f" ({outcome.verdict})."
+        return head + cand + again + ": within the noise, not a win; no setting helps."
+    return (head + cand + again + (f", {sp:.2f}x the default" if sp else "")
+            + f" ({outcome.verdict}).")  # fmt: skip
 
 
 def write_best(outcome: Outcome, path: Path, command: list[str]) -> None:

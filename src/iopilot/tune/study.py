@@ -69,16 +69,47 @@ class Outcome:
     stopped: str
     study_name: str
     findings: list[dict[str, Any]] = field(default_factory=list)
+    # the runs that decided the verdict: default and best again, interleaved
+    confirm_default: list[float] = field(default_factory=list)
+    confirm_best: list[float] = field(default_factory=list)
+    p_value: float | None = None
+
+
+# A win is a difference that would be seen again: the default and the best
+# are run again, interleaved (the machine's slow moments hit both alike), and
+# a one-sided rank test over those fresh runs must put the chance of the
+# difference being noise at ALPHA or below.  Fresh runs, because the best was
+# chosen for its good runs among many (the search's runs of it are biased).
+ALPHA = 0.01
+CONFIRM = 5  # runs each; 5 against 5 separated completely: p = 1/252
+
+
+def rank_test(default_runs: list[float], best_runs: list[float], maximize: bool) -> float:
+    """One-sided exact Mann-Whitney p: the chance, were the two the same, that
+    the best's runs would beat the default's as often as they did (ties
+    count half).  Exact by enumerating the labellings of the pooled runs."""
+    import itertools
+
+    pooled = [*default_runs, *best_runs]
+    nb = len(best_runs)
+
+    def u(best_idx: tuple[int, ...]) -> float:
+        chosen = set(best_idx)
+        bs = [pooled[i] for i in best_idx]
+        ds = [pooled[i] for i in range(len(pooled)) if i not in chosen]
+        return sum((b > d if maximize else b < d) + 0.5 * (b == d) for b in bs for d in ds)
+
+    seen = u(tuple(range(len(default_runs), len(pooled))))
+    labellings = list(itertools.combinations(range(len(pooled)), nb))
+    return sum(u(c) >= seen - 1e-9 for c in labellings) / len(labellings)
 
 
 def verdict(default_runs: list[float], best_runs: list[float], maximize: bool) -> str:
-    """``win`` when every run of the best beat every run of the default,
-    ``within noise`` when they overlap, ``noise unknown`` with one run each."""
+    """``win`` when the rank test over the runs says so at ALPHA,
+    ``within noise`` when it does not, ``noise unknown`` below two runs each."""
     if len(default_runs) < 2 or len(best_runs) < 2:
         return "noise unknown"
-    if maximize:
-        return "win" if min(best_runs) > max(default_runs) else "within noise"
-    return "win" if max(best_runs) < min(default_runs) else "within noise"
+    return "win" if rank_test(default_runs, best_runs, maximize) <= ALPHA else "within noise"
 
 
 def noise_of(runs: list[float]) -> float:
@@ -264,7 +295,32 @@ class Study:
             now = min((r for r in history if r.ok and len(r.runs) >= o.repeats),
                       key=lambda r: r.loss, default=default)  # fmt: skip
             self.progress(rec, now, len(history))
-        return self._outcome(self.history(), default, noise, timeout, stopped, findings)
+        history = self.history()
+        confirm = self._confirm(history, default, timeout)
+        return self._outcome(history, default, noise, timeout, stopped, findings, confirm)
+
+    def _candidate(self, history: list[Record], default: Record) -> Record:
+        confirmed = [r for r in history if r.ok and len(r.runs) >= self.opts.repeats]
+        return min(confirmed, key=lambda r: r.loss, default=default)
+
+    def _confirm(self, history: list[Record], default: Record,
+                 timeout: float | None) -> tuple[list[float], list[float]] | None:  # fmt: skip
+        """The default and the best candidate run CONFIRM times each again,
+        interleaved; None when there is no candidate or one run per point
+        was asked (--repeats 1: no noise to judge by)."""
+        cand = self._candidate(history, default)
+        if cand is default or self.opts.repeats < 2:
+            return None
+        runs: dict[str, list[float]] = {"default": [], "best": []}
+        for k in range(CONFIRM):
+            order = (("default", {}), ("best", cand.point))
+            for name, point in order if k % 2 == 0 else order[::-1]:
+                out, reason = self._measure_point(point, 9000 + 2 * k + (name == "best"), 1,
+                                                  timeout)  # fmt: skip
+                if reason or out[0].value is None:
+                    return None
+                runs[name].append(out[0].value)
+        return runs["default"], runs["best"]
 
     # -- points being measured (a shared study's workers)
     def _default_measured_elsewhere(self, poll: float = 0.2) -> list[Record]:
@@ -323,18 +379,22 @@ class Study:
         return out
 
     def _outcome(self, history: list[Record], default: Record, noise: float,
-                 timeout: float | None, stopped: str,
-                 findings: list[dict[str, Any]]) -> Outcome:  # fmt: skip
-        confirmed = [r for r in history if r.ok and len(r.runs) >= self.opts.repeats]
-        cand = min(confirmed, key=lambda r: r.loss, default=default)
+                 timeout: float | None, stopped: str, findings: list[dict[str, Any]],
+                 confirm: tuple[list[float], list[float]] | None = None) -> Outcome:  # fmt: skip
+        cand = self._candidate(history, default)
+        p = None
         if cand is default:
             v = "the default was best"
-        else:
-            v = verdict(default.runs, cand.runs, self.maximize)
+        elif confirm is not None:
+            p = rank_test(confirm[0], confirm[1], self.maximize)
+            v = verdict(confirm[0], confirm[1], self.maximize)
+        else:  # one run per point: nothing to judge the noise by
+            v = "noise unknown"
         best = cand if v in ("win", "noise unknown") else default
+        d_runs, b_runs = confirm if confirm is not None else ([], [])
         return Outcome(self.space, history, default, best, cand, v, noise, timeout,
                        stopped or f"{self.opts.trials} trials done", self.opts.study_name,
-                       findings)  # fmt: skip
+                       findings, d_runs, b_runs, p)  # fmt: skip
 
 
 def store(study: Any, space: Space, rec: Record, proposal: Proposal | None) -> Record:
