@@ -7,6 +7,7 @@ a plain function of the point, so their choices can be compared exactly.
 import math
 import random
 import statistics
+from pathlib import Path
 
 import optuna
 import pytest
@@ -403,3 +404,19 @@ def test_a_model_trial_never_measures_the_default_again():
         points, _ = drive(name, n=10, space=space)
         keys = [point_key(s.canonical(p)) for p in points]
         assert len(set(keys)) == len(keys), (name, points)
+
+
+def test_every_parameter_is_listed_by_the_command_and_in_the_readme():
+    """`iopilot tune --list-parameters` names every setting with what a
+    generated space tries; README carries the same list."""
+    from iopilot.tune.generate import parameter_lines
+
+    lines = parameter_lines()
+    names = [f"{s.table}.{s.name}" for s in settings.SETTINGS]
+    assert [ln.split()[0] for ln in lines] == names
+    chunk = next(ln for ln in lines if ln.startswith("hdf5.chunk "))
+    assert "chunking finding" in chunk and "[64, 64, 64]" in chunk
+    ompi = next(ln for ln in lines if ln.startswith("ompi.io "))
+    assert "tried with MPI-IO calls: ompio, romio321" in ompi
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert all(ln in readme for ln in lines), [ln for ln in lines if ln not in readme][:3]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..outfile import emit
 from ..tune import output
+from ..tune.generate import parameter_lines
 from ..tune.search import STRATEGIES
 from ..tune.tuning import TuneOptions, tune
 from .common import EXIT_OK, add_output_options, command_after, to_stdout
@@ -39,6 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--out", metavar="DIR", default="iopilot-tune",
                    help="directory for best.toml, the plot, the study and the trials' "
                    "work (default ./iopilot-tune)")
+    t.add_argument("--list-parameters", action="store_true",
+                   help="print every parameter a space may name, its kind, what it does "
+                   "and what a generated space tries, then exit")
     t.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     t.set_defaults(func=cmd_tune)  # fmt: skip
 
@@ -75,6 +79,9 @@ def trial_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    if args.list_parameters:
+        print("\n".join(parameter_lines()))
+        return EXIT_OK
     opts = TuneOptions(command_after(args.command), Path(args.out), strategy=args.strategy,
                        objective=args.objective, **trial_options(args))  # type: ignore[arg-type]
     _, doc = tune(opts, quiet=to_stdout(args))

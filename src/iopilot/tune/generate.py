@@ -184,3 +184,44 @@ def generate(observed: dict[str, Any]) -> Space:
                          "direct I/O",
                          "give a space with --space FILE")  # fmt: skip
     return from_dict(doc, "the generated space")
+
+
+# A job using every layer, with the findings that bring their own values:
+# the generated space at its widest, for ``iopilot tune --list-parameters``.
+_EVERY_LAYER = {
+    "layers": ["MPI-IO", "POSIX", "STDIO", "H5D", "H5F"], "nprocs": 8,
+    "findings": [{"check": "hdf5-chunking", "level": "WARN", "layer": "H5D",
+                  "evidence": {"suggested_dims": "[64, 64, 64]"}},
+                 {"check": "mpiio-collective-reads", "level": "WARN", "layer": "MPIIO"}],
+    "layer_summaries": [{"layer": "POSIX", "reads": 1, "writes": 1, "large_requests": 2,
+                         "misaligned": 0}],
+}  # fmt: skip
+
+
+def parameter_lines() -> list[str]:
+    """Every setting a settings file or a space may name, with what a
+    generated space tries for it and when (the layer that must appear)."""
+    tried = {p.name: p for p in generate(_EVERY_LAYER).params}
+    when = {"mpiio": "MPI-IO calls", "ompi": "MPI-IO calls", "hdf5": "H5D/H5F calls",
+            "stdio": "STDIO calls", "posix": "large aligned POSIX requests",
+            "lustre": "Lustre files"}  # fmt: skip
+    lines = []
+    for s in st.SETTINGS:
+        name = f"{s.table}.{s.name}"
+        p = tried.get(name)
+        if p is None:
+            gen = "only when a space names it"
+        elif p.values is not None:
+            shown = ", ".join(str(v) for v in p.values)
+            gen = f"tried with {when.get(s.table, 'its layer')}: {shown}"
+            if name in ("hdf5.coll_metadata_ops", "hdf5.transfer"):
+                gen = f"tried with H5D/H5F and MPI-IO calls (parallel HDF5): {shown}"
+            if name == "hdf5.chunk":
+                gen = (f"tried with a chunking finding: its suggested shape, half and twice "
+                       f"it (e.g. {shown})")
+        else:
+            gen = f"tried with {when.get(s.table, 'its layer')}: {p.low}..{p.high}"
+            if name.endswith(("cb_nodes", "num_aggregators")):
+                gen += " (up to the number of processes)"
+        lines.append(f"{name:<36} {s.kind:<5} {s.help} [{gen}]")
+    return lines
