@@ -178,3 +178,29 @@ def test_speedup_is_one_unless_the_tuning_won(verdict, expected):
 
     assert speedup(2.0, 0.5, verdict) == expected
     assert speedup(0.0, 0.5, "win") is None and speedup(2.0, 0.0, "win") is None
+
+
+H5PY_GROWING = """
+import h5py
+import numpy as np
+
+with h5py.File("grow.h5", "w") as f:
+    d = f.create_dataset("x", shape=(0, 64), maxshape=(None, 64), chunks=(4, 64), dtype="f8")
+    block = np.random.default_rng(0).random((256, 64))
+    for step in range(60):
+        d.resize((d.shape[0] + 256, 64))
+        d[-256:] = block
+"""
+
+
+def test_optimize_tunes_an_h5py_program_through_its_bundled_hdf5(tmp_path):
+    """h5py's own HDF5 (in its wheel) takes the settings too: a dataset grown
+    with 4x64 chunks is re-chunked from the generated space, a confirmed win."""
+    (tmp_path / "grow.py").write_text(H5PY_GROWING)
+    p = subprocess.run([*IOPILOT, "optimize", "--trials", "8", "--repeats", "2", "--out", "o",
+                        "--json", "o.json", "--", sys.executable, "grow.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "o.json").read_text())
+    assert "chunk" in doc["best"].get("hdf5", {}), doc["best"]
+    assert doc["tuning"]["verdict"] == "win" and doc["speedup"] >= 1.5, doc["tuning"]
