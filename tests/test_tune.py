@@ -312,6 +312,7 @@ def test_workers_of_one_study_never_measure_a_point_twice(tmp_path):
     """Worker B's first candidate is still being measured when worker A runs a
     whole study on the same storage: A leaves B's point alone, and B goes on
     from A's results instead of measuring them again."""
+    from iopilot.tune.claims import claims_for
     from iopilot.tune.objective import Run
     from iopilot.tune.study import Options, Study
 
@@ -346,8 +347,9 @@ def test_workers_of_one_study_never_measure_a_point_twice(tmp_path):
     points = [k for _, k in measured]
     assert len(points) == len(set(points)), measured
     assert {w for w, _ in measured} == {"A", "B"} and len(points) == 8
-    study = optuna.load_study(study_name="s", storage=url)
-    assert all(v == "" for k, v in study.user_attrs.items() if k.startswith("claim:"))
+    claims = claims_for(url, f"s#{optuna.load_study(study_name='s', storage=url)._study_id}")
+    assert sorted(c.key for c in claims.all()) == sorted(points)
+    assert {c.state for c in claims.all()} == {"done"}
 
 
 def test_generated_space_reads_hdf5_from_the_traces_layer_names():

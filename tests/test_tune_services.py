@@ -433,3 +433,86 @@ def test_tune_workers_started_together_on_an_empty_database(postgres, tmp_path):
     for w in workers:
         _, err = w.communicate(timeout=120)
         assert w.returncode == 0, err
+
+
+# --------------------------------------------------------------------------- contention
+
+CONTENDED_SPACE = {"ompi": {"io": {"values": ["ompio", "romio321"], "default": "ompio"}},
+                   "mpiio": {"cb_nodes": {"values": [1, 2, 4]}}}
+
+
+def _contended_worker(url: str, study: str, work: Path, log: Path, seed: str,
+                      start_at: float) -> None:
+    """One worker of a shared study, in a forked process: it measures points
+    (a short pause, no program run) and writes each point it measures to
+    ``log``.  Its database reads come back late now and then, as on a loaded
+    machine: what it read may be stale by the time it acts on it."""
+    import random
+
+    import sqlalchemy
+
+    from iopilot.tune.objective import Run
+    from iopilot.tune.space import from_dict, point_key
+    from iopilot.tune.study import Options, Study
+
+    rng = random.Random(seed)
+
+    def late(conn, cursor, statement, *_args) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and rng.random() < 0.15:
+            time.sleep(rng.uniform(0.2, 0.6))
+
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "after_cursor_execute", late)
+    space = from_dict(CONTENDED_SPACE)
+
+    class Worker(Study):
+        def _measure_point(self, point, n, runs, timeout, keep_findings=False, more=None):
+            with open(log, "a") as f:
+                f.write(point_key(point) + "\n")
+            time.sleep(0.05)
+            return [Run(1.0 + len(point_key(point)) % 5 / 10, 0.05) for _ in range(runs)], ""
+
+    time.sleep(max(0.0, start_at - time.time()))
+    Worker(Options(command=["app"], objective="wall", strategy="grid", trials=7, repeats=1,
+                   storage=url, study_name=study, work=work),
+           lambda _observed: space, None).run()  # fmt: skip
+
+
+def test_workers_started_at_once_never_measure_a_point_twice(postgres, tmp_path):
+    """Four workers of one study start at the same moment, twenty times over
+    (five studies at a time), their reads of the database now and then late:
+    every point, the default included, is measured by one worker only."""
+    import multiprocessing
+
+    import optuna
+
+    url = postgres.create_database("contended")
+    fork = multiprocessing.get_context("fork")
+    repeated: list[tuple[int, list[str]]] = []  # studies with a point measured twice
+    missed: list[int] = []  # studies whose grid was not measured in full
+    for batch in range(4):
+        reps = range(5 * batch, 5 * batch + 5)
+        for rep in reps:
+            optuna.create_study(storage=url, study_name=f"s{rep}", direction="minimize")
+        start_at = time.time() + 0.3
+        workers = [fork.Process(target=_contended_worker,
+                                args=(url, f"s{rep}", tmp_path / f"w{rep}-{i}",
+                                      tmp_path / f"log{rep}", f"{rep}/{i}", start_at))
+                   for rep in reps for i in range(4)]  # fmt: skip
+        try:
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join(60)
+                assert w.exitcode == 0, f"worker {w.pid}: exit status {w.exitcode}"
+        finally:
+            for w in workers:
+                if w.is_alive():
+                    w.kill()
+        for rep in reps:
+            points = (tmp_path / f"log{rep}").read_text().split()
+            if len(points) != len(set(points)):
+                repeated.append((rep, points))
+            if len(set(points)) != 7:  # the default and the six points of the grid
+                missed.append(rep)
+    assert repeated == []
+    assert missed == []

@@ -26,6 +26,7 @@ from typing import Any
 from .._record import field, record
 from ..errors import InputError
 from . import search
+from .claims import RUNNING, claims_for
 from .generate import rank
 from .launch import RunTrial
 from .objective import OBJECTIVES, Run, measure
@@ -33,10 +34,6 @@ from .search import Context, Proposal, Record
 from .space import Space, point_key
 
 ATTR = "iopilot"  # the user attribute holding a trial's record
-
-
-CLAIM = "claim:"  # study attribute prefix: a point a worker is measuring
-CLAIM_SETTLE = 0.5  # seconds a claim settles before a worker of a shared study keeps it
 
 
 @record
@@ -142,6 +139,10 @@ class Study:
         except Exception as e:  # SQLAlchemy's errors: a wrong URL, a server that does not answer
             raise InputError("--study", f"cannot open {opts.storage}: "
                              f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+        # Which worker measures which point, beside the study in its database
+        # (keyed by the study's id too: a study deleted and made again starts afresh).
+        self.claims = claims_for(storage_url(opts.storage),
+                                 f"{opts.study_name}#{getattr(self.study, '_study_id', '')}")
         self.work = opts.work
         self.work.mkdir(parents=True, exist_ok=True)
         self._clear_leftovers()
@@ -217,22 +218,17 @@ class Study:
         o = self.opts
         if o.trials < 1 or o.repeats < 1:
             raise InputError("--trials/--repeats", "must be 1 or more")
-        history = self._default_measured_elsewhere()
-        default = next((r for r in history if r.phase == "default"), None)
-        if default is None and not self._claim_won({}, 0.0):  # another worker measures it
-            history = self._default_measured_elsewhere()
-            default = next((r for r in history if r.phase == "default"), None)
+        default = self._default_measured_elsewhere()
         if default is None:
-            self._claim({}, True)
             try:
                 runs, reason = self._measure_point({}, 0, o.repeats, o.timeout,
                                                    keep_findings=True)  # fmt: skip
             except BaseException:
-                self._claim({}, False)
+                self._release({})
                 raise
             first = runs[0]
             if reason:
-                self._claim({}, False)
+                self._release({})
                 raise InputError(" ".join(o.command), f"the default run failed: {reason}",
                                  "fix the command before tuning it")  # fmt: skip
             default = Record(0, {}, [r.value for r in runs if r.value is not None], 0.0, "ok",
@@ -241,7 +237,7 @@ class Study:
             default.loss = self.loss(statistics.median(default.runs))
             self.space = self.space_for(default.extra)
             self._store(default, None)
-            self._claim({}, False)
+            self._finish({})
             history = [default]
             self.progress(default, default, 1)
         findings = default.extra.get("findings", [])
@@ -254,7 +250,6 @@ class Study:
         while True:
             # Other workers of a shared study: what they measured, and what they
             # are measuring now (as records without runs), so nobody repeats it.
-            looked = time.monotonic()
             history = self.history()
             taken = history + self._claimed({r.key for r in history})
             if len(taken) >= o.trials:
@@ -269,9 +264,10 @@ class Study:
                 break
             if point_key(proposal.point) in {r.key for r in taken}:  # a strategy's slip
                 raise AssertionError(f"{o.strategy} proposed a measured point")
-            if not self._claim_won(proposal.point, time.monotonic() - looked):
+            if not self._take(proposal.point):
                 # Another worker chose the same point at the same moment and
-                # measures it: this one chooses again.
+                # measures it (or measured it, and this one's reads are behind):
+                # this one chooses again.
                 if proposal.trial is not None:
                     proposal.trial.set_user_attr("claimed_elsewhere", True)
                     self.study.tell(proposal.trial, state=optuna_state("FAIL"))
@@ -282,15 +278,19 @@ class Study:
                 return self.loss(statistics.median(values)) <= best_loss * (1 + noise)
 
             n = len(history)
-            runs, reason = self._measure_point(proposal.point, n, o.repeats, timeout,
-                                               more=promising)  # fmt: skip
+            try:
+                runs, reason = self._measure_point(proposal.point, n, o.repeats, timeout,
+                                                   more=promising)  # fmt: skip
+            except BaseException:
+                self._release(proposal.point)
+                raise
             values = [r.value for r in runs if r.value is not None]
             rec = Record(n, proposal.point, values,
                          self.loss(statistics.median(values)) if values and not reason
                          else math.inf, "failed" if reason else "ok", reason, proposal.phase,
                          [r.seconds for r in runs], proposal.extra)  # fmt: skip
             rec = self._store(rec, proposal)
-            self._claim(proposal.point, False)
+            self._finish(proposal.point)
             history.append(rec)
             now = min((r for r in history if r.ok and len(r.runs) >= o.repeats),
                       key=lambda r: r.loss, default=default)  # fmt: skip
@@ -323,58 +323,62 @@ class Study:
         return runs["default"], runs["best"]
 
     # -- points being measured (a shared study's workers)
-    def _default_measured_elsewhere(self, poll: float = 0.2) -> list[Record]:
-        """The study's records, once no other live worker is measuring the
-        default: a second worker that joins while the first measures it waits
-        for that measurement instead of repeating it (at most as long as a
-        trial may take, in case that worker died on another machine)."""
+    def _default_measured_elsewhere(self, poll: float = 0.2) -> Record | None:
+        """The default's record, measured by another worker; None once this
+        worker holds the claim on it (and measures it).  A worker that joins
+        while another measures the default waits for that measurement instead
+        of repeating it (at most as long as a trial may take, in case that
+        worker died on another machine: then it takes the claim over)."""
         limit = time.monotonic() + max(60.0, self.opts.timeout or 600.0)
         while True:
-            history = self.history()
-            if any(r.phase == "default" for r in history) or time.monotonic() > limit:
-                return history
-            if not any(r.key == point_key({}) for r in self._claimed(set())):
-                return history
+            default = next((r for r in self.history() if r.phase == "default"), None)
+            if default is not None:
+                return default
+            holder = next((c for c in self.claims.all() if c.key == point_key({})), None)
+            if holder is not None and holder.state == RUNNING and holder.owner == search.owner():
+                return None
+            if holder is None or holder.state != RUNNING:
+                if self._take({}):
+                    return None
+            elif not self._holds(holder.owner) or time.monotonic() > limit:
+                if self._take({}, replacing=holder.owner):
+                    return None
             time.sleep(poll)
 
-    def _claim(self, point: dict[str, Any], on: bool) -> None:
-        """Say (in the study) that this worker measures ``point`` now, or no longer."""
-        value = json.dumps({"owner": search.owner(), "point": point}) if on else ""
-        self.study.set_user_attr(CLAIM + point_key(point), value)
+    def _take(self, point: dict[str, Any], replacing: str | None = None) -> bool:
+        """Claim ``point`` for this worker: one worker of the study gets it."""
+        key = point_key(point)
+        if replacing is None:
+            # A running claim of a worker of this host that is gone is taken over.
+            old = next((c for c in self.claims.all() if c.key == key), None)
+            if old is not None and old.state == RUNNING and not self._holds(old.owner):
+                replacing = old.owner
+        return self.claims.take(key, point, search.owner(), replacing)
 
-    def _claim_won(self, point: dict[str, Any], chose: float) -> bool:
-        """Claim ``point``; whether this worker keeps it.  Two workers of a
-        shared study that read it before either claimed may choose the same
-        point; both write the same attribute and the last write stands.  A
-        worker that chose later than another claimed would have seen that
-        claim, so the two writes are less than a choosing time apart
-        (``chose``: reading the study to choosing, milliseconds): read back
-        after well over that, both see the same owner, and one measures."""
-        self._claim(point, True)
-        if not self.shared:
-            return True
-        time.sleep(max(CLAIM_SETTLE, 3 * chose))
-        value = self.study.user_attrs.get(CLAIM + point_key(point), "")
-        return bool(value) and json.loads(value)["owner"] == search.owner()
+    def _finish(self, point: dict[str, Any]) -> None:
+        self.claims.finish(point_key(point), search.owner())
 
-    @property
-    def shared(self) -> bool:
-        """Whether other workers can join the study (a database server's)."""
-        url = self.opts.storage
-        return isinstance(url, str) and "://" in url and not url.startswith("sqlite")
+    def _release(self, point: dict[str, Any]) -> None:
+        with contextlib.suppress(Exception):  # already on the way out: the first error stands
+            self.claims.release(point_key(point), search.owner())
+
+    @staticmethod
+    def _holds(owner: str) -> bool:
+        """Whether the worker ``owner`` may still be measuring: false only for
+        a process of this host that is gone."""
+        host = search.owner().rsplit(":", 1)[0]
+        who, _, pid = owner.rpartition(":")
+        return not (who == host and pid.isdigit() and not _alive(int(pid)))
 
     def _claimed(self, measured: set[str]) -> list[Record]:
-        """Points other live workers are measuring, as records without runs."""
-        host = search.owner().rsplit(":", 1)[0]
+        """Points other workers claimed that this worker has not seen measured
+        (being measured, or measured after it last read the trials), as
+        records without runs."""
         out = []
-        for name, value in self.study.user_attrs.items():
-            if not name.startswith(CLAIM) or not value or name[len(CLAIM):] in measured:
-                continue
-            claim = json.loads(value)
-            who, _, pid = claim["owner"].rpartition(":")
-            if who == host and pid.isdigit() and not _alive(int(pid)):
+        for c in self.claims.all():
+            if c.key in measured or (c.state == RUNNING and not self._holds(c.owner)):
                 continue  # a worker that died mid-measurement: the point is free again
-            out.append(Record(-1, claim["point"], [], math.inf, "running",
+            out.append(Record(-1, c.point, [], math.inf, "running",
                               "being measured by another worker", "claimed"))  # fmt: skip
         return out
 
