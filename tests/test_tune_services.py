@@ -339,8 +339,11 @@ def test_tune_cli_with_a_shared_study_and_slurm_trials(postgres, slurm_env, tmp_
     import optuna
 
     url = postgres.create_database("cli_study").replace("postgresql+psycopg://", "postgresql://")
+    # three distinct settings: the default, romio321, a stdio buffer (ompio
+    # alone is the default's own point, never measured twice)
     (tmp_path / "space.toml").write_text(
-        '[ompi.io]\nvalues = ["ompio", "romio321"]\ndefault = "ompio"\n')
+        '[ompi.io]\nvalues = ["ompio", "romio321"]\ndefault = "ompio"\n'
+        '[stdio.buffer_size]\nvalues = ["64k", "1m"]\n')
     before = _slurm_jobs(slurm_env)
     r = subprocess.run(
         [PY, "-m", "iopilot", "tune", "--study", url, "--launcher", "slurm", "--trials", "3",
