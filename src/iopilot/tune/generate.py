@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import settings as st
 from ..errors import InputError
+from ..vocabulary import RUNTIME_LAYERS
 from .space import Space, from_dict
 
 _CB = ["mpiio.romio_cb_write", "mpiio.romio_cb_read", "mpiio.cb_nodes", "mpiio.cb_buffer_size"]
@@ -189,7 +190,7 @@ def generate(observed: dict[str, Any]) -> Space:
 # A job using every layer, with the findings that bring their own values:
 # the generated space at its widest, for ``iopilot tune --list-parameters``.
 _EVERY_LAYER = {
-    "layers": ["MPI-IO", "POSIX", "STDIO", "H5D", "H5F"], "nprocs": 8,
+    "layers": list(RUNTIME_LAYERS), "nprocs": 8,
     "findings": [{"check": "hdf5-chunking", "level": "WARN", "layer": "H5D",
                   "evidence": {"suggested_dims": "[64, 64, 64]"}},
                  {"check": "mpiio-collective-reads", "level": "WARN", "layer": "MPIIO"}],
