@@ -16,7 +16,7 @@ from ..bench import (
     sweep,
 )
 from ..bench.catalog import KERNELS
-from ..tune import efficiency
+from ..tune import aa, efficiency
 from .common import add_json_option
 
 # What the command does and how it is called, shown by its --help.
@@ -47,6 +47,11 @@ ABOUT: dict[str, tuple[str, str]] = {
                               "trials to come within 5 % of the best.",
                               "iopilot bench tune-efficiency --case ior --repeats 3\n"
                               "  iopilot bench tune-efficiency --reuse --out tune-eff"),
+    "bench tune-aa": ("Tune programs whose I/O no setting in their space can change, many "
+                      "times over, and count the wins declared: how often the tuner's "
+                      "decision rule is fooled by noise.",
+                      "iopilot bench tune-aa --tunings 10 --trials 8\n"
+                      "  iopilot bench tune-aa --case noisy --tunings 2 --json aa.json"),
     "bench async": ("Run the epochs kernel with computation per step much longer than, "
                     "equal to and much shorter than its durable I/O per step, without and "
                     "with asynchronous I/O, and compare with the ideal overlap and with "
@@ -135,6 +140,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--out", default="tune-efficiency", metavar="DIR",
                    help="where the tables and the JSON go (default ./tune-efficiency)")
     add_json_option(e, "the results (without --json: OUT/tune-efficiency.json)")
+    n = bsub.add_parser("tune-aa", help="wins the tuner declares where no setting can win")
+    n.add_argument("--case", action="append", metavar="NAME",
+                   help="posix-mpi or noisy (repeatable; default: both)")
+    n.add_argument("--tunings", type=int, default=10, metavar="N",
+                   help="tunings per case, each a fresh study (default 10)")
+    n.add_argument("--trials", type=int, default=8, help="trials per tuning (default 8)")
+    n.add_argument("--repeats", type=int, default=3, help="runs of the default (default 3)")
+    n.add_argument("--dir", help="where the tunings run (default: a temporary directory)")
+    add_json_option(n, "every tuning's verdict")
     a = bsub.add_parser("async", help="async I/O against sync, the ideal and the advisor")
     a.add_argument("--steps", type=int, default=10,
                    help="steps per run (default 10: the last step's I/O, which nothing hides, "
@@ -191,6 +205,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if name == "accuracy":
         return accuracy.main(corpus=args.corpus, patterns=args.case, repeat=args.repeat,
                              no_timing=args.no_timing, json_path=args.json)  # fmt: skip
+    if name == "tune-aa":
+        return aa.main(cases=args.case, tunings=args.tunings, trials=args.trials,
+                       repeats=args.repeats, dir=args.dir, json_path=args.json)  # fmt: skip
     assert name == "tune-efficiency", name
     return efficiency.main(
         cases=args.case, strategies=args.strategies.split(",") if args.strategies else None,
