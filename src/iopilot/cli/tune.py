@@ -68,14 +68,22 @@ def add_trial_options(p: argparse.ArgumentParser) -> None:
                    help="shell command run in the trial's directory after the program; a "
                    "non-zero status fails the trial")
     p.add_argument("--launcher", choices=("local", "slurm"), default="local",
-                   help="where trials run (default local)")  # fmt: skip
+                   help="where trials run (default local)")
+    w = p.add_mutually_exclusive_group()
+    w.add_argument("--warm-from", metavar="URL", default="",
+                   help="Optuna storage of earlier tunings: the settings that won for a "
+                   "similar job (same program, or the same warnings) are tried first "
+                   "(default: the --study storage)")
+    w.add_argument("--no-warm", action="store_true",
+                   help="start from the default only, whatever was learnt before")  # fmt: skip
 
 
 def trial_options(args: argparse.Namespace) -> dict[str, object]:
     """The options of ``add_trial_options`` as ``TuneOptions`` fields."""
     return {"space": args.space, "trials": args.trials, "repeats": args.repeats,
             "study": args.study, "seed": args.seed, "timeout": args.timeout,
-            "verify": args.verify, "launcher": args.launcher}  # fmt: skip
+            "verify": args.verify, "launcher": args.launcher,
+            "warm_from": None if args.no_warm else args.warm_from}  # fmt: skip
 
 
 def cmd_tune(args: argparse.Namespace) -> int:

@@ -76,6 +76,10 @@ def summary(outcome: Outcome, *, command: list[str], objective: str, unit: str,
         "confirmation": {"default": outcome.confirm_default, "best": outcome.confirm_best,
                          "p_value": outcome.p_value},
         "speedup": speedup,
+        "warm_start": [
+            {"study": w.study, "why": w.why, "settings": w.point, "speedup_there": w.speedup}
+            for w in outcome.warm
+        ],
         "stopped": outcome.stopped,
         "space": outcome.space.describe(),
         "findings": outcome.findings,
@@ -107,6 +111,9 @@ def conclusion(outcome: Outcome, doc: dict[str, Any], unit: str) -> str:
     sp = doc["speedup"]
     head = (f"default {_fmt(d['objective'])} {unit} (runs {_fmt(min(d['runs']))}-"
             f"{_fmt(max(d['runs']))}); ")  # fmt: skip
+    warm = "".join(f"started from settings that won a similar tuning ({w.why}): "
+                   f"{label(w.point)}. " for w in outcome.warm)  # fmt: skip
+    head = warm + head
     if outcome.verdict == "the default was best":
         return head + "no trial beat the default."
     cand = (f"best {label(outcome.candidate.point)}: {_fmt(c['objective'])} {unit} (runs "

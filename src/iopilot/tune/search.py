@@ -38,6 +38,7 @@ def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 STRATEGIES = ("guided", "tpe", "ga", "random", "grid")
+WARM = "warm start"  # the phase of a point that won a similar job's tuning
 PATIENCE = 4  # model-based trials without a real improvement before guided stops
 DRAWS = 200  # random draws before a space counts as exhausted
 
@@ -202,6 +203,12 @@ class Guided(TPE):
         seen = ctx.seen()
         base: dict[str, Any] = {}
         base_loss = seen[point_key(base)].loss if point_key(base) in seen else math.inf
+        # A similar job's winner that beats the default here is where the sweep starts.
+        warm = [r for r in ctx.history if r.phase == WARM and r.ok
+                and len(r.runs) >= ctx.repeats and r.loss < base_loss]  # fmt: skip
+        if warm:
+            best = min(warm, key=lambda r: r.loss)
+            base, base_loss = dict(best.point), best.loss
         order = [ctx.space.by_name[n] for n in ctx.ranking]
         for param in order:
             if not ctx.space.active(param, base):

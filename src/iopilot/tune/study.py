@@ -5,8 +5,10 @@ storage so a stopped study carries on where it was.
 The noise is the relative spread (max - min) / median of the default's runs.
 A candidate whose first run comes within the noise of the best so far (or
 beats it) is run again until it has as many runs as the default; trials are
-compared by their median.  A best that does not beat the default in every
-run (the runs overlap) is not called a win, and the default stays the advice.
+compared by their median.  The best is a win only when fresh runs of it and
+of the default, interleaved, pass a rank test (``verdict``); otherwise the
+default stays the advice.  A study also keeps the features of its job and
+what won, and starts from the winners of similar jobs' studies (``warm``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from .claims import RUNNING, claims_for
 from .generate import rank
 from .launch import RunTrial
 from .objective import OBJECTIVES, Run, measure
-from .search import Context, Proposal, Record
+from .search import WARM, Context, Proposal, Record
 from .space import Space, point_key
+from .warm import JOB, RESULT, Warm, job_of, learnt
 
 ATTR = "iopilot"  # the user attribute holding a trial's record
 
@@ -49,6 +52,8 @@ class Options:
     storage: str = ""
     work: Path = Path(".")
     study_name: str = ""
+    # the storage whose similar studies' winners go first ("": the study's own; None: none)
+    warm_from: str | None = ""
 
 
 @record
@@ -70,6 +75,7 @@ class Outcome:
     confirm_default: list[float] = field(default_factory=list)
     confirm_best: list[float] = field(default_factory=list)
     p_value: float | None = None
+    warm: list[Warm] = field(default_factory=list)  # winners of similar jobs, tried first
 
 
 # A win is a difference that would be seen again: the default and the best
@@ -122,7 +128,8 @@ class Study:
 
     def __init__(self, opts: Options, space_for: Callable[[dict[str, Any]], Space],
                  launch: RunTrial,
-                 progress: Callable[[Record, Record | None, int], None] | None = None) -> None:
+                 progress: Callable[[Record, Record | None, int], None] | None = None,
+                 say: Callable[[str], None] | None = None) -> None:
         import optuna  # lazy: 0.4 s to import; tune/ is loaded by `bench` and `--help` too
 
         search._quiet_optuna()
@@ -130,6 +137,7 @@ class Study:
         self.space_for = space_for
         self.launch = launch
         self.progress = progress or (lambda rec, best, n: None)
+        self.say = say or (lambda text: None)
         self.unit, direction = OBJECTIVES[opts.objective]
         self.maximize = direction == "maximize"
         try:
@@ -237,6 +245,7 @@ class Study:
             default.loss = self.loss(statistics.median(default.runs))
             self.space = self.space_for(default.extra)
             self._store(default, None)
+            self.study.set_user_attr(JOB, job_of(o.command, default.extra))
             self._finish({})
             history = [default]
             self.progress(default, default, 1)
@@ -246,6 +255,7 @@ class Study:
         timeout = o.timeout if o.timeout is not None else max(10.0, 5 * max(default.walls or [1]))
         strategy = search.make(o.strategy)
         ranking = rank(self.space, findings)
+        warm = self._learnt(default)
         stopped = ""
         while True:
             # Other workers of a shared study: what they measured, and what they
@@ -258,7 +268,9 @@ class Study:
                        key=lambda r: r.loss, default=default)  # fmt: skip
             ctx = Context(self.space, taken, o.seed, o.trials, noise, self.study, ranking,
                           self.loss, o.repeats)  # fmt: skip
-            proposal = strategy.next(ctx)
+            known = {r.key for r in taken}
+            proposal = next((Proposal(w.point, WARM) for w in warm
+                             if point_key(w.point) not in known), None) or strategy.next(ctx)
             if proposal is None:
                 stopped = strategy.stopped
                 break
@@ -297,7 +309,34 @@ class Study:
             self.progress(rec, now, len(history))
         history = self.history()
         confirm = self._confirm(history, default, timeout)
-        return self._outcome(history, default, noise, timeout, stopped, findings, confirm)
+        out = self._outcome(history, default, noise, timeout, stopped, findings, confirm)
+        out.warm = warm
+        self._remember(out)
+        return out
+
+    # -- what was learnt
+    def _learnt(self, default: Record) -> list[Warm]:
+        """Winners of similar jobs' studies, to be measured first; said aloud."""
+        src = self.opts.warm_from
+        if src is None:
+            return []
+        job = self.study.user_attrs.get(JOB) or job_of(self.opts.command, default.extra)
+        warm = learnt(storage_url(src or self.opts.storage), self.opts.study_name, job,
+                      self.space)  # fmt: skip
+        for w in warm:
+            gain = f", {w.speedup:.2f}x there" if w.speedup else ""
+            self.say(f"starting from settings that won a similar tuning ({w.why}{gain}): "
+                     f"{', '.join(f'{k}={v}' for k, v in w.point.items())}")  # fmt: skip
+        return warm
+
+    def _remember(self, out: Outcome) -> None:
+        """Keep the conclusion with the study: a later tuning of a similar job starts from it."""
+        speedup = None
+        if out.confirm_default and out.confirm_best:
+            b = self.loss(statistics.median(out.confirm_best))
+            speedup = self.loss(statistics.median(out.confirm_default)) / b if b > 0 else None
+        self.study.set_user_attr(RESULT, {"verdict": out.verdict, "point": out.best.point,
+                                          "speedup": speedup})  # fmt: skip
 
     def _candidate(self, history: list[Record], default: Record) -> Record:
         confirmed = [r for r in history if r.ok and len(r.runs) >= self.opts.repeats]

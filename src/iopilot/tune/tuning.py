@@ -38,6 +38,7 @@ class TuneOptions:
     timeout: float | None = None
     verify: str | None = None
     launcher: str = "local"
+    warm_from: str | None = ""  # earlier studies to start from ("": --study's; None: none)
 
 
 def tune(opts: TuneOptions, generated: Callable[[dict[str, Any]], Space] | None = None,
@@ -72,10 +73,12 @@ def tune(opts: TuneOptions, generated: Callable[[dict[str, Any]], Space] | None 
 
     study = Options(command, opts.objective, opts.strategy, opts.trials, opts.repeats, opts.seed,
                     opts.timeout, opts.verify, storage, out / "trials",
-                    study_name(command, space_text, opts.objective, opts.strategy, opts.seed))
+                    study_name(command, space_text, opts.objective, opts.strategy, opts.seed),
+                    opts.warm_from)  # fmt: skip
     progress = Progress(opts.trials, "trials")
     try:
-        outcome = Study(study, space_for, launch, output.tell(progress, unit)).run()
+        outcome = Study(study, space_for, launch, output.tell(progress, unit),
+                        lambda text: print(f"iopilot: {text}", file=sys.stderr)).run()
     finally:
         progress.close()
         _tidy(out / "trials")
