@@ -97,3 +97,24 @@ def test_the_cli_refuses_unknown_cases(tmp_path):
                         "nope", "--out", str(tmp_path)], capture_output=True, text=True)
     assert p.returncode == 2 and "unknown case 'nope'" in p.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_warm_replay_starts_from_what_guided_found_on_the_source_case():
+    source = table(repeats=3)
+    source["command"] = ["mpirun", "-np", "4", "/nowhere/prog"]
+    target = table(repeats=3)
+    target.update(case="synthetic2", command=["mpirun", "-np", "2", "/nowhere/prog"])
+    for r in target["points"]:  # the same landscape, twice as slow
+        r["runs"] = [2 * v for v in r["runs"]]
+        r["median"] = 2 * r["median"]
+    res = te.evaluate(target, ["guided"], seeds=2, source=source)
+    cold, warm = res["strategies"]["guided"], res["strategies"]["warm"]
+    assert warm["from"] == "synthetic"
+    assert warm["per_seed"] == [2, 2]  # the default, then the source's winner
+    assert cold["median"] > 2
+    # another program learns nothing from it
+    target["command"] = ["mpirun", "-np", "2", "/nowhere/other"]
+    res = te.evaluate(target, ["guided"], seeds=1, source=source)
+    assert res["strategies"]["warm"]["per_seed"] == res["strategies"]["guided"]["per_seed"]
+    text = te.format_results([res], ["guided", "warm"])
+    assert text.splitlines()[0].split()[-2:] == ["guided", "warm"]

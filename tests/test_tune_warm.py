@@ -36,6 +36,8 @@ def test_the_program_is_found_past_launchers_and_interpreters(tmp_path):
     assert program_of(["srun", "-n", "2", "python3", str(script), "x.h5"]) == "sim.py"
     assert program_of(["/usr/bin/env", sys.executable, str(script)]) == "sim.py"
     assert program_of(["nowhere-to-be-found", "a"]) == "nowhere-to-be-found"
+    assert program_of(["mpirun", "-np", "2", "/not/here/prog", "x"]) == "prog"
+    assert program_of(["mpirun", "-np", "2"]) == ""
 
 
 def test_job_features_keep_only_warnings():

@@ -38,7 +38,7 @@ from .study import Options, Study, observed
 
 WITHIN = 0.05  # "close to the best": within 5 % of its median
 STRATEGIES = ("guided", "ga", "random", "tpe")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4"]
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np"]
 
 _ROMIO = '{"ompi.io" = "romio321"}'
 _OMPIO_ROMIO = f"""\
@@ -67,6 +67,10 @@ class Case:
     what: str
     command: tuple[str, ...]  # kernel names are resolved in build/kernels
     space: str  # TOML
+    ranks: int = 4
+    # a case whose tuning this one may start from (warm start): its winner is
+    # tried right after the default, and the replays count that column too
+    warm_from: str = ""
 
 
 CASES = {
@@ -96,6 +100,9 @@ values = [1, 4]
 when = {_ROMIO}
 """),  # 5 + 27 = 32 points
 }
+# The ior case at 2 ranks: a tuning of it may start from what won at 4.
+CASES["ior2"] = Case("ior2", CASES["ior"].what.replace("4 ranks", "2 ranks"),
+                     CASES["ior"].command, CASES["ior"].space, ranks=2, warm_from="ior")
 
 
 # -- the table ----------------------------------------------------------------------------
@@ -145,7 +152,7 @@ def measure_table(case: Case, repeats: int, timeout: float | None = None,
     through the objective code of ``iopilot tune``."""
     local = launcher("local")
     space = from_dict(tomllib.loads(case.space), f"case {case.name}")
-    command = [*MPIRUN, str(KERNEL_DIR / case.command[0]), *case.command[1:]]
+    command = [*MPIRUN, str(case.ranks), str(KERNEL_DIR / case.command[0]), *case.command[1:]]
     points = all_points(space)
     rows: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
@@ -198,10 +205,12 @@ def write_table(table: dict[str, Any], out: Path) -> None:
 # -- the replay ---------------------------------------------------------------------------
 
 
-def replay(table: dict[str, Any], strategy: str, seed: int,
-           trials: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def replay(table: dict[str, Any], strategy: str, seed: int, trials: int | None = None,
+           storage: Any = None, warm: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """The points ``strategy`` measures, in order, when every measurement is
-    the table's: the study of ``iopilot tune`` with a look-up for a run."""
+    the table's: the study of ``iopilot tune`` with a look-up for a run.  The
+    study goes in ``storage`` (default: a new one in memory); with ``warm``,
+    it starts from the winners of the similar studies already there."""
     import optuna  # lazy: 0.4 s to import, for the replays only (not for a table)
 
     space = table_space(table)
@@ -234,10 +243,13 @@ def replay(table: dict[str, Any], strategy: str, seed: int,
 
     repeats = int(table.get("repeats", 1))
     with tempfile.TemporaryDirectory(prefix="iopilot-replay-") as tmp:
-        opts = Options(command=[f"(table {table['case']})"], objective="io", strategy=strategy,
-                       trials=trials or len(rows), repeats=repeats, seed=seed,
-                       timeout=None, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
-                       work=Path(tmp), study_name=f"replay-{strategy}-{seed}")  # fmt: skip
+        # the table's command: the job's features (its program) are what a warm start matches
+        command = list(table.get("command") or [f"(table {table['case']})"])
+        opts = Options(command=command, objective="io", strategy=strategy,
+                       trials=trials or len(rows), repeats=repeats, seed=seed, timeout=None,
+                       storage=storage or optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                       work=Path(tmp), study_name=f"replay-{table['case']}-{strategy}-{seed}",
+                       warm_from="" if warm else None)  # fmt: skip
         outcome = TableStudy(opts, lambda _observed: space, _no_launch).run()
     return [{"point": r.point, "median": rows[point_key(canonical(space, r.point))]["median"],
              "phase": r.phase} for r in outcome.records]  # fmt: skip
@@ -265,14 +277,27 @@ def median_trials(counts: list[int | None]) -> float | None:
 
 
 def evaluate(table: dict[str, Any], strategies: tuple[str, ...] | list[str] = STRATEGIES,
-             seeds: int = 5) -> dict[str, Any]:  # fmt: skip
-    """Per strategy: trials to within 5 % of the best for each seed, and their median."""
+             seeds: int = 5, source: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Per strategy: trials to within 5 % of the best for each seed, and their
+    median.  With a ``source`` table, also ``warm``: guided on this table
+    after guided on the source (same seed) in the same store."""
+    import optuna  # lazy: 0.4 s to import, for the replays only (not for a table)
+
     best = best_value(table)
     out: dict[str, Any] = {"case": table["case"], "points": len(table["points"]),
                            "best": best, "strategies": {}}  # fmt: skip
     for s in strategies:
         counts = [trials_to_best(replay(table, s, seed), best) for seed in range(seeds)]
         out["strategies"][s] = {"per_seed": counts, "median": median_trials(counts)}
+    if source is not None:
+        counts = []
+        for seed in range(seeds):
+            store = optuna.storages.InMemoryStorage()
+            replay(source, "guided", seed, storage=store)
+            counts.append(trials_to_best(replay(table, "guided", seed, storage=store,
+                                                warm=True), best))  # fmt: skip
+        out["strategies"]["warm"] = {"per_seed": counts, "median": median_trials(counts),
+                                     "from": source["case"]}  # fmt: skip
     return out
 
 
@@ -282,6 +307,9 @@ def format_results(results: list[dict[str, Any]], strategies: list[str]) -> str:
     for r in results:
         cells = []
         for s in strategies:
+            if s not in r["strategies"]:
+                cells.append("-")
+                continue
             m = r["strategies"][s]["median"]
             cells.append(f">{r['points']}" if m is None else f"{m:g}")
         rows.append([r["case"], str(r["points"]), f"{r['best']:.4g}", *cells])
@@ -307,21 +335,32 @@ def main(*, cases: list[str] | None = None, strategies: list[str] | None = None,
     if bad:
         raise InputError("--strategies", f"unknown strategy {bad[0]!r}",
                          f"known: {', '.join(KNOWN)}")  # fmt: skip
+    tables: dict[str, dict[str, Any]] = {}
+
+    def table_of(name: str) -> dict[str, Any]:
+        if name not in tables:
+            saved = out / f"{name}-table.json"
+            if reuse and saved.exists():
+                tables[name] = json.loads(saved.read_text())
+            else:
+                kernel = KERNEL_DIR / CASES[name].command[0]
+                if not kernel.exists():
+                    raise InputError(name, f"kernel not built: {kernel}", "run make")
+                tables[name] = measure_table(CASES[name], repeats, timeout)
+                write_table(tables[name], out)
+        return tables[name]
+
     results = []
     for name in cases:
-        saved = out / f"{name}-table.json"
-        if reuse and saved.exists():
-            table = json.loads(saved.read_text())
-        else:
-            if not (KERNEL_DIR / CASES[name].command[0]).exists():
-                raise InputError(name, f"kernel not built: {KERNEL_DIR / CASES[name].command[0]}",
-                                 "run make")  # fmt: skip
-            table = measure_table(CASES[name], repeats, timeout)
-            write_table(table, out)
-        results.append(evaluate(table, strategies, seeds))
+        source = CASES[name].warm_from
+        results.append(evaluate(table_of(name), strategies, seeds,
+                                table_of(source) if source else None))  # fmt: skip
+    if any("warm" in r["strategies"] for r in results):
+        strategies = [*strategies, "warm"]
     if json_path != "-":
         print(f"median trials (over {seeds} seeds, the default is trial 1) to come within "
-              f"{100 * WITHIN:.0f} % of the exhaustive best:")
+              f"{100 * WITHIN:.0f} % of the exhaustive best (warm: guided, started from what "
+              f"guided found on the case it names):")
         print(format_results(results, strategies))
     doc = {"within": WITHIN, "seeds": seeds, "strategies": strategies, "results": results}
     out.mkdir(parents=True, exist_ok=True)

@@ -44,14 +44,14 @@ class Warm:
 def program_of(command: list[str]) -> str:
     """The name of the program a command runs: the first argument naming an
     existing file that is not a launcher or an interpreter (``mpirun -np 4
-    ./ior`` and ``python3 sim.py`` give ``ior`` and ``sim.py``)."""
-    for arg in command:
-        name = os.path.basename(arg)
-        if arg.startswith("-") or name in _STARTERS or name.startswith("python"):
-            continue
-        if os.path.isfile(arg):
-            return name
-    return os.path.basename(command[0]) if command else ""
+    ./ior`` and ``python3 sim.py`` give ``ior`` and ``sim.py``), else the
+    first argument that is not a launcher, an option or a number."""
+    words = [a for a in command if not a.startswith("-") and not a.isdigit()
+             and os.path.basename(a) not in _STARTERS
+             and not os.path.basename(a).startswith("python")]  # fmt: skip
+    # a file that is there; else (a program not on this machine) the first word left
+    name = next((a for a in words if os.path.isfile(a)), words[0] if words else "")
+    return os.path.basename(name)
 
 
 def job_of(command: list[str], observed: dict[str, Any]) -> dict[str, Any]:
