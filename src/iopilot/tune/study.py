@@ -200,10 +200,13 @@ class Study:
         return store(self.study, self.space, rec, proposal)
 
     # -- measuring
-    def _run_dir(self, n: int, k: int) -> Path:
-        return self.work / f"t{n:04d}-p{os.getpid()}-r{k}"
+    def _run_dir(self, n: int | str, k: int) -> Path:
+        """A run's directory: trial ``n`` (a number, or a name such as
+        ``confirm-best2``), this process, run ``k``."""
+        name = f"{n:04d}" if isinstance(n, int) else f"-{n}"
+        return self.work / f"t{name}-p{os.getpid()}-r{k}"
 
-    def _measure_point(self, point: dict[str, Any], n: int, runs: int, timeout: float | None,
+    def _measure_point(self, point: dict[str, Any], n: int | str, runs: int, timeout: float | None,
                        keep_findings: bool = False,
                        more: Callable[[list[float]], bool] | None = None) -> tuple[list[Run], str]:
         """Run a point ``runs`` times (or once, then again while ``more`` says so)."""
@@ -354,7 +357,7 @@ class Study:
         for k in range(CONFIRM):
             order = (("default", {}), ("best", cand.point))
             for name, point in order if k % 2 == 0 else order[::-1]:
-                out, reason = self._measure_point(point, 9000 + 2 * k + (name == "best"), 1,
+                out, reason = self._measure_point(point, f"confirm-{name}{k}", 1,
                                                   timeout)  # fmt: skip
                 if reason or out[0].value is None:
                     return None
