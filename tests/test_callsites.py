@@ -348,6 +348,7 @@ CONCERNS = {
     "hdf5-independent-transfers": (("H5D",), _D, False),
     "hdf5-metadata-reads": (("POSIX",), ("read",), True),
     "hdf5-alignment": (("POSIX",), _D, False), "hdf5-chunking": (("H5D",), _D, False),
+    "hdf5-chunk-cache": (("H5D",), _D, False),
     "posix-write-count-intensive": (("POSIX",), ("write",), False),
     "posix-read-count-intensive": (("POSIX",), ("read",), False),
     "posix-write-size-intensive": (("POSIX",), ("write",), False),

@@ -468,3 +468,56 @@ def test_alignment_advice_in_the_program_language(exe, language, lang, text):
     tr.job.executable, tr.job.language = exe, language
     f = only(findings(tr, "hdf5-alignment"))
     assert f.snippet_lang == lang and text in f.snippet
+
+
+# ------------------------------------------------------------- chunk cache
+
+
+def _strips(chunk: tuple[int, int], access: tuple[int, int], tsize: int = 4, n: int = 128):
+    """A 2-D dataset read and written ``n`` times each by ``access``-shaped
+    blocks with ``chunk``-shaped chunks, 1 s of each direction."""
+    nbytes = access[0] * access[1] * tsize
+    return counters("H5D", [{"file": 11, "parent": 1, "H5D_WRITES": n, "H5D_READS": n,
+                             "H5D_DATATYPE_SIZE": tsize, "H5D_DATASPACE_NDIMS": 2,
+                             "H5D_DATASPACE_NPOINTS": 2048 * 2048,
+                             "H5D_BYTES_WRITTEN": n * nbytes, "H5D_BYTES_READ": n * nbytes,
+                             "H5D_CHUNK_SIZE_D2": chunk[0], "H5D_CHUNK_SIZE_D1": chunk[1],
+                             "H5D_ACCESS1_ACCESS": nbytes, "H5D_ACCESS1_LENGTH_D5": access[0],
+                             "H5D_ACCESS1_LENGTH_D4": access[1],
+                             "H5D_F_WRITE_TIME": 1.0, "H5D_F_READ_TIME": 1.0}])  # fmt: skip
+
+
+def test_column_strips_over_4mib_chunks_need_a_larger_chunk_cache():
+    """Strips 16 columns wide over 1024x1024 chunks of floats (4 MiB): each
+    access covers 2 chunks in part, 8 MiB, eight times HDF5's 1 MiB cache."""
+    f = only(findings(trace(_h5f(mpiio=0), _strips((1024, 1024), (2048, 16))),
+                      "hdf5-chunk-cache"), Level.WARN)  # fmt: skip
+    assert f.evidence == {"datasets": 1, "chunk_bytes": 4 * MiB, "access_bytes": 2048 * 16 * 4,
+                          "chunk_dims": "[1024, 1024]", "chunks_per_access": 2.0,
+                          "chunk_bytes_per_access": 8 * MiB, "chunk_cache_bytes": MiB}  # fmt: skip
+    assert f.cost_seconds == pytest.approx(2.0 * (1 - 1 / 8))
+    assert "HDF5's default" in f.message and "8.0 MiB" in f.recommendation
+    assert "H5Pset_chunk_cache(dapl, 12421, (size_t)8 * 1024 * 1024" in f.snippet
+
+
+@pytest.mark.parametrize(("chunk", "access", "tsize", "flagged"), [
+    ((1, MiB), (1, 1000), 1, False),      # one chunk of 1 MiB touched: fits the default
+    ((1, MiB + 1), (1, 1000), 1, True),   # one byte more
+    ((1024, 1024), (2048, 1024), 4, False),  # whole chunks: nothing left to finish later
+    ((1024, 1024), (2048, 1023), 4, True),   # one column short of whole chunks
+])  # fmt: skip
+def test_chunk_cache_both_sides(chunk, access, tsize, flagged):
+    fs = findings(trace(_h5f(mpiio=0), _strips(chunk, access, tsize)), "hdf5-chunk-cache")
+    assert len(fs) == int(flagged), fs
+
+
+@pytest.mark.parametrize(("noted", "flagged"), [(8 * MiB, False), (8 * MiB - 1, True)])
+def test_chunk_cache_the_trace_noted_is_the_one_judged(noted, flagged):
+    """The runtime notes each dataset's chunk cache at open (a settings file or
+    the program may have set one): the check compares with that."""
+    tr = trace(_h5f(mpiio=0), _strips((1024, 1024), (2048, 16)))
+    tr.job.hdf5_chunk_cache = {11: noted}
+    fs = findings(tr, "hdf5-chunk-cache")
+    assert len(fs) == int(flagged)
+    if flagged:
+        assert fs[0].evidence["chunk_cache_bytes"] == noted and "noted" in fs[0].message

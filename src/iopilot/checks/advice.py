@@ -716,3 +716,25 @@ call h5pcreate_f(H5P_DATASET_XFER_F, dxpl, err)
 call h5pset_dxpl_mpio_f(dxpl, H5FD_MPIO_COLLECTIVE_F, err)
 call h5dwrite_f(dset, H5T_NATIVE_DOUBLE, a, count, err, &
                 mem_space_id=memspace, file_space_id=filespace, xfer_prp=dxpl)"""
+
+
+def hdf5_chunk_cache(nbytes: int) -> str:
+    """C HDF5: a chunk cache of ``nbytes`` for the dataset (or, on the file
+    access list with H5Pset_cache, for every dataset of the file)."""
+    mib = nbytes // (1024 * 1024)
+    return (
+        "hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);\n"
+        f"/* room for every chunk one H5Dwrite/H5Dread touches: {mib} MiB; slots: a prime\n"
+        "   about 100x the chunks it holds */\n"
+        f"H5Pset_chunk_cache(dapl, 12421, (size_t){mib} * 1024 * 1024, 0.75);\n"
+        "hid_t dset = H5Dopen2(file, name, dapl);   /* or H5Dcreate2(..., dapl) */"
+    )
+
+
+def py_hdf5_chunk_cache(nbytes: int) -> str:
+    """h5py: a chunk cache of ``nbytes`` for every dataset of the file."""
+    mib = nbytes // (1024 * 1024)
+    return (
+        "# room for every chunk one read or write touches\n"
+        f'f = h5py.File(path, "a", rdcc_nbytes={mib} * 1024**2, rdcc_nslots=12421)'
+    )

@@ -647,6 +647,17 @@ def written_extent(ctx: Context, d: Counters) -> np.ndarray:
     return np.where(grew, np.maximum(at_open, moved // tsize), at_open)
 
 
+def _worst_dataset(ctx: Context, d: Counters, bad: np.ndarray, score: np.ndarray,
+                   numbers: dict[str, np.ndarray]) -> tuple[list, int, int]:  # fmt: skip
+    """The datasets of the ``bad`` rows (one row each) ranked by ``score``,
+    with ``numbers`` per dataset; their number; the row of the worst."""
+    ids, first = np.unique(d.file_id[bad], return_index=True)
+    rows = np.flatnonzero(bad)[first]  # one row per dataset
+    files, n = ctx.top_files(ids, score[rows].astype(np.float64),
+                             {k: v[rows] for k, v in numbers.items()})  # fmt: skip
+    return files, n, int(rows[np.argmax(score[rows])])
+
+
 def _chunks_per_access(chunk: np.ndarray, access: np.ndarray, cbytes: np.ndarray,
                        abytes: np.ndarray) -> np.ndarray:  # fmt: skip
     """Chunks one typical access touches (at least 1): from the shapes when
@@ -721,14 +732,9 @@ class Hdf5Chunking(Check):
         cpa = _chunks_per_access(_c_order(d, "H5D_CHUNK_SIZE_D", ndims, right=False),
                                  _c_order(d, "H5D_ACCESS1_LENGTH_D", ndims, right=True),
                                  cbytes, access)  # fmt: skip
-        ids, first = np.unique(d.file_id[bad], return_index=True)
-        rows = np.flatnonzero(bad)[first]  # one row per dataset
-        files, n = ctx.top_files(
-            ids, (access[rows] / cbytes[rows]).astype(np.float64),
-            {"chunk bytes": cbytes[rows], "common access bytes": access[rows],
-             "accesses": ops[rows], "elements written or read": extent[rows]},
-        )  # fmt: skip
-        w = int(rows[np.argmax(access[rows] / cbytes[rows])])
+        numbers = {"chunk bytes": cbytes, "common access bytes": access, "accesses": ops,
+                   "elements written or read": extent}  # fmt: skip
+        files, n, w = _worst_dataset(ctx, d, bad, access / cbytes, numbers)
         nd = int(ndims[w])
         cdims = _dims(d, w, "H5D_CHUNK_SIZE_D", nd, reverse_right=False)
         adims = _dims(d, w, "H5D_ACCESS1_LENGTH_D", nd, reverse_right=True)
@@ -765,6 +771,104 @@ class Hdf5Chunking(Check):
             recommendation=f"Create the dataset with larger chunks, e.g. {dims} ({why}), so "
             "that one access reads or writes a few whole chunks instead of many small ones; "
             "chunks of a few MiB suit parallel file systems.",
+            snippet=snippet,
+            snippet_lang=lang,
+        ), io_time(ctx).rows_at_slowest(d, spent))  # fmt: skip
+
+
+# HDF5's chunk cache of a dataset when the program sets none (rdcc_nbytes).
+HDF5_DEFAULT_CHUNK_CACHE = 1024 * 1024
+
+
+def partial_chunks(chunk: np.ndarray, access: np.ndarray, cbytes: np.ndarray,
+                   abytes: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Per row, whether a typical access covers chunks in part: an access
+    length that is no multiple of the chunk's along some dimension (from the
+    bytes when the shapes are unknown)."""
+    shaped = (chunk[:, 0] > 0) & np.all((chunk == 0) | (access > 0), axis=1)
+    by_shape = np.any((chunk > 0) & (access % np.maximum(chunk, 1) != 0), axis=1)
+    by_bytes = abytes % np.maximum(cbytes, 1) != 0
+    return np.where(shaped, by_shape, by_bytes)
+
+
+@check
+class Hdf5ChunkCache(Check):
+    """Chunked HDF5 datasets whose accesses touch more chunk bytes than the
+    chunk cache holds.
+
+    A read or write that covers chunks in part leaves each of them to be
+    finished by later accesses; when the chunks one access touches exceed
+    the dataset's chunk cache (HDF5's default 1 MiB, unless the trace noted
+    another), HDF5 evicts them or bypasses the cache, and every access reads
+    and writes pieces of chunks again.  Cost: the slowest rank's HDF5 read
+    and write time on those datasets times the share of the touched chunk
+    bytes the cache cannot hold."""
+
+    id = "hdf5-chunk-cache"
+    layer = "H5D"
+    drishti = None
+    finds = (
+        "HDF5 reads and writes that cover chunks in part and touch more chunk bytes than "
+        "the dataset's chunk cache (1 MiB by default); advises a cache that holds them"
+    )
+    cost = (
+        "the slowest rank's HDF5 read and write time on those datasets times the share of "
+        "the touched chunk bytes beyond the cache"
+    )
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        d = ctx.layer("H5D")
+        if d is None:
+            return
+        ndims = np.maximum(d["H5D_DATASPACE_NDIMS"], 0)
+        chunk = _c_order(d, "H5D_CHUNK_SIZE_D", ndims, right=False)
+        shape = _c_order(d, "H5D_ACCESS1_LENGTH_D", ndims, right=True)
+        ops = np.maximum(d["H5D_READS"], 0) + np.maximum(d["H5D_WRITES"], 0)
+        tsize = np.maximum(d["H5D_DATATYPE_SIZE"], 1)
+        cbytes = np.prod(np.where(chunk > 0, chunk, 1), axis=1) * tsize
+        access = np.maximum(d["H5D_ACCESS1_ACCESS"], 0)  # bytes of the most common access
+        cpa = _chunks_per_access(chunk, shape, cbytes, access)
+        touched = (cpa * cbytes).astype(np.int64)  # chunk bytes one typical access touches
+        noted = ctx.trace.job.hdf5_chunk_cache
+        cache = np.array([noted.get(int(i), HDF5_DEFAULT_CHUNK_CACHE) for i in d.file_id],
+                         np.int64).reshape(len(d))  # fmt: skip
+        bad = ((chunk[:, 0] > 0) & (ops > 0) & (access > 0) & (touched > cache)
+               & partial_chunks(chunk, shape, cbytes, access))  # fmt: skip
+        if not bad.any():
+            return
+        files, n, w = _worst_dataset(ctx, d, bad, touched / cache,
+                                     {"chunk bytes": cbytes, "common access bytes": access,
+                                      "chunk bytes per access": touched,
+                                      "chunk cache bytes": cache})  # fmt: skip
+        nd = int(ndims[w])
+        cdims = _dims(d, w, "H5D_CHUNK_SIZE_D", nd, reverse_right=False)
+        whose = ("as the trace noted it" if int(d.file_id[w]) in noted
+                 else "HDF5's default; the trace noted none")  # fmt: skip
+        spent = np.where(bad, times(d, "F_READ_TIME", "F_WRITE_TIME")
+                         * (1.0 - cache / np.maximum(touched, 1)), 0.0)  # fmt: skip
+        need = 1 << max(int(touched[w]) - 1, 1).bit_length()  # a power of two that holds them
+        snippet, lang = in_language(ctx, advice.py_hdf5_chunk_cache(need),
+                                    advice.hdf5_chunk_cache(need))  # fmt: skip
+        yield price(ctx, self.finding(
+            ctx,
+            Level.WARN,
+            f"{n} chunked dataset(s) have a chunk cache too small for their accesses: "
+            f"{ctx.trace.name(int(d.file_id[w]))} has chunks of {cdims} elements "
+            f"({human_size(cbytes[w])}); a typical access covers {cpa[w]:,.0f} of them in "
+            f"part, {human_size(touched[w])} of chunks, more than its chunk cache of "
+            f"{human_size(cache[w])} ({whose}), so chunks are evicted or bypass the cache "
+            "and each access reads and writes pieces of them again.",
+            evidence={"datasets": n, "chunk_bytes": int(cbytes[w]),
+                      "access_bytes": int(access[w]), "chunk_dims": str(cdims),
+                      "chunks_per_access": round(float(cpa[w]), 1),
+                      "chunk_bytes_per_access": int(touched[w]),
+                      "chunk_cache_bytes": int(cache[w])},
+            files=files,
+            files_total=n,
+            recommendation=f"Give the dataset a chunk cache that holds every chunk one access "
+            f"touches, e.g. {human_size(need)} (H5Pset_chunk_cache on its access list, or "
+            "H5Pset_cache on the file's; h5py's rdcc_nbytes), or chunks that accesses cover "
+            "whole.",
             snippet=snippet,
             snippet_lang=lang,
         ), io_time(ctx).rows_at_slowest(d, spent))  # fmt: skip

@@ -321,6 +321,9 @@ class Job:
     executable: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     hints: dict[str, str] | None = None  # MPI-IO hints in effect, None if unknown
+    # HDF5 chunked datasets' chunk cache (bytes) as the runtime noted it at
+    # open, by the dataset's file id; empty when unknown (Darshan logs).
+    hdf5_chunk_cache: dict[int, int] = field(default_factory=dict)
     mounts: list[tuple[str, str]] = field(default_factory=list)  # (path, fs type)
     hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, when known
     format: str = ""  # e.g. "darshan 3.41"

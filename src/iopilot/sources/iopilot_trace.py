@@ -24,6 +24,7 @@ records, ``trace_counters`` its counters, ``trace_accounting`` how it ended.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,7 @@ def _job(job_meta: dict[str, Any], procs: list[Proc], job_start: float) -> Job:
         executable=" ".join(command),
         metadata={k: str(v) for k, v in (first.summary["env"] if first else {}).items()},
         hints=hints or None,
+        hdf5_chunk_cache=_chunk_cache(procs),
         mounts=job_meta.get("mounts", []),
         hosts={p.rank: p.host for p in reversed(ranked) if p.rank is not None},
         format=f"iopilot {max(p.version for p in procs)}",
@@ -155,6 +157,21 @@ def _job(job_meta: dict[str, Any], procs: list[Proc], job_start: float) -> Job:
         language=_language(job_meta, procs),
         static_layers=_static_layers(job_meta, procs),
     )
+
+
+def _chunk_cache(procs: list[Proc]) -> dict[int, int]:
+    """The chunk cache bytes of each chunked HDF5 dataset, from the runtime's
+    ``chunk_cache`` notes (the largest any process opened it with)."""
+    out: dict[int, int] = {}
+    for p in procs:
+        for fid, text in p.summary["notes"] if p.summary else ():
+            kind, key, value = [*text.split("\t"), "", ""][:3]
+            cache = re.search(r"\bnbytes=(\d+)", value)
+            if kind == "hdf5_property" and key == "chunk_cache" and cache:
+                i = parse_file_id(fid)
+                if i is not None:
+                    out[i] = max(out.get(i, 0), int(cache.group(1)))
+    return out
 
 
 def _language(job_meta: dict[str, Any], procs: list[Proc]) -> str:
