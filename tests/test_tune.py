@@ -393,6 +393,43 @@ def test_generated_space_tries_chunk_shapes_from_the_chunking_finding():
     assert "hdf5.chunk" not in generate({"layers": ["H5D"], "findings": [finding]}).by_name
 
 
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize(("touched", "sizes"), [
+    (MIB, None),                        # the chunks one access touches fit the default cache
+    (MIB + 1, ["2m", "4m"]),            # one byte more: room for them and twice that
+    (2 * MIB, ["2m", "4m"]),            # a power of two is its own room
+    (2 * MIB + 1, ["4m", "8m"]),
+    (8 * MIB, ["8m", "16m"]),           # 2 chunks of 4 MiB
+    (512 * MIB, ["512m", "1g"]),
+    (512 * MIB + 1, ["1g"]),            # at most 1 GiB
+])  # fmt: skip
+def test_generated_space_sizes_the_chunk_cache_from_the_chunks_one_access_touches(
+        touched, sizes):  # fmt: skip
+    """The chunk cache sizes tried hold every chunk one access touches, rounded up
+    to a power of two, and twice that; none when they fit HDF5's 1 MiB default."""
+    finding = {"check": "hdf5-chunk-cache", "layer": "H5D", "level": "WARN", "cost_seconds": 1.0,
+               "evidence": {"chunk_bytes_per_access": touched}}  # fmt: skip
+    s = generate({"layers": ["H5D", "H5F"], "nprocs": 1, "findings": [finding]})
+    got = s.by_name["hdf5.chunk_cache_size"].values if sizes else None
+    assert got == sizes and ("hdf5.chunk_cache_size" in s.by_name) == bool(sizes)
+    if sizes:
+        assert rank(s, [finding])[0] == "hdf5.chunk_cache_size"
+        for v in sizes:
+            assert settings.parse_size(v) >= touched or v == "1g"
+
+
+def test_generated_space_tries_no_chunk_cache_without_the_finding():
+    """No chunk-cache finding (or one without the bytes): no cache is tried, the
+    settings table giving none of its own."""
+    plain = generate({"layers": ["H5D", "H5F"], "nprocs": 1, "findings": []})
+    assert "hdf5.chunk_cache_size" not in plain.by_name
+    bare = {"check": "hdf5-chunk-cache", "layer": "H5D", "level": "WARN", "evidence": {}}
+    assert "hdf5.chunk_cache_size" not in generate({"layers": ["H5D"],
+                                                     "findings": [bare]}).by_name  # fmt: skip
+
+
 def test_a_model_trial_never_measures_the_default_again():
     """A bool whose default is False: the model may propose False, which is
     the default's own setting; it is then not measured a second time."""
@@ -418,6 +455,8 @@ def test_every_parameter_is_listed_by_the_command_and_in_the_readme():
     assert [ln.split()[0] for ln in lines] == names
     chunk = next(ln for ln in lines if ln.startswith("hdf5.chunk "))
     assert "chunking finding" in chunk and "[64, 64, 64]" in chunk
+    cache = next(ln for ln in lines if ln.startswith("hdf5.chunk_cache_size "))
+    assert "in part" in cache and "4m, 8m for 3 MiB" in cache
     ompi = next(ln for ln in lines if ln.startswith("ompi.io "))
     assert "tried with MPI-IO calls: ompio, romio321" in ompi
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()

@@ -184,7 +184,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("hdf5", "chunk_cache_size", "size", _FILE,
             "H5Pset_cache: bytes of the chunk cache of each dataset (HDF5's default 1 MiB, "
-            "too small for chunks above it)", tune=("1m", "16m", "64m")),
+            "too small for chunks above it)"),
     Setting(
         "hdf5",
         "chunk",

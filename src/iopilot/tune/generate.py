@@ -34,6 +34,7 @@ POINTS_AT: tuple[tuple[str, list[str]], ...] = (
     ("misaligned", ["hdf5.alignment", "mpiio.striping_unit", "lustre.stripe_size"]),
     ("hdf5-alignment", ["hdf5.alignment", "hdf5.alignment_threshold"]),
     ("hdf5-chunking", ["hdf5.chunk"]),
+    ("hdf5-chunk-cache", ["hdf5.chunk_cache_size", "hdf5.chunk"]),
     ("hdf5-independent", ["hdf5.transfer"]),
     ("hdf5-metadata", ["hdf5.coll_metadata_ops", "hdf5.coll_metadata_write",
                        "hdf5.meta_block_size"]),
@@ -124,6 +125,33 @@ def chunk_shapes(findings: list[dict[str, Any]]) -> list[list[int]]:
     return []
 
 
+# HDF5's chunk cache of a dataset when the program sets none, and the most a
+# generated space offers (the cache is memory of each open dataset).
+DEFAULT_CHUNK_CACHE = 1024 * 1024
+MAX_CHUNK_CACHE = 1024**3
+
+
+def _size_text(n: int) -> str:
+    """A power of two of at least 1 MiB as a settings file writes it: 8m, 1g."""
+    return f"{n >> 30}g" if n % 2**30 == 0 else f"{n >> 20}m"
+
+
+def chunk_cache_sizes(findings: list[dict[str, Any]]) -> list[str]:
+    """Chunk cache sizes worth a trial: room for every chunk one access
+    touches (the chunk-cache finding's ``chunk_bytes_per_access``, rounded
+    up to a power of two) and twice that, at most 1 GiB; none when those
+    chunks fit HDF5's default cache of 1 MiB."""
+    for f in findings:
+        if f.get("check") == "hdf5-chunk-cache":
+            touched = int((f.get("evidence") or {}).get("chunk_bytes_per_access") or 0)
+            if touched <= DEFAULT_CHUNK_CACHE:
+                return []
+            fit = 1 << (touched - 1).bit_length()
+            sizes = dict.fromkeys(min(n, MAX_CHUNK_CACHE) for n in (fit, 2 * fit))
+            return [_size_text(n) for n in sizes]
+    return []
+
+
 def generate(observed: dict[str, Any]) -> Space:
     """A search space for what the default run showed: the layers its I/O went
     through, the findings and the number of processes."""
@@ -165,6 +193,9 @@ def generate(observed: dict[str, Any]) -> Space:
         shapes = chunk_shapes(findings)
         if shapes:
             doc["hdf5"]["chunk"] = {"values": shapes}
+        caches = chunk_cache_sizes(findings)
+        if caches:
+            doc["hdf5"]["chunk_cache_size"] = {"values": caches}
         if uses_mpiio:
             doc["hdf5"]["coll_metadata_ops"] = {"values": [True, False]}
             doc["hdf5"]["transfer"] = {"values": ["collective", "independent"]}
@@ -193,6 +224,8 @@ _EVERY_LAYER = {
     "layers": list(RUNTIME_LAYERS), "nprocs": 8,
     "findings": [{"check": "hdf5-chunking", "level": "WARN", "layer": "H5D",
                   "evidence": {"suggested_dims": "[64, 64, 64]"}},
+                 {"check": "hdf5-chunk-cache", "level": "WARN", "layer": "H5D",
+                  "evidence": {"chunk_bytes_per_access": 3 * 1024 * 1024}},
                  {"check": "mpiio-collective-reads", "level": "WARN", "layer": "MPIIO"}],
     "layer_summaries": [{"layer": "POSIX", "reads": 1, "writes": 1, "large_requests": 2,
                          "misaligned": 0}],
@@ -217,6 +250,10 @@ def parameter_lines() -> list[str]:
             gen = f"tried with {when.get(s.table, 'its layer')}: {shown}"
             if name in ("hdf5.coll_metadata_ops", "hdf5.transfer"):
                 gen = f"tried with H5D/H5F and MPI-IO calls (parallel HDF5): {shown}"
+            if name == "hdf5.chunk_cache_size":
+                gen = ("tried when accesses cover chunks in part and touch more chunk bytes "
+                       "than HDF5's default cache of 1 MiB: room for those chunks rounded up "
+                       f"to a power of two, and twice it (e.g. {shown} for 3 MiB)")  # fmt: skip
             if name == "hdf5.chunk":
                 gen = (f"tried with a chunking finding: its suggested shape, half and twice "
                        f"it (e.g. {shown})")
