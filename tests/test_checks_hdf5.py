@@ -521,3 +521,24 @@ def test_chunk_cache_the_trace_noted_is_the_one_judged(noted, flagged):
     assert len(fs) == int(flagged)
     if flagged:
         assert fs[0].evidence["chunk_cache_bytes"] == noted and "noted" in fs[0].message
+
+
+@pytest.mark.parametrize(("noted", "thrashed"), [(8 * MiB, False), (MiB, True)])
+def test_small_accesses_whose_time_the_chunk_cache_explains_leave_it_to_that_finding(
+        noted, thrashed):
+    """128 KiB strips are small accesses; while the chunk cache cannot hold
+    the chunks they touch, their time is the cache's (its own finding), and
+    the small-access finding prices none of it: the first finding names the
+    cause the fix removes."""
+    d = _strips((1024, 1024), (2048, 16))
+    d["H5D_SIZE_WRITE_AGG_100K_1M"][:] = d["H5D_WRITES"]  # 128 KiB each
+    d["H5D_SIZE_READ_AGG_100K_1M"][:] = d["H5D_READS"]
+    tr = trace(_h5f(mpiio=0), d)
+    tr.job.hdf5_chunk_cache = {11: noted}
+    small = only(findings(tr, "hdf5-small-dataset-access"))
+    cache = findings(tr, "hdf5-chunk-cache")
+    if thrashed:
+        assert small.cost_seconds == 0.0
+        assert only(cache).cost_seconds > 1.0
+    else:
+        assert small.cost_seconds > 1.0 and cache == []

@@ -150,12 +150,17 @@ class Hdf5SmallDatasetAccess(Check):
             "file system see few large requests instead of many tiny ones"
         )
         hit = (small > 0) if many else (ops > 0)
+        # Calls on a dataset whose chunk cache cannot hold what they touch are
+        # slow because of the cache (hdf5-chunk-cache prices that), not because
+        # they are small: only the work between them is this finding's.
+        thrashed = cache_thrash(ctx, d)[0]
         lost = np.zeros(len(d))
         for rw, moved in (("READ", d["H5D_BYTES_READ"]), ("WRITE", d["H5D_BYTES_WRITTEN"])):
             n_rw = np.maximum(d[f"H5D_{rw}S"], 0)
             small_rw = ctx.small_ops(d, "H5D_SIZE", f"{rw}_AGG") if many else n_rw
             lost += small_request_seconds(ctx, d, "H5D_SIZE", f"{rw}_AGG", small_rw, n_rw,
                                           moved)  # fmt: skip
+        lost = np.where(thrashed, 0.0, lost)
         shared = np.fromiter(ctx.shared_ids, np.uint64, len(ctx.shared_ids))
         parents = dataset_files(ctx, d)[hit]
         on_shared = isin(parents, shared) & isin(parents, _mpiio_files(ctx))
@@ -165,7 +170,8 @@ class Hdf5SmallDatasetAccess(Check):
             "small_accesses": n_small, "accesses": total, "bytes": nbytes,
             "mean_bytes": round(mean, 1)}  # fmt: skip
         in_calls, outside = io_time(ctx).rows_at_slowest(d, lost), 0.0
-        calls = _small_calls(ctx, t["small_request_size"] if many else None)
+        calls = _small_calls(ctx, t["small_request_size"] if many else None,
+                             d.file_id[thrashed])  # fmt: skip
         if calls is not None:
             in_calls, outside, n_calls = calls
             if outside > 0:
@@ -191,11 +197,13 @@ class Hdf5SmallDatasetAccess(Check):
         ), in_calls, outside=outside)  # fmt: skip
 
 
-def _small_calls(ctx: Context, limit: float | None) -> tuple[float, float, int] | None:
+def _small_calls(ctx: Context, limit: float | None,
+                 cache_bound: np.ndarray) -> tuple[float, float, int] | None:  # fmt: skip
     """From H5D records, for the slowest rank: seconds in the small calls
     (all calls when ``limit`` is None) less the same bytes at the rate of the
     large calls (or ``default_bandwidth``), seconds in the tight gaps before
-    them, and how many such gaps; None without H5D records.  A gap in which
+    them, and how many such gaps; None without H5D records.  Calls on the
+    ``cache_bound`` datasets count only by their gaps.  A gap in which
     the rank did other traced work on the same file (a flush's writes, the
     file or dataset reopened) is not the calls' own: other checks price it."""
     r = _layer_records(ctx, "H5D")
@@ -219,7 +227,8 @@ def _small_calls(ctx: Context, limit: float | None) -> tuple[float, float, int] 
     rate = big_b / big_t if big_t > 0 and big_b > 0 else float(ctx.thresholds["default_bandwidth"])
     times_ = io_time(ctx)
     at = rank == times_.slowest_rank
-    in_calls = float(dur[small & at].sum()) - float(length[small & at].sum()) / rate
+    own = small & at & ~isin(fid.astype(np.uint64), cache_bound.astype(np.uint64))
+    in_calls = float(dur[own].sum()) - float(length[own].sum()) / rate
     return max(in_calls, 0.0), float(gap[tight & at].sum()), int((tight & at).sum())
 
 
@@ -791,6 +800,28 @@ def partial_chunks(chunk: np.ndarray, access: np.ndarray, cbytes: np.ndarray,
     return np.where(shaped, by_shape, by_bytes)
 
 
+def cache_thrash(ctx: Context, d: Counters) -> tuple[np.ndarray, ...]:
+    """Per H5D row: whether its accesses cover chunks in part and touch more
+    chunk bytes than the dataset's chunk cache (the noted one, else HDF5's
+    1 MiB); with the chunk bytes one access touches, the cache, the chunk
+    bytes, the common access bytes and the chunks per access."""
+    ndims = np.maximum(d["H5D_DATASPACE_NDIMS"], 0)
+    chunk = _c_order(d, "H5D_CHUNK_SIZE_D", ndims, right=False)
+    shape = _c_order(d, "H5D_ACCESS1_LENGTH_D", ndims, right=True)
+    ops = np.maximum(d["H5D_READS"], 0) + np.maximum(d["H5D_WRITES"], 0)
+    tsize = np.maximum(d["H5D_DATATYPE_SIZE"], 1)
+    cbytes = np.prod(np.where(chunk > 0, chunk, 1), axis=1) * tsize
+    access = np.maximum(d["H5D_ACCESS1_ACCESS"], 0)  # bytes of the most common access
+    cpa = _chunks_per_access(chunk, shape, cbytes, access)
+    touched = (cpa * cbytes).astype(np.int64)  # chunk bytes one typical access touches
+    noted = ctx.trace.job.hdf5_chunk_cache
+    cache = np.array([noted.get(int(i), HDF5_DEFAULT_CHUNK_CACHE) for i in d.file_id],
+                     np.int64).reshape(len(d))  # fmt: skip
+    bad = ((chunk[:, 0] > 0) & (ops > 0) & (access > 0) & (touched > cache)
+           & partial_chunks(chunk, shape, cbytes, access))  # fmt: skip
+    return bad, touched, cache, cbytes, access, cpa
+
+
 @check
 class Hdf5ChunkCache(Check):
     """Chunked HDF5 datasets whose accesses touch more chunk bytes than the
@@ -821,19 +852,8 @@ class Hdf5ChunkCache(Check):
         if d is None:
             return
         ndims = np.maximum(d["H5D_DATASPACE_NDIMS"], 0)
-        chunk = _c_order(d, "H5D_CHUNK_SIZE_D", ndims, right=False)
-        shape = _c_order(d, "H5D_ACCESS1_LENGTH_D", ndims, right=True)
-        ops = np.maximum(d["H5D_READS"], 0) + np.maximum(d["H5D_WRITES"], 0)
-        tsize = np.maximum(d["H5D_DATATYPE_SIZE"], 1)
-        cbytes = np.prod(np.where(chunk > 0, chunk, 1), axis=1) * tsize
-        access = np.maximum(d["H5D_ACCESS1_ACCESS"], 0)  # bytes of the most common access
-        cpa = _chunks_per_access(chunk, shape, cbytes, access)
-        touched = (cpa * cbytes).astype(np.int64)  # chunk bytes one typical access touches
+        bad, touched, cache, cbytes, access, cpa = cache_thrash(ctx, d)
         noted = ctx.trace.job.hdf5_chunk_cache
-        cache = np.array([noted.get(int(i), HDF5_DEFAULT_CHUNK_CACHE) for i in d.file_id],
-                         np.int64).reshape(len(d))  # fmt: skip
-        bad = ((chunk[:, 0] > 0) & (ops > 0) & (access > 0) & (touched > cache)
-               & partial_chunks(chunk, shape, cbytes, access))  # fmt: skip
         if not bad.any():
             return
         files, n, w = _worst_dataset(ctx, d, bad, touched / cache,
