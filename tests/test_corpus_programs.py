@@ -47,6 +47,7 @@ _CALLS = {
     "fortran-element-io": r"^\s*write\s*\(",
     "fortran-formatted-io": r"^\s*write\s*\(",
     "hdf5-chunking": r"H5Dwrite|H5Dread|\bdset\[",
+    "hdf5-chunk-cache": r"H5Dwrite|H5Dread|\bdset\[",
     "hdf5-small-dataset-access": r"h5dwrite_f|h5dread_f|H5Dwrite|H5Dread|\bdset\[",
     "static-layers": r"H5Dwrite|H5Dread",
     "mpiio-collective-writes": r"write_at\b|Write_at\(",
