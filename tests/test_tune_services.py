@@ -519,3 +519,60 @@ def test_workers_started_at_once_never_measure_a_point_twice(postgres, tmp_path)
                 missed.append(rep)
     assert repeated == []
     assert missed == []
+
+
+def _open_and_hold(url: str, work: Path, opened: Path, start_at: float) -> None:
+    """One worker, in a forked process: it opens the study at ``start_at``,
+    writes how that went to a file of ``opened``, and keeps the study open
+    until the file ``done`` is there."""
+    from iopilot.tune.study import Options, Study
+
+    time.sleep(max(0.0, start_at - time.time()))
+    try:
+        Study(Options(command=["app"], storage=url, study_name="s", work=work),
+              lambda _observed: None, None)  # fmt: skip
+        said = "ok"
+    except Exception as e:  # what went wrong is the test's output
+        said = f"{type(e).__name__}: {e}"
+    (opened / str(os.getpid())).write_text(said)
+    deadline = time.monotonic() + 120
+    while not (opened.parent / "done").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def test_forty_workers_open_one_study_at_once_on_an_empty_database(postgres, tmp_path):
+    """Forty workers open one study at the same moment on a database without
+    Optuna's tables, and stay: every one opens it, and together they hold one
+    connection each (a server's 100 connections were used up by three a
+    worker, and a worker that could not connect failed inside Optuna)."""
+    import multiprocessing
+
+    import optuna
+    import psycopg  # noqa: F401 - imported once here, not forty times in the workers
+
+    fork = multiprocessing.get_context("fork")
+    url = postgres.create_database("forty")
+    opened = tmp_path / "opened"
+    opened.mkdir()
+    start_at = time.time() + 1.0
+    workers = [fork.Process(target=_open_and_hold, args=(url, tmp_path / f"w{i}", opened, start_at))
+               for i in range(40)]  # fmt: skip
+    try:
+        for w in workers:
+            w.start()
+        deadline = time.monotonic() + 120
+        while len(list(opened.iterdir())) < 40:
+            assert time.monotonic() < deadline and all(w.is_alive() for w in workers)
+            time.sleep(0.1)
+        said = sorted(f.read_text() for f in opened.iterdir())
+        assert [s for s in said if s != "ok"] == []
+        held = postgres.query("forty", "select count(*) from pg_stat_activity "
+                                       "where datname = 'forty' and pid <> pg_backend_pid()")
+        assert int(held) <= 40
+    finally:
+        (tmp_path / "done").touch()
+        for w in workers:
+            w.join(60)
+            if w.is_alive():
+                w.kill()
+    assert [s.study_name for s in optuna.get_all_study_summaries(storage=url)] == ["s"]

@@ -41,7 +41,10 @@ class Claims:
 
         self.sa = sa
         self.study = study
-        self.engine = sa.create_engine(url)
+        # A connection for each use, none kept between them: forty workers
+        # would otherwise hold one here each besides Optuna's.
+        pool = {} if url.startswith("sqlite") else {"poolclass": sa.pool.NullPool}
+        self.engine = sa.create_engine(url, **pool)
         meta = sa.MetaData()
         self.table = sa.Table(
             TABLE, meta,

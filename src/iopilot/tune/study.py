@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import os
+import random
 import shutil
 import statistics
 import time
@@ -489,23 +490,59 @@ def study_name(command: list[str], space_text: str, objective: str, strategy: st
     return f"iopilot-tune-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
-def _open_study(optuna: Any, storage: str, name: str, direction: str, tries: int = 5) -> Any:
+def _open_study(optuna: Any, storage: str, name: str, direction: str, tries: int = 8) -> Any:
     """Create or load the study.  Workers that start together on an empty
-    database race to create its tables and the study; the loser's error is
-    only that the other one won, so it tries again and loads what was made."""
+    PostgreSQL database make its tables and the study one at a time (under a
+    lock of the server's); elsewhere the loser of that race tries again, its
+    error being only that the other one won, and loads what was made.
+
+    A worker keeps one connection to a server between its reads (Optuna's
+    engine keeps as many as it ever used at once, two while it makes its
+    tables: forty workers, and the three a worker held with its claims' own,
+    used up PostgreSQL's 100, and those that could not connect failed inside
+    Optuna), and a server full for a moment is tried again."""
     storage = storage_url(storage)
+    shared = isinstance(storage, str) and storage.startswith("postgresql")
     for attempt in range(tries):
         try:
-            return optuna.create_study(storage=storage, study_name=name, direction=direction,
-                                       load_if_exists=True)  # fmt: skip
+            with _one_at_a_time(storage if shared else None):
+                rdb = optuna.storages.RDBStorage(
+                    storage, engine_kwargs={"pool_size": 1, "max_overflow": 4}) \
+                    if shared else storage  # fmt: skip
+                return optuna.create_study(storage=rdb, study_name=name, direction=direction,
+                                           load_if_exists=True)  # fmt: skip
         except Exception as e:
-            text = f"{type(e).__name__} {e}"
+            # Optuna's StorageInternalError names its cause in the chain only.
+            text, cause = "", e
+            while cause is not None:
+                text += f" {type(cause).__name__} {cause}"
+                cause = cause.__cause__ or cause.__context__
             raced = any(w in text for w in ("IntegrityError", "UniqueViolation", "DuplicateTable",
-                                            "already exists"))  # fmt: skip
+                                            "already exists", "too many clients"))  # fmt: skip
             if not raced or attempt == tries - 1:
                 raise
-            time.sleep(0.2 * (attempt + 1))
+            time.sleep(0.2 * (attempt + 1) * (1 + random.random()))
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _one_at_a_time(url: str | None) -> Any:
+    """Hold PostgreSQL's advisory lock for opening studies (nothing without a URL)."""
+    if url is None:
+        yield
+        return
+    import sqlalchemy as sa  # lazy: optuna imports it anyway
+
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            key = int.from_bytes(hashlib.sha256(b"iopilot: open a study").digest()[:8], "big",
+                                 signed=True)  # fmt: skip
+            conn.execute(sa.select(sa.func.pg_advisory_lock(key)))
+            conn.commit()  # the lock is the session's: it is let go when the connection closes
+            yield
+    finally:
+        engine.dispose()
 
 
 def optuna_state(name: str) -> Any:
