@@ -2,6 +2,7 @@
 PostgreSQL server, and trials run by a real single-node Slurm
 (``tests/services.py`` starts and stops both)."""
 
+import itertools
 import json
 import os
 import signal
@@ -399,9 +400,9 @@ def test_two_tune_workers_share_a_study_through_postgresql(postgres, slurm_env, 
     (summary,) = optuna.get_all_study_summaries(storage=url)
     study = optuna.load_study(study_name=summary.study_name, storage=url)
     trials = study.get_trials(deepcopy=False)
-    # --trials counts the study's trials in all (as a resumed study does); two
-    # workers checking the budget at the same moment may each add one more.
-    assert 4 <= len(trials) <= 5
+    # --trials counts the study's trials in all (as a resumed study does), and
+    # the budget is part of each claim: never one more.
+    assert len(trials) == 4
     assert len({t.number for t in trials}) == len(trials)
     points = [json.dumps(t.user_attrs["iopilot"]["point"], sort_keys=True) for t in trials]
     assert len(set(points)) == len(points)  # no point measured by both workers
@@ -445,7 +446,7 @@ CONTENDED_SPACE = {"ompi": {"io": {"values": ["ompio", "romio321"], "default": "
 
 
 def _contended_worker(url: str, study: str, work: Path, log: Path, seed: str,
-                      start_at: float) -> None:
+                      start_at: float, trials: int = 7, seed_of_points: int = 0) -> None:
     """One worker of a shared study, in a forked process: it measures points
     (a short pause, no program run) and writes each point it measures to
     ``log``.  Its database reads come back late now and then, as on a loaded
@@ -475,31 +476,33 @@ def _contended_worker(url: str, study: str, work: Path, log: Path, seed: str,
             return [Run(1.0 + len(point_key(point)) % 5 / 10, 0.05) for _ in range(runs)], ""
 
     time.sleep(max(0.0, start_at - time.time()))
-    Worker(Options(command=["app"], objective="wall", strategy="grid", trials=7, repeats=1,
-                   storage=url, study_name=study, work=work),
+    # Workers with seeds of their own choose different points at once; with
+    # one seed (and the grid) they mostly choose the same point.
+    strategy = "random" if seed_of_points else "grid"
+    Worker(Options(command=["app"], objective="wall", strategy=strategy, trials=trials, repeats=1,
+                   seed=seed_of_points, storage=url, study_name=study, work=work),
            lambda _observed: space, None).run()  # fmt: skip
 
 
-def test_workers_started_at_once_never_measure_a_point_twice(postgres, tmp_path):
-    """Four workers of one study start at the same moment, twenty times over
-    (five studies at a time), their reads of the database now and then late:
-    every point, the default included, is measured by one worker only."""
+def _contend(url: str, tmp_path: Path, batches: int, trials: int = 7,
+             own_seeds: bool = False) -> dict[int, list[str]]:
+    """Four workers per study started at the same moment, five studies at a
+    time, ``batches`` times: the points each study's workers measured."""
     import multiprocessing
 
     import optuna
 
-    url = postgres.create_database("contended")
     fork = multiprocessing.get_context("fork")
-    repeated: list[tuple[int, list[str]]] = []  # studies with a point measured twice
-    missed: list[int] = []  # studies whose grid was not measured in full
-    for batch in range(4):
+    measured: dict[int, list[str]] = {}
+    for batch in range(batches):
         reps = range(5 * batch, 5 * batch + 5)
         for rep in reps:
             optuna.create_study(storage=url, study_name=f"s{rep}", direction="minimize")
         start_at = time.time() + 0.3
         workers = [fork.Process(target=_contended_worker,
                                 args=(url, f"s{rep}", tmp_path / f"w{rep}-{i}",
-                                      tmp_path / f"log{rep}", f"{rep}/{i}", start_at))
+                                      tmp_path / f"log{rep}", f"{rep}/{i}", start_at, trials,
+                                      i + 1 if own_seeds else 0))
                    for rep in reps for i in range(4)]  # fmt: skip
         try:
             for w in workers:
@@ -512,13 +515,35 @@ def test_workers_started_at_once_never_measure_a_point_twice(postgres, tmp_path)
                 if w.is_alive():
                     w.kill()
         for rep in reps:
-            points = (tmp_path / f"log{rep}").read_text().split()
-            if len(points) != len(set(points)):
-                repeated.append((rep, points))
-            if len(set(points)) != 7:  # the default and the six points of the grid
-                missed.append(rep)
-    assert repeated == []
+            measured[rep] = (tmp_path / f"log{rep}").read_text().split()
+    return measured
+
+
+def test_workers_started_at_once_never_measure_a_point_twice(postgres, tmp_path):
+    """Four workers of one study start at the same moment, twenty times over
+    (five studies at a time), their reads of the database now and then late:
+    every point, the default included, is measured by one worker only."""
+    measured = _contend(postgres.create_database("contended"), tmp_path, 4)
+    repeated = {rep: points for rep, points in measured.items() if len(points) != len(set(points))}
+    # the default and the six points of the grid, each once
+    missed = [rep for rep, points in measured.items() if len(set(points)) != 7]
+    assert repeated == {}
     assert missed == []
+
+
+def test_workers_started_at_once_keep_to_the_budget(postgres, tmp_path):
+    """`--trials 3` on a study of four workers started at the same moment,
+    fifteen times over, reads late now and then: never a fourth trial (the
+    budget is checked in the claim itself, not by a read before it), and the
+    budget is used in full."""
+    import optuna
+
+    url = postgres.create_database("budget")
+    measured = _contend(url, tmp_path, 3, trials=3, own_seeds=True)
+    trials = {rep: len(optuna.load_study(study_name=f"s{rep}", storage=url).get_trials())
+              for rep in measured}  # fmt: skip
+    assert {rep: len(points) for rep, points in measured.items()} == dict.fromkeys(measured, 3)
+    assert trials == dict.fromkeys(measured, 3)
 
 
 def _open_and_hold(url: str, work: Path, opened: Path, start_at: float) -> None:
@@ -576,3 +601,78 @@ def test_forty_workers_open_one_study_at_once_on_an_empty_database(postgres, tmp
             if w.is_alive():
                 w.kill()
     assert [s.study_name for s in optuna.get_all_study_summaries(storage=url)] == ["s"]
+
+
+_databases = itertools.count()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def study_url(request, tmp_path):
+    """The URL of an empty database of either kind."""
+    if request.param == "sqlite":
+        pytest.importorskip("optuna")
+        return f"sqlite:///{tmp_path / 'study.db'}"
+    return request.getfixturevalue("postgres").create_database(f"beat{next(_databases)}")
+
+
+def test_a_claim_whose_worker_stopped_saying_it_is_alive_is_taken_over(study_url, tmp_path):
+    """A point claimed by a worker of another host (whose process cannot be
+    looked at from here): taken over once its beat is older than the stale
+    limit, left alone while it is younger; and a takeover read before the
+    owner's next beat fails."""
+    from iopilot.tune.claims import HELD, TAKEN
+    from iopilot.tune.search import owner
+    from iopilot.tune.space import point_key
+    from iopilot.tune.study import Options, Study
+
+    study = Study(Options(command=["app"], storage=study_url, study_name="s", work=tmp_path),
+                  lambda _observed: None, None)  # fmt: skip
+    claims, t = study.claims, study.claims.table
+    elsewhere = "node-that-is-not-this-one:4242"
+
+    def claimed_by_elsewhere(point, age: float) -> None:
+        """``point`` held by the other host's worker, its last beat ``age`` seconds ago."""
+        key = point_key(point)
+        assert claims.take(key, point, elsewhere) == TAKEN
+        claims._stop_beating(key)  # that worker is not this process
+        with claims.engine.begin() as conn:
+            conn.execute(t.update().where(t.c.point_key == key).values(beat=t.c.beat - age))
+
+    def holder(point):
+        return next(c for c in claims.all() if c.key == point_key(point))
+
+    young, old = {"x": 1}, {"x": 2}
+    claimed_by_elsewhere(young, 10.0)
+    claimed_by_elsewhere(old, 10.0)
+    assert 10.0 <= holder(young).age < 20.0
+    claims.stale = 20.0  # the beat is younger than the limit: the point stays the other's
+    assert study._take(young) == HELD
+    assert holder(young).owner == elsewhere
+    assert [r.point for r in study._claimed(set())] == [young, old]  # both being measured
+    claims.stale = 5.0  # older than the limit: the worker is gone, the point is free
+    assert [r.point for r in study._claimed(set())] == []
+    assert study._take(old) == TAKEN
+    assert holder(old).owner == owner() and holder(old).age < 5.0  # its beat is this worker's now
+
+    # A takeover decided on a read from before the owner's latest beat fails.
+    seen = holder(young)
+    with claims.engine.begin() as conn:
+        conn.execute(t.update().where(t.c.point_key == point_key(young)).values(beat=t.c.beat + 1))
+    assert claims.take(seen.key, young, owner(), replacing=seen) == HELD
+    assert holder(young).owner == elsewhere
+    assert claims.take(seen.key, young, owner(), replacing=holder(young)) == TAKEN
+
+
+def test_a_measuring_worker_renews_its_claim_until_it_finishes(study_url):
+    from iopilot.tune.claims import DONE, TAKEN, Claims
+
+    claims = Claims(study_url, "s#1", beat=0.05)
+    assert claims.take("k", {"x": 1}, "here:1") == TAKEN
+    first = claims.all()[0].beat
+    deadline = time.monotonic() + 30
+    while claims.all()[0].beat == first:  # renewed by the claim's thread
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    claims.finish("k", "here:1")
+    assert claims.beating == {}
+    assert [c.state for c in claims.all()] == [DONE]

@@ -29,7 +29,7 @@ from typing import Any
 from .._record import field, record
 from ..errors import InputError
 from . import search
-from .claims import RUNNING, claims_for
+from .claims import FULL, RUNNING, TAKEN, Claim, claims_for
 from .generate import rank
 from .launch import RunTrial
 from .objective import OBJECTIVES, Run, measure
@@ -280,13 +280,16 @@ class Study:
                 break
             if point_key(proposal.point) in {r.key for r in taken}:  # a strategy's slip
                 raise AssertionError(f"{o.strategy} proposed a measured point")
-            if not self._take(proposal.point):
+            got = self._take(proposal.point, budget=o.trials)
+            if got != TAKEN:
                 # Another worker chose the same point at the same moment and
                 # measures it (or measured it, and this one's reads are behind):
-                # this one chooses again.
+                # this one chooses again.  Or the others' claims used the budget.
                 if proposal.trial is not None:
                     proposal.trial.set_user_attr("claimed_elsewhere", True)
                     self.study.tell(proposal.trial, state=optuna_state("FAIL"))
+                if got == FULL:
+                    break
                 continue
 
             def promising(values: list[float], best_loss: float = best.loss) -> bool:
@@ -370,9 +373,8 @@ class Study:
         """The default's record, measured by another worker; None once this
         worker holds the claim on it (and measures it).  A worker that joins
         while another measures the default waits for that measurement instead
-        of repeating it (at most as long as a trial may take, in case that
-        worker died on another machine: then it takes the claim over)."""
-        limit = time.monotonic() + max(60.0, self.opts.timeout or 600.0)
+        of repeating it, as long as that worker is alive (on another machine:
+        as long as it says so); then it takes the claim over."""
         while True:
             default = next((r for r in self.history() if r.phase == "default"), None)
             if default is not None:
@@ -380,23 +382,19 @@ class Study:
             holder = next((c for c in self.claims.all() if c.key == point_key({})), None)
             if holder is not None and holder.state == RUNNING and holder.owner == search.owner():
                 return None
-            if holder is None or holder.state != RUNNING:
-                if self._take({}):
-                    return None
-            elif not self._holds(holder.owner) or time.monotonic() > limit:
-                if self._take({}, replacing=holder.owner):
+            if holder is None or holder.state != RUNNING or self._gone(holder):
+                if self._take({}) == TAKEN:
                     return None
             time.sleep(poll)
 
-    def _take(self, point: dict[str, Any], replacing: str | None = None) -> bool:
-        """Claim ``point`` for this worker: one worker of the study gets it."""
+    def _take(self, point: dict[str, Any], budget: int | None = None) -> str:
+        """Claim ``point`` for this worker: one worker of the study gets it
+        (TAKEN), while the study has fewer than ``budget`` claims (else FULL).
+        The running claim of a worker that is gone is taken over."""
         key = point_key(point)
-        if replacing is None:
-            # A running claim of a worker of this host that is gone is taken over.
-            old = next((c for c in self.claims.all() if c.key == key), None)
-            if old is not None and old.state == RUNNING and not self._holds(old.owner):
-                replacing = old.owner
-        return self.claims.take(key, point, search.owner(), replacing)
+        old = next((c for c in self.claims.all() if c.key == key), None)
+        replacing = old if old is not None and self._gone(old) else None
+        return self.claims.take(key, point, search.owner(), replacing, budget)
 
     def _finish(self, point: dict[str, Any]) -> None:
         self.claims.finish(point_key(point), search.owner())
@@ -405,13 +403,17 @@ class Study:
         with contextlib.suppress(Exception):  # already on the way out: the first error stands
             self.claims.release(point_key(point), search.owner())
 
-    @staticmethod
-    def _holds(owner: str) -> bool:
-        """Whether the worker ``owner`` may still be measuring: false only for
-        a process of this host that is gone."""
+    def _gone(self, claim: Claim) -> bool:
+        """Whether the running ``claim``'s worker is gone: a process of this
+        host that is not there, or a worker that has not said it was alive for
+        the claims' stale limit (one of another host cannot be asked)."""
+        if claim.state != RUNNING or claim.owner == search.owner():
+            return False
         host = search.owner().rsplit(":", 1)[0]
-        who, _, pid = owner.rpartition(":")
-        return not (who == host and pid.isdigit() and not _alive(int(pid)))
+        who, _, pid = claim.owner.rpartition(":")
+        if who == host and pid.isdigit() and not _alive(int(pid)):
+            return True
+        return claim.age > self.claims.stale
 
     def _claimed(self, measured: set[str]) -> list[Record]:
         """Points other workers claimed that this worker has not seen measured
@@ -419,7 +421,7 @@ class Study:
         records without runs."""
         out = []
         for c in self.claims.all():
-            if c.key in measured or (c.state == RUNNING and not self._holds(c.owner)):
+            if c.key in measured or self._gone(c):
                 continue  # a worker that died mid-measurement: the point is free again
             out.append(Record(-1, c.point, [], math.inf, "running",
                               "being measured by another worker", "claimed"))  # fmt: skip
