@@ -676,3 +676,33 @@ def test_a_measuring_worker_renews_its_claim_until_it_finishes(study_url):
     claims.finish("k", "here:1")
     assert claims.beating == {}
     assert [c.state for c in claims.all()] == [DONE]
+
+
+def test_reading_the_wins_of_other_studies_keeps_no_connection(postgres):
+    """A worker reads the other studies of its database once, for their wins:
+    the connections of that read are closed, not kept until Python's cycle
+    collector runs (forty workers would keep two each)."""
+    import gc
+
+    import optuna
+
+    from iopilot.tune.study import _open_study
+    from iopilot.tune.warm import learnt
+
+    url = postgres.create_database("learnt")
+    _open_study(optuna, url, "s", "minimize")
+
+    def held() -> int:
+        return int(postgres.query("learnt", "select count(*) from pg_stat_activity "
+                                            "where datname = 'learnt' and pid <> pg_backend_pid()"))
+
+    before = held()
+    gc.disable()
+    try:
+        assert learnt(url, "s", {}, None) == []
+        deadline = time.monotonic() + 20  # a server process ends a moment after its client
+        while held() > before:
+            assert time.monotonic() < deadline, f"{held()} connections, {before} before"
+            time.sleep(0.1)
+    finally:
+        gc.enable()

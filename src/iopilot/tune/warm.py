@@ -99,10 +99,18 @@ def learnt(storage: Any, own: str, job: dict[str, Any], space: Space) -> list[Wa
     ``job``, closest first, fitted to ``space``; at most LIMIT, distinct."""
     import optuna  # lazy: 0.4 s to import; tune/ is loaded by `bench` and `--help` too
 
+    rdb = None
     try:
+        # A storage of its own, closed after this one read (an engine let go
+        # keeps its connections until the cycle collector runs).
+        if isinstance(storage, str):
+            storage = rdb = optuna.storages.RDBStorage(storage)
         studies = optuna.get_all_study_summaries(storage, include_best_trial=False)
     except Exception:  # an empty or foreign database: nothing was learnt there
         return []
+    finally:
+        if rdb is not None:
+            rdb.engine.dispose()
     found = []
     for s in studies:
         result, there = s.user_attrs.get(RESULT), s.user_attrs.get(JOB)
