@@ -615,6 +615,24 @@ def study_url(request, tmp_path):
     return request.getfixturevalue("postgres").create_database(f"beat{next(_databases)}")
 
 
+ELSEWHERE = "node-that-is-not-this-one:4242"  # a worker of another host
+
+
+def _claimed_elsewhere(claims, point, age: float, done: bool = False) -> None:
+    """``point`` claimed by a worker of another host, its last beat ``age``
+    seconds ago (measured already when ``done``)."""
+    from iopilot.tune.claims import TAKEN
+    from iopilot.tune.space import point_key
+
+    key, t = point_key(point), claims.table
+    assert claims.take(key, point, ELSEWHERE) == TAKEN
+    claims._stop_beating(key)  # that worker is not this process
+    with claims.engine.begin() as conn:
+        conn.execute(t.update().where(t.c.point_key == key).values(beat=t.c.beat - age))
+    if done:
+        claims.finish(key, ELSEWHERE)
+
+
 def test_a_claim_whose_worker_stopped_saying_it_is_alive_is_taken_over(study_url, tmp_path):
     """A point claimed by a worker of another host (whose process cannot be
     looked at from here): taken over once its beat is older than the stale
@@ -628,15 +646,9 @@ def test_a_claim_whose_worker_stopped_saying_it_is_alive_is_taken_over(study_url
     study = Study(Options(command=["app"], storage=study_url, study_name="s", work=tmp_path),
                   lambda _observed: None, None)  # fmt: skip
     claims, t = study.claims, study.claims.table
-    elsewhere = "node-that-is-not-this-one:4242"
 
     def claimed_by_elsewhere(point, age: float) -> None:
-        """``point`` held by the other host's worker, its last beat ``age`` seconds ago."""
-        key = point_key(point)
-        assert claims.take(key, point, elsewhere) == TAKEN
-        claims._stop_beating(key)  # that worker is not this process
-        with claims.engine.begin() as conn:
-            conn.execute(t.update().where(t.c.point_key == key).values(beat=t.c.beat - age))
+        _claimed_elsewhere(claims, point, age)
 
     def holder(point):
         return next(c for c in claims.all() if c.key == point_key(point))
@@ -647,7 +659,7 @@ def test_a_claim_whose_worker_stopped_saying_it_is_alive_is_taken_over(study_url
     assert 10.0 <= holder(young).age < 20.0
     claims.stale = 20.0  # the beat is younger than the limit: the point stays the other's
     assert study._take(young) == HELD
-    assert holder(young).owner == elsewhere
+    assert holder(young).owner == ELSEWHERE
     assert [r.point for r in study._claimed(set())] == [young, old]  # both being measured
     claims.stale = 5.0  # older than the limit: the worker is gone, the point is free
     assert [r.point for r in study._claimed(set())] == []
@@ -659,7 +671,7 @@ def test_a_claim_whose_worker_stopped_saying_it_is_alive_is_taken_over(study_url
     with claims.engine.begin() as conn:
         conn.execute(t.update().where(t.c.point_key == point_key(young)).values(beat=t.c.beat + 1))
     assert claims.take(seen.key, young, owner(), replacing=seen) == HELD
-    assert holder(young).owner == elsewhere
+    assert holder(young).owner == ELSEWHERE
     assert claims.take(seen.key, young, owner(), replacing=holder(young)) == TAKEN
 
 
@@ -706,3 +718,32 @@ def test_reading_the_wins_of_other_studies_keeps_no_connection(postgres):
             time.sleep(0.1)
     finally:
         gc.enable()
+
+
+def test_the_claim_of_a_worker_that_is_gone_gives_its_room_in_the_budget_back(study_url, tmp_path):
+    """A budget of 3 used by the default and a point measured, and a point
+    claimed by a worker of another host: while that worker is alive a fourth
+    point is refused; once it is gone its claim is dropped (its point free
+    again) and the fourth point is claimed in its place."""
+    from iopilot.tune.claims import FULL, TAKEN
+    from iopilot.tune.search import owner
+    from iopilot.tune.space import point_key
+    from iopilot.tune.study import Options, Study
+
+    study = Study(Options(command=["app"], storage=study_url, study_name="s", work=tmp_path),
+                  lambda _observed: None, None)  # fmt: skip
+    claims = study.claims
+    _claimed_elsewhere(claims, {}, 0.0, done=True)
+    _claimed_elsewhere(claims, {"x": 1}, 0.0, done=True)
+    _claimed_elsewhere(claims, {"x": 2}, 10.0)
+    claims.stale = 20.0
+    assert study._take({"x": 3}, budget=3) == FULL
+    assert sorted(c.key for c in claims.all()) == sorted(point_key(p) for p in ({}, {"x": 1},
+                                                                                {"x": 2}))
+    claims.stale = 5.0
+    assert study._take({"x": 3}, budget=3) == TAKEN
+    assert sorted(c.key for c in claims.all()) == sorted(point_key(p) for p in ({}, {"x": 1},
+                                                                                {"x": 3}))
+    mine = next(c for c in claims.all() if c.key == point_key({"x": 3}))
+    assert mine.owner == owner()
+    claims.release(mine.key, owner())

@@ -192,6 +192,17 @@ class Claims:
             conn.execute(t.delete().where(t.c.study == self.study, t.c.point_key == key,
                                           t.c.owner == owner, t.c.state == RUNNING))  # fmt: skip
 
+    def drop(self, claim: Claim) -> bool:
+        """Delete a running claim of a worker that is gone, as it was read
+        (not if its worker said it was alive since): its point is free again
+        and no longer counts toward the budget."""
+        t = self.table
+        with self.engine.begin() as conn:
+            done = conn.execute(t.delete().where(
+                t.c.study == self.study, t.c.point_key == claim.key, t.c.owner == claim.owner,
+                t.c.beat == claim.beat, t.c.state == RUNNING))  # fmt: skip
+        return done.rowcount == 1
+
     def all(self) -> list[Claim]:
         t = self.table
         with self.engine.connect() as conn:
@@ -228,6 +239,12 @@ class LocalClaims:
         old = self.rows.get(key)
         if old is not None and old.owner == owner and old.state == RUNNING:
             del self.rows[key]
+
+    def drop(self, claim: Claim) -> bool:
+        if self.rows.get(claim.key) != claim or claim.state != RUNNING:
+            return False
+        del self.rows[claim.key]
+        return True
 
     def all(self) -> list[Claim]:
         return list(self.rows.values())

@@ -394,7 +394,18 @@ class Study:
         key = point_key(point)
         old = next((c for c in self.claims.all() if c.key == key), None)
         replacing = old if old is not None and self._gone(old) else None
-        return self.claims.take(key, point, search.owner(), replacing, budget)
+        got = self.claims.take(key, point, search.owner(), replacing, budget)
+        if got == FULL:
+            # The claims of workers that are gone count toward the budget
+            # too: they are given up (their points are free again) and the
+            # claim is tried once more (a study resumed after a worker was
+            # killed mid-measurement would otherwise end one trial short).
+            gone = [c for c in self.claims.all() if self._gone(c)]
+            for c in gone:
+                self.claims.drop(c)  # or another worker did
+            if gone:
+                got = self.claims.take(key, point, search.owner(), None, budget)
+        return got
 
     def _finish(self, point: dict[str, Any]) -> None:
         self.claims.finish(point_key(point), search.owner())
