@@ -217,6 +217,10 @@ typedef struct iop_module {
     const char *const *env; /* environment variables the summary keeps; NULL ends */
 } iop_module;
 
+/* Whether a file is part of installed packages or the interpreter's own
+ * library (site-packages, dist-packages, lib/python...): not the program. */
+int iop_installed_path(const char *path);
+
 /* Operations some module deferred and has not finished (write-behind's
  * queued writes).  While it is non-zero, a call that reads, stat's or
  * closes a file first waits through the fence hooks; the wrappers' one

@@ -79,9 +79,7 @@ static const char *ascii(const char *str) {
 
 /* The interpreter's own code and installed packages are not the program. */
 static int library_file(const char *f) {
-    return !f || !f[0] || f[0] == '<' || strstr(f, "/lib/python") ||
-           strstr(f, "/site-packages/") || strstr(f, "/dist-packages/") ||
-           strstr(f, "/lib64/python");
+    return !f || !f[0] || f[0] == '<' || iop_installed_path(f);
 }
 
 /* The line a frame is at, and where in its code (the key's part). */

@@ -107,8 +107,15 @@ static const char *const library_names[] = {
     "libfabric", "libpsm", "libhwloc", "libevent", "libmunge",
     "libhdf5", "libnetcdf", "libpnetcdf", "libsz", "libaec", "libz.so", "libcurl",
     "libpython", "libffi", NULL};
-static const char *const library_dirs[] = {"/openmpi/", "/mpich/", "/site-packages/",
-                                           "/dist-packages/", "/lib-dynload/", NULL};
+static const char *const library_dirs[] = {"/openmpi/", "/mpich/", NULL};
+
+/* Installed packages and the interpreter's own library (native modules and
+ * Python files alike): not the program. */
+int iop_installed_path(const char *path) {
+    return strstr(path, "/site-packages/") || strstr(path, "/dist-packages/") ||
+           strstr(path, "/lib-dynload/") || strstr(path, "/lib/python") ||
+           strstr(path, "/lib64/python");
+}
 
 static int is_library(const char *path, int main_program) {
     const char *base = strrchr(path, '/');
@@ -119,7 +126,7 @@ static int is_library(const char *path, int main_program) {
         if (!strncmp(base, *n, strlen(*n))) return 1;
     for (const char *const *d = library_dirs; *d; d++)
         if (strstr(path, *d)) return 1;
-    return 0;
+    return iop_installed_path(path);
 }
 
 static char *pool_strdup(const char *s) {
