@@ -111,6 +111,7 @@ static void child_after_fork(void) {
     tables_after_fork();
     records_after_fork();
     sites_after_fork();
+    cpu_after_fork();
     if (iop_enabled && choose_stem() != 0) give_up("cannot create the record file");
 }
 
@@ -185,6 +186,7 @@ __attribute__((constructor(101))) static void iop_init(void) {
     parse_excludes();
     sites_start();
     iop_use_tsc = tsc_is_reliable();
+    cpu_start();
     pthread_atfork(before_fork, parent_after_fork, child_after_fork);
     EACH_HOOK(init); /* before the first call is traced */
     EACH_HOOK(settings);

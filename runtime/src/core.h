@@ -1,6 +1,6 @@
 /* The iopilot runtime core: what every module uses.
  *
- * The core (core.c, process.c, tables.c, records.c, sites.c, output.c, files.c)
+ * The core (core.c, process.c, cpu.c, tables.c, records.c, sites.c, output.c, files.c)
  * starts tracing, keeps the tables and records, and writes the trace; it
  * names no module.  A module is a layer (posix*.c, stdio.c, mpiio.c,
  * hdf5*.c, fortran.c: wrappers that record calls) or a feature (settings.c,
@@ -260,6 +260,31 @@ static inline double iop_now(void) {
 #else
 static inline double iop_now(void) { return iop_clock_ticks(); }
 #endif
+
+/* The CPU time of the program's large data calls (cpu.c), the I/O's own
+ * cost of copying to and from the kernel.  Reading the thread's CPU clock
+ * is a system call (0.1-0.6 us, two per call), as long as a 64 KiB write
+ * into the page cache may take (2.4 us here): calls of IOP_IO_CPU_MIN bytes
+ * or more are measured only while the measuring has cost at most 1 % of
+ * the time every large call took (the first one is), and the measured
+ * calls' CPU time and the bytes they moved are summed per process: their
+ * ratio is the CPU cost of a byte.
+ *
+ *     int64_t c = iop_io_cpu_start(n);  t1 ... real call ... t2
+ *     iop_io_cpu_end(c, r, t1, t2);
+ */
+#define IOP_IO_CPU_MIN ((size_t)64 << 10)
+enum { IOP_IO_SMALL = -1, IOP_IO_UNMEASURED = -2 };
+/* cpu.c, out of line: the wrapper's frame, on the stack during the real
+ * call (which a thread's cancellation may unwind), stays as it was. */
+int64_t iop_io_cpu_begin(void); /* the thread's CPU clock, or IOP_IO_UNMEASURED */
+void iop_io_cpu_slow(int64_t start, ssize_t moved, double t1, double t2);
+static inline int64_t iop_io_cpu_start(size_t n) {
+    return IOP_LIKELY(n < IOP_IO_CPU_MIN) ? IOP_IO_SMALL : iop_io_cpu_begin();
+}
+static inline void iop_io_cpu_end(int64_t start, ssize_t moved, double t1, double t2) {
+    if (IOP_UNLIKELY(start != IOP_IO_SMALL)) iop_io_cpu_slow(start, moved, t1, t2);
+}
 
 /* Files: a stable 64-bit id from the path; the name is kept once.  Id 0 means
  * "excluded" (system paths): every table then treats the file as untracked.

@@ -190,6 +190,20 @@ static inline __attribute__((always_inline)) uint32_t iop_site_here(void *fp, in
     return e->id;
 }
 
+/* cpu.c: where this process may run, what launched it, its CPU time */
+typedef struct {
+    const void *allowed; /* cpu_set_t of the CPUs it may run on; NULL unknown */
+    long online;         /* the node's online CPUs */
+    int ran_on;          /* the CPU the first thread started on, -1 unknown */
+    int have_usage;      /* user_s and system_s were read */
+    double user_s, system_s, io_cpu_s;
+    int64_t io_cpu_bytes;
+    const char *launcher, *binding; /* "openmpi", "slurm", "mpich" or ""; "VAR=value ..." */
+} iop_cpu_info;
+void cpu_start(void);
+void cpu_after_fork(void);
+void cpu_read(iop_cpu_info *out); /* at the end (system calls only) */
+
 /* output.c */
 void write_json(const char *reason);
 void flush_all(const char *reason); /* every buffer, then the .json */

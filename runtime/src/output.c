@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,28 @@ static void put_sites(iop_json *b, double spt) {
     iop_json_put(b, "]", 1);
 }
 
+/* ",\n"cpu": {...}": where the process may run, what launched it, its CPU time. */
+static void put_cpu(iop_json *b) {
+    iop_cpu_info c;
+    cpu_read(&c);
+    iop_json_printf(b, ",\n\"cpu\": {\"allowed\": [");
+    const cpu_set_t *set = c.allowed;
+    for (int i = 0, first = 1; set && i < CPU_SETSIZE; i++) {
+        if (!CPU_ISSET(i, set)) continue;
+        iop_json_printf(b, first ? "%d" : ", %d", i);
+        first = 0;
+    }
+    iop_json_printf(b, "], \"online\": %ld, \"ran_on\": %d, ", c.online, c.ran_on);
+    if (c.have_usage)
+        iop_json_printf(b, "\"user_s\": %.6f, \"system_s\": %.6f, ", c.user_s, c.system_s);
+    iop_json_printf(b, "\"io_cpu_s\": %.9f, \"io_cpu_bytes\": %lld,\n\"launcher\": {\"name\": ",
+                    c.io_cpu_s, (long long)c.io_cpu_bytes);
+    iop_json_str(b, c.launcher);
+    iop_json_printf(b, ", \"binding\": ");
+    iop_json_str(b, c.binding);
+    iop_json_printf(b, "}}");
+}
+
 void write_json(const char *reason) {
     iop_json b = {0};
     double spt = seconds_per_tick();
@@ -325,6 +348,7 @@ void write_json(const char *reason) {
     notes_each(put_note, &r);
     iop_json_put(&b, "]", 1);
     put_sites(&b, spt);
+    put_cpu(&b);
     EACH_HOOK(summary, &b);
     iop_json_put(&b, "\n}\n", 3);
     if (b.failed) {

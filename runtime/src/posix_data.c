@@ -14,7 +14,9 @@
 
 /* ------------------------------------------------------------------ */
 /* Data at the descriptor's position: read, write and their fortified and
- * vector forms.  ``CALL`` is the real call, ``BUF`` the buffer to check. */
+ * vector forms.  ``CALL`` is the real call, ``BUF`` the buffer to check.
+ * A call of IOP_IO_CPU_MIN bytes or more also has its CPU time measured
+ * (core.h; the vector forms, whose ``N`` is 0, are not). */
 
 /* An O_APPEND write went to the end of the file as it was at that moment,
  * wherever other descriptors or processes had taken it: ask where it ended. */
@@ -58,10 +60,12 @@ static void publishing(int fd) {
         PUBLISHING(op);                                                 \
         return CALL;                                                    \
     }                                                                   \
+    int64_t c1 = iop_io_cpu_start(N);                                   \
     double t1 = iop_now();                                              \
     DIRECT_OR(o, fd, op, BUF, N, -1, CALL);                             \
     int e = errno;                                                      \
     double t2 = iop_now();                                              \
+    iop_io_cpu_end(c1, r, t1, t2);                                      \
     if (IOP_UNLIKELY(o->append) && op == IOP_OP_WRITE && r > 0)         \
         appended(fd, o, r);                                             \
     iop_data_op_at(o->st, op, &o->offset, r, BUF, o->alignment, t1, t2, rflags); \
@@ -74,10 +78,12 @@ static void publishing(int fd) {
         PUBLISHING(op);                                                 \
         return CALL;                                                    \
     }                                                                   \
+    int64_t c1 = iop_io_cpu_start(N);                                   \
     double t1 = iop_now();                                              \
     DIRECT_OR(o, fd, op, BUF, N, (int64_t)(OFF) < 0 ? INT64_MAX : (int64_t)(OFF), CALL); \
     int e = errno;                                                      \
     double t2 = iop_now();                                              \
+    iop_io_cpu_end(c1, r, t1, t2);                                      \
     iop_data_op(o->st, op, (int64_t)(OFF), r, BUF, o->alignment, t1, t2, rflags); \
     errno = e;                                                          \
     return r
