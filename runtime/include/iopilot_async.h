@@ -45,6 +45,9 @@ extern "C" {
 typedef struct iopilot_es iopilot_es;
 
 enum { IOPILOT_ES_WRITE = 1, IOPILOT_ES_READ = 2, IOPILOT_ES_FSYNC = 3 };
+/* What the engine tells the tracer of its threads (iopilot_async_event's
+ * ``op``; not operations): one starts, one ends. */
+enum { IOPILOT_ES_THREAD_START = -1, IOPILOT_ES_THREAD_END = -2 };
 #define IOPILOT_ES_NOCOPY 1 /* iopilot_es_write: the caller keeps the buffer unchanged */
 
 /* One failed operation, as iopilot_es_wait reports it. */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../include/iopilot_async.h"
+#include "../include/iopilot_place.h"
 
 #define DEFAULT_CAP ((size_t)1 << 30)
 
@@ -57,6 +58,7 @@ struct iopilot_es {
     size_t nfails, capfails;
     iopilot_es_stats st;
     pthread_t thread;
+    int creator_cpu; /* the CPU of the thread that created the set (-1 unknown) */
 };
 
 static double now(void) {
@@ -117,9 +119,18 @@ static int perform(const es_op *o, size_t *moved) {
     return 0;
 }
 
+/* This thread's CPU time, in seconds. */
+static double thread_cpu(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void *worker(void *arg) {
     iopilot_es *es = arg;
-    if (hook) hook(-1, -1, 0, 0, 0, 0, 0, 0, 0); /* to the tracer: this thread is the engine's */
+    pthread_setname_np(pthread_self(), "iopilot-engine"); /* in top -H, gdb and /proc */
+    /* to the tracer: this thread is the engine's, where it may run */
+    if (hook) hook(IOPILOT_ES_THREAD_START, es->creator_cpu, 0, 0, 0, 0, 0, 0, 0);
     pthread_mutex_lock(&es->mu);
     for (;;) {
         while (!es->head && !es->stop) pthread_cond_wait(&es->work, &es->mu);
@@ -174,7 +185,24 @@ static void *worker(void *arg) {
         pthread_mutex_lock(&es->mu);
     }
     pthread_mutex_unlock(&es->mu);
+    if (hook) hook(IOPILOT_ES_THREAD_END, -1, 0, 0, 0, 0, 0, 0, thread_cpu());
     return NULL;
+}
+
+/* The set's thread, placed (iopilot_place.h): on a CPU of the caller's set
+ * other than the caller's own, when it has another. */
+static int start_thread(iopilot_es *es) {
+    iopilot_place where;
+    iopilot_place_choose(&where);
+    es->creator_cpu = where.creator_cpu;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    iopilot_place_attr(&where, &a);
+    int rc = pthread_create(&es->thread, &a, worker, es);
+    pthread_attr_destroy(&a);
+    if (rc == EINVAL && where.placed) /* a CPU gone offline meanwhile: where it would have run */
+        rc = pthread_create(&es->thread, NULL, worker, es);
+    return rc;
 }
 
 iopilot_es *iopilot_es_create(void) {
@@ -193,7 +221,7 @@ iopilot_es *iopilot_es_create(void) {
     sigset_t all, was;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &was);
-    int rc = pthread_create(&es->thread, NULL, worker, es);
+    int rc = start_thread(es);
     pthread_sigmask(SIG_SETMASK, &was, NULL);
     if (rc) {
         pthread_cond_destroy(&es->work);

@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "../include/iopilot_async.h"
+#include "../include/iopilot_place.h"
 #include "behind.h"
 #include "core.h"
 
@@ -114,6 +115,20 @@ typedef struct {
     double wait_seconds;   /* the program waiting for pending writes */
 } iop_behind_stats;
 static iop_behind_stats st;
+/* Where the thread runs (iopilot_place.h), and its CPU clock. */
+static iopilot_place placed;
+static clockid_t worker_clock;
+static int worker_clock_ok;
+
+/* The engine's threads: how many started and ended, the CPUs they were
+ * given (together), whether one shared its creator's only core, and the CPU
+ * time of those that ended (under ``lock``). */
+static struct {
+    long started, ended;
+    cpu_set_t cpus;
+    int shares_core;
+    double cpu_seconds;
+} engine;
 
 static void fence_all(void);
 static int forks_watched; /* the fork hooks have work: set at start-up, once the ring is mapped */
@@ -286,22 +301,38 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static int start_worker(void) {
-    if (started) return 1;
-    pthread_t t;
+static int create_worker(pthread_t *t, const iopilot_place *where) {
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (where) iopilot_place_attr(where, &a);
+    int ok = pthread_create(t, &a, worker, NULL) == 0;
+    pthread_attr_destroy(&a);
+    return ok;
+}
+
+static int start_worker(void) {
+    if (started) return 1;
+    pthread_t t;
+    /* On a CPU of ours other than this thread's, when there is one. */
+    iopilot_place_choose(&placed);
     /* The thread takes no signal: the program's handlers run on its own
      * threads, as they would without us. */
     sigset_t all, was;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &was);
-    int ok = pthread_create(&t, &a, worker, NULL) == 0;
+    int ok = create_worker(&t, &placed);
+    if (!ok && placed.placed) { /* a CPU gone offline meanwhile: where it would have run */
+        placed.placed = 0;
+        if (sched_getaffinity(0, sizeof placed.cpus, &placed.cpus) != 0) CPU_ZERO(&placed.cpus);
+        ok = create_worker(&t, NULL);
+    }
     pthread_sigmask(SIG_SETMASK, &was, NULL);
-    pthread_attr_destroy(&a);
     started = ok;
-    if (ok) owner = (pid_t)syscall(SYS_getpid);
+    if (ok) {
+        owner = (pid_t)syscall(SYS_getpid);
+        worker_clock_ok = pthread_getcpuclockid(t, &worker_clock) == 0; /* detached, never ends */
+    }
     return ok;
 }
 
@@ -654,6 +685,8 @@ void iop_behind_after_clone(int shares_fds) {
 }
 
 static void child_after_fork(void) {
+    lock = 0; /* the threads that could hold it did not follow */
+    memset(&engine, 0, sizeof engine); /* nor did the engine's threads */
     if (!forks_watched) return;
     /* No thread followed: the child writes synchronously (its parent's
      * queue was empty at the fork).  Its copies of our descriptors go. */
@@ -661,6 +694,7 @@ static void child_after_fork(void) {
     iop_deferred = 0;
     lock = 0;
     started = 0;
+    worker_clock_ok = 0;
     for (int i = 0; i < NFILES; i++) {
         if (files[i].fd >= 0 && !keep_fds) syscall(SYS_close, files[i].fd);
         files[i].fd = -1;
@@ -691,8 +725,25 @@ int iop_behind_drain(double stall_seconds) {
     return 1;
 }
 
-/* "write_behind": what IOPILOT_ASYNC deferred, and what it cost. */
+/* ", "thread_cpus": [...], "creator_cpu": n, "shares_core": b": where a
+ * background thread may run, and whether that is only its creator's core. */
+static void put_thread(iop_json *b, const cpu_set_t *cpus, int creator, int shares) {
+    iop_json_printf(b, ", \"thread_cpus\": [");
+    for (int c = 0, first = 1; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, cpus)) continue;
+        iop_json_printf(b, first ? "%d" : ", %d", c);
+        first = 0;
+    }
+    iop_json_printf(b, "], \"creator_cpu\": %d, \"shares_core\": %s", creator,
+                    shares ? "true" : "false");
+}
+
+static void engine_summary(iop_json *b);
+
+/* "write_behind": what IOPILOT_ASYNC deferred, and what it cost; where its
+ * thread ran and the CPU time it used. */
 static void behind_summary(iop_json *b) {
+    engine_summary(b);
     if (!iop_behind_on && !iop_behind_relaxed) return;
     iop_busy_enter();
     iop_lock(&lock);
@@ -702,10 +753,18 @@ static void behind_summary(iop_json *b) {
     iop_json_printf(b, ",\n\"write_behind\": {\"relaxed\": %d, \"writes\": %ld, \"bytes\": %llu, "
                     "\"bytes_written\": %llu, \"synchronous\": %ld, \"waits\": %ld, "
                     "\"errors\": %ld, \"max_bytes\": %zu, \"busy_seconds\": %.9f, "
-                    "\"queued_seconds\": %.9f, \"wait_seconds\": %.9f}",
+                    "\"queued_seconds\": %.9f, \"wait_seconds\": %.9f",
                     iop_behind_relaxed, s.writes, (unsigned long long)s.bytes,
                     (unsigned long long)s.bytes_written, s.synchronous, s.waits, s.errors,
                     s.max_bytes, s.busy_seconds, s.queued_seconds, s.wait_seconds);
+    if (!started || !thread_is_ours()) return;
+    put_thread(b, &placed.cpus, placed.creator_cpu, placed.shares_core);
+    struct timespec ts;
+    int e = errno;
+    if (worker_clock_ok && clock_gettime(worker_clock, &ts) == 0)
+        iop_json_printf(b, ", \"thread_cpu_s\": %.9f", (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+    errno = e;
+    iop_json_put(b, "}", 1);
 }
 
 static void behind_fence(int kind, uint64_t ident, int dirfd, const char *path, int flags) {
@@ -725,10 +784,51 @@ static double ticks_at(double mono_seconds, double now_mono, double now_ticks, d
     return now_ticks - (now_mono - mono_seconds) / spt;
 }
 
+
+/* A thread of the engine starts (on itself; ``creator``: the CPU of the
+ * thread that created it, -1 unknown) or ends after ``cpu_seconds``. */
+static void engine_thread(int starting, int creator, double cpu_seconds) {
+    cpu_set_t mine;
+    int e = errno;
+    int known = starting && sched_getaffinity(0, sizeof mine, &mine) == 0;
+    errno = e;
+    iop_busy_enter();
+    iop_lock(&lock);
+    if (!starting) {
+        engine.ended++;
+        engine.cpu_seconds += cpu_seconds;
+    } else if (known) {
+        engine.started++;
+        CPU_OR(&engine.cpus, &engine.cpus, &mine);
+        if (CPU_COUNT(&mine) == 1 && (creator < 0 || (creator < CPU_SETSIZE && CPU_ISSET(creator, &mine))))
+            engine.shares_core = 1;
+    }
+    iop_unlock(&lock);
+    iop_busy_leave();
+}
+
+/* ",\n"async_engine": {...}" when the engine ran a thread in this process. */
+static void engine_summary(iop_json *b) {
+    iop_busy_enter();
+    iop_lock(&lock);
+    typeof(engine) g = engine;
+    iop_unlock(&lock);
+    iop_busy_leave();
+    if (!g.started) return;
+    iop_json_printf(b, ",\n\"async_engine\": {\"threads\": %ld, \"ended\": %ld", g.started,
+                    g.ended);
+    put_thread(b, &g.cpus, -1, g.shares_core);
+    iop_json_printf(b, ", \"thread_cpu_s\": %.9f}", g.cpu_seconds);
+}
+
 IOP_EXPORT void iopilot_async_event(int op, int fd, int64_t offset, size_t bytes, size_t done,
                                     int error, double queued, double issued, double completed) {
     if (op < 0) { /* the engine's thread: its system calls are the operations reported here */
         iop_in_runtime = 1;
+        /* -1 as it starts (``fd``: its creator's CPU), -2 as it ends
+         * (``completed``: its CPU seconds) */
+        if (op == IOPILOT_ES_THREAD_START || op == IOPILOT_ES_THREAD_END)
+            engine_thread(op == IOPILOT_ES_THREAD_START, fd, completed);
         return;
     }
     iop_open *o = iop_enabled ? iop_fd(fd) : NULL;
