@@ -215,7 +215,7 @@ SlurmdPidFile={dir}/d.pid
 SlurmctldLogFile={dir}/ctld.log
 SlurmdLogFile={dir}/d.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin={task_plugin}
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=pmix
@@ -260,9 +260,10 @@ def _missing_slurm() -> str | None:
 
 
 @contextlib.contextmanager
-def slurm_cluster(cpus: int = 2) -> Iterator[Slurm]:
+def slurm_cluster(cpus: int = 2, task_plugin: str = "task/none") -> Iterator[Slurm]:
     """A single-node Slurm (slurmctld and slurmd as this user, no authentication,
-    loopback only) in a fresh directory; jobs left running are cancelled at the end."""
+    loopback only) in a fresh directory; jobs left running are cancelled at the end.
+    ``task_plugin`` "task/affinity" makes ``srun --cpu-bind`` bind tasks."""
     missing = _missing_slurm()
     if missing:
         pytest.skip(missing)
@@ -282,7 +283,7 @@ def slurm_cluster(cpus: int = 2) -> Iterator[Slurm]:
     conf = d / "slurm.conf"
     conf.write_text(SLURM_CONF.format(
         host=host, addr=addr, user=pwd.getpwuid(os.geteuid()).pw_name, dir=d, cpus=cpus,
-        ctld_port=free_port(), d_port=free_port()))
+        ctld_port=free_port(), d_port=free_port(), task_plugin=task_plugin))
     cluster = Slurm(dir=d, conf=conf)
     env = cluster.client_env()
     procs: list[subprocess.Popen] = []

@@ -577,6 +577,13 @@ MUTATIONS = {
     "json t0 not finite": (_edit_json(_set("t0", float("nan"))), "'t0'"),
     "json overflows type": (_edit_json(_set("overflows", [1])), "'overflows'"),
     "json warnings type": (_edit_json(_set("warnings", "x")), "'warnings'"),
+    "json cpu type": (_edit_json(_set("cpu", [0, 1])), "'cpu'"),
+    "json cpu allowed": (_edit_json(_set("cpu", {"allowed": "0-1"})), "'cpu' allowed"),
+    "json cpu launcher": (_edit_json(_set("cpu", {
+        "allowed": [0], "online": 2, "ran_on": 0, "io_cpu_s": 0.0, "io_cpu_bytes": 0,
+        "launcher": {"name": 1, "binding": ""}})), "'cpu' launcher"),
+    "json thread cpus": (_edit_json(_set("write_behind", {"thread_cpus": [0], "shares_core": 1})),
+                         "'write_behind' shares_core"),
     "json not an object": (_edit_bytes(".json", lambda d: b"[1, 2]"), "process summary"),
     "json format": (_edit_json(_set("format", "other")), "not an iopilot process summary"),
     "rec cut in header": (_edit_bytes(".rec", lambda d: d[:10]), "header"),

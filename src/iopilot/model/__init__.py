@@ -10,6 +10,7 @@ from ..vocabulary import (
     SIZE_BIN_UPPER,
     SIZE_BINS,
 )
+from .cpu import BackgroundThread, ProcessCpu
 from .sites import Sites
 from .trace import (
     BackgroundOps,
@@ -33,11 +34,13 @@ __all__ = [
     "SIZE_BINS",
     "SIZE_BIN_UPPER",
     "BackgroundOps",
+    "BackgroundThread",
     "Counters",
     "Heatmap",
     "Job",
     "ModuleInfo",
     "MpiProfile",
+    "ProcessCpu",
     "Records",
     "Sites",
     "Striping",

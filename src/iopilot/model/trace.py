@@ -36,6 +36,7 @@ from .._record import field, record
 # ``Trace.records``, the others in ``Trace.meta_records``.
 from ..vocabulary import MODULE, RECORD_LAYERS
 from .aggregate import per_file
+from .cpu import ProcessCpu
 from .sites import Sites
 
 
@@ -383,6 +384,10 @@ class Trace:
     # The call sites of the records (``Records.site`` rows); None when the
     # source has none (Darshan logs, iopilot traces before format 3).
     sites: Sites | None = None
+    # Where each program process could run and what its processors did
+    # (:mod:`.cpu`), rank by rank; None when the source does not say (Darshan
+    # logs), empty when no process's summary had it.
+    cpus: list[ProcessCpu] | None = None
 
     def layer(self, name: str) -> Counters | None:
         """The counters of a layer, or None if the source had none."""

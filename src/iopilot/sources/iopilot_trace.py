@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..model import Job, ModuleInfo, Trace
+from ..model import Job, ModuleInfo, ProcessCpu, Trace
 from ..model.command import is_python
 from .checked import parse_file_id
 from .program import elf_language, static_layers
 from .registry import Source, register
 from .trace_accounting import accounting, exit_status, trace_warnings
 from .trace_counters import layer_counters, summary_totals
+from .trace_cpu import process_cpu
 from .trace_procs import (
     HEADER,
     LAYER_CODES,
@@ -117,7 +118,14 @@ def read_trace(path: str) -> Trace:
         write_behind=_write_behind(procs),
         background=background,
         sites=sites,
+        cpus=_cpus(procs),
     )
+
+
+def _cpus(procs: list[Proc]) -> list[ProcessCpu]:
+    """Where each program process could run and what its processors did."""
+    found = (process_cpu(p.summary, p.rank) for p in program_procs(procs) if p.summary)
+    return [c for c in found if c is not None]
 
 
 def _job(job_meta: dict[str, Any], procs: list[Proc], job_start: float) -> Job:

@@ -34,6 +34,7 @@ from .checked import (
     read_bytes,
     where,
 )
+from .trace_cpu import THREAD_PARTS, check_cpu, check_thread
 from .trace_sites import SiteMap, check_modules, check_sites
 
 FORMAT_VERSION = 3  # the newest format this reader knows; 1 and 2 are read too
@@ -218,7 +219,8 @@ def read_summary(p: Path) -> dict[str, Any]:
         ("fcounter_names", "strs", REQUIRED), ("counters", "list", REQUIRED),
         ("names", "dict", {}), ("notes", "list", []), ("settings", "dict", {}),
         ("write_behind", "dict", {}), ("write_error", "str", None),
-        ("modules", "list", []), ("sites", "list", None),
+        ("modules", "list", []), ("sites", "list", None), ("cpu", "dict", None),
+        ("async_engine", "dict", {}),
     ):  # fmt: skip
         s[key] = f.get(key, kind, default)
     if not -1 <= s["rank"] < 2**31 - 1:
@@ -238,6 +240,8 @@ def read_summary(p: Path) -> dict[str, Any]:
             raise f.bad(f"'notes' entry {i} should be [file id, text]")
     s["counters"] = [_counter_row(f, s, i, row) for i, row in enumerate(s["counters"])]
     s["settings"] = _settings_part(f, s["settings"])
+    s["cpu"] = check_cpu(f, s["cpu"])
+    s["threads"] = [t for key in THREAD_PARTS if (t := check_thread(f, key, s[key]))]
     s["modules"] = check_modules(f, s["modules"])
     if s["sites"] is not None:
         s["sites"] = check_sites(f, s["sites"], len(s["modules"]))
