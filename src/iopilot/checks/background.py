@@ -12,7 +12,8 @@ from ..model import OP_NAMES, RECORD_LAYERS, Records
 from ..model.aggregate import unique
 from ..model.background import background_summary
 from .base import DATA_OPS, META_OPS, Check, Context, Finding, Level, check, pct
-from .iotime import price
+from .binding import binding_of, launcher_fix
+from .iotime import io_time, price
 
 _ADVICE = {
     "sync": ("Each fsync waits for the writes queued before it. If every step must be durable, "
@@ -118,3 +119,56 @@ def _waited_in(mine: np.ndarray, ctx: Context, rank: int) -> dict[str, float]:
     seconds = done[inside] - np.maximum(issued[inside], start[j])
     names = op[j]
     return {OP_NAMES[int(o)]: float(seconds[names == o].sum()) for o in unique(names)}
+
+
+@check
+class BackgroundSharedCore(Check):
+    """A background I/O thread that could run only on its rank's one core.
+
+    Launchers bind each rank to a core by default, and the thread a rank
+    starts for write-behind or the event-set engine inherits that binding:
+    the two then take turns on one core, and every second the thread spends
+    (copying, issuing writes and syncs) is a second the computation waits.
+    From the process summaries: the CPUs each thread was given and its own
+    CPU time.  WARN when that time is at least 1 % of the run.
+
+    ``cost_seconds``: the most CPU time a sharing thread took on one rank
+    (computation time lost, outside the I/O calls).
+    """
+
+    id = "background-shared-core"
+    layer = "POSIX"
+    drishti = None
+    finds = ("a write-behind or event-set engine thread that had no CPU but its rank's own "
+             "core (a launcher binding each rank to one core), from the affinity the trace "
+             "recorded; says what to change in the launcher the job used")
+    cost = "the most CPU time such a thread took on one rank, computation time lost"
+
+    def evaluate(self, ctx: Context) -> Iterable[Finding]:
+        sharing = [(c, t) for c in ctx.trace.cpus or () for t in c.threads if t.shares_core]
+        if not sharing:
+            return
+        b = binding_of(ctx.trace)
+        known = [(c, t) for c, t in sharing if t.cpu_s is not None]
+        worst = max(known, key=lambda ct: ct[1].cpu_s or 0.0, default=None)
+        lost = worst[1].cpu_s if worst is not None else None
+        run = io_time(ctx).run_seconds
+        level = Level.WARN if lost is not None and run > 0 and lost >= 0.01 * run else Level.INFO
+        ranks = sorted({c.rank for c, _ in sharing if c.rank is not None})
+        what = {"write_behind": "write-behind", "async_engine": "the event-set engine"}
+        kinds = sorted({what.get(t.kind, t.kind) for _, t in sharing})
+        where = (f"{len(ranks)} rank(s)" if ranks else f"{len(sharing)} process(es)")
+        msg = (f"The background I/O thread of {' and '.join(kinds)} could run only on its "
+               f"rank's one core on {where}: the thread and the computation took turns on it"
+               + (f"; the thread used {lost:.3g} s of CPU on rank {worst[0].rank}"
+                  if worst is not None and worst[0].rank is not None else
+                  f"; the thread used {lost:.3g} s of CPU" if lost is not None else "")
+               + ".")  # fmt: skip
+        fix = launcher_fix(b) if b is not None else "give each rank a second CPU"
+        f = self.finding(ctx, level, msg, ranks=ranks[:8],
+                         evidence={"ranks": len(ranks), "thread_cpu_seconds": lost,
+                                   "launcher": b.launcher if b else "",
+                                   "cpus_per_rank": b.cpus_per_rank if b else 0},
+                         recommendation=f"Give each rank a core for its I/O thread: {fix}.")
+        yield price(ctx, f, 0.0 if lost is not None else None, "the thread's CPU time is unknown",
+                    outside=lost or 0.0)  # fmt: skip

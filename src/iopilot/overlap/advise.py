@@ -18,7 +18,13 @@ The model follows the program's own timeline, rank by rank:
   checkpoint does), and the end of the run waits for the last.  When a
   node's ranks and their I/O threads outnumber its cores, the write calls'
   CPU time (copies into the page cache) is taken from the computation
-  they overlap.
+  they overlap.  So it is when the trace says each rank could run on one
+  core only (a launcher's binding, which the I/O thread inherits): then
+  all of it, the thread and the computation taking turns on that core.
+  The write calls' CPU time is their measured CPU time per byte, where the
+  trace has it, else their duration.  A job bound so is also predicted as
+  it would run with a core for each I/O thread, and the launcher change
+  that gives it is named.
 * The prediction for the run is the slowest rank's; the recommendation is
   on when it saves at least ``min_gain`` of the run and nothing in the
   trace makes reordering unsafe.
@@ -41,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from .._record import asdict, field, record
+from ..checks.binding import Binding, binding_of, launcher_fix
 from ..checks.phases import phases
 from ..checks.recordtools import _prev_max
 from ..model import OP_WRITE, Records, Trace
@@ -104,6 +111,12 @@ class Advice:
     # thread) and kind compute, io, own (its part of a phase, with the
     # engine's overhead) or wait.
     lanes: list[tuple[str, str, int, float, float]] = field(default_factory=list)
+    # Where the ranks could run (None: the trace does not say); when each
+    # rank's I/O thread would share its core, the run predicted with a core
+    # for it and the launcher change that gives one.
+    binding: Binding | None = None
+    own_core_seconds: float | None = None
+    launcher_fix: str = ""
 
     @property
     def saved_seconds(self) -> float:
@@ -123,6 +136,9 @@ class Advice:
                           "write_behind_relaxed_seconds":
                               self.write_behind.get("relaxed_seconds")},
             "write_behind": self.write_behind,
+            "binding": None if self.binding is None else {
+                **asdict(self.binding), "shares_core": self.binding.shares_core,
+                "own_core_seconds": self.own_core_seconds, "launcher_fix": self.launcher_fix},
             "recommendation": self.recommendation,
             "reason": self.reason,
             "safe": not self.conflicts_total,
@@ -153,14 +169,29 @@ def _phase_bounds(recs: Records) -> np.ndarray:
     return np.asarray(phases(recs)["start"], float)
 
 
-def _contention(trace: Trace, cal: Calibration) -> float:
-    """Share of the write calls' time taken from computation they overlap:
-    up to 1 when the node's ranks already fill its cores, and at least what
-    the calibration measured beside a free core."""
+def _contention(trace: Trace, cal: Calibration, bind: Binding | None = None,
+                own_core: bool = False) -> float:  # fmt: skip
+    """Share of the write calls' CPU time taken from computation they overlap:
+    all of it when each rank's I/O thread shares the rank's one core (unless
+    ``own_core``: as if the launcher gave it one), up to 1 when the node's
+    ranks already fill its cores, and at least what the calibration measured
+    beside a free core."""
+    if bind is not None and bind.shares_core and not own_core:
+        return 1.0
     hosts = len(set(trace.job.hosts.values())) or 1
     per_node = max(1, -(-max(trace.job.nprocs, 1) // hosts))
-    crowded = min(1.0, max(0.0, (2 * per_node - cal.cores) / per_node))
+    cores = bind.online if bind is not None and bind.online > 0 else cal.cores
+    crowded = min(1.0, max(0.0, (2 * per_node - cores) / per_node))
     return float(max(crowded, cal.interference))
+
+
+def _cpu_per_byte(trace: Trace) -> dict[int, float]:
+    """Measured CPU seconds per byte of large reads and writes, by rank."""
+    out: dict[int, float] = {}
+    for c in trace.cpus or ():
+        if c.io_cpu_per_byte is not None:
+            out[c.rank if c.rank is not None else 0] = c.io_cpu_per_byte
+    return out
 
 
 def _simulate(c: np.ndarray, io: np.ndarray, own: np.ndarray, over: np.ndarray,
@@ -226,8 +257,8 @@ def _waits(trace: Trace, rank: int, starts: np.ndarray, ph: np.ndarray, op: np.n
     return strict, np.bincount(k[closed], None, n) > 0
 
 
-def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float, int, list,
-                                                        dict[str, Any]]:  # fmt: skip
+def _timeline(trace: Trace, cal: Calibration, steal: float) -> tuple[
+        list[Phase], float, float, int, list, dict[str, Any]]:  # fmt: skip
     io_recs = _io_records(trace)
     run = float(trace.job.runtime)
     if not len(io_recs):
@@ -236,7 +267,7 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
     n_ph = len(starts)
     phase = np.searchsorted(starts, io_recs.start, side="right") - 1
     ranks = unique(io_recs.rank)
-    steal = _contention(trace, cal)
+    per_byte = _cpu_per_byte(trace)
     dur = np.maximum(io_recs.end - io_recs.start, 0.0)
     best: tuple[float, int, list[Phase]] | None = None
     run_end = max(run, float(io_recs.end.max()))
@@ -246,8 +277,10 @@ def _timeline(trace: Trace, cal: Calibration) -> tuple[list[Phase], float, float
         ph, d, s, e = phase[m], dur[m], io_recs.start[m], io_recs.end[m]
         op, length = io_recs.op[m], io_recs.length[m]
         io_sync = np.bincount(ph, d, n_ph)
-        cpu_io = np.bincount(ph, np.where(op == OP_WRITE, d, 0.0), n_ph)
         wbytes = np.bincount(ph, np.where(op == OP_WRITE, np.maximum(length, 0), 0), n_ph)
+        cpu_io = np.bincount(ph, np.where(op == OP_WRITE, d, 0.0), n_ph)
+        if int(r) in per_byte:  # measured: never more than the calls lasted
+            cpu_io = np.minimum(cpu_io, wbytes * per_byte[int(r)])
         ops = np.bincount(ph, None, n_ph)
         first = np.full(n_ph, np.inf)
         last = np.full(n_ph, -np.inf)
@@ -374,7 +407,13 @@ def _fenced(trace: Trace, file_id: np.ndarray, rank: np.ndarray, after: np.ndarr
 
 def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Advice:
     """The prediction and recommendation for ``trace`` on a machine like ``cal``."""
-    phases, sync_s, async_s, slowest, lanes, wb = _timeline(trace, cal)
+    bind = binding_of(trace)
+    phases, sync_s, async_s, slowest, lanes, wb = _timeline(trace, cal,
+                                                            _contention(trace, cal, bind))
+    own_s, fix = None, ""
+    if bind is not None and bind.shares_core and phases:
+        own_s = _timeline(trace, cal, _contention(trace, cal, bind, own_core=True))[2]
+        fix = launcher_fix(bind)
     conflicts, n_conf = _conflicts(trace)
     saved = sync_s - async_s
     ranks = len(unique(trace.records.rank)) or trace.job.nprocs
@@ -393,8 +432,21 @@ def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Adv
     else:
         rec, why = "off", (f"would cost {-saved:.3f} s more: the computation between I/O "
                            "phases is too short to hide the I/O and the engine's overhead")
+    if own_s is not None and not n_conf and own_s < async_s:
+        # Bound to one core a rank: say what the binding costs and how to lift it.
+        gain = sync_s - own_s
+        why += (f"; each rank could run on one core only ({_launched(bind)}), which its I/O "
+                f"thread would share: with a core for the thread ({fix}) async would take "
+                f"{own_s:.3f} s, {gain:+.3f} s saved ({gain / sync_s:.0%} of the run)")  # fmt: skip
     return Advice(trace.source, ranks, phases, sync_s, async_s, slowest, cal, conflicts, n_conf,
-                  rec, why, wb, lanes)  # fmt: skip
+                  rec, why, wb, lanes, bind, own_s, fix)  # fmt: skip
+
+
+def _launched(b: Binding | None) -> str:
+    names = {"openmpi": "Open MPI's mpirun binds each rank to a core",
+             "slurm": "Slurm's srun bound each rank to a core",
+             "mpich": "the MPICH launcher bound each rank to a core"}  # fmt: skip
+    return names.get(b.launcher if b else "", "its CPU affinity allows one CPU")
 
 
 def render_text(a: Advice) -> str:
@@ -408,6 +460,13 @@ def render_text(a: Advice) -> str:
              f"{c.handoff_seconds * 1e6:.1f} us per operation handed to the I/O thread, "
              f"{c.cores} core(s)",
              f"  recommendation: {a.recommendation.upper()}: {a.reason}"]  # fmt: skip
+    if a.binding is not None:
+        b = a.binding
+        lines.insert(-1, f"  binding: each rank could use {b.cpus_per_rank} CPU(s), "
+                         f"{b.ranks_per_node} rank(s) on a node of {b.online}"
+                         + (f", launched by {b.launcher}" if b.launcher else "")
+                         + (f"; with a core for each I/O thread: {a.own_core_seconds:.3f} s"
+                            if a.own_core_seconds is not None else ""))  # fmt: skip
     wb = a.write_behind
     if wb and a.phases:
         lines.append(f"  write-behind (iopilot run --async, no change to the program): "
