@@ -247,10 +247,20 @@ def test_advise_async_bad_input_is_one_line(tmp_path):
 @pytest.mark.skipif(not EPOCHS.exists(), reason="kernels not built (make -C kernels)")
 def test_bench_async_runs_and_reports_every_figure(tmp_path):
     r = _iopilot("bench", "async", "--steps", "2", "--size", "1m", "--scenarios",
-                 "equal,overhead", "--dir", "runs", "--json", "b.json", cwd=tmp_path)
+                 "equal,overhead", "--bindings", "default,advised", "--dir", "runs", "--json",
+                 "b.json", cwd=tmp_path)  # fmt: skip
     assert r.returncode == 0, r.stderr
     d = json.loads((tmp_path / "b.json").read_text())
-    row, over = d["scenarios"]
+    row, over, *advised = d["scenarios"]
+    assert [x["binding"] for x in d["scenarios"]] == ["default"] * 2 + ["advised"] * 2
+    # mpirun binds one rank to one core; the advised binding gives it two (when
+    # the machine has them), and the advisor sees both from the traces
+    assert row["cpus_per_rank"] == 1 and row["predicted_with_own_core_s"] is not None
+    assert "--map-by slot:PE=2" in row["launcher_fix"]
+    if (os.cpu_count() or 1) >= 2:
+        assert advised[0]["cpus_per_rank"] == 2 and advised[0]["launcher_fix"] == ""
+    r2 = _iopilot("bench", "async", "--bindings", "tight", cwd=tmp_path)
+    assert r2.returncode == 2 and "tight" in r2.stderr and "Traceback" not in r2.stderr
     # no computation to hide anything behind: never worth it
     assert over["scenario"] == "overhead" and over["recommendation"] == "off"
     assert row["scenario"] == "equal" and row["recommendation"] in ("on", "off")

@@ -160,6 +160,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    default=["longer", "equal", "shorter", "overhead"], metavar="S[,S...]",
                    help="computation much longer than, equal to, much shorter than the I/O, "
                    "and none: 500 steps of one 4 KiB write (the engine's own cost)")
+    a.add_argument("--bindings", type=lambda v: [x for x in v.split(",") if x],
+                   default=["default", "advised", "none"], metavar="B[,B...]",
+                   help="mpirun's binding for each run: default (a core a rank), advised "
+                   "(--map-by slot:PE=2: a core for the I/O thread too), none (--bind-to none); "
+                   "default: all three")
     a.add_argument("--dir", help="where the runs write (default: a temporary directory)")
     add_json_option(a, "the figures")
     y = bsub.add_parser("accuracy", help="first finding, advice language and at stake on "
@@ -200,7 +205,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           repeat=args.repeat, out=args.out, dir=args.dir)  # fmt: skip
     if name == "async":
         plan = overlap.Plan(ranks=args.ranks, steps=args.steps, size=args.size,
-                            scenarios=tuple(args.scenarios), dir=args.dir)  # fmt: skip
+                            scenarios=tuple(args.scenarios), dir=args.dir,
+                            bindings=tuple(args.bindings))  # fmt: skip
         return overlap.main(plan, args.json)
     if name == "accuracy":
         return accuracy.main(corpus=args.corpus, patterns=args.case, repeat=args.repeat,
