@@ -44,6 +44,16 @@ void k_init(int *argc, char ***argv, const char *kernel) {
     snprintf(kernel_name, sizeof kernel_name, "%s", kernel);
 }
 
+void k_init_thread(int *argc, char ***argv, const char *kernel, int required) {
+    int provided;
+    MPI_Init_thread(argc, argv, required, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &k_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &k_size);
+    snprintf(kernel_name, sizeof kernel_name, "%s", kernel);
+    if (provided < required)
+        k_die("MPI provides thread level %d, %d is needed", provided, required);
+}
+
 double k_now(void) { return MPI_Wtime(); }
 void k_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
 

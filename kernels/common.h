@@ -24,6 +24,8 @@ typedef struct {
 extern int k_rank, k_size;
 
 void k_init(int *argc, char ***argv, const char *kernel); /* MPI_Init + result start */
+/* k_init with MPI_Init_thread: stops (k_die) when MPI provides less than ``required``. */
+void k_init_thread(int *argc, char ***argv, const char *kernel, int required);
 double k_now(void);                                       /* MPI_Wtime */
 void k_barrier(void);
 
