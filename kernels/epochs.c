@@ -41,10 +41,13 @@
  * collective and blocking, with no non-blocking form, so with --fsync the
  * previous step's sync comes after that wait and is part of wait_s (the
  * data's trip to the page cache overlaps, its trip to the disk does not);
- * then the previous handle is closed (also in wait_s).  Open MPI moves a
- * non-blocking request on only inside MPI calls (it has no progress
- * thread), so the computation calls MPI_Testall on the step's requests
- * every --test-every seconds of work (1 ms; 0: never), as real codes do.
+ * then the previous handle is closed (also in wait_s).  An MPI library
+ * with no progress thread (Open MPI has none) moves non-blocking requests
+ * on only inside MPI calls, so the computation calls MPI_Testall on the
+ * step's requests every --test-every seconds of work (1 ms; 0: never), as
+ * real codes do.  (Open MPI 4.1's OMPIO also hands the writes to POSIX
+ * aio_write, which glibc runs on threads of its own: here they overlap
+ * even without the polling.)
  *
  * HDF5: Debian's parallel HDF5 is not thread-safe, so the whole of a
  * step's HDF5 work (open, dataset create, writes, H5Fflush with --fsync,
@@ -84,7 +87,7 @@ static const char usage[] =
     "  collectively with MPI-IO to one shared file (iopilot-epochs.dat), deleted at the end\n"
     "  --async: step k's I/O runs while step k+1 computes (posix: iopilot's engine;\n"
     "  mpiio: MPI_File_iwrite_at[_all], the computation calling MPI_Testall every\n"
-    "  --test-every seconds of work (0.001; 0: never), since Open MPI moves non-blocking\n"
+    "  --test-every seconds of work (0.001; 0: never), since MPI may move non-blocking\n"
     "  I/O on only inside MPI calls; hdf5: a thread makes all of a step's HDF5 calls)\n";
 
 enum api { POSIX, MPIIO, HDF5 };
