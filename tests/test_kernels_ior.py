@@ -542,3 +542,16 @@ def test_tracing_still_sees_the_mpiio_calls_under_hdf5(tmp_path):
                        capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
     layers = {x["layer"]: x for x in json.loads(p.stdout)["reports"][0]["layers"]}
     assert layers["MPI-IO"]["writes"] >= layers["H5D"]["writes"] == 8
+
+
+@pytest.mark.parametrize("asynchronous", [0, 1])
+def test_async_runs_say_their_bandwidth_is_the_wait_not_the_transfer(asynchronous):
+    it = {"iteration": 0, "open_s": 0.0, "close_s": 0.0, "write_s": 0.001, "read_s": 0.0,
+          "bytes_written": 128 * MiB, "bytes_read": 0, "write_ops": 1, "read_ops": 0,
+          "verified": None}  # fmt: skip
+    result = {"kernel": "epochs", "ranks": 1, "params": {"async": asynchronous},
+              "iterations": [it]}
+    result["summary"] = summarise(result)
+    text = render(result)
+    assert ("async: the MiB/s above divide by the time the program waited" in text) \
+        == bool(asynchronous)

@@ -207,6 +207,12 @@ def render(result: dict[str, Any]) -> str:
             x = q["max_mib_s_transfer"]
             lines.append(f"Max {phase.capitalize():<5} {q['max_mib_s']:>10.2f} MiB/s "
                          f"(open to close)  transfers only: {x:.2f} MiB/s")  # fmt: skip
+    if result.get("params", {}).get("async") and ("write" in s or "read" in s):
+        # The steps' I/O ran behind the computation: what a step spent on it is
+        # its wait for the previous step's, not a transfer.
+        lines.append("async: the MiB/s above divide by the time the program waited for its "
+                     "I/O, not by the transfers' own time; compare the whole run's time "
+                     "with and without --async")  # fmt: skip
     if s.get("check_s"):
         lines.append(f"data checked in {s['check_s']:.4f} s (not in any figure above)")
     lines += hdf5_breakdown(result)
