@@ -210,11 +210,19 @@ void k_mpi_check(int rc, const char *what) {
     k_die("%s: %s", what, msg);
 }
 
+static char verify_msg[1024];
+static int verify_failed;
+
 void k_verify_failed(const char *fmt, ...) {
+    if (verify_failed) return; /* the first wrong value is the one reported */
     va_list ap;
     va_start(ap, fmt);
-    stop(3, "verification failed", fmt, ap);
+    vsnprintf(verify_msg, sizeof verify_msg, fmt, ap);
+    va_end(ap);
+    verify_failed = 1;
 }
+
+int k_verify_failed_yet(void) { return verify_failed; }
 
 void k_param_int(const char *key, long long value) {
     if (k_rank) return;
@@ -320,6 +328,17 @@ void k_total_time(double seconds) {
 }
 
 int k_finish(void) {
+    int any = 0;
+    MPI_Allreduce(&verify_failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) {
+        if (verify_failed) {
+            fprintf(stderr, "%s: verification failed (rank %d): %s\n", kernel_name, k_rank,
+                    verify_msg);
+            fflush(stderr);
+        }
+        MPI_Finalize();
+        exit(3);
+    }
     if (k_rank == 0) {
         if (iters_f) fflush(iters_f);
         char total[64] = "";

@@ -55,8 +55,13 @@ void k_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn))
 long long k_h5(long long status, const char *what);
 /* k_die("WHAT: <MPI's message>") unless rc is MPI_SUCCESS. */
 void k_mpi_check(int rc, const char *what);
-/* Abort with status 3: the data read back is wrong. */
-void k_verify_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* The data read back is wrong: the first such message of the rank is kept
+ * and the kernel goes on; k_finish then ends every rank with status 3, the
+ * failing ranks' messages on stderr.  (Not MPI_Abort: the job ends together,
+ * through MPI_Finalize, so mpirun's own clean-up never races the abort.) */
+void k_verify_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Whether this rank found wrong data so far. */
+int k_verify_failed_yet(void);
 
 /* Record parameters and notes for the result line (rank 0 keeps them). */
 void k_param_int(const char *key, long long value);

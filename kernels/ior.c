@@ -320,9 +320,11 @@ static void timed_phase(const run_cfg *rc, int write, int owner, long it_no, int
         long long n = rc->api->xfer(&h, write, buf, rc->transfer, off, ops);
         if (n != rc->transfer && write)
             k_die("%s: wrote %lld of %lld bytes at %lld", name, n, rc->transfer, off);
-        if (n != rc->transfer)
+        if (n != rc->transfer) {
             k_verify_failed("%s: read %lld of %lld bytes at offset %lld (file too short)", name,
                             n, rc->transfer, off);
+            if (n < 0) n = 0;
+        }
         moved += n;
         pairs++;
         if (write && rc->fsync_per_write) rc->api->sync(&h, &it->meta_ops);
@@ -375,9 +377,11 @@ static double check_pass(const run_cfg *rc, int owner, long it_no, int seed, uns
         long long off = rc->fpp ? s * rc->block + k * rc->transfer : logical;
         buf[0] = (unsigned char)~expect[0]; /* a read that does nothing must not pass */
         long long n = rc->api->xfer(&h, 0, buf, rc->transfer, off, &uncounted);
-        if (n != rc->transfer)
+        if (n != rc->transfer) {
             k_verify_failed("%s: read %lld of %lld bytes at offset %lld (file too short)", name,
                             n, rc->transfer, off);
+            continue;
+        }
         if (rc->packet != PK_TIMESTAMP) stamp(expect, rc->transfer, logical, seed);
         if (memcmp(buf, expect, (size_t)n)) {
             long long i = 0;
