@@ -387,7 +387,8 @@ CONCERNS = {
     "io-phases": None,
     "overlapping-writes": (("POSIX",), ("write",), False),
     "overlapping-reads": (("POSIX",), ("read",), False),
-    "background-waits": (("POSIX",), _D + _M, False), "static-layers": (_FS, _D + _M, False),
+    "background-waits": (("POSIX",), _D + _M, False),
+    "background-shared-core": (("POSIX",), _D, False), "static-layers": (_FS, _D + _M, False),
     "flush-per-step": (("H5F", "H5D", "MPIIO", "POSIX"), ("sync", "flush"), False),
     "fortran-element-io": (("POSIX",), _D, False), "fortran-formatted-io": (("POSIX",), _D, False),
 }  # fmt: skip

@@ -139,6 +139,7 @@ class BackgroundSharedCore(Check):
     id = "background-shared-core"
     layer = "POSIX"
     drishti = None
+    site_ops = DATA_OPS  # the writes whose background work took the core
     finds = ("a write-behind or event-set engine thread that had no CPU but its rank's own "
              "core (a launcher binding each rank to one core), from the affinity the trace "
              "recorded; says what to change in the launcher the job used")
