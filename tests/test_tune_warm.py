@@ -12,7 +12,7 @@ import pytest
 from iopilot.tune import search
 from iopilot.tune.generate import rank
 from iopilot.tune.search import Context, Record
-from iopilot.tune.space import from_dict
+from iopilot.tune.space import from_dict, point_key
 from iopilot.tune.study import store
 from iopilot.tune.warm import JOB, RESULT, SIMILAR, fit, job_of, learnt, program_of, similarity
 
@@ -179,3 +179,27 @@ def test_a_second_tuning_of_the_same_program_starts_from_what_won(tmp_path):
     assert doc["warm_start"] == [] and doc["trials"][1]["phase"] != search.WARM
     assert doc["trials"][1]["point"] == {"ompi.fcoll": "a"}
     assert "starting from" not in third.stderr
+
+
+def test_after_the_warm_winners_sweep_the_defaults_sweep_follows():
+    """A winner of another job may be a local best here: once its sweep is
+    done, guided sweeps from the default as it would have without it, and
+    follows points measured once (not promising beside the winner)."""
+    s = from_dict(SPACE)
+    study = optuna.create_study(direction="minimize")
+
+    def rec(point, runs, phase):
+        return store(study, s, Record(0, point, runs, min(runs), "ok", phase=phase), None)
+
+    history = [rec({}, [10.0, 10.0], "default"), rec(WINNER, [2.0, 2.0], search.WARM),
+               rec({"ompi.io": "romio321", "mpiio.romio_cb_write": "enable"}, [11.0], "x"),
+               rec({**WINNER, "mpiio.cb_nodes": 1}, [3.0], "x"),
+               rec({**WINNER, "mpiio.cb_nodes": 2}, [3.0], "x")]
+    ctx = Context(s, history, 0, 20, 0.0, study, rank(s, []), lambda v: v, 2)
+    assert search.make("guided").next(ctx).point == {"ompi.io": "romio321"}
+    # measured once at 5 s (not promising beside 2 s): followed all the same
+    history.append(rec({"ompi.io": "romio321"}, [5.0], "x"))
+    ctx = Context(s, history, 0, 20, 0.0, study, rank(s, []), lambda v: v, 2)
+    p = search.make("guided").next(ctx).point
+    assert p["ompi.io"] == "romio321" and p != {"ompi.io": "romio321"}  # on from it
+    assert point_key(p) not in {r.key for r in history}

@@ -199,16 +199,25 @@ class Guided(TPE):
 
     def one_at_a_time(self, ctx: Context) -> Proposal | None:
         """Replay the sweep over the history: for each parameter in rank order,
-        each of its values from the best point so far; the first not measured."""
+        each of its values from the best point so far; the first not measured.
+        A similar job's winner that beats the default here is swept from
+        first; then the default's sweep follows as without it, so a winner
+        that was another job's local best costs trials but hides nothing."""
         seen = ctx.seen()
-        base: dict[str, Any] = {}
-        base_loss = seen[point_key(base)].loss if point_key(base) in seen else math.inf
-        # A similar job's winner that beats the default here is where the sweep starts.
+        default_loss = seen[point_key({})].loss if point_key({}) in seen else math.inf
         warm = [r for r in ctx.history if r.phase == WARM and r.ok
-                and len(r.runs) >= ctx.repeats and r.loss < base_loss]  # fmt: skip
+                and len(r.runs) >= ctx.repeats and r.loss < default_loss]  # fmt: skip
         if warm:
-            best = min(warm, key=lambda r: r.loss)
-            base, base_loss = dict(best.point), best.loss
+            p = self._sweep(ctx, seen, dict(min(warm, key=lambda r: r.loss).point))
+            if p is not None:
+                return p
+        # After a warm winner, the default's sweep meets points measured once
+        # (not promising beside that winner): it follows them all the same.
+        return self._sweep(ctx, seen, {}, repeated=not warm)
+
+    def _sweep(self, ctx: Context, seen: dict[str, Record], base: dict[str, Any],
+               repeated: bool = True) -> Proposal | None:  # fmt: skip
+        base_loss = seen[point_key(base)].loss if point_key(base) in seen else math.inf
         order = [ctx.space.by_name[n] for n in ctx.ranking]
         for param in order:
             if not ctx.space.active(param, base):
@@ -224,8 +233,8 @@ class Guided(TPE):
                 tried.append(rec)
             # A change is kept when its median, over as many runs as the default
             # had, beats the base's: whether that is a win is decided at the end.
-            better = [r for r in tried if r.ok and len(r.runs) >= ctx.repeats
-                      and r.loss < base_loss]  # fmt: skip
+            better = [r for r in tried if r.ok and r.loss < base_loss
+                      and (len(r.runs) >= ctx.repeats or not repeated)]  # fmt: skip
             if better:
                 best = min(better, key=lambda r: r.loss)
                 base, base_loss = dict(best.point), best.loss
