@@ -178,11 +178,11 @@ def test_optimize_tunes_a_serial_hdf5_program_by_its_chunk_cache(tmp_path):
     import shutil
 
     exe = tmp_path / "strips"
-    src = Path(__file__).resolve().parent / "programs/hdf5/chunk_cache.c"
+    src = Path(__file__).resolve().parents[1] / "corpus/c-hdf5-chunk-cache/main.c"
     subprocess.run([shutil.which("h5cc") or "h5cc", "-shlib", "-O2", "-o", str(exe), str(src)],
                    check=True)  # fmt: skip
     p = subprocess.run([*IOPILOT, "optimize", "--trials", "8", "--repeats", "2", "--out", "o",
-                        "--json", "o.json", "--", str(exe)], cwd=tmp_path,
+                        "--json", "o.json", "--", str(exe), "mistake"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=600)  # fmt: skip
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "o.json").read_text())
