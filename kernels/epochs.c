@@ -3,7 +3,11 @@
  * (open, write, close).  The compute is real floating-point work (a busy loop
  * calibrated at start-up, never a sleep), so a study that overlaps I/O with
  * it sees the CPU contention an application would; its measured time is
- * reported, not the target.
+ * reported, not the target.  --units N gives the work per step instead, as
+ * a count of its units (4096 multiply-adds each): no calibration, and
+ * --compute is ignored, so runs under different bindings or loads can do
+ * the same work.  The result's params hold "units" (per step, always) and
+ * "units_per_s" (the calibrated rate, slowest rank; only when calibrated).
  *
  * Layout.  One file for the whole run, reopened every step (step 0 creates
  * it).  Shared file: rank r's bytes of step s start at (s * ranks + r) * size;
@@ -45,7 +49,8 @@
  * with no progress thread (Open MPI has none) moves non-blocking requests
  * on only inside MPI calls, so the computation calls MPI_Testall on the
  * step's requests every --test-every seconds of work (1 ms; 0: never), as
- * real codes do.  (Open MPI 4.1's OMPIO also hands the writes to POSIX
+ * real codes do (with --units, the interval is converted at the rate step
+ * 0's computation ran, which has no requests to poll).  (Open MPI 4.1's OMPIO also hands the writes to POSIX
  * aio_write, which glibc runs on threads of its own: here they overlap
  * even without the polling.)
  *
@@ -80,11 +85,13 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: epochs [--steps N] [--compute SECONDS] [--size SIZE] [--transfer SIZE]\n"
+    "usage: epochs [--steps N] [--compute SECONDS | --units N] [--size SIZE] [--transfer SIZE]\n"
     "              [--api posix|mpiio|hdf5] [--independent] [--fpp] [--fsync]\n"
     "              [--file PATH] [--keep] [--async] [--test-every SECONDS]\n"
     "  defaults: 5 steps of 0.5 s compute, then 16m per rank per step written\n"
     "  collectively with MPI-IO to one shared file (iopilot-epochs.dat), deleted at the end\n"
+    "  --units: the computation per step as N units of 4096 multiply-adds (>= 0),\n"
+    "  not calibrated at start-up; overrides --compute\n"
     "  --async: step k's I/O runs while step k+1 computes (posix: iopilot's engine;\n"
     "  mpiio: MPI_File_iwrite_at[_all], the computation calling MPI_Testall every\n"
     "  --test-every seconds of work (0.001; 0: never), since MPI may move non-blocking\n"
@@ -107,8 +114,8 @@ typedef struct {
 } handle;
 
 static void check_options(int argc, char **argv) {
-    static const char *const valued[] = {"--steps", "--compute", "--size", "--transfer",
-                                         "--api", "--file", "--test-every", NULL};
+    static const char *const valued[] = {"--steps", "--compute", "--units", "--size",
+                                         "--transfer", "--api", "--file", "--test-every", NULL};
     static const char *const flags[] = {"--independent", "--fpp", "--fsync", "--keep", "--async",
                                         NULL};
     k_check_options(argc, argv, valued, flags, usage);
@@ -357,6 +364,8 @@ int main(int argc, char **argv) {
     cfg_t c = {0};
     long steps = k_opt_int(argc, argv, "--steps", 5);
     double compute = k_opt_double(argc, argv, "--compute", 0.5);
+    int given_units = k_opt_str(argc, argv, "--units", NULL) != NULL;
+    long long units = k_opt_int(argc, argv, "--units", 0);
     c.size = k_opt_size(argc, argv, "--size", 16LL << 20);
     c.transfer = k_opt_size(argc, argv, "--transfer", c.size < (1LL << 30) ? c.size : 1LL << 30);
     const char *api = k_opt_str(argc, argv, "--api", "mpiio");
@@ -374,6 +383,7 @@ int main(int argc, char **argv) {
     else k_usage_die(usage, "%s%s", "--api must be posix, mpiio or hdf5, not ", api);
     if (steps < 1) k_usage_die(usage, "%s%s", "--steps must be >= 1", "");
     if (compute < 0) k_usage_die(usage, "%s%s", "--compute must be >= 0", "");
+    if (units < 0) k_usage_die(usage, "%s%s", "--units must be >= 0", "");
     if (c.size < 1) k_usage_die(usage, "%s%s", "--size must be >= 1 byte", "");
     if (c.transfer < 1 || c.transfer > (1LL << 30))
         k_usage_die(usage, "%s%s", "--transfer must be between 1 byte and 1g", "");
@@ -383,11 +393,16 @@ int main(int argc, char **argv) {
         k_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &c.comm), "MPI_Comm_dup");
     if (async && c.api == HDF5) H5open(); /* HDF5 starts up here, before any thread */
 
-    double rate = compute > 0 ? calibrate() : 0;
-    long long units = (long long)(compute * rate + 0.5);
+    double rate = 0; /* units per second, when calibrated */
+    if (!given_units && compute > 0) {
+        rate = calibrate();
+        units = (long long)(compute * rate + 0.5);
+    }
 
     k_param_int("steps", steps);
-    k_param_str("compute", k_opt_str(argc, argv, "--compute", "0.5"));
+    if (!given_units) k_param_str("compute", k_opt_str(argc, argv, "--compute", "0.5"));
+    k_param_int("units", units);
+    if (rate > 0) k_param_double("units_per_s", rate);
     k_param_int("size", c.size);
     k_param_int("transfer", c.transfer);
     k_param_str("api", api);
@@ -398,9 +413,12 @@ int main(int argc, char **argv) {
     k_param_int("keep", keep);
     k_param_int("async", async);
     if (async && c.api == MPIIO) k_param_str("test_every", k_opt_str(argc, argv, "--test-every", "0.001"));
-    if (compute > 0)
+    if (rate > 0)
         k_note("compute: %lld units of 4096 multiply-adds per step (calibrated %.0f units/s, "
                "slowest rank)", units, rate);
+    else if (given_units)
+        k_note("compute: %lld units of 4096 multiply-adds per step (given, not calibrated)",
+               units);
 
     char name[4096];
     if (c.fpp) snprintf(name, sizeof name, "%s.%08d", c.path, k_rank);
@@ -438,8 +456,11 @@ int main(int argc, char **argv) {
                 !(mp[i].sts = calloc((size_t)per_step, sizeof *mp[i].sts)) ||
                 !(mp[i].lens = calloc((size_t)per_step, sizeof *mp[i].lens)))
                 k_die("out of memory for %lld requests", per_step);
+    /* Not calibrated (--units): set from step 0's computation, which has
+     * nothing to poll (work_testing ignores test_units until there is). */
     long long test_units = (long long)(test_every * rate + 0.5);
-    if (async && c.api == MPIIO && test_every > 0 && test_units < 1) test_units = 1;
+    int polling = async && c.api == MPIIO && test_every > 0;
+    if (polling && rate > 0 && test_units < 1) test_units = 1;
     h5_job job = {.c = &c, .name = name};
     k_barrier();
     double run0 = k_now();
@@ -456,6 +477,12 @@ int main(int argc, char **argv) {
         else
             work(units);
         double compute_s = k_now() - c0;
+        if (polling && rate <= 0 && s == 0) {
+            /* this rank's own rate: how often it polls is its own affair */
+            double r = compute_s > 0 ? (double)units / compute_s : 0;
+            test_units = (long long)(test_every * r + 0.5);
+            if (test_units < 1) test_units = 1;
+        }
 
         k_barrier();
         double wait_s = 0;

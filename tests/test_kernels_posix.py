@@ -120,6 +120,10 @@ def test_epochs_steps_compute_and_contents(kernels, tmp_path, api, np_):
     units, rate = re.search(r"compute: (\d+) units .*calibrated (\d+) units/s", note).groups()
     # units = round(COMPUTE * rate); the note prints the rate rounded to 1/s
     assert int(units) > 0 and abs(int(units) - COMPUTE * int(rate)) <= 0.5 + COMPUTE
+    # the result's params say the same, the rate unrounded
+    params = result["params"]
+    assert params["units"] == int(units) and "compute" in params
+    assert params["units"] == round(COMPUTE * params["units_per_s"])
     compute = sorted(it["compute_s"] for it in its)[STEPS // 2]
     assert compute > 0.1 * COMPUTE, [it["compute_s"] for it in its]
 
@@ -283,6 +287,29 @@ def test_epochs_async_hides_the_io_behind_computation(kernels, tmp_path, api, np
     assert paid["async"] < 0.5 * paid["sync"], paid
 
 
+@pytest.mark.parametrize("api", ["posix", "mpiio"])
+def test_epochs_units_fix_the_work_without_calibrating(kernels, tmp_path, api):
+    """--units N: every step does N units, whatever --compute says, and the
+    run calibrates nothing (no rate in its result); --units 0 does no work."""
+    common = ["--api", api, "--steps", "2", "--size", "64k", "--file", "e.dat"]
+    for units in (0, 3000):
+        result, _ = run(kernels, "epochs", [*common, "--units", str(units), "--compute", "7"],
+                        1, tmp_path)
+        params = result["params"]
+        assert params["units"] == units
+        assert "units_per_s" not in params and "compute" not in params, params
+        (note,) = [n for n in result["notes"] if n.startswith("compute:")]
+        assert note.startswith(f"compute: {units} units") and "not calibrated" in note
+    # --async with MPI-IO converts --test-every with step 0's rate instead
+    result, _ = run(kernels, "epochs", [*common, "--units", "3000", "--async"], 2, tmp_path)
+    assert result["params"]["units"] == 3000 and result["params"]["async"] == 1
+    assert "units_per_s" not in result["params"]
+    # without --units, the same command calibrates
+    result, _ = run(kernels, "epochs", [*common, "--compute", "0.02"], 1, tmp_path)
+    params = result["params"]
+    assert params["units_per_s"] > 0 and params["units"] == round(0.02 * params["units_per_s"])
+
+
 def test_epochs_bad_options(kernels, tmp_path):
     _, done = run(kernels, "epochs", ["--steps", "0"], 2, tmp_path, status=2)
     assert "usage: epochs" in done.stderr and "--steps must be" in done.stderr
@@ -290,6 +317,11 @@ def test_epochs_bad_options(kernels, tmp_path):
     assert "--api must be" in done.stderr
     _, done = run(kernels, "epochs", ["--test-every", "-1"], 1, tmp_path, status=2)
     assert "--test-every must be >= 0" in done.stderr
+    _, done = run(kernels, "epochs", ["--units", "-1"], 1, tmp_path, status=2)
+    assert "usage: epochs" in done.stderr and "--units must be >= 0" in done.stderr
+    _, done = run(kernels, "epochs", ["--units", "1.5"], 1, tmp_path, status=2)
+    assert "--units: not an integer" in done.stderr
+    run(kernels, "epochs", ["--units", "0", "--steps", "1", "--size", "4k"], 1, tmp_path)
 
 
 # --------------------------------------------------------------------------
@@ -354,6 +386,7 @@ def test_mdtest_bad_options(kernels, tmp_path):
         ("epochs", "--api hdf5 --steps 2 --compute 0.05 --size 100k --transfer 64k"),
         ("epochs", "--api posix --steps 2 --compute 0.05 --size 100k --fpp"),
         ("epochs", "--api mpiio --async --fsync --steps 3 --compute 0.1 --size 64k"),
+        ("epochs", "--api mpiio --async --steps 3 --units 2000 --size 64k"),
         ("epochs", "--api hdf5 --async --steps 3 --compute 0.05 --size 100k --transfer 64k"),
         ("mdtest", "--files 30 --bytes 100 --unique-dir"),
     ],
