@@ -14,7 +14,7 @@ import pytest
 
 from iopilot._record import replace
 from iopilot.model import Records
-from iopilot.overlap.advise import advise
+from iopilot.overlap.advise import advise, render_text
 from iopilot.overlap.calibrate import Calibration
 from iopilot.vocabulary import OP_NAMES, RECORD_LAYERS
 from kit import records, trace
@@ -23,11 +23,11 @@ FREE = Calibration(float("inf"), 0.0, 64, measured=False)  # no overhead, cores 
 MB = 100_000_000
 
 
-def meta(rows: list[tuple]) -> Records:
+def meta(rows: list[tuple], layer: str = "POSIX") -> Records:
     """Metadata records from (rank, op name, file, start, end)."""
     col = list(zip(*rows, strict=True)) if rows else [()] * 5
     n = len(rows)
-    return Records(np.array(col[0], np.int32), np.full(n, RECORD_LAYERS.index("POSIX"), np.uint8),
+    return Records(np.array(col[0], np.int32), np.full(n, RECORD_LAYERS.index(layer), np.uint8),
                    np.array([OP_NAMES.index(o) for o in col[1]], np.uint8),
                    np.array(col[2], np.uint64), np.full(n, -1, np.int64), np.zeros(n, np.int64),
                    np.array(col[3], np.float64), np.array(col[4], np.float64))  # fmt: skip
@@ -131,10 +131,74 @@ def test_syncs_move_to_the_thread_and_opens_stay():
     assert p.compute_before_seconds == pytest.approx(2.0)
 
 
-def test_no_posix_io_is_no_advice():
+def test_no_io_is_no_advice():
     t = replace(trace(recs=records([])), meta_records=meta([]))
     a = advise(t, FREE)
-    assert a.recommendation == "off" and "no POSIX" in a.reason and a.phases == []
+    assert a.recommendation == "off" and "no reads, writes" in a.reason and a.phases == []
+
+
+def _stack(layers: tuple[str, ...], sync_layers: tuple[str, ...], open_s: float = 0.0,
+           close_s: float = 0.0, steps: int = 4, compute: float = 2.0):
+    """Steps of ``compute`` s, then (HDF5) a file open of ``open_s``, a 1 s
+    write of 100 MB seen at each of ``layers`` (nested: same times), a 0.5 s
+    sync seen at each of ``sync_layers``, and a close of ``close_s`` (HDF5's
+    file layer, and POSIX's at its end)."""
+    rows: dict[str, list[tuple]] = {n: [] for n in (*layers, "H5F", "POSIX")}
+    metas: dict[str, list[tuple]] = {n: [] for n in rows}
+    span = open_s + 1.0 + 0.5 + close_s
+    for k in range(steps):
+        t = compute + k * (compute + span)
+        if open_s:
+            metas["H5F"].append((0, "open", 1, t, t + open_s))
+        w = t + open_s
+        for n in layers:
+            rows[n].append((0, "w", 1, k * MB, MB, w, w + 1.0))
+        for n in sync_layers:
+            metas[n].append((0, "sync", 1, w + 1.0, w + 1.5))
+        if close_s:
+            metas["H5F"].append((0, "close", 1, w + 1.5, w + 1.5 + close_s))
+        metas["POSIX"].append((0, "close", 1, w + 1.5 + close_s - 1e-3, w + 1.5 + close_s))
+    t = trace(recs=Records.concat([records(r, n) for n, r in rows.items() if r]))
+    t = replace(t, meta_records=Records.concat([meta(m, n) for n, m in metas.items() if m]))
+    t.job.runtime = steps * (compute + span)
+    return t
+
+
+def test_the_interface_is_the_highest_one_the_program_calls():
+    from iopilot.overlap.advise import interface_of
+
+    assert interface_of(_stack(("POSIX",), ("POSIX",))) == "POSIX"
+    assert interface_of(_stack(("POSIX", "STDIO"), ("POSIX",))) == "POSIX"
+    assert interface_of(_stack(("POSIX", "MPIIO"), ("POSIX",))) == "MPI-IO"
+    assert interface_of(_stack(("POSIX", "MPIIO", "H5D"), ("POSIX",))) == "HDF5"
+
+
+def test_posix_async_takes_the_fsync_and_mpi_io_leaves_its_sync_on_the_program():
+    posix = advise(_stack(("POSIX",), ("POSIX",)), FREE)
+    assert posix.interface == "POSIX"
+    assert [p.io_seconds for p in posix.phases] == pytest.approx([1.5] * 4)
+    # 4 x 2 s of computation, the last write and fsync never hidden
+    assert posix.async_seconds == pytest.approx(4 * 2.0 + 1.5)
+    mpi = advise(_stack(("POSIX", "MPIIO"), ("POSIX", "MPIIO")), FREE)
+    assert mpi.interface == "MPI-IO" and mpi.sync_seconds == pytest.approx(14.0)
+    assert [p.io_seconds for p in mpi.phases] == pytest.approx([1.0] * 4)
+    assert [p.own_seconds for p in mpi.phases] == pytest.approx([0.5] * 4)
+    assert mpi.async_seconds == pytest.approx(4 * (2.0 + 0.5) + 1.0)
+    assert "MPI_File_sync stays blocking" in render_text(mpi)
+
+
+def test_hdf5_async_takes_the_opens_and_closes_too_write_behind_only_posix():
+    t = _stack(("POSIX", "MPIIO", "H5D"), ("POSIX", "MPIIO"), open_s=0.25, close_s=0.25)
+    a = advise(t, FREE)
+    assert a.interface == "HDF5" and a.as_dict()["interface"] == "HDF5"
+    # open, write, close move to the thread; the sync under them is inside
+    # no HDF5 call here, so it stays the program's
+    assert [p.io_seconds for p in a.phases] == pytest.approx([1.5] * 4)
+    assert [p.own_seconds for p in a.phases] == pytest.approx([0.5] * 4)
+    assert a.async_seconds == pytest.approx(4 * (2.0 + 0.5) + 1.5)
+    # write-behind sees the file system's calls: a close of the written file
+    # in every phase, where it waits
+    assert a.write_behind["phases_waiting_strict"] == 4
 
 
 def _two_ranks(second: tuple, metas: list[tuple]):

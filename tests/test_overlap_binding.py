@@ -84,6 +84,18 @@ def test_measured_cpu_per_byte_is_what_the_thread_takes_from_the_computation():
     assert never_more.async_seconds == pytest.approx(12.0)  # at most the calls' time
 
 
+@pytest.mark.parametrize("turns", [1.0, 1.5])
+def test_taking_turns_on_one_core_costs_what_the_calibration_measured(turns):
+    """Sharing a core costs the computation the thread's CPU time times the
+    measured factor (switches, caches refilled); a free core, nothing."""
+    cal = Calibration(1e15, 0.0, 64, measured=False, shared_core=turns)
+    a = advise(bound(epochs(2.0, 1.0), [[0]], per_byte=0.25 / 1e8), cal)
+    assert a.async_seconds == pytest.approx(9.0 + 3 * 0.25 * turns, abs=0.01)
+    assert a.own_core_seconds == pytest.approx(9.0, abs=0.01)
+    free = advise(bound(epochs(2.0, 1.0), [[0, 1]], per_byte=0.25 / 1e8), cal)
+    assert free.async_seconds == pytest.approx(9.0, abs=0.01)
+
+
 def thread_trace(cpu_s, shares=True, runtime=10.0):
     t = epochs(2.0, 0.5, ranks=1, runtime=runtime)
     th = BackgroundThread("write_behind", (0,) if shares else (1,), shares, cpu_s, 0)

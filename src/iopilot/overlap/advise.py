@@ -2,25 +2,32 @@
 
 The model follows the program's own timeline, rank by rank:
 
-* **Phases.**  The POSIX reads, writes and syncs of all ranks are grouped
-  into I/O phases (bursts separated by idle time, as the report's phase
-  view finds them).  For each rank and phase: the I/O seconds (the calls'
-  durations), the rank's other time inside the phase (filling buffers,
-  opens, closes: its own thread's work), the bytes written and the
-  operations.  What lies between one phase and the next is computation.
+* **Interface.**  The program would use the asynchronous form of the
+  highest interface it calls: HDF5's (every HDF5 call of a phase moves to
+  the background thread), MPI-IO's non-blocking reads and writes
+  (MPI_File_sync has no such form and stays), or POSIX's (iopilot's engine:
+  reads, writes and syncs).
+* **Phases.**  Those calls of all ranks are grouped into I/O phases
+  (bursts separated by idle time, as the report's phase view finds them).
+  For each rank and phase: the I/O seconds (the calls' durations), the
+  rank's other time inside the phase (filling buffers, opens, closes: its
+  own thread's work), the bytes written and the operations.  What lies
+  between one phase and the next is computation.
 * **Without async** the rank's time is what the trace measured.
 * **With async** the rank's thread computes, then at each phase does its
   own part of the phase plus the engine's overhead (copying the bytes
   written at the measured copy rate, one submission per operation and one
-  wake-up of the thread per phase),
-  while the background thread does the I/O.  One phase is in flight at a
+  wake-up of the thread per phase), while the background thread does the
+  I/O.  One phase is in flight at a
   time: a phase first waits for the previous one's I/O (as a double-buffered
   checkpoint does), and the end of the run waits for the last.  When a
   node's ranks and their I/O threads outnumber its cores, the write calls'
   CPU time (copies into the page cache) is taken from the computation
   they overlap.  So it is when the trace says each rank could run on one
   core only (a launcher's binding, which the I/O thread inherits): then
-  all of it, the thread and the computation taking turns on that core.
+  all of it, the thread and the computation taking turns on that core, and
+  what the turns themselves cost (switches, caches refilled: measured on
+  this machine, a factor of at least 1).
   The write calls' CPU time is their measured CPU time per byte, where the
   trace has it, else their duration.  A job bound so is also predicted as
   it would run with a core for each I/O thread, and the launcher change
@@ -52,7 +59,7 @@ from ..checks.phases import phases
 from ..checks.recordtools import _prev_max
 from ..model import OP_WRITE, Records, Trace
 from ..model.aggregate import unique
-from ..vocabulary import OP_NAMES, RECORD_LAYERS
+from ..vocabulary import MODULE, OP_NAMES, RECORD_LAYERS
 from .calibrate import Calibration
 
 OP_SYNC = OP_NAMES.index("sync")
@@ -117,6 +124,8 @@ class Advice:
     binding: Binding | None = None
     own_core_seconds: float | None = None
     launcher_fix: str = ""
+    # The interface whose asynchronous form is predicted (see interface_of).
+    interface: str = "POSIX"
 
     @property
     def saved_seconds(self) -> float:
@@ -126,6 +135,7 @@ class Advice:
         return {
             "source": self.source,
             "ranks": self.ranks,
+            "interface": self.interface,
             "predicted": {"sync_seconds": self.sync_seconds,
                           "async_seconds": self.async_seconds,
                           "saved_seconds": self.saved_seconds,
@@ -155,13 +165,36 @@ class Advice:
 # The timeline
 
 
-def _io_records(trace: Trace) -> Records:
-    """The POSIX operations async can take over: reads, writes, syncs.  Other
-    metadata calls stay on the program's thread, counted as its own time."""
-    posix = RECORD_LAYERS.index("POSIX")
-    data = trace.records.select(trace.records.layer == posix)
+def interface_of(trace: Trace) -> str:
+    """The interface whose asynchronous form the program would use: the
+    highest in the I/O stack among its reads and writes (HDF5 above MPI-IO
+    above the file system's calls, which the engine takes as POSIX)."""
+    layers = [RECORD_LAYERS[int(c)] for c in unique(trace.records.layer)]
+    levels = [MODULE[n].level for n in layers if MODULE[n].level > 1]
+    if not levels:
+        return MODULE["POSIX"].interface
+    return MODULE[next(n for n in layers if MODULE[n].level == max(levels))].interface
+
+
+def _io_records(trace: Trace, interface: str) -> tuple[Records, np.ndarray]:
+    """The interface's calls in I/O phases, and which of them asynchronous
+    I/O at ``interface`` takes off the program's thread.  The file system's
+    (POSIX, iopilot's engine): reads, writes and syncs, all moved.  MPI-IO's
+    non-blocking forms: reads and writes; MPI_File_sync has none and stays
+    on the program's thread, in its phase.  HDF5's asynchronous connector:
+    every HDF5 call, the file and dataset opens, flushes and closes too.
+    The calls below them are inside these, never counted twice; what the
+    thread does not take stays the program's own time in the phase."""
+    level = max(MODULE[n].level for n in RECORD_LAYERS if MODULE[n].interface == interface)
+    codes = [k for k, n in enumerate(RECORD_LAYERS) if MODULE[n].interface == interface]
+    data = trace.records.select(np.isin(trace.records.layer, codes))
     meta = trace.meta_records
-    return Records.concat([data, meta.select((meta.layer == posix) & (meta.op == OP_SYNC))])
+    mine = np.isin(meta.layer, codes) & ((meta.op == OP_SYNC) | (level > 2))
+    recs = Records.concat([data, meta.select(mine)])
+    moves = np.ones(len(recs), bool)
+    if level == 2:
+        moves[len(data):] = False
+    return recs, moves
 
 
 def _phase_bounds(recs: Records) -> np.ndarray:
@@ -172,12 +205,13 @@ def _phase_bounds(recs: Records) -> np.ndarray:
 def _contention(trace: Trace, cal: Calibration, bind: Binding | None = None,
                 own_core: bool = False) -> float:  # fmt: skip
     """Share of the write calls' CPU time taken from computation they overlap:
-    all of it when each rank's I/O thread shares the rank's one core (unless
+    all of it and what taking turns adds (measured) when each rank's I/O
+    thread shares the rank's one core (unless
     ``own_core``: as if the launcher gave it one), up to 1 when the node's
     ranks already fill its cores, and at least what the calibration measured
     beside a free core."""
     if bind is not None and bind.shares_core and not own_core:
-        return 1.0
+        return cal.shared_core
     hosts = len(set(trace.job.hosts.values())) or 1
     per_node = max(1, -(-max(trace.job.nprocs, 1) // hosts))
     cores = bind.online if bind is not None and bind.online > 0 else cal.cores
@@ -257,9 +291,10 @@ def _waits(trace: Trace, rank: int, starts: np.ndarray, ph: np.ndarray, op: np.n
     return strict, np.bincount(k[closed], None, n) > 0
 
 
-def _timeline(trace: Trace, cal: Calibration, steal: float) -> tuple[
+def _timeline(trace: Trace, cal: Calibration, steal: float,
+              calls: tuple[Records, np.ndarray]) -> tuple[
         list[Phase], float, float, int, list, dict[str, Any]]:  # fmt: skip
-    io_recs = _io_records(trace)
+    io_recs, moves = calls
     run = float(trace.job.runtime)
     if not len(io_recs):
         return [], run, run, 0, [], {}
@@ -276,17 +311,17 @@ def _timeline(trace: Trace, cal: Calibration, steal: float) -> tuple[
         m = io_recs.rank == r
         ph, d, s, e = phase[m], dur[m], io_recs.start[m], io_recs.end[m]
         op, length = io_recs.op[m], io_recs.length[m]
-        io_sync = np.bincount(ph, d, n_ph)
+        io_sync = np.bincount(ph, np.where(moves[m], d, 0.0), n_ph)
         wbytes = np.bincount(ph, np.where(op == OP_WRITE, np.maximum(length, 0), 0), n_ph)
         cpu_io = np.bincount(ph, np.where(op == OP_WRITE, d, 0.0), n_ph)
         if int(r) in per_byte:  # measured: never more than the calls lasted
             cpu_io = np.minimum(cpu_io, wbytes * per_byte[int(r)])
-        ops = np.bincount(ph, None, n_ph)
+        ops = np.bincount(ph, moves[m], n_ph).astype(np.int64)
         first = np.full(n_ph, np.inf)
         last = np.full(n_ph, -np.inf)
         np.minimum.at(first, ph, s)
         np.maximum.at(last, ph, e)
-        active = ops > 0
+        active = np.bincount(ph, None, n_ph) > 0  # the rank has calls in the phase
         # A rank without I/O in a phase: its time there is computation.
         first = np.where(active, first, 0.0)
         last = np.where(active, last, 0.0)
@@ -408,17 +443,22 @@ def _fenced(trace: Trace, file_id: np.ndarray, rank: np.ndarray, after: np.ndarr
 def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Advice:
     """The prediction and recommendation for ``trace`` on a machine like ``cal``."""
     bind = binding_of(trace)
-    phases, sync_s, async_s, slowest, lanes, wb = _timeline(trace, cal,
-                                                            _contention(trace, cal, bind))
+    interface = interface_of(trace)
+    recs = _io_records(trace, interface)
+    steal = _contention(trace, cal, bind)
+    phases, sync_s, async_s, slowest, lanes, wb = _timeline(trace, cal, steal, recs)
+    if interface != MODULE["POSIX"].interface:
+        # Write-behind works below every library, on the file system's calls.
+        wb = _timeline(trace, cal, steal, _io_records(trace, MODULE["POSIX"].interface))[5]
     own_s, fix = None, ""
     if bind is not None and bind.shares_core and phases:
-        own_s = _timeline(trace, cal, _contention(trace, cal, bind, own_core=True))[2]
+        own_s = _timeline(trace, cal, _contention(trace, cal, bind, own_core=True), recs)[2]
         fix = launcher_fix(bind)
     conflicts, n_conf = _conflicts(trace)
     saved = sync_s - async_s
     ranks = len(unique(trace.records.rank)) or trace.job.nprocs
     if not phases:
-        rec, why = "off", "the trace has no POSIX reads, writes or syncs to move to a thread"
+        rec, why = "off", "the trace has no reads, writes or syncs to move to a thread"
     elif n_conf:
         rec, why = "off", (f"{n_conf} access(es) by one rank to bytes another rank wrote with "
                            "no sync or close in between: delaying those writes could change "
@@ -439,7 +479,16 @@ def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Adv
                 f"thread would share: with a core for the thread ({fix}) async would take "
                 f"{own_s:.3f} s, {gain:+.3f} s saved ({gain / sync_s:.0%} of the run)")  # fmt: skip
     return Advice(trace.source, ranks, phases, sync_s, async_s, slowest, cal, conflicts, n_conf,
-                  rec, why, wb, lanes, bind, own_s, fix)  # fmt: skip
+                  rec, why, wb, lanes, bind, own_s, fix, interface)  # fmt: skip
+
+
+# What each interface's asynchronous form takes off the program's thread.
+_HOW = {"POSIX": "reads, writes and fsyncs on iopilot's engine thread (an event set, "
+                 "or iopilot run --async)",
+        "MPI-IO": "non-blocking reads and writes (MPI_File_iwrite_at_all ...); "
+                  "MPI_File_sync stays blocking",
+        "HDF5": "every HDF5 call of a phase on a background thread (the async "
+                "connector: opens, writes, flushes, closes)"}  # fmt: skip
 
 
 def _launched(b: Binding | None) -> str:
@@ -454,6 +503,7 @@ def render_text(a: Advice) -> str:
     c = a.calibration
     lines = [f"iopilot advise async: {a.source}",
              f"  {len(a.phases)} I/O phase(s), {a.ranks} rank(s); slowest rank {a.slowest_rank}",
+             f"  asynchronous {a.interface}: {_HOW.get(a.interface, _HOW['POSIX'])}",
              f"  predicted run without async {a.sync_seconds:.3f} s, with async "
              f"{a.async_seconds:.3f} s ({a.saved_seconds:+.3f} s saved)",
              f"  calibration: copies at {c.copy_bytes_per_second / 2**30:.1f} GiB/s, "
