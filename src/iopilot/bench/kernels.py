@@ -244,6 +244,7 @@ def hdf5_breakdown(result: dict[str, Any]) -> list[str]:
 
 
 _IOR_API = {"posix": "POSIX", "mpiio": "MPIIO", "hdf5": "HDF5"}
+KERNEL_APIS: tuple[str, ...] = tuple(_IOR_API)  # the --api values of ior and epochs
 _PACKET_CODE = {"timestamp": "t", "offset": "o", "incompressible": "i"}
 
 

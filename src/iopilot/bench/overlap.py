@@ -1,21 +1,35 @@
 """``iopilot bench async``: does asynchronous I/O hide the I/O, and does the
 advisor predict it?
 
-The epochs kernel (POSIX, one rank by default, durable steps with --fsync;
-``--ranks N`` shares the cores between ranks and their I/O threads), started
-by ``mpirun`` under each of three bindings: the launcher's default (each rank
-bound to a core, which its I/O thread inherits), the one the advisor names
-(two cores a rank) and none, runs in three scenarios whose computation per
-step is a multiple of its I/O per step (measured first): much longer, about
-equal, much shorter; and a fourth, "overhead", with no computation and one
-small write per step, where async can only cost.  For each:
+The epochs kernel (one rank by default, durable steps with --fsync;
+``--ranks N`` shares the cores between ranks and their I/O threads) at each
+I/O layer of ``--apis`` (``--api`` of the kernel: POSIX through iopilot's
+engine, MPI-IO's non-blocking writes, HDF5 on a thread of its own; see
+kernels/epochs.c), started by ``mpirun`` under each of ``--bindings``: the
+launcher's default (each rank bound to a core, which its I/O thread
+inherits), the one the advisor names (two cores a rank) and none.  At each
+layer a probe with no computation measures the I/O per step; then three
+scenarios have computation per step a multiple of it: much longer, about
+equal, much shorter; and a fourth, "overhead", has no computation and one
+small write per step, where async has nothing to hide behind.  For each
+layer, binding and scenario:
 
 1. the synchronous run, traced: its total time, and per step the I/O time
    and the rest (computation, filling the buffer, opens and closes);
 2. ``iopilot advise async`` on that trace: the predicted run time with
    async;
-3. the same run with ``--async`` (the engine's event set: step k's writes
-   and fsync overlap step k+1's computation), traced the same way.
+3. the same run with ``--async`` (step k's writes and sync overlap step
+   k+1's computation), traced the same way.
+
+All runs of a scenario at a layer do the same work.  Its first synchronous
+run (under the first binding) asks for its computation in seconds, which
+the kernel calibrates into work units, and is run once more, aimed, when
+its c / io missed the scenario's ratio; the units that run did are then
+given with ``--units`` to every other run of the scenario at that layer
+(its async run, and every run under the other bindings), so a binding that
+slows the computation shows as longer steps, not as less work.  Rows give
+the units the kernel reported for both runs, whether the async run ran
+asynchronously, and the computation per step each sync run measured.
 
 Figures: the ideal async time, steps x max(c, io) + min(c, io) with c and
 io per step from the synchronous run; the share of the ideal saving that
@@ -39,7 +53,7 @@ from .._record import record
 from ..errors import InputError
 from ..kernel_results import last_result
 from ..outfile import emit
-from .kernels import kernel_path, mpirun_command
+from .kernels import KERNEL_APIS, kernel_path, mpirun_command
 
 
 # Computation per step as a multiple of the I/O per step; "overhead" has
@@ -49,7 +63,8 @@ from .kernels import kernel_path, mpirun_command
 @record(frozen=True)
 class Plan:
     """What ``iopilot bench async`` runs: ``steps`` steps of ``size`` bytes
-    on ``ranks`` ranks, for each of ``scenarios``, in ``dir`` (or a temporary one)."""
+    on ``ranks`` ranks, for each of ``scenarios`` at each layer of ``apis``
+    under each of ``bindings``, in ``dir`` (or a temporary one)."""
 
     ranks: int = 1
     steps: int = 10
@@ -57,6 +72,7 @@ class Plan:
     scenarios: tuple[str, ...] = ("longer", "equal", "shorter", "overhead")
     dir: str | None = None
     bindings: tuple[str, ...] = ("default", "advised", "none")
+    apis: tuple[str, ...] = ("posix",)
 
 
 # mpirun's options for each binding: its default (one core a rank for small
@@ -67,18 +83,27 @@ BINDINGS = {"default": [], "advised": ["--map-by", "slot:PE=2"], "none": ["--bin
 SCENARIOS = {"longer": 4.0, "equal": 1.0, "shorter": 0.1, "overhead": 0.0}
 SMALL = ("4k", "4k", 500)  # size, transfer and steps of the "overhead" runs
 TOLERANCE = 0.2  # a synchronous run further than this from its scenario's ratio is run again
+# What "overhead" measures where async is not iopilot's engine (kernels/epochs.c).
+OVERHEAD_NOTES = {
+    "mpiio": "async here is MPI's non-blocking writes, and the next step's MPI_File_open "
+             "overlaps them: a cost and a little hiding, not the engine's hand-off",
+    "hdf5": "async here is a thread started and joined per step (HDF5 is not thread-safe), "
+            "not the engine's hand-off",
+}
 
 
-def _epochs(workdir: Path, trace: Path, compute: float, plan: Plan, asynchronous: bool,
-            small: bool = False,
+def _epochs(workdir: Path, trace: Path, plan: Plan, api_name: str, work: tuple[str, str],
+            asynchronous: bool, small: bool = False,
             binding: str = "default") -> tuple[dict[str, Any], float]:  # fmt: skip
-    """One traced epochs run: its result and the traced run time (s)."""
+    """One traced epochs run at layer ``api_name`` doing ``work`` per step
+    (``("--compute", seconds)`` or ``("--units", n)``): its result and the
+    traced run time (s)."""
     size, transfer, steps = SMALL if small else (plan.size, plan.size, plan.steps)
     launch = [*mpirun_command(plan.ranks), *BINDINGS[binding]]
     cmd = [sys.executable, "-m", "iopilot", "run", "--trace-dir", str(trace), "--trace-only",
-           "--", *launch, str(kernel_path("epochs")), "--api", "posix",
-           *([] if small else ["--fsync"]), "--steps", str(steps), "--compute",
-           f"{compute:.6f}", "--size", size, "--transfer", transfer,
+           "--", *launch, str(kernel_path("epochs")), "--api", api_name,
+           *([] if small else ["--fsync"]), "--steps", str(steps), *work,
+           "--size", size, "--transfer", transfer,
            "--file", str(workdir / "epochs.dat")]  # fmt: skip
     if asynchronous:
         cmd.append("--async")
@@ -86,8 +111,9 @@ def _epochs(workdir: Path, trace: Path, compute: float, plan: Plan, asynchronous
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     result = last_result(done.stdout)
     if done.returncode != 0 or result is None:
-        raise InputError("iopilot bench async", f"the epochs kernel failed: "
-                         f"{(done.stderr or done.stdout).strip()[-300:]}")  # fmt: skip
+        raise InputError("iopilot bench async", f"the epochs kernel failed ({api_name}, "
+                         f"{binding} binding): "
+                         f"{' '.join((done.stderr or done.stdout).split())[-300:]}")  # fmt: skip
     return result, float(api.load(str(trace)).job.runtime)
 
 
@@ -98,6 +124,13 @@ def _per_step(result: dict[str, Any]) -> tuple[float, float]:
     io = statistics.fmean(it["open_s"] + it["write_s"] + it["close_s"] for it in its)
     c = result["total_s"] / len(its) - io
     return max(c, 0.0), io
+
+
+def _ran_async(result: dict[str, Any]) -> bool:
+    """Whether the kernel says it ran asynchronously, and timed each step's
+    wait for the previous step's I/O."""
+    return bool(result["params"].get("async")) and all(
+        "wait_s" in it for it in result["iterations"])
 
 
 def _aim(compute: float, ratio: float, c: float, io: float) -> float | None:
@@ -114,44 +147,67 @@ def _aim(compute: float, ratio: float, c: float, io: float) -> float | None:
 def run(plan: Plan) -> dict[str, Any]:
     base = Path(plan.dir) if plan.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-async-"))
     base.mkdir(parents=True, exist_ok=True)
-    probe, _ = _epochs(base, base / "probe.trace", 0.0, plan, False)
-    io_step = _per_step(probe)[1]
-    print(f"iopilot bench async: {plan.ranks} rank(s), {plan.steps} steps of {plan.size} "
-          f"with fsync, I/O {io_step:.3f} s per step", file=sys.stderr)  # fmt: skip
+    reference = plan.bindings[0]  # where each scenario's work is set
     rows = []
+    io_steps: dict[str, float] = {}
     calibration: dict[str, Any] = {}
-    for binding in plan.bindings:
-        for name in plan.scenarios:
-            try:
-                row, calibration = _scenario(base, plan, name, io_step, binding)
-                rows.append(row)
-            except InputError as e:
-                if binding == "default":
-                    raise
-                # two cores a rank may be more than the node has: said, not fatal
-                rows.append({"scenario": name, "binding": binding, "failed": e.reason})
-            print(f"  {name} ({binding} binding): done", file=sys.stderr)
-    return {"ranks": plan.ranks, "steps": plan.steps, "size": plan.size, "io_per_step_s": io_step,
-            "calibration": calibration, "scenarios": rows}  # fmt: skip
+    for api_name in plan.apis:
+        probe, _ = _epochs(base, base / f"{api_name}-probe.trace", plan, api_name,
+                           ("--units", "0"), False, binding=reference)  # fmt: skip
+        io_step = io_steps[api_name] = _per_step(probe)[1]
+        print(f"iopilot bench async: {api_name}, {plan.ranks} rank(s), {plan.steps} steps of "
+              f"{plan.size} with fsync, I/O {io_step:.3f} s per step", file=sys.stderr)  # fmt: skip
+        units: dict[str, int] = {}  # each scenario's work, fixed by its reference run
+        for binding in plan.bindings:
+            for name in plan.scenarios:
+                where = {"api": api_name, "scenario": name, "binding": binding}
+                if binding != reference and name not in units:
+                    rows.append({**where, "failed": f"its run under the {reference} binding, "
+                                 "which sets its work, failed"})  # fmt: skip
+                    continue
+                try:
+                    row, calibration = _scenario(base, plan, api_name, name, io_step, binding,
+                                                 units)  # fmt: skip
+                    rows.append(row)
+                except InputError as e:
+                    if binding == "default":
+                        raise
+                    # two cores a rank may be more than the node has: said, not fatal
+                    rows.append({**where, "failed": e.reason})
+                print(f"  {api_name} {name} ({binding} binding): done", file=sys.stderr)
+    return {"ranks": plan.ranks, "steps": plan.steps, "size": plan.size, "apis": list(plan.apis),
+            "io_per_step_s": io_steps, "calibration": calibration,
+            "scenarios": rows}  # fmt: skip
 
 
-def _scenario(base: Path, plan: Plan, name: str, io_step: float,
-              binding: str) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
-    """One scenario under one binding: sync traced, advised, async traced;
-    its row and the advisor's calibration."""
-    compute = SCENARIOS[name] * io_step
+def _scenario(base: Path, plan: Plan, api_name: str, name: str, io_step: float, binding: str,
+              units: dict[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """One scenario at one layer under one binding: sync traced, advised,
+    async traced; its row and the advisor's calibration.  Without an entry
+    in ``units`` this is the scenario's reference run: it asks for seconds
+    of computation (aimed once more if it missed the ratio) and enters the
+    units the kernel did; with one, every run does that many."""
+    ratio = SCENARIOS[name]
     small = name == "overhead"
-    tag = f"{name}-{binding}"
-    sync_trace = base / f"{tag}-sync.trace"
-    sync, sync_run = _epochs(base, sync_trace, compute, plan, False, small, binding)
-    aimed = _aim(compute, SCENARIOS[name], *_per_step(sync))
-    if aimed is not None:
-        compute = aimed
-        sync_trace = base / f"{tag}-sync-aimed.trace"
-        sync, sync_run = _epochs(base, sync_trace, compute, plan, False, small, binding)
+    tag = f"{api_name}-{name}-{binding}"
+
+    def epochs(kind: str, work: tuple[str, str], asynchronous: bool) -> tuple[Any, float, Path]:
+        trace = base / f"{tag}-{kind}.trace"
+        result, runtime = _epochs(base, trace, plan, api_name, work, asynchronous, small, binding)
+        return result, runtime, trace
+
+    if name in units:
+        sync, sync_run, sync_trace = epochs("sync", ("--units", str(units[name])), False)
+    else:
+        compute = ratio * io_step
+        sync, sync_run, sync_trace = epochs("sync", ("--compute", f"{compute:.6f}"), False)
+        aimed = _aim(compute, ratio, *_per_step(sync))
+        if aimed is not None:
+            sync, sync_run, sync_trace = epochs("sync-aimed", ("--compute", f"{aimed:.6f}"),
+                                                False)  # fmt: skip
+        units[name] = int(sync["params"]["units"])
     advice = api.advise_async(str(sync_trace))
-    asy, async_run = _epochs(base, base / f"{tag}-async.trace", compute, plan, True, small,
-                             binding)  # fmt: skip
+    asy, async_run, _ = epochs("async", ("--units", str(units[name])), True)
     c, io = _per_step(sync)
     n = len(sync["iterations"])
     ideal = n * max(c, io) + min(c, io)
@@ -159,8 +215,12 @@ def _scenario(base: Path, plan: Plan, name: str, io_step: float,
              if sync["total_s"] - ideal > 1e-9 else None)  # fmt: skip
     predicted = advice.async_seconds
     b = advice.binding
-    return {
-        "scenario": name, "binding": binding, "compute_per_step_s": c, "io_per_step_s": io,
+    row = {
+        "api": api_name, "scenario": name, "binding": binding,
+        # the work per step each run reported doing, and how each ran
+        "units": sync["params"]["units"], "async_units": asy["params"]["units"],
+        "sync_ran_async": _ran_async(sync), "async_ran_async": _ran_async(asy),
+        "compute_per_step_s": c, "io_per_step_s": io,
         "cpus_per_rank": b.cpus_per_rank if b else None,
         "sync_total_s": sync["total_s"], "async_total_s": asy["total_s"],
         "ideal_total_s": ideal, "share_of_ideal_overlap": reach,
@@ -169,35 +229,43 @@ def _scenario(base: Path, plan: Plan, name: str, io_step: float,
         "prediction_error": (predicted - async_run) / async_run if async_run else None,
         "predicted_with_own_core_s": advice.own_core_seconds,
         "launcher_fix": advice.launcher_fix, "recommendation": advice.recommendation,
-    }, advice.calibration.as_dict()  # fmt: skip
+    }  # fmt: skip
+    if small and api_name in OVERHEAD_NOTES:
+        row["note"] = OVERHEAD_NOTES[api_name]
+    return row, advice.calibration.as_dict()
 
 
 def render(doc: dict[str, Any]) -> str:
-    lines = [f"{'scenario':<9} {'binding':<8} {'cpus':>4} {'c/step':>7} {'io/step':>8} "
-             f"{'sync':>8} {'async':>8} {'ideal':>8} {'reached':>8} {'run async':>10} "
-             f"{'predicted':>10} {'error':>7}  advice"]  # fmt: skip
+    lines = [f"{'api':<6} {'scenario':<9} {'binding':<8} {'cpus':>4} {'c/step':>7} "
+             f"{'io/step':>8} {'sync':>8} {'async':>8} {'ideal':>8} {'reached':>8} "
+             f"{'run async':>10} {'predicted':>10} {'error':>7}  advice"]  # fmt: skip
     for r in doc["scenarios"]:
+        where = f"{r['api']:<6} {r['scenario']:<9} {r['binding']:<8}"
         if "failed" in r:
-            lines.append(f"{r['scenario']:<9} {r['binding']:<8} could not run: {r['failed']}")
+            lines.append(f"{where} could not run: {r['failed']}")
             continue
         reach = ("-" if r["share_of_ideal_overlap"] is None
                  else f"{r['share_of_ideal_overlap']:.0%}")  # fmt: skip
         cpus = "?" if r["cpus_per_rank"] is None else str(r["cpus_per_rank"])
-        lines.append(f"{r['scenario']:<9} {r['binding']:<8} {cpus:>4} "
-                     f"{r['compute_per_step_s']:>7.3f} "
+        error = "-" if r["prediction_error"] is None else f"{r['prediction_error']:+.1%}"
+        lines.append(f"{where} {cpus:>4} {r['compute_per_step_s']:>7.3f} "
                      f"{r['io_per_step_s']:>8.3f} {r['sync_total_s']:>8.3f} "
                      f"{r['async_total_s']:>8.3f} {r['ideal_total_s']:>8.3f} {reach:>8} "
                      f"{r['traced_async_run_s']:>10.3f} {r['predicted_async_run_s']:>10.3f} "
-                     f"{r['prediction_error']:>+7.1%}  {r['recommendation']}")  # fmt: skip
+                     f"{error:>7}  {r['recommendation']}")  # fmt: skip
+        if r.get("note"):
+            lines.append(f"{'':<6} {'':<9} {'':<8} note: {r['note']}")
     lines.append("(seconds; sync/async/ideal: the kernel's steps; run async / predicted: the "
-                 "whole traced run, start-up included)")  # fmt: skip
+                 "whole traced run, start-up included; every run of a scenario at a layer "
+                 "does the same work)")  # fmt: skip
     return "\n".join(lines)
 
 
 def main(plan: Plan, json_path: str | None = None) -> int:
     bad = [s for s in plan.scenarios if s not in SCENARIOS]
-    if bad:
-        raise InputError("--scenarios", f"unknown {', '.join(bad)} (known: {', '.join(SCENARIOS)})")
+    if bad or not plan.scenarios:
+        raise InputError("--scenarios", f"unknown {', '.join(bad) or '(none given)'} "
+                         f"(known: {', '.join(SCENARIOS)})")  # fmt: skip
     if plan.ranks < 1:
         raise InputError("--ranks", "at least 1")
     if plan.steps < 2:
@@ -206,6 +274,10 @@ def main(plan: Plan, json_path: str | None = None) -> int:
     if unknown or not plan.bindings:
         raise InputError("--bindings", f"unknown {', '.join(unknown) or '(none given)'} "
                          f"(known: {', '.join(BINDINGS)})")  # fmt: skip
+    unknown = [a for a in plan.apis if a not in KERNEL_APIS]
+    if unknown or not plan.apis:
+        raise InputError("--apis", f"unknown {', '.join(unknown) or '(none given)'} "
+                         f"(known: {', '.join(KERNEL_APIS)})")  # fmt: skip
     doc = run(plan)
     if json_path != "-":
         print(render(doc))

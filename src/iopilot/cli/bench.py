@@ -55,8 +55,11 @@ ABOUT: dict[str, tuple[str, str]] = {
     "bench async": ("Run the epochs kernel with computation per step much longer than, "
                     "equal to and much shorter than its durable I/O per step, without and "
                     "with asynchronous I/O, and compare with the ideal overlap and with "
-                    "what `iopilot advise async` predicted from the synchronous trace.",
-                    "iopilot bench async --steps 5 --size 128m --json async.json"),
+                    "what `iopilot advise async` predicted from the synchronous trace; at "
+                    "each I/O layer of --apis, under each mpirun binding of --bindings, every "
+                    "run of a scenario at a layer doing the same work.",
+                    "iopilot bench async --steps 5 --size 128m --json async.json\n"
+                    "  iopilot bench async --apis posix,mpiio,hdf5 --bindings default,none"),
     "bench accuracy": ("Run the corpus of programs each written with one known I/O mistake, "
                        "traced and untraced, with the mistake and fixed: whether the first "
                        "WARN/HIGH finding names the mistake, whether its advice is in the "
@@ -165,6 +168,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="mpirun's binding for each run: default (a core a rank), advised "
                    "(--map-by slot:PE=2: a core for the I/O thread too), none (--bind-to none); "
                    "default: all three")
+    a.add_argument("--apis", type=lambda v: [x for x in v.split(",") if x], default=["posix"],
+                   metavar="API[,API...]",
+                   help="the I/O layers the kernel writes through, each run as --api API: "
+                   "posix (iopilot's engine), mpiio (non-blocking collective writes), hdf5 "
+                   "(a thread makes each step's HDF5 calls); default: posix")
     a.add_argument("--dir", help="where the runs write (default: a temporary directory)")
     add_json_option(a, "the figures")
     y = bsub.add_parser("accuracy", help="first finding, advice language and at stake on "
@@ -206,7 +214,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if name == "async":
         plan = overlap.Plan(ranks=args.ranks, steps=args.steps, size=args.size,
                             scenarios=tuple(args.scenarios), dir=args.dir,
-                            bindings=tuple(args.bindings))  # fmt: skip
+                            bindings=tuple(args.bindings), apis=tuple(args.apis))  # fmt: skip
         return overlap.main(plan, args.json)
     if name == "accuracy":
         return accuracy.main(corpus=args.corpus, patterns=args.case, repeat=args.repeat,

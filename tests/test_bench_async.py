@@ -1,0 +1,147 @@
+"""`iopilot bench async`, small but real: every layer of the epochs kernel
+under two mpirun bindings, two scenarios each, read back from the kernel's
+own results (the work units each run did, whether it ran asynchronously).
+No timing is asserted: the machine is shared."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iopilot.bench import overlap
+from iopilot.bench.kernels import KERNEL_APIS
+from iopilot.errors import InputError
+from iopilot.overlap import calibrate
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS, BINDINGS = ("equal", "overhead"), ("default", "none")
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory) -> dict:
+    """One bench run: 1 rank, 2 steps of 4 MiB, every layer (40 s at load 2.7)."""
+    if shutil.which("mpicc") is None:
+        pytest.skip("mpicc not installed")
+    done = subprocess.run(["make", "-C", str(ROOT / "kernels")], capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path_factory.mktemp("bench-async")
+    plan = overlap.Plan(ranks=1, steps=2, size="4m", scenarios=SCENARIOS, bindings=BINDINGS,
+                        apis=KERNEL_APIS, dir=str(out / "runs"))  # fmt: skip
+    with pytest.MonkeyPatch.context() as mp:
+        # the advisor calibrates the machine per call (about a second): once is enough here
+        mp.setattr(calibrate, "measure", functools.cache(calibrate.measure))
+        assert overlap.main(plan, str(out / "async.json")) == 0
+    return json.loads((out / "async.json").read_text())
+
+
+def test_every_layer_binding_and_scenario_has_its_row(doc):
+    rows = doc["scenarios"]
+    assert [r for r in rows if "failed" in r] == []
+    assert sorted((r["api"], r["binding"], r["scenario"]) for r in rows) == sorted(
+        itertools.product(KERNEL_APIS, BINDINGS, SCENARIOS))
+    assert doc["apis"] == list(KERNEL_APIS) and set(doc["io_per_step_s"]) == set(KERNEL_APIS)
+    text = overlap.render(doc)
+    for r in rows:
+        assert any(line.split()[:3] == [r["api"], r["scenario"], r["binding"]]
+                   for line in text.splitlines()), (r, text)  # fmt: skip
+    # "overhead" at the layers where async is not the engine says what it measures
+    notes = {r["api"] for r in rows if r.get("note")}
+    assert notes == set(overlap.OVERHEAD_NOTES) and "posix" not in notes
+    assert all(r["scenario"] == "overhead" for r in rows if r.get("note"))
+
+
+def test_all_runs_of_a_scenario_do_the_same_work(doc):
+    work: dict[tuple[str, str], set[int]] = {}
+    for r in doc["scenarios"]:
+        work.setdefault((r["api"], r["scenario"]), set()).update((r["units"], r["async_units"]))
+    assert all(len(units) == 1 for units in work.values()), work
+    for api_name in KERNEL_APIS:
+        # the reference run calibrated some work; "overhead" has none
+        assert work[(api_name, "equal")].pop() > 0
+        assert work[(api_name, "overhead")] == {0}
+    # each row keeps the computation its own synchronous run measured
+    assert all(r["compute_per_step_s"] >= 0 for r in doc["scenarios"])
+
+
+def test_the_async_run_of_every_row_ran_async_and_the_sync_run_did_not(doc):
+    for r in doc["scenarios"]:
+        assert r["async_ran_async"] is True and r["sync_ran_async"] is False, r
+
+
+def test_ran_async_needs_the_flag_and_the_waits():
+    its = [{"wait_s": 0.0}, {"wait_s": 0.1}]
+    assert overlap._ran_async({"params": {"async": 1}, "iterations": its})
+    assert not overlap._ran_async({"params": {"async": 0}, "iterations": its})
+    assert not overlap._ran_async({"params": {"async": 1}, "iterations": [{}, *its]})
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("apis", ("stdio",), "--apis: unknown stdio"),
+    ("apis", ("posix", "netcdf"), "--apis: unknown netcdf"),
+    ("apis", (), "--apis: unknown (none given)"),
+    ("bindings", ("loose",), "--bindings: unknown loose"),
+    ("scenarios", ("huge",), "--scenarios: unknown huge"),
+    ("scenarios", (), "--scenarios: unknown (none given)"),
+    ("steps", 1, "--steps: at least 2"),
+    ("ranks", 0, "--ranks: at least 1"),
+])  # fmt: skip
+def test_bad_options_are_refused_before_anything_runs(tmp_path, field, value, words):
+    plan = overlap.Plan(dir=str(tmp_path / "runs"), **{field: value})
+    with pytest.raises(InputError) as e:
+        overlap.main(plan)
+    assert str(e.value).startswith(words) and "\n" not in str(e.value)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_known_layers_and_the_edge_values_pass_validation(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(overlap, "run", lambda plan: seen.append(plan) or {"scenarios": []})
+    plan = overlap.Plan(apis=KERNEL_APIS, steps=2, ranks=1, dir=str(tmp_path))
+    assert overlap.main(plan, "-") == 0 and seen == [plan]
+
+
+def test_the_command_line_takes_apis_and_refuses_an_unknown_one():
+    done = subprocess.run([sys.executable, "-m", "iopilot", "bench", "async", "--apis",
+                           "posix,stdio"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == ("iopilot: error: --apis: unknown stdio "
+                                   f"(known: {', '.join(KERNEL_APIS)})")  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "iopilot", "bench", "async", "--help"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and "--apis API[,API...]" in done.stdout
+
+
+def test_a_scenario_whose_reference_run_failed_is_said_not_run_under_the_others(tmp_path,
+                                                                                monkeypatch):
+    """The first binding's synchronous run sets a scenario's work: when it
+    fails, the other bindings' rows say so (no run without that work); when
+    the failing binding is mpirun's default, the bench stops with its error."""
+    probe = {"params": {"units": 0, "async": 0}, "total_s": 0.1,
+             "iterations": [{"open_s": 0.0, "write_s": 0.01, "close_s": 0.0}] * 2}  # fmt: skip
+
+    def epochs(workdir, trace, plan, api_name, work, asynchronous, small=False,
+               binding="default"):  # fmt: skip
+        if trace.name.endswith("probe.trace"):
+            return probe, 0.2
+        raise InputError("iopilot bench async", f"the epochs kernel failed ({binding})")
+
+    monkeypatch.setattr(overlap, "_epochs", epochs)
+    plan = overlap.Plan(steps=2, scenarios=("equal",), bindings=("none", "default"),
+                        apis=("posix",), dir=str(tmp_path))  # fmt: skip
+    rows = overlap.run(plan)["scenarios"]
+    assert [(r["binding"], r["failed"]) for r in rows] == [
+        ("none", "the epochs kernel failed (none)"),
+        ("default", "its run under the none binding, which sets its work, failed")]
+    assert "could not run: its run under the none binding" in overlap.render(
+        {"scenarios": rows})
+    with pytest.raises(InputError, match=r"failed \(default\)"):
+        overlap.run(overlap.Plan(steps=2, scenarios=("equal",), bindings=("default", "none"),
+                                 apis=("posix",), dir=str(tmp_path)))  # fmt: skip
