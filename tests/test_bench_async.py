@@ -69,6 +69,8 @@ def test_all_runs_of_a_scenario_do_the_same_work(doc):
         assert work[(api_name, "overhead")] == {0}
     # each row keeps the computation its own synchronous run measured
     assert all(r["compute_per_step_s"] >= 0 for r in doc["scenarios"])
+    # only the probe calibrated: no measured run spent its start-up on it
+    assert not any(r["calibrated"] for r in doc["scenarios"])
 
 
 def test_the_async_run_of_every_row_ran_async_and_the_sync_run_did_not(doc):
@@ -124,7 +126,7 @@ def test_a_scenario_whose_reference_run_failed_is_said_not_run_under_the_others(
     """The first binding's synchronous run sets a scenario's work: when it
     fails, the other bindings' rows say so (no run without that work); when
     the failing binding is mpirun's default, the bench stops with its error."""
-    probe = {"params": {"units": 0, "async": 0}, "total_s": 0.1,
+    probe = {"params": {"units": 0, "units_per_s": 1e6, "async": 0}, "total_s": 0.1,
              "iterations": [{"open_s": 0.0, "write_s": 0.01, "close_s": 0.0}] * 2}  # fmt: skip
 
     def epochs(workdir, trace, plan, api_name, work, asynchronous, small=False,

@@ -21,10 +21,11 @@ layer, binding and scenario:
 3. the same run with ``--async`` (step k's writes and sync overlap step
    k+1's computation), traced the same way.
 
-All runs of a scenario at a layer do the same work.  Its first synchronous
-run (under the first binding) asks for its computation in seconds, which
-the kernel calibrates into work units, and is run once more, aimed, when
-its c / io missed the scenario's ratio; the units that run did are then
+All runs of a scenario at a layer do the same work, and none spends its
+start-up calibrating.  The probe calibrates the kernel's computation (work
+units per second); the scenario's first synchronous run (under the first
+binding) is given the units of its ratio of the probe's I/O, and is run
+once more, aimed, when its c / io missed the scenario's ratio; the units that run did are then
 given with ``--units`` to every other run of the scenario at that layer
 (its async run, and every run under the other bindings), so a binding that
 slows the computation shows as longer steps, not as less work.  Rows give
@@ -152,9 +153,13 @@ def run(plan: Plan) -> dict[str, Any]:
     io_steps: dict[str, float] = {}
     calibration: dict[str, Any] = {}
     for api_name in plan.apis:
+        # The probe calibrates the kernel's computation (a token request
+        # makes it) and measures the I/O per step; every run after it is
+        # given its work in units, so none spends start-up time calibrating.
         probe, _ = _epochs(base, base / f"{api_name}-probe.trace", plan, api_name,
-                           ("--units", "0"), False, binding=reference)  # fmt: skip
+                           ("--compute", "1e-9"), False, binding=reference)  # fmt: skip
         io_step = io_steps[api_name] = _per_step(probe)[1]
+        rate = float(probe["params"]["units_per_s"])
         print(f"iopilot bench async: {api_name}, {plan.ranks} rank(s), {plan.steps} steps of "
               f"{plan.size} with fsync, I/O {io_step:.3f} s per step", file=sys.stderr)  # fmt: skip
         units: dict[str, int] = {}  # each scenario's work, fixed by its reference run
@@ -166,8 +171,8 @@ def run(plan: Plan) -> dict[str, Any]:
                                  "which sets its work, failed"})  # fmt: skip
                     continue
                 try:
-                    row, calibration = _scenario(base, plan, api_name, name, io_step, binding,
-                                                 units)  # fmt: skip
+                    row, calibration = _scenario(base, plan, api_name, name, io_step, rate,
+                                                 binding, units)  # fmt: skip
                     rows.append(row)
                 except InputError as e:
                     if binding == "default":
@@ -180,13 +185,15 @@ def run(plan: Plan) -> dict[str, Any]:
             "scenarios": rows}  # fmt: skip
 
 
-def _scenario(base: Path, plan: Plan, api_name: str, name: str, io_step: float, binding: str,
+def _scenario(base: Path, plan: Plan, api_name: str, name: str, io_step: float, rate: float,
+              binding: str,
               units: dict[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
     """One scenario at one layer under one binding: sync traced, advised,
     async traced; its row and the advisor's calibration.  Without an entry
-    in ``units`` this is the scenario's reference run: it asks for seconds
-    of computation (aimed once more if it missed the ratio) and enters the
-    units the kernel did; with one, every run does that many."""
+    in ``units`` this is the scenario's reference run: its work is the
+    scenario's ratio of the probe's I/O at the probe's ``rate`` (units per
+    second), aimed once more if it missed the ratio, and it enters the
+    units it did; with one, every run does that many."""
     ratio = SCENARIOS[name]
     small = name == "overhead"
     tag = f"{api_name}-{name}-{binding}"
@@ -199,12 +206,12 @@ def _scenario(base: Path, plan: Plan, api_name: str, name: str, io_step: float, 
     if name in units:
         sync, sync_run, sync_trace = epochs("sync", ("--units", str(units[name])), False)
     else:
-        compute = ratio * io_step
-        sync, sync_run, sync_trace = epochs("sync", ("--compute", f"{compute:.6f}"), False)
-        aimed = _aim(compute, ratio, *_per_step(sync))
+        n = round(ratio * io_step * rate)
+        sync, sync_run, sync_trace = epochs("sync", ("--units", str(n)), False)
+        aimed = _aim(n / rate, ratio, *_per_step(sync))
         if aimed is not None:
-            sync, sync_run, sync_trace = epochs("sync-aimed", ("--compute", f"{aimed:.6f}"),
-                                                False)  # fmt: skip
+            n = round(aimed * rate)
+            sync, sync_run, sync_trace = epochs("sync-aimed", ("--units", str(n)), False)
         units[name] = int(sync["params"]["units"])
     advice = api.advise_async(str(sync_trace))
     asy, async_run, _ = epochs("async", ("--units", str(units[name])), True)
@@ -220,6 +227,8 @@ def _scenario(base: Path, plan: Plan, api_name: str, name: str, io_step: float, 
         # the work per step each run reported doing, and how each ran
         "units": sync["params"]["units"], "async_units": asy["params"]["units"],
         "sync_ran_async": _ran_async(sync), "async_ran_async": _ran_async(asy),
+        # given their work: neither spent its start-up calibrating
+        "calibrated": "units_per_s" in sync["params"] or "units_per_s" in asy["params"],
         "compute_per_step_s": c, "io_per_step_s": io,
         "cpus_per_rank": b.cpus_per_rank if b else None,
         "sync_total_s": sync["total_s"], "async_total_s": asy["total_s"],
