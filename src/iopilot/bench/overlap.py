@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,40 @@ OVERHEAD_NOTES = {
 }
 
 
+# Free page reporting (virtio-balloon): a virtual machine hands memory that
+# stayed free for a few seconds back to its host, and taking such pages
+# again costs the guest several times more processor time: here 5 x 256 MiB
+# written into the page cache took 0.26 s of CPU with pages freed a moment
+# before and 2.1-2.9 s with pages handed back.  Each run would then pay
+# what the previous one left behind.
+REPORTED = Path("/sys/module/page_reporting/parameters/reported_kib")
+SETTLED = 3.0  # seconds with nothing handed back: the previous run's memory is
+SETTLE_AT_MOST = 60.0
+
+
+def settle(counter: Path = REPORTED, quiet: float = SETTLED,
+           at_most: float = SETTLE_AT_MOST) -> float:  # fmt: skip
+    """Wait until the memory the previous run freed has been handed back to
+    the host (its counter unchanged for ``quiet`` seconds), so that every
+    run starts the same way; the seconds waited (0 on a machine without
+    free page reporting)."""
+    try:
+        last = counter.read_text()
+    except OSError:
+        return 0.0
+    t0 = time.monotonic()
+    still = t0
+    while (now := time.monotonic()) - still < quiet and now - t0 < at_most:
+        time.sleep(0.25)
+        try:
+            seen = counter.read_text()
+        except OSError:
+            break
+        if seen != last:
+            last, still = seen, time.monotonic()
+    return time.monotonic() - t0
+
+
 def _epochs(workdir: Path, trace: Path, plan: Plan, api_name: str, work: tuple[str, str],
             asynchronous: bool, small: bool = False,
             binding: str = "default") -> tuple[dict[str, Any], float]:  # fmt: skip
@@ -109,6 +144,7 @@ def _epochs(workdir: Path, trace: Path, plan: Plan, api_name: str, work: tuple[s
     if asynchronous:
         cmd.append("--async")
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    settle()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     result = last_result(done.stdout)
     if done.returncode != 0 or result is None:
@@ -148,6 +184,9 @@ def _aim(compute: float, ratio: float, c: float, io: float) -> float | None:
 def run(plan: Plan) -> dict[str, Any]:
     base = Path(plan.dir) if plan.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-async-"))
     base.mkdir(parents=True, exist_ok=True)
+    if REPORTED.exists():
+        print("iopilot bench async: this machine hands freed memory back to its host; each "
+              "run waits until the previous run's has been (a few seconds)", file=sys.stderr)
     reference = plan.bindings[0]  # where each scenario's work is set
     rows = []
     io_steps: dict[str, float] = {}
