@@ -603,6 +603,49 @@ def test_forty_workers_open_one_study_at_once_on_an_empty_database(postgres, tmp
     assert [s.study_name for s in optuna.get_all_study_summaries(storage=url)] == ["s"]
 
 
+def _open_and_say(url: str, name: str, said: Path) -> None:
+    """One worker, in a forked process: it opens study ``name`` and says so in ``said``."""
+    import optuna
+
+    from iopilot.tune.study import _open_study
+
+    _open_study(optuna, url, name, "minimize")
+    said.write_text("opened")
+
+
+def test_a_made_study_opens_while_another_worker_makes_one(postgres, tmp_path):
+    """Workers make Optuna's tables and a new study one at a time, under the
+    server's lock; a worker joining a study that is made already only reads,
+    and opens it without waiting for that lock (twenty workers joining made
+    studies waited for each other in that line)."""
+    import multiprocessing
+
+    import optuna
+
+    from iopilot.tune.study import _one_at_a_time
+
+    url = postgres.create_database("made")
+    optuna.create_study(storage=url, study_name="made", direction="minimize")
+    fork = multiprocessing.get_context("fork")
+    made = fork.Process(target=_open_and_say, args=(url, "made", tmp_path / "made"))
+    new = fork.Process(target=_open_and_say, args=(url, "new", tmp_path / "new"))
+    try:
+        with _one_at_a_time(url):  # another worker making its study
+            new.start()
+            made.start()
+            made.join(60)
+            assert made.exitcode == 0 and (tmp_path / "made").read_text() == "opened"
+            assert new.is_alive() and not (tmp_path / "new").exists()
+        new.join(60)
+        assert new.exitcode == 0 and (tmp_path / "new").read_text() == "opened"
+    finally:
+        for w in (made, new):
+            if w.is_alive():
+                w.kill()
+    assert sorted(s.study_name for s in optuna.get_all_study_summaries(storage=url)) \
+        == ["made", "new"]  # fmt: skip
+
+
 _databases = itertools.count()
 
 

@@ -513,9 +513,19 @@ def _open_study(optuna: Any, storage: str, name: str, direction: str, tries: int
     engine keeps as many as it ever used at once, two while it makes its
     tables: forty workers, and the three a worker held with its claims' own,
     used up PostgreSQL's 100, and those that could not connect failed inside
-    Optuna), and a server full for a moment is tried again."""
+    Optuna), and a server full for a moment is tried again.
+
+    A study that is there already is loaded without the lock: opening it only
+    reads then, so its workers need not wait in that line (the lock is the
+    server's, one for all studies: each worker opening in some twenty round
+    trips, twenty workers joining five made studies at once, reads late now
+    and then, had the last open 19 s after the first; at once, within 3 s)."""
     storage = storage_url(storage)
     shared = isinstance(storage, str) and storage.startswith("postgresql")
+    if shared:
+        made = _made_already(optuna, storage, name)
+        if made is not None:
+            return made
     for attempt in range(tries):
         try:
             with _one_at_a_time(storage if shared else None):
@@ -536,6 +546,33 @@ def _open_study(optuna: Any, storage: str, name: str, direction: str, tries: int
                 raise
             time.sleep(0.2 * (attempt + 1) * (1 + random.random()))
     raise AssertionError("unreachable")
+
+
+def _made_already(optuna: Any, url: str, name: str) -> Any:
+    """The PostgreSQL study ``name`` when it is made already, else None.
+
+    Its row in Optuna's ``studies`` is written after Optuna's tables and their
+    version rows, so once it is there opening the study writes nothing and
+    needs no lock.  None too when the server cannot be read now (full for a
+    moment): the opening under the lock tries again and says what failed."""
+    import sqlalchemy as sa  # lazy: optuna imports it anyway
+
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            if conn.execute(sa.select(sa.func.to_regclass("studies"))).scalar() is None:
+                return None
+            made = conn.execute(sa.text("select 1 from studies where study_name = :name"),
+                                {"name": name}).first() is not None  # fmt: skip
+    except sa.exc.DBAPIError:
+        return None
+    finally:
+        engine.dispose()
+    if not made:
+        return None
+    rdb = optuna.storages.RDBStorage(url, engine_kwargs={"pool_size": 1, "max_overflow": 4},
+                                     skip_table_creation=True)  # fmt: skip
+    return optuna.load_study(study_name=name, storage=rdb)
 
 
 @contextlib.contextmanager
