@@ -10,7 +10,9 @@
  * "units_per_s" (the calibrated rate, slowest rank; only when calibrated).
  *
  * Layout.  One file for the whole run, reopened every step (step 0 creates
- * it).  Shared file: rank r's bytes of step s start at (s * ranks + r) * size;
+ * it; with --overwrite, step 0 opens the file an earlier run kept, and HDF5
+ * its step datasets, and rewrites them in place: no page-cache page is
+ * freed and taken again between runs).  Shared file: rank r's bytes of step s start at (s * ranks + r) * size;
  * with --fpp rank r has PATH.<r as %08d> and step s starts at s * size.  HDF5
  * writes one 1-D H5T_NATIVE_UCHAR dataset "/step_<s as %05d>" per step
  * (ranks * size elements, or size with --fpp), rank r's slice at r * size.
@@ -87,9 +89,10 @@
 static const char usage[] =
     "usage: epochs [--steps N] [--compute SECONDS | --units N] [--size SIZE] [--transfer SIZE]\n"
     "              [--api posix|mpiio|hdf5] [--independent] [--fpp] [--fsync]\n"
-    "              [--file PATH] [--keep] [--async] [--test-every SECONDS]\n"
+    "              [--file PATH] [--keep] [--overwrite] [--async] [--test-every SECONDS]\n"
     "  defaults: 5 steps of 0.5 s compute, then 16m per rank per step written\n"
     "  collectively with MPI-IO to one shared file (iopilot-epochs.dat), deleted at the end\n"
+    "  --overwrite: rewrite in place the file an earlier run kept (implies --keep)\n"
     "  --units: the computation per step as N units of 4096 multiply-adds (>= 0),\n"
     "  not calibrated at start-up; overrides --compute\n"
     "  --async: step k's I/O runs while step k+1 computes (posix: iopilot's engine;\n"
@@ -102,6 +105,7 @@ enum api { POSIX, MPIIO, HDF5 };
 typedef struct {
     enum api api;
     int collective, fpp, fsync;
+    int reuse; /* --overwrite and the file exists: open it (and its datasets), never create */
     long long size, transfer;
     const char *path;
     MPI_Comm comm; /* of a shared file (HDF5 --async: a duplicate only its thread uses) */
@@ -116,8 +120,8 @@ typedef struct {
 static void check_options(int argc, char **argv) {
     static const char *const valued[] = {"--steps", "--compute", "--units", "--size",
                                          "--transfer", "--api", "--file", "--test-every", NULL};
-    static const char *const flags[] = {"--independent", "--fpp", "--fsync", "--keep", "--async",
-                                        NULL};
+    static const char *const flags[] = {"--independent", "--fpp", "--fsync", "--keep",
+                                        "--overwrite", "--async", NULL};
     k_check_options(argc, argv, valued, flags, usage);
 }
 
@@ -186,8 +190,9 @@ static void io_open(const cfg_t *c, handle *h, const char *name, int step, long 
     } else {
         hid_t fapl = k_h5(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
         k_h5(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "H5Pset_fapl_mpio");
-        h->file = create ? k_h5(H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate")
-                         : k_h5(H5Fopen(name, H5F_ACC_RDWR, fapl), "H5Fopen");
+        h->file = create && !c->reuse
+                      ? k_h5(H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate")
+                      : k_h5(H5Fopen(name, H5F_ACC_RDWR, fapl), "H5Fopen");
         H5Pclose(fapl);
         hsize_t elems = (hsize_t)(c->size * (shared ? k_size : 1));
         hid_t space = k_h5(H5Screate_simple(1, &elems, NULL), "H5Screate_simple");
@@ -195,8 +200,20 @@ static void io_open(const cfg_t *c, handle *h, const char *name, int step, long 
         k_h5(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "H5Pset_fill_time"); /* no fill pass */
         char dname[32];
         snprintf(dname, sizeof dname, "step_%05d", step);
-        h->dset = k_h5(H5Dcreate2(h->file, dname, H5T_NATIVE_UCHAR, space, H5P_DEFAULT, dcpl,
-                                H5P_DEFAULT), "H5Dcreate2");
+        if (c->reuse && H5Lexists(h->file, dname, H5P_DEFAULT) > 0) {
+            /* --overwrite: the earlier run's dataset, rewritten in place */
+            h->dset = k_h5(H5Dopen2(h->file, dname, H5P_DEFAULT), "H5Dopen2");
+            hid_t old = k_h5(H5Dget_space(h->dset), "H5Dget_space");
+            hsize_t have = 0;
+            H5Sget_simple_extent_dims(old, &have, NULL);
+            H5Sclose(old);
+            if (have != elems)
+                k_die("--overwrite: dataset %s of %s has %llu elements, this run writes %llu",
+                      dname, name, (unsigned long long)have, (unsigned long long)elems);
+        } else {
+            h->dset = k_h5(H5Dcreate2(h->file, dname, H5T_NATIVE_UCHAR, space, H5P_DEFAULT, dcpl,
+                                    H5P_DEFAULT), "H5Dcreate2");
+        }
         H5Pclose(dcpl);
         h->fspace = space;
         h->mspace = -1;
@@ -373,7 +390,8 @@ int main(int argc, char **argv) {
     c.fpp = k_opt_flag(argc, argv, "--fpp");
     c.fsync = k_opt_flag(argc, argv, "--fsync");
     c.path = k_opt_str(argc, argv, "--file", "iopilot-epochs.dat");
-    int keep = k_opt_flag(argc, argv, "--keep");
+    int overwrite = k_opt_flag(argc, argv, "--overwrite");
+    int keep = overwrite || k_opt_flag(argc, argv, "--keep");
     int async = k_opt_flag(argc, argv, "--async");
     double test_every = k_opt_double(argc, argv, "--test-every", 0.001);
     c.comm = MPI_COMM_WORLD;
@@ -411,6 +429,7 @@ int main(int argc, char **argv) {
     k_param_int("fsync", c.fsync);
     k_param_str("file", c.path);
     k_param_int("keep", keep);
+    k_param_int("overwrite", overwrite);
     k_param_int("async", async);
     if (async && c.api == MPIIO) k_param_str("test_every", k_opt_str(argc, argv, "--test-every", "0.001"));
     if (rate > 0)
@@ -424,8 +443,16 @@ int main(int argc, char **argv) {
     if (c.fpp) snprintf(name, sizeof name, "%s.%08d", c.path, k_rank);
     else snprintf(name, sizeof name, "%s", c.path);
     int owner = c.fpp || k_rank == 0; /* who creates and removes the file */
-    if (owner && unlink(name) != 0 && errno != ENOENT)
+    if (overwrite) {
+        /* Rewrite the kept file in place: its pages stay in the page cache
+         * from one run to the next, so no run pays for memory another freed. */
+        int exists = access(name, F_OK) == 0, all = exists;
+        if (!c.fpp) k_mpi_check(MPI_Allreduce(&exists, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+                                "MPI_Allreduce");
+        c.reuse = all;
+    } else if (owner && unlink(name) != 0 && errno != ENOENT) {
         k_die("remove %s: %s", name, strerror(errno));
+    }
 
     /* POSIX --async with one transfer per step: two buffers take turns, step
      * s fills one while step s-1's is still being written from the other,

@@ -38,10 +38,15 @@ def doc(tmp_path_factory) -> dict:
     with pytest.MonkeyPatch.context() as mp:
         # the advisor calibrates the machine per call (about a second): once is enough here
         mp.setattr(calibrate, "measure", functools.cache(calibrate.measure))
-        # waiting for freed memory to be handed back is tested on its own below
-        mp.setattr(overlap, "settle", lambda: 0.0)
         assert overlap.main(plan, str(out / "async.json")) == 0
     return json.loads((out / "async.json").read_text())
+
+
+def test_the_data_files_are_rewritten_in_place_and_removed_at_the_end(doc):
+    # every run rewrote its layer's file (one more for "overhead") in place
+    assert all(r["in_place"] for r in doc["scenarios"])
+    runs = Path(doc["dir"])
+    assert list(runs.glob("*.dat")) == [] and len(list(runs.glob("*.trace"))) > 1
 
 
 def test_every_layer_binding_and_scenario_has_its_row(doc):
@@ -150,54 +155,3 @@ def test_a_scenario_whose_reference_run_failed_is_said_not_run_under_the_others(
         overlap.run(overlap.Plan(steps=2, scenarios=("equal",), bindings=("default", "none"),
                                  apis=("posix",), dir=str(tmp_path)))  # fmt: skip
 
-
-def test_settling_waits_until_nothing_more_is_handed_back(tmp_path):
-    """The counter of memory handed back changes three times, 0.3 s apart:
-    the wait ends only after it has been still for the quiet time (2 s, far
-    longer than the gaps, so a slow writer thread cannot end it early)."""
-    import threading
-    import time
-
-    counter = tmp_path / "reported_kib"
-    counter.write_text("0\n")
-
-    def hand_back():
-        for k in range(1, 4):
-            time.sleep(0.3)
-            counter.write_text(f"{k}\n")
-
-    t0 = time.monotonic()
-    worker = threading.Thread(target=hand_back)
-    worker.start()
-    waited = overlap.settle(counter, quiet=2.0, at_most=30)
-    worker.join()
-    assert counter.read_text() == "3\n"
-    assert waited >= 0.9 + 2.0 and time.monotonic() - t0 >= 0.9 + 2.0
-    # still from the start: the quiet time only
-    assert 0.5 <= overlap.settle(counter, quiet=0.5, at_most=30) < 30
-
-
-def test_settling_gives_up_after_at_most_and_is_nothing_without_the_counter(tmp_path):
-    import threading
-    import time
-
-    counter = tmp_path / "reported_kib"
-    counter.write_text("0")
-    stop = threading.Event()
-
-    def keep_changing():
-        k = 0
-        while not stop.is_set():
-            k += 1
-            counter.write_text(str(k))
-            time.sleep(0.05)
-
-    worker = threading.Thread(target=keep_changing)
-    worker.start()
-    try:
-        waited = overlap.settle(counter, quiet=0.5, at_most=1.0)
-    finally:
-        stop.set()
-        worker.join()
-    assert 1.0 <= waited < 30
-    assert overlap.settle(tmp_path / "missing", quiet=5, at_most=5) == 0.0

@@ -229,6 +229,30 @@ def test_epochs_async_mpiio_hdf5_write_the_same_data(kernels, tmp_path, api, np_
     assert asy["total_s"] >= steps  # the whole run, the last step's I/O included
 
 
+@pytest.mark.parametrize("api", ["posix", "mpiio", "hdf5"])
+def test_epochs_overwrite_rewrites_the_kept_file_in_place(kernels, tmp_path, api):
+    """--overwrite: the first run creates the file and keeps it; the next
+    (async here) rewrites that same file in place, HDF5 its same datasets,
+    with the same bytes; a dataset of another size is refused by name."""
+    common = f"--api {api} --steps 2 --compute 0 --size 256k --fsync --overwrite --file e.dat"
+    first, _ = run(kernels, "epochs", common.split(), 2, tmp_path)
+    path = tmp_path / "e.dat"
+    ino, size, data = path.stat().st_ino, path.stat().st_size, epochs_data(path, api)
+    assert len(data) == 2 * 2 * 256 * KIB and first["params"]["overwrite"] == 1
+    held = tmp_path / "held"
+    os.link(path, held)  # a removed and re-created file could not reuse this inode
+    again, _ = run(kernels, "epochs", [*common.split(), "--async"], 2, tmp_path)
+    assert again["params"]["overwrite"] == 1 and again["params"]["keep"] == 1
+    assert path.samefile(held) and path.stat().st_ino == ino and path.stat().st_size == size
+    assert epochs_data(path, api) == data
+    if api == "hdf5":
+        bigger = common.replace("256k", "1m").split()
+        done = subprocess.run([*mpirun(1), str(kernels / "epochs"), *bigger], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+        assert done.returncode != 0
+        assert "--overwrite: dataset step_00000 of e.dat has 524288 elements" in done.stderr
+
+
 def epochs_timed(kernels: Path, cwd: Path, np_: int, args: str, bind: list[str]) -> dict:
     done = subprocess.run(
         [*mpirun(np_)[:-2], *bind, "-np", str(np_), str(kernels / "epochs"), *args.split()],

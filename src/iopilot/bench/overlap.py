@@ -46,7 +46,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -94,38 +93,15 @@ OVERHEAD_NOTES = {
 }
 
 
-# Free page reporting (virtio-balloon): a virtual machine hands memory that
-# stayed free for a few seconds back to its host, and taking such pages
-# again costs the guest several times more processor time: here 5 x 256 MiB
-# written into the page cache took 0.26 s of CPU with pages freed a moment
-# before and 2.1-2.9 s with pages handed back.  Each run would then pay
-# what the previous one left behind.
-REPORTED = Path("/sys/module/page_reporting/parameters/reported_kib")
-SETTLED = 3.0  # seconds with nothing handed back: the previous run's memory is
-SETTLE_AT_MOST = 60.0
-
-
-def settle(counter: Path = REPORTED, quiet: float = SETTLED,
-           at_most: float = SETTLE_AT_MOST) -> float:  # fmt: skip
-    """Wait until the memory the previous run freed has been handed back to
-    the host (its counter unchanged for ``quiet`` seconds), so that every
-    run starts the same way; the seconds waited (0 on a machine without
-    free page reporting)."""
-    try:
-        last = counter.read_text()
-    except OSError:
-        return 0.0
-    t0 = time.monotonic()
-    still = t0
-    while (now := time.monotonic()) - still < quiet and now - t0 < at_most:
-        time.sleep(0.25)
-        try:
-            seen = counter.read_text()
-        except OSError:
-            break
-        if seen != last:
-            last, still = seen, time.monotonic()
-    return time.monotonic() - t0
+def _data_file(workdir: Path, api_name: str, small: bool) -> Path:
+    """The file every run of a layer (and of its "overhead" scenario) rewrites
+    in place (``--overwrite``): its pages stay in the page cache from one run
+    to the next, so no run pays for memory the run before it freed.  (On a
+    virtual machine that hands memory free for a few seconds back to its
+    host, taking such pages again costs several times more processor time:
+    here 5 x 256 MiB written into new page-cache pages took 0.26 s of CPU
+    right after other pages were freed and 2.1-2.9 s a few seconds later.)"""
+    return workdir / f"epochs-{api_name}{'-small' if small else ''}.dat"
 
 
 def _epochs(workdir: Path, trace: Path, plan: Plan, api_name: str, work: tuple[str, str],
@@ -139,12 +115,11 @@ def _epochs(workdir: Path, trace: Path, plan: Plan, api_name: str, work: tuple[s
     cmd = [sys.executable, "-m", "iopilot", "run", "--trace-dir", str(trace), "--trace-only",
            "--", *launch, str(kernel_path("epochs")), "--api", api_name,
            *([] if small else ["--fsync"]), "--steps", str(steps), *work,
-           "--size", size, "--transfer", transfer,
-           "--file", str(workdir / "epochs.dat")]  # fmt: skip
+           "--size", size, "--transfer", transfer, "--overwrite",
+           "--file", str(_data_file(workdir, api_name, small))]  # fmt: skip
     if asynchronous:
         cmd.append("--async")
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
-    settle()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     result = last_result(done.stdout)
     if done.returncode != 0 or result is None:
@@ -184,9 +159,6 @@ def _aim(compute: float, ratio: float, c: float, io: float) -> float | None:
 def run(plan: Plan) -> dict[str, Any]:
     base = Path(plan.dir) if plan.dir else Path(tempfile.mkdtemp(prefix="iopilot-bench-async-"))
     base.mkdir(parents=True, exist_ok=True)
-    if REPORTED.exists():
-        print("iopilot bench async: this machine hands freed memory back to its host; each "
-              "run waits until the previous run's has been (a few seconds)", file=sys.stderr)
     reference = plan.bindings[0]  # where each scenario's work is set
     rows = []
     io_steps: dict[str, float] = {}
@@ -219,7 +191,10 @@ def run(plan: Plan) -> dict[str, Any]:
                     # two cores a rank may be more than the node has: said, not fatal
                     rows.append({**where, "failed": e.reason})
                 print(f"  {api_name} {name} ({binding} binding): done", file=sys.stderr)
-    return {"ranks": plan.ranks, "steps": plan.steps, "size": plan.size, "apis": list(plan.apis),
+        for small in (False, True):  # the data, not the traces
+            _data_file(base, api_name, small).unlink(missing_ok=True)
+    return {"dir": str(base), "ranks": plan.ranks, "steps": plan.steps, "size": plan.size,
+            "apis": list(plan.apis),
             "io_per_step_s": io_steps, "calibration": calibration,
             "scenarios": rows}  # fmt: skip
 
@@ -268,6 +243,7 @@ def _scenario(base: Path, plan: Plan, api_name: str, name: str, io_step: float, 
         "sync_ran_async": _ran_async(sync), "async_ran_async": _ran_async(asy),
         # given their work: neither spent its start-up calibrating
         "calibrated": "units_per_s" in sync["params"] or "units_per_s" in asy["params"],
+        "in_place": sync["params"].get("overwrite") == 1 == asy["params"].get("overwrite"),
         "compute_per_step_s": c, "io_per_step_s": io,
         "cpus_per_rank": b.cpus_per_rank if b else None,
         "sync_total_s": sync["total_s"], "async_total_s": asy["total_s"],
