@@ -175,6 +175,34 @@ def test_debugging_information_in_a_separate_file(tmp_path, monkeypatch):
     assert lookup(str(exe), bid, [off])[0] == ("", 0, "", NO_SYMBOLS)
 
 
+def test_a_binary_is_read_once_while_it_stays_the_same(tmp_path, monkeypatch):
+    """`iopilot tune` reads a trace of the same program after every run: a
+    binary whose build-id the run recorded is read once, and again when the
+    file changed (its times here, its bytes the same) or other offsets are
+    asked; one without a recorded build-id is read every time.  (A separate
+    debug file replaced meanwhile: the test above.)"""
+    import os
+
+    import iopilot.sources.symbols as symbols
+
+    exe, said = build(tmp_path / "b", "-O2", "-g")
+    bid = build_id(str(exe))
+    off = int(said["site"], 16)
+    reads: list[str] = []
+    read = symbols._lookup
+    monkeypatch.setattr(symbols, "_lookup", lambda f, b, o: reads.append(b) or read(f, b, o))
+    first = lookup(str(exe), bid, [off])
+    assert first[0][2] == "write_rows" and len(reads) == 1
+    assert lookup(str(exe), bid, [off]) == first and len(reads) == 1
+    os.utime(exe, ns=(1, 1))
+    assert lookup(str(exe), bid, [off]) == first and len(reads) == 2
+    assert lookup(str(exe), bid, [off]) == first and len(reads) == 2
+    assert lookup(str(exe), bid, [off, int(said["caller"], 16)])[0] == first[0]
+    assert len(reads) == 3
+    assert lookup(str(exe), "", [off]) == lookup(str(exe), "", [off]) == first
+    assert len(reads) == 5
+
+
 def test_deleted_binary_gives_module_and_offset(tmp_path):
     exe, said = build(tmp_path / "b", "-O0", "-g")
     bid = build_id(str(exe))

@@ -9,7 +9,7 @@ a shared library, a position-independent executable (whose first
 the absolute address) alike; the call itself is at ``offset - 1``.
 
 Per binary, once per load (:class:`Symbolizer` keeps them by path and
-build-id):
+build-id), and once per process while the file stays the same (``_FOUND``):
 
 * the build-id recorded at run time is compared with the file's: a file
   that is gone or was rebuilt since gives ``module+0xoffset`` and a note,
@@ -85,6 +85,17 @@ class Symbolizer:
         return f"{function} ({place})" if function else place
 
 
+# What the lookups of this process found.  `iopilot tune` reads a trace of
+# the same program after every run it measures, and reading a binary's
+# debugging entries again each time cost 0.4 s a run for libpython alone.
+# Kept only for a binary whose build-id the run recorded, under the file's
+# identity (device, inode, size, times), that build-id, the offsets and the
+# identity of each separate debug file it could use: a binary or debug file
+# changed since is read afresh.
+_FOUND: dict[tuple[object, ...], list[Found]] = {}
+_FOUND_MAX = 256
+
+
 def lookup(path: str, build_id: str, offsets: Sequence[int]) -> list[Found]:
     """(file, line, function, note) of each offset in the binary at ``path``;
     a binary that is gone, rebuilt or unreadable gives notes, never an error."""
@@ -96,10 +107,43 @@ def lookup(path: str, build_id: str, offsets: Sequence[int]) -> list[Found]:
     except InputError:
         return [("", 0, "", NOT_FOUND)] * n
     with os.fdopen(fd, "rb") as f:
+        key = _identity(f.fileno(), path, build_id, offsets)
+        found = _FOUND.get(key) if key is not None else None
+        if found is None:
+            try:
+                found = _lookup(f, build_id, offsets)
+            except _damaged():
+                return [("", 0, "", UNREADABLE)] * n
+            if key is not None:
+                if len(_FOUND) >= _FOUND_MAX:
+                    del _FOUND[next(iter(_FOUND))]
+                _FOUND[key] = found
+    return _demangle(found)
+
+
+def _identity(fd: int, path: str, build_id: str,
+              offsets: Sequence[int]) -> tuple[object, ...] | None:  # fmt: skip
+    """What a lookup's answer depends on (see ``_FOUND``); None without a
+    recorded build-id."""
+    if not build_id:
+        return None
+
+    def stat(st: os.stat_result) -> tuple[int, ...]:
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+    debug: list[tuple[str, tuple[int, ...] | None]] = []
+    for path_of_debug in _debug_paths(build_id.lower()):
         try:
-            return _demangle(_lookup(f, build_id, offsets))
-        except _damaged():
-            return [("", 0, "", UNREADABLE)] * n
+            debug.append((path_of_debug, stat(os.stat(path_of_debug))))
+        except OSError:
+            debug.append((path_of_debug, None))
+    return path, stat(os.fstat(fd)), build_id.lower(), tuple(offsets), tuple(debug)
+
+
+def _debug_paths(build_id: str) -> list[str]:
+    """Where a separate debug file of this build-id would be, in DEBUG_DIRS."""
+    return [os.path.join(root, ".build-id", build_id[:2], build_id[2:] + ".debug")
+            for root in DEBUG_DIRS]  # fmt: skip
 
 
 def _damaged() -> tuple[type[Exception], ...]:
@@ -166,8 +210,7 @@ def _separate_debug(elf: object, build_id: str) -> Iterator[object | None]:
         return
     from elftools.elf.elffile import ELFFile
 
-    for root in DEBUG_DIRS:
-        path = os.path.join(root, ".build-id", build_id[:2], build_id[2:] + ".debug")
+    for path in _debug_paths(build_id):
         try:
             fd, _ = open_regular(path, None, follow_links=True)
         except InputError:
