@@ -80,6 +80,15 @@ def test_all_runs_of_a_scenario_do_the_same_work(doc):
     assert not any(r["calibrated"] for r in doc["scenarios"])
 
 
+def test_the_steps_error_leaves_out_the_synchronous_run_s_start_up(doc):
+    for r in doc["scenarios"]:
+        outside = r["traced_sync_run_s"] - r["sync_total_s"]
+        assert outside > 0  # the launcher's start-up at least
+        assert r["predicted_async_steps_s"] == pytest.approx(r["predicted_async_run_s"] - outside)
+        assert r["steps_error"] == pytest.approx(
+            (r["predicted_async_steps_s"] - r["async_total_s"]) / r["async_total_s"])
+
+
 def test_the_async_run_of_every_row_ran_async_and_the_sync_run_did_not(doc):
     for r in doc["scenarios"]:
         assert r["async_ran_async"] is True and r["sync_ran_async"] is False, r
@@ -138,7 +147,7 @@ def test_a_scenario_whose_reference_run_failed_is_said_not_run_under_the_others(
 
     def epochs(workdir, trace, plan, api_name, work, asynchronous, small=False,
                binding="default"):  # fmt: skip
-        if trace.name.endswith("probe.trace"):
+        if trace.name.endswith(("first.trace", "probe.trace")):
             return probe, 0.2
         raise InputError("iopilot bench async", f"the epochs kernel failed ({binding})")
 
