@@ -94,6 +94,18 @@ def test_the_async_run_of_every_row_ran_async_and_the_sync_run_did_not(doc):
         assert r["async_ran_async"] is True and r["sync_ran_async"] is False, r
 
 
+def test_the_ideal_hides_only_what_the_layer_s_async_form_takes():
+    from types import SimpleNamespace as P
+
+    # all of the I/O moves: 4 steps of c = 2, io = 1: 4 x 2 + 1
+    assert overlap._ideal(4, 2.0, 1.0, [P(io_seconds=1.0, own_seconds=0.0)]) == 9.0
+    # a quarter stays (a blocking sync): each step 2 + 0.25, the last 0.75 not hidden
+    assert overlap._ideal(4, 2.0, 1.0, [P(io_seconds=0.75, own_seconds=0.25)]) == 9.75
+    # computation shorter than what moves: the I/O sets the pace
+    assert overlap._ideal(4, 0.5, 1.0, [P(io_seconds=0.75, own_seconds=0.25)]) == 4 + 0.5
+    assert overlap._ideal(4, 2.0, 1.0, []) == 9.0
+
+
 def test_ran_async_needs_the_flag_and_the_waits():
     its = [{"wait_s": 0.0}, {"wait_s": 0.1}]
     assert overlap._ran_async({"params": {"async": 1}, "iterations": its})
