@@ -1,5 +1,6 @@
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -52,6 +53,19 @@ def _scratch_freed_after_each_test(_scratch_under_basetemp):
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def sanitized(tmp_path_factory) -> Path:
+    """The runtime's sanitizer builds (``make -C runtime sanitize``: ten
+    programs, a minute or more on two cores), made once for the session: the
+    fault, write-behind, hazard and self-test modules all run them."""
+    out = tmp_path_factory.mktemp("san")
+    runtime = Path(__file__).resolve().parents[1] / "runtime"
+    b = subprocess.run(["make", "-s", "-C", str(runtime), "sanitize", f"OUT={out}"],
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert b.returncode == 0, b.stderr
+    return out
 
 
 def pytest_sessionstart(session):

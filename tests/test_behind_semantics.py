@@ -16,7 +16,7 @@ import pytest
 
 from iopilot.capture.run import library_path
 from iopilot.sources import load
-from test_runtime_safety import CC, same_behaviour, sanitized  # noqa: F401 (a fixture)
+from test_runtime_safety import CC, same_behaviour
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler")
@@ -117,7 +117,7 @@ def _sanitized_run(exe: Path, case: str, env: dict[str, str], traced: bool):
 @pytest.mark.parametrize("tool", ["asan", "tsan"])
 @pytest.mark.parametrize("mode", ["async", "direct"])
 @pytest.mark.parametrize("case", sorted(EXPECTED))
-def test_the_same_under_sanitizers(sanitized, direct_settings, tool, mode, case):  # noqa: F811
+def test_the_same_under_sanitizers(sanitized, direct_settings, tool, mode, case):
     if tool == "tsan" and case == "clone":
         # ThreadSanitizer follows fork() but not clone(): in the child it
         # still counts the parent's threads, and calls the reset of the

@@ -14,7 +14,7 @@ import pytest
 
 from iopilot.sources import load
 from test_behind_semantics import _sanitized_run
-from test_runtime_safety import same_behaviour, sanitized  # noqa: F401 (a fixture)
+from test_runtime_safety import same_behaviour
 
 SOURCES = Path(__file__).resolve().parents[1] / "runtime" / "tests"
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -104,7 +104,7 @@ def test_without_process_vm_readv_the_bounce_buffers_are_not_used(hazards, setti
 @pytest.mark.parametrize("tool", ["asan", "tsan"])
 @pytest.mark.parametrize("case", ["reopen-other", "reopen-rdonly", "reopen-closed", "setfl",
                                   "efault-write", "efault-read"])  # fmt: skip
-def test_the_same_under_sanitizers(sanitized, settings, tool, case):  # noqa: F811
+def test_the_same_under_sanitizers(sanitized, settings, tool, case):
     exe = sanitized / f"hazards-{tool}"
     plain, plain_files = _sanitized_run(exe, case, {}, traced=False)
     run, files = _sanitized_run(exe, case, settings, traced=True)

@@ -18,7 +18,7 @@ import pytest
 from iopilot.capture.run import library_path
 from iopilot.sources import load
 from kit import killed_after_durable_steps
-from test_runtime_safety import (  # noqa: F401  (faults, sanitized: fixtures)
+from test_runtime_safety import (  # noqa: F401  (faults: a fixture)
     PY,
     SANITIZED_CASES,
     VFORK_PY,
@@ -26,7 +26,6 @@ from test_runtime_safety import (  # noqa: F401  (faults, sanitized: fixtures)
     blocks,
     faults,
     same_behaviour,
-    sanitized,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,7 +190,7 @@ def test_iopilot_run_async_shows_what_was_deferred(behind_prog, tmp_path):
 
 @pytest.mark.parametrize("tool", ["asan", "tsan"])
 @pytest.mark.parametrize("case", ["threads64", "signals", "cancel", "closeall", "close_range"])
-def test_fault_cases_with_write_behind_under_sanitizers(sanitized, tool, case):  # noqa: F811
+def test_fault_cases_with_write_behind_under_sanitizers(sanitized, tool, case):
     work = Path(tempfile.mkdtemp(prefix="iop-work-"))
     trace = Path(tempfile.mkdtemp(prefix="iop-trace-"))
     env = dict(os.environ, IOPILOT_TRACE_DIR=str(trace), ASAN_OPTIONS="detect_leaks=0",

@@ -351,15 +351,6 @@ def test_h5py_program_keeps_every_hdf5_write():
 # -- the same cases under AddressSanitizer+UBSan and ThreadSanitizer -------------
 
 
-@pytest.fixture(scope="module")
-def sanitized(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("san")
-    b = subprocess.run(["make", "-s", "-C", str(RUNTIME), "sanitize", f"OUT={out}"],
-                       capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert b.returncode == 0, b.stderr
-    return out
-
-
 SANITIZED_CASES = {
     "threads64": "threads.dat",
     "signals": "signals.dat",
