@@ -145,10 +145,14 @@ def dask_cluster(tmp_path):
                 time.sleep(0.5)
         yield address
     finally:
-        for p in procs:
+        # the workers first: a worker whose scheduler is gone waits for it
+        # a while before it stops
+        for p in procs[:0:-1]:
             p.terminate()
-        for p in procs:
+        for p in procs[:0:-1]:
             p.wait(timeout=30)
+        procs[0].terminate()
+        procs[0].wait(timeout=30)
 
 
 def test_summary_on_a_real_dask_cluster_matches_the_local_run(tmp_path, dask_cluster, capsys):
