@@ -96,6 +96,30 @@ def test_taking_turns_on_one_core_costs_what_the_calibration_measured(turns):
     assert free.async_seconds == pytest.approx(9.0, abs=0.01)
 
 
+@pytest.mark.parametrize(("syncs", "extra"), [(0, 0.0), (4, 3 * 0.1)])
+def test_a_sync_s_measured_cpu_time_is_taken_from_the_computation_too(syncs, extra):
+    """Steps of 2 s of computation, a 0.5 s write (0.25 s of it CPU) and a
+    0.5 s fsync.  Its measured CPU time (0.1 s a sync) is the thread's work
+    too; unmeasured (a runtime before it), only the wait is counted: none."""
+    from iopilot._record import replace
+    from kit import records, trace
+    from test_overlap_advise import MB, meta
+
+    step = 3.0
+    t = trace(recs=records([(0, "w", 1, k * MB, MB, 2.0 + k * step, 2.5 + k * step)
+                            for k in range(4)]))  # fmt: skip
+    t = replace(t, meta_records=meta([(0, "sync", 1, 2.5 + k * step, 3.0 + k * step)
+                                      for k in range(4)]))  # fmt: skip
+    t.job.runtime = 4 * step
+    c = cpu(0, [0], per_byte=0.25 / 1e8)
+    t.cpus = [replace(c, io_cpu_bytes=MB, io_cpu_s=0.25,
+                      io_syncs=syncs, io_sync_cpu_s=0.1 * syncs)]  # fmt: skip
+    a = advise(t, FREE)
+    # 4 x 2 s of computation, 3 of them carrying the previous write's CPU,
+    # the last write and sync never hidden
+    assert a.async_seconds == pytest.approx(4 * 2.0 + 3 * 0.25 + extra + 1.0, abs=0.01)
+
+
 def thread_trace(cpu_s, shares=True, runtime=10.0):
     t = epochs(2.0, 0.5, ranks=1, runtime=runtime)
     th = BackgroundThread("write_behind", (0,) if shares else (1,), shares, cpu_s, 0)

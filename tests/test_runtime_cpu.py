@@ -123,6 +123,17 @@ def test_only_data_calls_of_64_kib_or_more_have_their_cpu_time_measured(probe, t
         assert p.io_cpu_s > 0 and p.io_cpu_per_byte == p.io_cpu_s / (64 << 10)
 
 
+def test_an_fsync_has_its_cpu_time_measured_and_none_without_one(probe, tmp_path):
+    """The write-back an fsync starts costs the processor (finding the dirty
+    pages, building the requests): measured per sync, apart from the data
+    calls' bytes; a run without fsync says none."""
+    (p,), _, _ = run([], probe, tmp_path, "sync")
+    assert p.io_syncs == 1 and p.io_sync_cpu_s > 0
+    assert p.sync_cpu_seconds == p.io_sync_cpu_s and p.io_cpu_bytes == 64 << 10
+    (p,), _, _ = run([], probe, tmp_path)
+    assert p.io_syncs == 0 and p.io_sync_cpu_s == 0 and p.sync_cpu_seconds is None
+
+
 def test_large_calls_are_measured_while_measuring_costs_under_1_percent(probe, tmp_path):
     """4,000 more 64 KiB writes into the page cache take a few microseconds
     each, about what the two clock reads cost: some are measured, not all

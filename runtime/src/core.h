@@ -279,6 +279,11 @@ enum { IOP_IO_SMALL = -1, IOP_IO_UNMEASURED = -2 };
  * call (which a thread's cancellation may unwind), stays as it was. */
 int64_t iop_io_cpu_begin(void); /* the thread's CPU clock, or IOP_IO_UNMEASURED */
 void iop_io_cpu_slow(int64_t start, ssize_t moved, double t1, double t2);
+/* An fsync or fdatasync, under a 1 % budget of its own: c =
+ * iop_sync_cpu_begin(); t1 ... real call ... t2; iop_sync_cpu_end(c, t1, t2).
+ * Both keep errno. */
+int64_t iop_sync_cpu_begin(void);
+void iop_sync_cpu_end(int64_t start, double t1, double t2);
 static inline int64_t iop_io_cpu_start(size_t n) {
     return IOP_LIKELY(n < IOP_IO_CPU_MIN) ? IOP_IO_SMALL : iop_io_cpu_begin();
 }

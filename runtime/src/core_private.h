@@ -196,8 +196,8 @@ typedef struct {
     long online;         /* the node's online CPUs */
     int ran_on;          /* the CPU the first thread started on, -1 unknown */
     int have_usage;      /* user_s and system_s were read */
-    double user_s, system_s, io_cpu_s;
-    int64_t io_cpu_bytes;
+    double user_s, system_s, io_cpu_s, io_sync_cpu_s;
+    int64_t io_cpu_bytes, io_syncs;
     const char *launcher, *binding; /* "openmpi", "slurm", "mpich" or ""; "VAR=value ..." */
 } iop_cpu_info;
 void cpu_start(void);

@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 static int64_t io_cpu_ns, io_cpu_bytes; /* of the measured large calls */
+static int64_t sync_cpu_ns, syncs;      /* of the measured fsyncs and fdatasyncs */
+static int64_t sync_ticks, sync_spent;  /* their time, and what measuring them cost */
 static int64_t big_ticks;   /* the time every large call took */
 static int64_t spent_ticks; /* what measuring has cost */
 static int64_t cost_ticks;  /* one call's measuring: two reads of the clock */
@@ -52,6 +54,27 @@ void iop_io_cpu_slow(int64_t start, ssize_t moved, double t1, double t2) {
     if (end < start || moved <= 0) return;
     __atomic_add_fetch(&io_cpu_ns, end - start, __ATOMIC_RELAXED);
     __atomic_add_fetch(&io_cpu_bytes, (int64_t)moved, __ATOMIC_RELAXED);
+}
+
+/* An fsync or fdatasync starts: measured while measuring the syncs has cost
+ * at most 1 % of their time (a budget of their own: the first is measured). */
+int64_t iop_sync_cpu_begin(void) {
+    if (__atomic_load_n(&sync_spent, __ATOMIC_RELAXED) * 100 >
+        __atomic_load_n(&sync_ticks, __ATOMIC_RELAXED))
+        return IOP_IO_UNMEASURED;
+    return thread_cpu_ns();
+}
+
+/* It ended: its CPU time if measured (the write-back it starts: finding the
+ * dirty pages, building the requests). */
+void iop_sync_cpu_end(int64_t start, double t1, double t2) {
+    __atomic_add_fetch(&sync_ticks, (int64_t)(t2 - t1), __ATOMIC_RELAXED);
+    if (start < 0) return;
+    int64_t end = thread_cpu_ns();
+    __atomic_add_fetch(&sync_spent, cost_ticks, __ATOMIC_RELAXED);
+    if (end < start) return;
+    __atomic_add_fetch(&sync_cpu_ns, end - start, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&syncs, 1, __ATOMIC_RELAXED);
 }
 
 /* What two reads of the thread's CPU clock cost, in the runtime's ticks. */
@@ -132,6 +155,7 @@ void cpu_start(void) {
 void cpu_after_fork(void) {
     int e = errno;
     io_cpu_ns = io_cpu_bytes = big_ticks = spent_ticks = 0;
+    sync_cpu_ns = syncs = sync_ticks = sync_spent = 0;
     read_placement();
     errno = e;
 }
@@ -150,6 +174,8 @@ void cpu_read(iop_cpu_info *out) {
     out->ran_on = ran_on;
     out->io_cpu_s = 1e-9 * (double)__atomic_load_n(&io_cpu_ns, __ATOMIC_RELAXED);
     out->io_cpu_bytes = __atomic_load_n(&io_cpu_bytes, __ATOMIC_RELAXED);
+    out->io_sync_cpu_s = 1e-9 * (double)__atomic_load_n(&sync_cpu_ns, __ATOMIC_RELAXED);
+    out->io_syncs = __atomic_load_n(&syncs, __ATOMIC_RELAXED);
     out->launcher = launcher;
     out->binding = binding;
 }

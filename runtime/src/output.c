@@ -244,8 +244,9 @@ static void put_cpu(iop_json *b) {
     iop_json_printf(b, "], \"online\": %ld, \"ran_on\": %d, ", c.online, c.ran_on);
     if (c.have_usage)
         iop_json_printf(b, "\"user_s\": %.6f, \"system_s\": %.6f, ", c.user_s, c.system_s);
-    iop_json_printf(b, "\"io_cpu_s\": %.9f, \"io_cpu_bytes\": %lld,\n\"launcher\": {\"name\": ",
-                    c.io_cpu_s, (long long)c.io_cpu_bytes);
+    iop_json_printf(b, "\"io_cpu_s\": %.9f, \"io_cpu_bytes\": %lld, \"io_sync_cpu_s\": %.9f, "
+                    "\"io_syncs\": %lld,\n\"launcher\": {\"name\": ",
+                    c.io_cpu_s, (long long)c.io_cpu_bytes, c.io_sync_cpu_s, (long long)c.io_syncs);
     iop_json_str(b, c.launcher);
     iop_json_printf(b, ", \"binding\": ");
     iop_json_str(b, c.binding);

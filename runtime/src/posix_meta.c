@@ -58,7 +58,12 @@ WRAP_SEEK(lseek64, off64_t)
             rflags = iop_behind_flags;                                    \
             deferred = r == IOP_BEHIND_NOT_TAKEN ? iop_behind_take_error(o->ident) : 0; \
         }                                                                 \
-        if (r == IOP_BEHIND_NOT_TAKEN) r = REAL(name)(fd);                \
+        if (r == IOP_BEHIND_NOT_TAKEN) {                                  \
+            int64_t c1 = iop_sync_cpu_begin();                            \
+            double s1 = iop_now();                                        \
+            r = REAL(name)(fd);                                           \
+            iop_sync_cpu_end(c1, s1, iop_now());                          \
+        }                                                                 \
         if (deferred && r == 0) {                                         \
             r = -1;                                                       \
             errno = deferred;                                             \

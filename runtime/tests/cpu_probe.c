@@ -3,7 +3,8 @@
  * one write one byte short of 64 KiB and one of 64 KiB (with write-behind
  * on, through its thread; with ``engine``, one more of 64 KiB through an
  * event set), with ``many`` 4,000 more of 64 KiB over the first (page
- * cache copies of a few microseconds, too quick to measure each), burns
+ * cache copies of a few microseconds, too quick to measure each), with
+ * ``sync`` an fsync of the file after the writes, burns
  * about 0.2 s of CPU with ``burn``, and prints each of
  * its threads' name and CPUs ("comm<TAB>cpus", from /proc) while they all
  * still run. */
@@ -46,11 +47,12 @@ static double cpu_seconds(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
-    int burn = 0, engine = 0, many = 0;
+    int burn = 0, engine = 0, many = 0, sync = 0;
     for (int i = 2; i < argc; i++) {
         burn |= !strcmp(argv[i], "burn");
         many |= !strcmp(argv[i], "many");
         engine |= !strcmp(argv[i], "engine");
+        sync |= !strcmp(argv[i], "sync");
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/data", argv[1]);
@@ -69,6 +71,7 @@ int main(int argc, char **argv) {
             iopilot_es_wait(es, -1, NULL, NULL, NULL) != 0)
             return 1;
     }
+    if (sync && fsync(fd) != 0) return 1;
     if (burn) {
         volatile double x = 0;
         for (double t0 = cpu_seconds(); cpu_seconds() - t0 < 0.2;)

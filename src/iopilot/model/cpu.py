@@ -40,6 +40,8 @@ class ProcessCpu:
     launcher: str  # "openmpi", "slurm", "mpich" or "" (none seen)
     binding: str  # the launcher's binding variables, "VAR=value VAR=value", or ""
     threads: tuple[BackgroundThread, ...] = field(default_factory=tuple)
+    io_sync_cpu_s: float = 0.0  # CPU time of its measured fsyncs and fdatasyncs (sampled)
+    io_syncs: int = 0  # how many those were
 
     @property
     def bound(self) -> bool:
@@ -50,6 +52,11 @@ class ProcessCpu:
     def io_cpu_per_byte(self) -> float | None:
         """Seconds of CPU per byte of large reads and writes; None when none was measured."""
         return self.io_cpu_s / self.io_cpu_bytes if self.io_cpu_bytes > 0 else None
+
+    @property
+    def sync_cpu_seconds(self) -> float | None:
+        """Seconds of CPU per fsync (starting the write-back); None when none was measured."""
+        return self.io_sync_cpu_s / self.io_syncs if self.io_syncs > 0 else None
 
     def shares_core(self) -> bool:
         """A background I/O thread of it had no CPU but its creator's."""

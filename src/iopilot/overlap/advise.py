@@ -29,9 +29,10 @@ The model follows the program's own timeline, rank by rank:
   what the turns themselves cost (switches, caches refilled: measured on
   this machine, a factor of at least 1).
   The write calls' CPU time is their measured CPU time per byte, where the
-  trace has it, else their duration.  A job bound so is also predicted as
-  it would run with a core for each I/O thread, and the launcher change
-  that gives it is named.
+  trace has it, else their duration; a sync's is its measured CPU time (the
+  write-back it starts), where the trace has it, else none (its wait).  A
+  job bound so is also predicted as it would run with a core for each I/O
+  thread, and the launcher change that gives it is named.
 * The prediction for the run is the slowest rank's; the recommendation is
   on when it saves at least ``min_gain`` of the run and nothing in the
   trace makes reordering unsafe.
@@ -64,6 +65,7 @@ from .calibrate import Calibration
 
 OP_SYNC = OP_NAMES.index("sync")
 OP_CLOSE = OP_NAMES.index("close")
+OP_FLUSH = OP_NAMES.index("flush")
 MIN_GAIN = 0.05  # share of the run async must save to be recommended
 MAX_CONFLICTS = 10  # listed; all are counted
 
@@ -219,13 +221,11 @@ def _contention(trace: Trace, cal: Calibration, bind: Binding | None = None,
     return float(max(crowded, cal.interference))
 
 
-def _cpu_per_byte(trace: Trace) -> dict[int, float]:
-    """Measured CPU seconds per byte of large reads and writes, by rank."""
-    out: dict[int, float] = {}
-    for c in trace.cpus or ():
-        if c.io_cpu_per_byte is not None:
-            out[c.rank if c.rank is not None else 0] = c.io_cpu_per_byte
-    return out
+def _cpu_per_byte(trace: Trace) -> dict[int, tuple[float | None, float | None]]:
+    """Measured CPU seconds per byte of large reads and writes, and per
+    fsync, by rank (None: not measured)."""
+    return {c.rank if c.rank is not None else 0: (c.io_cpu_per_byte, c.sync_cpu_seconds)
+            for c in trace.cpus or ()}  # fmt: skip
 
 
 def _simulate(c: np.ndarray, io: np.ndarray, own: np.ndarray, over: np.ndarray,
@@ -314,8 +314,13 @@ def _timeline(trace: Trace, cal: Calibration, steal: float,
         io_sync = np.bincount(ph, np.where(moves[m], d, 0.0), n_ph)
         wbytes = np.bincount(ph, np.where(op == OP_WRITE, np.maximum(length, 0), 0), n_ph)
         cpu_io = np.bincount(ph, np.where(op == OP_WRITE, d, 0.0), n_ph)
-        if int(r) in per_byte:  # measured: never more than the calls lasted
-            cpu_io = np.minimum(cpu_io, wbytes * per_byte[int(r)])
+        byte_cpu, sync_cpu = per_byte.get(int(r), (None, None))
+        if byte_cpu is not None:  # measured: never more than the calls lasted
+            cpu_io = np.minimum(cpu_io, wbytes * byte_cpu)
+        if sync_cpu is not None:  # the write-back a sync starts, on the thread too
+            sy = moves[m] & np.isin(op, (OP_SYNC, OP_FLUSH))
+            cpu_io = cpu_io + np.minimum(np.bincount(ph, np.where(sy, d, 0.0), n_ph),
+                                         np.bincount(ph, sy, n_ph) * sync_cpu)  # fmt: skip
         ops = np.bincount(ph, moves[m], n_ph).astype(np.int64)
         first = np.full(n_ph, np.inf)
         last = np.full(n_ph, -np.inf)

@@ -48,6 +48,12 @@ def check_cpu(f: Fields, part: Any) -> dict[str, Any] | None:
         out[key] = v
     for key in ("user_s", "system_s", "io_cpu_s"):
         out[key] = _number(f, f"'cpu' {key}", part.get(key), optional=key != "io_cpu_s")
+    # the syncs' CPU time, from runtimes that measure it
+    syncs = part.get("io_syncs", 0)
+    if not (is_int64(syncs) and syncs >= 0):
+        raise f.bad(f"'cpu' io_syncs should be an integer >= 0, not {_shown(syncs)}")
+    out["io_syncs"] = syncs
+    out["io_sync_cpu_s"] = _number(f, "'cpu' io_sync_cpu_s", part.get("io_sync_cpu_s", 0.0))
     launcher = part.get("launcher")
     if not (isinstance(launcher, dict) and isinstance(launcher.get("name"), str)
             and isinstance(launcher.get("binding"), str)):  # fmt: skip
@@ -85,5 +91,6 @@ def process_cpu(summary: dict[str, Any], rank: int | None) -> ProcessCpu | None:
     return ProcessCpu(rank=rank, pid=summary["pid"], allowed=tuple(c["allowed"]),
                       online=c["online"], ran_on=c["ran_on"] if c["ran_on"] >= 0 else None,
                       user_s=c["user_s"], system_s=c["system_s"], io_cpu_s=c["io_cpu_s"],
-                      io_cpu_bytes=c["io_cpu_bytes"], launcher=c["launcher"],
+                      io_cpu_bytes=c["io_cpu_bytes"], io_sync_cpu_s=c["io_sync_cpu_s"],
+                      io_syncs=c["io_syncs"], launcher=c["launcher"],
                       binding=c["binding"], threads=threads)  # fmt: skip
