@@ -62,7 +62,8 @@ def sanitized(tmp_path_factory) -> Path:
     fault, write-behind, hazard and self-test modules all run them."""
     out = tmp_path_factory.mktemp("san")
     runtime = Path(__file__).resolve().parents[1] / "runtime"
-    b = subprocess.run(["make", "-s", "-C", str(runtime), "sanitize", f"OUT={out}"],
+    jobs = f"-j{os.cpu_count() or 1}"  # ten programs, independent but for their tsan objects
+    b = subprocess.run(["make", "-s", jobs, "-C", str(runtime), "sanitize", f"OUT={out}"],
                        capture_output=True, text=True, timeout=600)  # fmt: skip
     assert b.returncode == 0, b.stderr
     return out
