@@ -524,8 +524,9 @@ def test_workers_started_at_once_never_measure_a_point_twice(postgres, tmp_path)
     (five studies at a time), their reads of the database now and then late:
     every point, the default included, is measured by one worker only."""
     # Twenty studies: with the claim made by a read then a write (put back by
-    # hand), 4 of 10 studies measured a point twice; twenty miss that with a
-    # chance of 0.6^20, about 4e-5.
+    # hand), 10 of 25 studies measured a point twice; twenty miss that with a
+    # chance of 0.6^20, about 4e-5 (0.5 % at 23 %, that rate's lower 95 %
+    # bound; fifteen would at 2 %).
     measured = _contend(postgres.create_database("contended"), tmp_path, 4)
     repeated = {rep: points for rep, points in measured.items() if len(points) != len(set(points))}
     # the default and the six points of the grid, each once
