@@ -131,6 +131,21 @@ def test_syncs_move_to_the_thread_and_opens_stay():
     assert p.compute_before_seconds == pytest.approx(2.0)
 
 
+def test_each_rank_s_phases_are_its_own_even_when_the_ranks_are_skewed():
+    """Two ranks alternating: while one computes the other writes, so the
+    ranks' I/O together leaves no idle gap.  Each rank still has four
+    phases of its own, and async hides each write behind its next step."""
+    rows = [(r, "w", 1 + r, k * MB, MB, 1.0 + r + 2 * k, 2.0 + r + 2 * k)
+            for r in range(2) for k in range(4)]  # fmt: skip
+    t = trace(recs=records(rows), nprocs=2)
+    t = replace(t, meta_records=meta([]))
+    t.job.runtime = 9.0
+    a = advise(t, FREE)
+    assert len(a.phases) == 4 and a.sync_seconds == pytest.approx(9.0)
+    # rank 1: 2 s before its first write, three more steps of 1 s, the last write
+    assert a.async_seconds == pytest.approx(6.0)
+
+
 def test_no_io_is_no_advice():
     t = replace(trace(recs=records([])), meta_records=meta([]))
     a = advise(t, FREE)

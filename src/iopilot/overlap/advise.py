@@ -298,9 +298,6 @@ def _timeline(trace: Trace, cal: Calibration, steal: float,
     run = float(trace.job.runtime)
     if not len(io_recs):
         return [], run, run, 0, [], {}
-    starts = _phase_bounds(io_recs)
-    n_ph = len(starts)
-    phase = np.searchsorted(starts, io_recs.start, side="right") - 1
     ranks = unique(io_recs.rank)
     per_byte = _cpu_per_byte(trace)
     dur = np.maximum(io_recs.end - io_recs.start, 0.0)
@@ -309,7 +306,12 @@ def _timeline(trace: Trace, cal: Calibration, steal: float,
     wb_strict = wb_relaxed = 0.0
     for r in ranks:
         m = io_recs.rank == r
-        ph, d, s, e = phase[m], dur[m], io_recs.start[m], io_recs.end[m]
+        # The rank's own phases: its bursts between its own computations (the
+        # ranks' bursts together, skewed, would close the gaps between them).
+        starts = _phase_bounds(io_recs.select(m))
+        n_ph = len(starts)
+        ph = np.searchsorted(starts, io_recs.start[m], side="right") - 1
+        d, s, e = dur[m], io_recs.start[m], io_recs.end[m]
         op, length = io_recs.op[m], io_recs.length[m]
         io_sync = np.bincount(ph, np.where(moves[m], d, 0.0), n_ph)
         wbytes = np.bincount(ph, np.where(op == OP_WRITE, np.maximum(length, 0), 0), n_ph)
