@@ -7,8 +7,8 @@ The model follows the program's own timeline, rank by rank:
   the background thread), MPI-IO's non-blocking reads and writes
   (MPI_File_sync has no such form and stays), or POSIX's (iopilot's engine:
   reads, writes and syncs).
-* **Phases.**  Those calls of all ranks are grouped into I/O phases
-  (bursts separated by idle time, as the report's phase view finds them).
+* **Phases.**  Each rank's calls are grouped into its I/O phases (bursts
+  separated by idle time, as the report's phase view finds them).
   For each rank and phase: the I/O seconds (the calls' durations), the
   rank's other time inside the phase (filling buffers, opens, closes: its
   own thread's work), the bytes written and the operations.  What lies
