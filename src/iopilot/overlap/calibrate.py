@@ -68,11 +68,11 @@ def _copy_rate() -> float:
     return COPY_BYTES / best
 
 
-def _spin(rounds: int, a: np.ndarray | None = None) -> float:
+def _spin(rounds: int) -> float:
     """Seconds for ``rounds`` rounds of floating-point work on a small array
     that stays in the processor's first cache (arithmetic, not memory
     traffic: what a computation loses here is processor time)."""
-    a = np.ones(4096) if a is None else a
+    a = np.ones(4096)
     t0 = time.perf_counter()
     for _ in range(rounds):
         np.multiply(a, 0.9999999, out=a)
@@ -115,7 +115,7 @@ def _interference() -> tuple[float, float]:
     small difference over a short overlap."""
     block = np.ones(COPY_BYTES // 4, np.uint8)
     mine = os.sched_getaffinity(0)
-    here = {os.sched_getcpu()} if hasattr(os, "sched_getcpu") else {min(mine)}
+    here = {min(mine)}  # the CPU the loop is held on
     free, shared = [], []
     with tempfile.TemporaryFile() as f:
         fd = f.fileno()
@@ -151,7 +151,7 @@ def _interference() -> tuple[float, float]:
 
 
 def measure(cores: int | None = None) -> Calibration:
-    """Calibrate on this machine (about a second)."""
+    """Calibrate on this machine (about two seconds)."""
     submit, wake, thread = costs()
     free, shared = _interference()
     return Calibration(_copy_rate(), submit, int(cores or os.cpu_count() or 1),
