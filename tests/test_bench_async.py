@@ -43,8 +43,9 @@ def doc(tmp_path_factory) -> dict:
 
 
 def test_the_data_files_are_rewritten_in_place_and_removed_at_the_end(doc):
-    # every run rewrote its layer's file (one more for "overhead") in place
-    assert all(r["in_place"] for r in doc["scenarios"])
+    # every run rewrote its layer's file (one more for "overhead") in place,
+    # from a buffer filled once
+    assert all(r["in_place"] and r["fill_once"] for r in doc["scenarios"])
     runs = Path(doc["dir"])
     assert list(runs.glob("*.dat")) == [] and len(list(runs.glob("*.trace"))) > 1
 
@@ -122,6 +123,7 @@ def test_ran_async_needs_the_flag_and_the_waits():
     ("scenarios", (), "--scenarios: unknown (none given)"),
     ("steps", 1, "--steps: at least 2"),
     ("ranks", 0, "--ranks: at least 1"),
+    ("repeat", 0, "--repeat: at least 1"),
 ])  # fmt: skip
 def test_bad_options_are_refused_before_anything_runs(tmp_path, field, value, words):
     plan = overlap.Plan(dir=str(tmp_path / "runs"), **{field: value})
@@ -134,7 +136,7 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path, field, value, wo
 def test_the_known_layers_and_the_edge_values_pass_validation(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(overlap, "run", lambda plan: seen.append(plan) or {"scenarios": []})
-    plan = overlap.Plan(apis=KERNEL_APIS, steps=2, ranks=1, dir=str(tmp_path))
+    plan = overlap.Plan(apis=KERNEL_APIS, steps=2, ranks=1, repeat=1, dir=str(tmp_path))
     assert overlap.main(plan, "-") == 0 and seen == [plan]
 
 
@@ -176,3 +178,57 @@ def test_a_scenario_whose_reference_run_failed_is_said_not_run_under_the_others(
         overlap.run(overlap.Plan(steps=2, scenarios=("equal",), bindings=("default", "none"),
                                  apis=("posix",), dir=str(tmp_path)))  # fmt: skip
 
+
+
+def sample(**figures) -> dict:
+    """A repeat's figures: every median figure 1.0 unless given."""
+    base = {key: 1.0 for key in overlap.MEDIAN}
+    flags = {"sync_ran_async": False, "async_ran_async": True, "in_place": True,
+             "fill_once": True, "calibrated": False, "recommendation": "on"}  # fmt: skip
+    return {**base, **flags, **figures}
+
+
+def test_a_row_holds_the_median_of_its_repeats_and_the_advice_most_gave():
+    row = overlap._median_row([sample(async_total_s=3.0, prediction_error=None),
+                               sample(async_total_s=1.0, prediction_error=-0.2,
+                                      recommendation="off"),
+                               sample(async_total_s=2.0, prediction_error=0.1,
+                                      recommendation="off")])  # fmt: skip
+    assert row["async_total_s"] == 2.0  # odd: the middle one
+    assert row["prediction_error"] == pytest.approx(-0.05)  # over the two that have one
+    assert row["recommendation"] == "off" and len(row["repeats"]) == 3
+    assert [r["async_total_s"] for r in row["repeats"]] == [3.0, 1.0, 2.0]
+    # even: the mean of the middle two; a tie of advice goes to the first
+    row = overlap._median_row([sample(sync_total_s=4.0, recommendation="off"),
+                               sample(sync_total_s=1.0)])  # fmt: skip
+    assert row["sync_total_s"] == 2.5 and row["recommendation"] == "off"
+    # a flag holds only when every repeat has it; calibration when any did
+    row = overlap._median_row([sample(), sample(in_place=False, calibrated=True)])
+    assert row["in_place"] is False and row["calibrated"] is True
+    assert row["async_ran_async"] is True and row["fill_once"] is True
+    # one repeat: its own figures and no list
+    row = overlap._median_row([sample(prediction_error=0.3)])
+    assert row["prediction_error"] == 0.3 and "repeats" not in row
+
+
+def test_repeats_run_sync_advice_and_async_again_with_the_same_work(tmp_path):
+    """--repeat 2, one row for real: two synchronous and two async runs with
+    the same units, and the row's figures the medians of the two."""
+    if shutil.which("mpicc") is None:
+        pytest.skip("mpicc not installed")
+    plan = overlap.Plan(ranks=1, steps=2, size="1m", scenarios=("equal",),
+                        bindings=("none",), apis=("posix",), repeat=2,
+                        dir=str(tmp_path))  # fmt: skip
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(calibrate, "measure", functools.cache(calibrate.measure))
+        doc = overlap.run(plan)
+    (row,) = doc["scenarios"]
+    assert doc["repeat"] == 2 and len(row["repeats"]) == 2
+    assert row["units"] == row["async_units"] > 0 and not row["calibrated"]
+    names = sorted(p.name for p in tmp_path.glob("posix-equal-none-*.trace"))
+    assert [n for n in names if "async" in n] == ["posix-equal-none-async-1.trace",
+                                                  "posix-equal-none-async.trace"]
+    assert "posix-equal-none-sync-1.trace" in names
+    for key in ("async_total_s", "sync_total_s", "prediction_error"):
+        values = [r[key] for r in row["repeats"]]
+        assert row[key] == pytest.approx(sum(values) / 2)

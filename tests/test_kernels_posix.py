@@ -253,6 +253,26 @@ def test_epochs_overwrite_rewrites_the_kept_file_in_place(kernels, tmp_path, api
         assert "--overwrite: dataset step_00000 of e.dat has 524288 elements" in done.stderr
 
 
+@pytest.mark.parametrize("mode", ["", "--async"])
+@pytest.mark.parametrize("api", ["posix", "mpiio", "hdf5"])
+def test_epochs_fill_once_writes_step_0_s_bytes_every_step(kernels, tmp_path, api, mode):
+    """--fill-once: every step writes step 0's bytes (each rank its own),
+    from one buffer filled before the first step, at every layer, synchronous
+    and --async, with several transfers a step; without it steps differ."""
+    args = f"--api {api} --steps 3 --compute 0 --size 256k --transfer 64k --file e.dat --keep"
+    once, _ = run(kernels, "epochs", [*args.split(), "--fill-once", *mode.split()], 2, tmp_path)
+    assert once["params"]["fill_once"] == 1
+    assert [it["bytes_written"] for it in once["iterations"]] == [2 * SIZE] * 3
+    data = np.frombuffer(epochs_data(tmp_path / "e.dat", api), dtype=np.uint8)
+    step0 = pattern(np.arange(2 * SIZE, dtype=np.uint64), 0)  # rank r's bytes at r * SIZE
+    assert np.array_equal(data, np.tile(step0, 3))
+    (tmp_path / "e.dat").unlink()
+    every, _ = run(kernels, "epochs", [*args.split(), *mode.split()], 2, tmp_path)
+    assert every["params"]["fill_once"] == 0
+    data = np.frombuffer(epochs_data(tmp_path / "e.dat", api), dtype=np.uint8)
+    assert np.array_equal(data, pattern(np.arange(3 * 2 * SIZE, dtype=np.uint64), 0))
+
+
 def epochs_timed(kernels: Path, cwd: Path, np_: int, args: str, bind: list[str]) -> dict:
     done = subprocess.run(
         [*mpirun(np_)[:-2], *bind, "-np", str(np_), str(kernels / "epochs"), *args.split()],

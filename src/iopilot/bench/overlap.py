@@ -77,6 +77,7 @@ class Plan:
     dir: str | None = None
     bindings: tuple[str, ...] = ("default", "advised", "none")
     apis: tuple[str, ...] = ("posix",)
+    repeat: int = 1
 
 
 # mpirun's options for each binding: its default (one core a rank for small
@@ -84,7 +85,7 @@ class Plan:
 BINDINGS = {"default": [], "advised": ["--map-by", "slot:PE=2"], "none": ["--bind-to", "none"]}
 
 
-SCENARIOS = {"longer": 4.0, "equal": 1.0, "shorter": 0.1, "overhead": 0.0}
+SCENARIOS = {"longer": 4.0, "equal": 1.0, "shorter": 0.2, "overhead": 0.0}
 SMALL = ("4k", "4k", 500)  # size, transfer and steps of the "overhead" runs
 TOLERANCE = 0.2  # a synchronous run further than this from its scenario's ratio is run again
 # What "overhead" measures where async is not iopilot's engine (kernels/epochs.c).
@@ -118,7 +119,7 @@ def _epochs(workdir: Path, trace: Path, plan: Plan, api_name: str, work: tuple[s
     cmd = [sys.executable, "-m", "iopilot", "run", "--trace-dir", str(trace), "--trace-only",
            "--", *launch, str(kernel_path("epochs")), "--api", api_name,
            *([] if small else ["--fsync"]), "--steps", str(steps), *work,
-           "--size", size, "--transfer", transfer, "--overwrite",
+           "--size", size, "--transfer", transfer, "--overwrite", "--fill-once",
            "--file", str(_data_file(workdir, api_name, small))]  # fmt: skip
     if asynchronous:
         cmd.append("--async")
@@ -213,7 +214,7 @@ def run(plan: Plan) -> dict[str, Any]:
         for small in (False, True):  # the data, not the traces
             _data_file(base, api_name, small).unlink(missing_ok=True)
     return {"dir": str(base), "ranks": plan.ranks, "steps": plan.steps, "size": plan.size,
-            "apis": list(plan.apis),
+            "apis": list(plan.apis), "repeat": plan.repeat,
             "io_per_step_s": io_steps, "calibration": calibration,
             "scenarios": rows}  # fmt: skip
 
@@ -237,17 +238,34 @@ def _scenario(base: Path, plan: Plan, api_name: str, name: str, io_step: float, 
         return result, runtime, trace
 
     if name in units:
-        sync, sync_run, sync_trace = epochs("sync", ("--units", str(units[name])), False)
+        first = epochs("sync", ("--units", str(units[name])), False)
     else:
         n = round(ratio * io_step * rate)
-        sync, sync_run, sync_trace = epochs("sync", ("--units", str(n)), False)
-        aimed = _aim(n / rate, ratio, *_per_step(sync))
+        first = epochs("sync", ("--units", str(n)), False)
+        aimed = _aim(n / rate, ratio, *_per_step(first[0]))
         if aimed is not None:
             n = round(aimed * rate)
-            sync, sync_run, sync_trace = epochs("sync-aimed", ("--units", str(n)), False)
-        units[name] = int(sync["params"]["units"])
-    advice = api.advise_async(str(sync_trace))
-    asy, async_run, _ = epochs("async", ("--units", str(units[name])), True)
+            first = epochs("sync-aimed", ("--units", str(n)), False)
+        units[name] = int(first[0]["params"]["units"])
+    work = ("--units", str(units[name]))
+    samples, calibration = [], {}
+    for k in range(plan.repeat):
+        # each repeat a synchronous run, its advice, then the async run, so
+        # that a drift of the machine falls on both sides of a comparison
+        sync, sync_run, sync_trace = first if k == 0 else epochs(f"sync-{k}", work, False)
+        advice = api.advise_async(str(sync_trace))
+        asy, async_run, _ = epochs("async" if k == 0 else f"async-{k}", work, True)
+        samples.append(_sample(api_name, name, binding, sync, sync_run, advice, asy, async_run))
+        calibration = advice.calibration.as_dict()
+    row = _median_row(samples)
+    if small and api_name in OVERHEAD_NOTES:
+        row["note"] = OVERHEAD_NOTES[api_name]
+    return row, calibration
+
+
+def _sample(api_name: str, name: str, binding: str, sync: dict[str, Any], sync_run: float,
+            advice: Any, asy: dict[str, Any], async_run: float) -> dict[str, Any]:  # fmt: skip
+    """The figures of one synchronous run, its advice and one async run."""
     c, io = _per_step(sync)
     n = len(sync["iterations"])
     ideal = _ideal(n, c, io, advice.phases)
@@ -255,7 +273,7 @@ def _scenario(base: Path, plan: Plan, api_name: str, name: str, io_step: float, 
              if sync["total_s"] - ideal > 1e-9 else None)  # fmt: skip
     predicted = advice.async_seconds
     b = advice.binding
-    row = {
+    return {
         "api": api_name, "scenario": name, "binding": binding,
         # the work per step each run reported doing, and how each ran
         "units": sync["params"]["units"], "async_units": asy["params"]["units"],
@@ -263,6 +281,8 @@ def _scenario(base: Path, plan: Plan, api_name: str, name: str, io_step: float, 
         # given their work: neither spent its start-up calibrating
         "calibrated": "units_per_s" in sync["params"] or "units_per_s" in asy["params"],
         "in_place": sync["params"].get("overwrite") == 1 == asy["params"].get("overwrite"),
+        # the buffer filled once: the computation between steps is the units' alone
+        "fill_once": sync["params"].get("fill_once") == 1 == asy["params"].get("fill_once"),
         "compute_per_step_s": c, "io_per_step_s": io,
         "cpus_per_rank": b.cpus_per_rank if b else None,
         "sync_total_s": sync["total_s"], "async_total_s": asy["total_s"],
@@ -279,10 +299,36 @@ def _scenario(base: Path, plan: Plan, api_name: str, name: str, io_step: float, 
                         / asy["total_s"] if asy["total_s"] else None),
         "predicted_with_own_core_s": advice.own_core_seconds,
         "launcher_fix": advice.launcher_fix, "recommendation": advice.recommendation,
+        # what async really saved of the whole traced run
+        "saved_share": (sync_run - async_run) / sync_run if sync_run else None,
     }  # fmt: skip
-    if small and api_name in OVERHEAD_NOTES:
-        row["note"] = OVERHEAD_NOTES[api_name]
-    return row, advice.calibration.as_dict()
+
+
+# The figures of a row that are the median of its repeats.
+MEDIAN = ("compute_per_step_s", "io_per_step_s", "sync_total_s", "async_total_s",
+          "ideal_total_s", "share_of_ideal_overlap", "traced_sync_run_s", "traced_async_run_s",
+          "predicted_sync_run_s", "predicted_async_run_s", "prediction_error",
+          "predicted_async_steps_s", "steps_error", "predicted_with_own_core_s",
+          "saved_share")  # fmt: skip
+
+
+def _median_row(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from a scenario's repeats: the median of each figure (each
+    figure's own median, over the repeats that have it), the advice most of
+    them gave (the first's on a tie), the flags of all of them, and with
+    more than one repeat, every repeat's figures."""
+    row = dict(samples[0])
+    for key in MEDIAN:
+        values = [s[key] for s in samples if s[key] is not None]
+        row[key] = statistics.median(values) if values else None
+    for key in ("sync_ran_async", "async_ran_async", "in_place", "fill_once"):
+        row[key] = all(s[key] for s in samples)
+    row["calibrated"] = any(s["calibrated"] for s in samples)
+    said = [s["recommendation"] for s in samples]
+    row["recommendation"] = max(said, key=lambda r: (said.count(r), -said.index(r)))
+    if len(samples) > 1:
+        row["repeats"] = [{key: s[key] for key in (*MEDIAN, "recommendation")} for s in samples]
+    return row
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -320,6 +366,8 @@ def main(plan: Plan, json_path: str | None = None) -> int:
                          f"(known: {', '.join(SCENARIOS)})")  # fmt: skip
     if plan.ranks < 1:
         raise InputError("--ranks", "at least 1")
+    if plan.repeat < 1:
+        raise InputError("--repeat", "at least 1")
     if plan.steps < 2:
         raise InputError("--steps", "at least 2 (one step's I/O has nothing to overlap)")
     unknown = [b for b in plan.bindings if b not in BINDINGS]

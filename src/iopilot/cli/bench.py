@@ -159,6 +159,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--ranks", "-n", type=int, default=1,
                    help="MPI ranks (default 1: the I/O thread has a core of its own)")
     a.add_argument("--size", default="128m", help="bytes written per step (default 128m)")
+    a.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="sync, advice and async K times per row: each figure the median, "
+                   "every repeat's in the JSON (default 1)")
     a.add_argument("--scenarios", type=lambda v: [x for x in v.split(",") if x],
                    default=["longer", "equal", "shorter", "overhead"], metavar="S[,S...]",
                    help="computation much longer than, equal to, much shorter than the I/O, "
@@ -214,7 +217,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if name == "async":
         plan = overlap.Plan(ranks=args.ranks, steps=args.steps, size=args.size,
                             scenarios=tuple(args.scenarios), dir=args.dir,
-                            bindings=tuple(args.bindings), apis=tuple(args.apis))  # fmt: skip
+                            bindings=tuple(args.bindings), apis=tuple(args.apis),
+                            repeat=args.repeat)  # fmt: skip
         return overlap.main(plan, args.json)
     if name == "accuracy":
         return accuracy.main(corpus=args.corpus, patterns=args.case, repeat=args.repeat,
