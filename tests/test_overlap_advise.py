@@ -62,13 +62,24 @@ def test_compute_shorter_than_io_hides_the_compute():
 
 
 def test_overhead_longer_than_compute_makes_async_slower():
-    slow_copy = Calibration(1e8, 0.0, 64, measured=False)  # 1 s to copy each 100 MB
-    a = advise(epochs(0.5, 1.0), slow_copy)
+    handoff = Calibration(float("inf"), 1.0, 64, measured=False)  # 1 s per operation
+    a = advise(epochs(0.5, 1.0), handoff)
     assert a.async_seconds == pytest.approx(8.5) and a.sync_seconds == pytest.approx(6.0)
     assert a.recommendation == "off" and "would cost 2.500 s more" in a.reason
     assert [p.overhead_seconds for p in a.phases] == pytest.approx([1.0] * 4)
     handoffs = Calibration(1e15, 0.25, 64, measured=False)  # per operation
     assert advise(epochs(0.5, 1.0), handoffs).async_seconds == pytest.approx(5.5)
+
+
+def test_async_with_two_buffers_copies_nothing_and_write_behind_copies_every_write():
+    slow_copy = Calibration(1e8, 0.0, 64, measured=False)  # 1 s to copy each 100 MB
+    a = advise(epochs(0.5, 1.0), slow_copy)
+    assert a.async_seconds == pytest.approx(4.5)  # as with no cost at all
+    assert [p.overhead_seconds for p in a.phases] == pytest.approx([0.0] * 4)
+    # write-behind (no sync or close here: it never waits) pays 1 s a phase
+    assert a.write_behind["strict_seconds"] == pytest.approx(8.5)
+    fast = advise(epochs(0.5, 1.0), Calibration(1e12, 0.0, 64, measured=False))
+    assert fast.write_behind["strict_seconds"] == pytest.approx(4.5 + 4 * MB / 1e12)
 
 
 @pytest.mark.parametrize(("field", "value", "expected"), [

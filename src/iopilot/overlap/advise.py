@@ -15,12 +15,13 @@ The model follows the program's own timeline, rank by rank:
   between one phase and the next is computation.
 * **Without async** the rank's time is what the trace measured.
 * **With async** the rank's thread computes, then at each phase does its
-  own part of the phase plus the engine's overhead (copying the bytes
-  written at the measured copy rate, one submission per operation and one
-  wake-up of the thread per phase), while the background thread does the
-  I/O.  One phase is in flight at a
-  time: a phase first waits for the previous one's I/O (as a double-buffered
-  checkpoint does), and the end of the run waits for the last.  When a
+  own part of the phase plus the engine's overhead (one submission per
+  operation and one wake-up of the thread per phase), while the background
+  thread does the I/O.  One phase is in flight at a time, from one of two
+  buffers taking turns (a double-buffered checkpoint, as MPI-IO's
+  non-blocking calls and HDF5's async connector require and the engine
+  allows): nothing is copied; a phase first waits for the previous one's
+  I/O, and the end of the run waits for the last.  When a
   node's ranks and their I/O threads outnumber its cores, the write calls'
   CPU time (copies into the page cache) is taken from the computation
   they overlap.  So it is when the trace says each rank could run on one
@@ -39,7 +40,8 @@ The model follows the program's own timeline, rank by rank:
 * **Write-behind** (``iopilot run --async``, no change to the program) is
   predicted too, with the same model, except that a phase in which the
   rank syncs or closes a file waits there for its writes: nothing of that
-  phase is hidden.  Relaxed (``--async-relaxed``), only a close waits.
+  phase is hidden, and every write is copied (at the measured copy rate).
+  Relaxed (``--async-relaxed``), only a close waits.
 
 **Safety.**  Async moves a write later in time.  When bytes one rank (or
 process) wrote are read or written by another rank afterwards with no
@@ -337,8 +339,11 @@ def _timeline(trace: Trace, cal: Calibration, steal: float,
         prev_end = np.concatenate([[0.0], ends[:-1]])
         c = np.where(active, np.maximum(first - prev_end, 0.0), 0.0)
         tail = max(run_end - float(ends[-1]), 0.0)
-        over = (wbytes / cal.copy_bytes_per_second + ops * cal.handoff_seconds
-                + np.where(ops > 0, cal.wakeup_seconds, 0.0))
+        # Async keeps two buffers taking turns, as MPI-IO's non-blocking
+        # calls and HDF5's connector require and the engine allows
+        # (IOPILOT_ES_NOCOPY): nothing is copied.  Write-behind copies.
+        over = ops * cal.handoff_seconds + np.where(ops > 0, cal.wakeup_seconds, 0.0)
+        copies = wbytes / cal.copy_bytes_per_second
         io = io_sync + ops * cal.thread_seconds  # the thread's own cost per operation
         lanes: list[tuple[str, str, int, float, float]] = []
         end, stall = _simulate(c, io, own, over, cpu_io, tail, steal, lanes)
@@ -346,7 +351,7 @@ def _timeline(trace: Trace, cal: Calibration, steal: float,
         strict, relaxed = _waits(trace, int(r), starts, ph, op, io_recs.file_id[m], first)
         for waits, name in ((strict, "strict"), (relaxed, "relaxed")):
             e_wb, _ = _simulate(c, np.where(waits, 0.0, io), own + np.where(waits, io, 0.0),
-                                over, cpu_io, tail, steal)  # fmt: skip
+                                over + copies, cpu_io, tail, steal)  # fmt: skip
             if name == "strict":
                 wb_strict = max(wb_strict, e_wb)
             else:
@@ -475,7 +480,8 @@ def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Adv
                           f"({saved / sync_s:.0%} of the run)")  # fmt: skip
     elif saved > 0:
         rec, why = "off", (f"would save only {saved:.3f} s ({saved / sync_s:.1%} of the run, "
-                           f"less than {min_gain:.0%}): not worth a second thread and the copies")
+                           f"less than {min_gain:.0%}): not worth a second thread "
+                           "and a second buffer")
     else:
         rec, why = "off", (f"would cost {-saved:.3f} s more: the computation between I/O "
                            "phases is too short to hide the I/O and the engine's overhead")
