@@ -15,7 +15,8 @@ small write per step, where async has nothing to hide behind.  For each
 layer, binding and scenario:
 
 1. the synchronous run, traced: its total time, and per step the I/O time
-   and the rest (computation, filling the buffer, opens and closes);
+   and the rest (the computation; every run writes from a buffer filled
+   once, ``--fill-once``, so no filling comes between steps);
 2. ``iopilot advise async`` on that trace: the predicted run time with
    async;
 3. the same run with ``--async`` (step k's writes and sync overlap step
@@ -167,8 +168,7 @@ def _aim(compute: float, ratio: float, c: float, io: float) -> float | None:
     """The computation to ask for again when a synchronous run's c / io missed
     its scenario's ratio by more than TOLERANCE of it; None when it did not.
     The probe's I/O (no computation between steps, so no writeback in
-    between) is not a computing run's, and c holds the buffer's filling too:
-    aim from what the run measured."""
+    between) is not a computing run's: aim from what the run measured."""
     if compute <= 0 or io <= 0 or abs(c / io - ratio) <= TOLERANCE * ratio:
         return None
     return max(compute + ratio * io - c, 0.0)
