@@ -205,6 +205,8 @@ def test_posix_async_takes_the_fsync_and_mpi_io_leaves_its_sync_on_the_program()
     assert [p.io_seconds for p in posix.phases] == pytest.approx([1.5] * 4)
     # 4 x 2 s of computation, the last write and fsync never hidden
     assert posix.async_seconds == pytest.approx(4 * 2.0 + 1.5)
+    # the form predicted, nothing copied, is the one the text tells how to write
+    assert "copy=False" in render_text(posix) and "IOPILOT_ES_NOCOPY" in render_text(posix)
     mpi = advise(_stack(("POSIX", "MPIIO"), ("POSIX", "MPIIO")), FREE)
     assert mpi.interface == "MPI-IO" and mpi.sync_seconds == pytest.approx(14.0)
     assert [p.io_seconds for p in mpi.phases] == pytest.approx([1.0] * 4)

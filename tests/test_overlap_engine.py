@@ -77,6 +77,31 @@ def test_writes_are_copied_ordered_and_read_back(tmp_path: Path) -> None:
     assert path.read_bytes()[:8] == b"a" * 8
 
 
+def test_a_write_without_copy_is_made_from_the_caller_s_buffer(tmp_path: Path) -> None:
+    """copy=False: nothing is copied (the engine's copy time stays 0, and a
+    copied write's does not), and the file gets the buffer's bytes."""
+    path = tmp_path / "f.dat"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    big = 64 << 20
+    try:
+        with EventSet() as es:
+            bufs = [bytearray(b"x" * big), bytearray(b"y" * big)]  # two taking turns
+            es.write(fd, bufs[0], 0, copy=False)
+            es.write(fd, memoryview(b"ro")[0:2], big, copy=False)  # read-only: its own copy
+            assert es.wait() == 0
+            es.write(fd, bufs[1], big + 2, copy=False)
+            assert es.wait() == 0
+            nocopy = es.stats()["copy_seconds"]
+            es.write(fd, bufs[0], 2 * big + 2)
+            assert es.wait() == 0
+            copied = es.stats()["copy_seconds"] - nocopy
+        assert nocopy == 0.0 and copied > 0.0
+    finally:
+        os.close(fd)
+    data = path.read_bytes()
+    assert data == b"x" * big + b"ro" + b"y" * big + b"x" * big
+
+
 def test_failures_raise_once_with_errno_and_the_set_goes_on(tmp_path: Path) -> None:
     (tmp_path / "ro").write_bytes(b"x" * 10)
     ro = os.open(tmp_path / "ro", os.O_RDONLY)

@@ -39,6 +39,9 @@ class _Failure(ctypes.Structure):
                 ("done", ctypes.c_size_t), ("error", ctypes.c_int)]  # fmt: skip
 
 
+NOCOPY = 1  # IOPILOT_ES_NOCOPY of iopilot_async.h
+
+
 class _Stats(ctypes.Structure):
     _fields_ = [("submitted", ctypes.c_uint64), ("completed", ctypes.c_uint64),
                 ("failed", ctypes.c_uint64), ("bytes_written", ctypes.c_uint64),
@@ -175,10 +178,14 @@ class EventSet:
             raise ValueError("the event set is closed")
         return self._es
 
-    def write(self, f: int | Any, data: bytes | bytearray | memoryview, offset: int) -> int:
+    def write(self, f: int | Any, data: bytes | bytearray | memoryview, offset: int, *,
+              copy: bool = True) -> int:  # fmt: skip
         """Queue a write of ``data`` at ``offset`` of the file (a descriptor or
-        an object with ``fileno()``); the bytes are copied now.  Returns the
-        operation's number."""
+        an object with ``fileno()``).  The bytes are copied now, unless
+        ``copy`` is False: then the thread writes from ``data`` itself, which
+        must stay unchanged until a ``wait`` reports nothing pending (two
+        buffers taking turns, one written while the other is filled, save
+        the copy).  Returns the operation's number."""
         es = self._open()
         view = memoryview(data).cast("B")
         n = view.nbytes
@@ -191,8 +198,11 @@ class EventSet:
             src = (ctypes.c_char * n).from_buffer(view) if n else b""
         addr = ctypes.cast(src if not isinstance(src, bytes) else ctypes.c_char_p(src),
                            ctypes.c_void_p)  # fmt: skip
-        op = self._lib.iopilot_es_write(es, _fileno(f), addr, n, offset, 0)
-        del src  # the engine has its copy
+        op = self._lib.iopilot_es_write(es, _fileno(f), addr, n, offset,
+                                        0 if copy else NOCOPY)  # fmt: skip
+        if not copy:
+            self._keep.append(src)  # the thread reads it until the wait
+        del src
         return self._check(op, "write")
 
     def read(self, f: int | Any, n: int, offset: int) -> Read:
