@@ -157,6 +157,12 @@ __attribute__((constructor(101))) static void iop_init(void) {
         iop_proc.rank = env_int(rank_vars[i], -1);
     for (int i = 0; size_vars[i] && iop_proc.nprocs <= 1; i++)
         iop_proc.nprocs = env_int(size_vars[i], 1);
+    /* torchrun and PyTorch's launchers: RANK counts only beside WORLD_SIZE
+     * (RANK alone is too common a name to mean a job's rank). */
+    if (iop_proc.rank < 0 && env_int("WORLD_SIZE", 0) > 0) {
+        iop_proc.rank = env_int("RANK", -1);
+        if (iop_proc.rank >= 0 && iop_proc.nprocs <= 1) iop_proc.nprocs = env_int("WORLD_SIZE", 1);
+    }
     iop_proc.rank_source = iop_proc.rank >= 0 ? 1 : 0;
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
