@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from iopilot.model import OP_WRITE
+from iopilot.model import OP_READ, OP_WRITE
 from iopilot.sources import load
 
 LAUNCHER = """
@@ -28,18 +29,22 @@ sys.exit(max(p.wait() for p in procs))
 """
 
 
+def traced(tmp_path: Path, *argv: str):
+    """``iopilot run`` of a Python script with its arguments: the trace."""
+    trace = tmp_path / "trace"
+    done = subprocess.run([sys.executable, "-m", "iopilot", "run", "--trace-only",
+                           "--trace-dir", str(trace), "--", sys.executable, *argv],
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return load(str(trace))
+
+
 def run_job(tmp_path: Path, names: str, n: int = 3):
     script = tmp_path / "launch.py"
     script.write_text(LAUNCHER)
     out = tmp_path / "out"
     out.mkdir()
-    trace = tmp_path / "trace"
-    done = subprocess.run([sys.executable, "-m", "iopilot", "run", "--trace-only",
-                           "--trace-dir", str(trace), "--", sys.executable, str(script),
-                           str(n), str(out), names],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return out, load(str(trace))
+    return out, traced(tmp_path, str(script), str(n), str(out), names)
 
 
 def written_by_rank(t, out: Path) -> dict[int, dict[str, int]]:
@@ -71,3 +76,51 @@ def test_rank_without_world_size_is_not_a_job_s_rank(tmp_path):
     (tmp_path / "alone").mkdir()
     out, t = run_job(tmp_path / "alone", "WORLD_SIZE")
     assert t.job.nprocs == 1 and set(written_by_rank(t, out)) == {0}
+
+
+TRAINER = """
+import multiprocessing as mp, os, sys
+
+def load(path):  # a data loader's worker: reads what its trainer wrote
+    with open(path, 'rb') as f:
+        return len(f.read())
+
+if __name__ == '__main__':
+    out = sys.argv[1]
+    rank = int(os.environ['RANK'])
+    path = os.path.join(out, f'w{rank}.dat')
+    open(path, 'wb').write(b'x' * 1024 * (rank + 1))
+    pool = mp.get_context(sys.argv[2]).Pool(2)
+    assert pool.map(load, [path] * 4) == [1024 * (rank + 1)] * 4
+    pool.close()  # the workers end as a data loader's do (terminate() would kill them)
+    pool.join()
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+def test_a_rank_s_multiprocessing_workers_are_counted_under_its_rank(tmp_path, method):
+    """Each rank starts a pool (as PyTorch's data loaders do); its workers'
+    reads belong to that rank, whatever the start method."""
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text(TRAINER)
+    launch = tmp_path / "launch.py"
+    launch.write_text("""
+import os, subprocess, sys
+n = 2
+procs = [subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2], sys.argv[3]],
+                          env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r)))
+         for r in range(n)]
+sys.exit(max(p.wait() for p in procs))
+""")
+    out = tmp_path / "out"
+    out.mkdir()
+    t = traced(tmp_path, str(launch), str(trainer), str(out), method)
+    assert t.job.nprocs == 2
+    r = t.records
+    for rank in (0, 1):
+        name = str(out / f"w{rank}.dat")
+        ids = [k for k, v in t.names.items() if v == name]
+        m = np.isin(r.file_id, np.array(ids, np.uint64)) & (r.op == OP_READ)
+        # 4 reads of the whole file, each by a worker of that rank's pool, and EOF reads
+        assert set(r.rank[m].tolist()) == {rank}
+        assert int(r.length[m].sum()) >= 4 * 1024 * (rank + 1)

@@ -18,8 +18,6 @@ def test_a_names_file_cut_by_a_full_file_system_is_incomplete_not_damaged(tmp_pa
     stem = write_proc(root, 100, FILES, rank=0, rank_source="env", ended_by=None)
     names = root / f"{stem.name}.names"
     names.write_bytes(names.read_bytes()[:-5])  # the last entry cut short
-    with pytest.raises(InputError, match="damaged names file"):
-        load(str(root))  # without the runtime's word, a cut file is damage
     (root / f"{stem.name}.error-ENOSPC").touch()
     t = load(str(root))
     assert t.names[fid(b"/s/a.dat")] == "/s/a.dat"
@@ -29,6 +27,31 @@ def test_a_names_file_cut_by_a_full_file_system_is_incomplete_not_damaged(tmp_pa
                           "space left on device): trace files of rank 0 (pid 100) are missing "
                           "or cut short"]  # fmt: skip
     assert t.processes["summary"].endswith("1 ended without a summary (it could not be written)")
+
+
+def test_a_killed_process_s_names_file_may_end_in_a_cut_entry(tmp_path):
+    """A process that left no summary was killed, maybe while it wrote its
+    names: the whole entries are kept, as the whole records of its .rec are."""
+    root = tmp_path / "t"
+    root.mkdir()
+    stem = write_proc(root, 100, FILES, rank=0, rank_source="env", ended_by=None)
+    names = root / f"{stem.name}.names"
+    names.write_bytes(names.read_bytes()[:-5])
+    t = load(str(root))
+    assert t.names[fid(b"/s/a.dat")] == "/s/a.dat"
+    assert t.name(fid(b"/s/b.dat")) == f"<file {fid(b'/s/b.dat'):#x}>"
+    assert len(t.records) == 10
+    assert t.processes["summary"].endswith("1 ended without a summary (killed or crashed)")
+
+
+def test_a_process_that_ended_normally_wrote_its_names_whole(tmp_path):
+    root = tmp_path / "t"
+    root.mkdir()
+    stem = write_proc(root, 100, FILES, rank=0, rank_source="env")  # with its summary
+    names = root / f"{stem.name}.names"
+    names.write_bytes(names.read_bytes()[:-5])
+    with pytest.raises(InputError, match="damaged names file"):
+        load(str(root))  # without the runtime's word, a cut file is damage
 
 
 @pytest.mark.parametrize("error, why", [

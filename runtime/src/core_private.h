@@ -56,6 +56,8 @@ void iop_watch_exit_status(void); /* once the program runs (see process.c) */
 /* files.c: the runtime's own file I/O, raw system calls only (sys_open,
  * sys_close, sys_read in core.h) */
 int sys_write_all(int fd, const void *buf, size_t n);
+struct iovec;
+int sys_writev_all(int fd, const struct iovec *v, int n);
 ssize_t sys_readlink(const char *path, char *buf, size_t n);
 int sys_getcwd(char *buf, size_t n);
 int sys_stat_cwd(struct stat *sb);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static int sys_openat(int dir, const char *name, int flags, int mode) {
@@ -134,6 +135,27 @@ int sys_write_all(int fd, const void *buf, size_t n) {
         if (w <= 0) return failed(-1);
         p += w;
         n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* One system call for the pieces together when it can, so that a signal
+ * ending the process between calls cannot leave part of them written; the
+ * rest of a short write piece by piece. */
+int sys_writev_all(int fd, const struct iovec *v, int n) {
+    ssize_t w;
+    do w = syscall(SYS_writev, fd, v, n);
+    while (w < 0 && errno == EINTR);
+    if (w < 0) return failed(-1);
+    size_t done = (size_t)w;
+    for (int i = 0; i < n; i++) {
+        if (done >= v[i].iov_len) {
+            done -= v[i].iov_len;
+            continue;
+        }
+        if (sys_write_all(fd, (const char *)v[i].iov_base + done, v[i].iov_len - done) != 0)
+            return -1;
+        done = 0;
     }
     return 0;
 }

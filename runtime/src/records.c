@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ */
@@ -42,8 +43,10 @@ static void write_name(uint64_t id, const char *name, void *arg) {
     uint32_t len = (uint32_t)strlen(name);
     struct { uint64_t id; uint32_t len, zero; } head = {id, len, 0};
     static const char pad[8];
-    if (sys_write_all(*fd, &head, sizeof head) != 0 || sys_write_all(*fd, name, len) != 0 ||
-        sys_write_all(*fd, pad, (8 - len % 8) % 8) != 0) {
+    /* the entry in one call: a process killed between calls left half of one */
+    const struct iovec v[3] = {{&head, sizeof head}, {(void *)name, len},
+                               {(void *)pad, (8 - len % 8) % 8}};
+    if (sys_writev_all(*fd, v, 3) != 0) {
         sys_close(*fd);
         *fd = -1; /* the rest is not written */
     }

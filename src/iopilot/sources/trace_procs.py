@@ -169,7 +169,9 @@ def read_process(root: Path, stem: str, summary: dict[str, Any] | None, limit: i
     if head:
         p.record = record_dtype(head["version"])
     if exists(npath):
-        p.file_names = read_names(npath, cut_short=p.write_error is not None)
+        # Cut short by the runtime's word (a full disk), or by the end of a
+        # process that left no summary: killed while it wrote, as a .rec can be.
+        p.file_names = read_names(npath, cut_short=p.write_error is not None or not summary)
     return p
 
 
@@ -353,8 +355,9 @@ def read_header(p: Path, limit: int) -> dict[str, Any] | None:
 
 def read_names(p: Path, cut_short: bool = False) -> dict[int, str]:
     """S.names: ``u64 id, u32 length, u32 0``, the name, zeros up to 8 bytes.
-    ``cut_short``: the runtime said it could not write it all; the whole
-    entries are kept, the last one, cut, is not."""
+    ``cut_short``: the runtime said it could not write it all, or its process
+    ended before its summary; the whole entries are kept, the last one, cut,
+    is not."""
     data = read_bytes(p, NAMES_LIMIT)
     out: dict[int, str] = {}
     pos, n = 0, len(data)
