@@ -496,9 +496,9 @@ def advise(trace: Trace, cal: Calibration, *, min_gain: float = MIN_GAIN) -> Adv
 
 
 # What each interface's asynchronous form takes off the program's thread.
-_HOW = {"POSIX": "reads, writes and fsyncs on iopilot's engine thread (an event set, "
-                 "or iopilot run --async), written from two buffers that take turns, "
-                 "nothing copied (C: IOPILOT_ES_NOCOPY; Python: es.write(..., copy=False))",
+_HOW = {"POSIX": "reads, writes and fsyncs on the thread of iopilot's engine (an event "
+                 "set), written from two buffers that take turns, nothing copied (C: "
+                 "IOPILOT_ES_NOCOPY; Python: es.write(..., copy=False))",
         "MPI-IO": "non-blocking reads and writes (MPI_File_iwrite_at_all ...); "
                   "MPI_File_sync stays blocking",
         "HDF5": "every HDF5 call of a phase on a background thread (the async "
