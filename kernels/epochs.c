@@ -536,9 +536,11 @@ int main(int argc, char **argv) {
                             : c.fpp       ? (long long)s * c.size + done
                                           : logical;
             unsigned char *src = whole ? buf + done : buf;
-            double f0 = k_now();
-            if (!once) fill(src, len, logical);
-            t_fill += k_now() - f0;
+            if (!once) {
+                double f0 = k_now();
+                fill(src, len, logical);
+                t_fill += k_now() - f0;
+            }
             long long n = len;
             if (async && c.api == HDF5) { /* the thread writes once the step is filled */
                 it.write_ops++;

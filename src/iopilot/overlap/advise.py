@@ -223,7 +223,7 @@ def _contention(trace: Trace, cal: Calibration, bind: Binding | None = None,
     return float(max(crowded, cal.interference))
 
 
-def _cpu_per_byte(trace: Trace) -> dict[int, tuple[float | None, float | None]]:
+def _measured_cpu(trace: Trace) -> dict[int, tuple[float | None, float | None]]:
     """Measured CPU seconds per byte of large reads and writes, and per
     fsync, by rank (None: not measured)."""
     return {c.rank if c.rank is not None else 0: (c.io_cpu_per_byte, c.sync_cpu_seconds)
@@ -301,7 +301,7 @@ def _timeline(trace: Trace, cal: Calibration, steal: float,
     if not len(io_recs):
         return [], run, run, 0, [], {}
     ranks = unique(io_recs.rank)
-    per_byte = _cpu_per_byte(trace)
+    measured = _measured_cpu(trace)
     dur = np.maximum(io_recs.end - io_recs.start, 0.0)
     best: tuple[float, int, list[Phase]] | None = None
     run_end = max(run, float(io_recs.end.max()))
@@ -318,7 +318,7 @@ def _timeline(trace: Trace, cal: Calibration, steal: float,
         io_sync = np.bincount(ph, np.where(moves[m], d, 0.0), n_ph)
         wbytes = np.bincount(ph, np.where(op == OP_WRITE, np.maximum(length, 0), 0), n_ph)
         cpu_io = np.bincount(ph, np.where(op == OP_WRITE, d, 0.0), n_ph)
-        byte_cpu, sync_cpu = per_byte.get(int(r), (None, None))
+        byte_cpu, sync_cpu = measured.get(int(r), (None, None))
         if byte_cpu is not None:  # measured: never more than the calls lasted
             cpu_io = np.minimum(cpu_io, wbytes * byte_cpu)
         if sync_cpu is not None:  # the write-back a sync starts, on the thread too
