@@ -30,6 +30,10 @@ def test_not_used_evidence_and_its_conditions():
     assert findings(trace(none, nprocs=2), "mpiio-not-used") == []
     m = counters("MPIIO", [{"file": 1, "rank": -1, "MPIIO_INDEP_WRITES": 1}])
     assert findings(trace(p, m, nprocs=2), "mpiio-not-used") == []
+    # A main process and its Python workers (no launcher gave ranks) share no communicator.
+    workers = trace(p, nprocs=2)
+    workers.job.rank_source = "workers"
+    assert findings(workers, "mpiio-not-used") == []
 
 
 def _rw(d: str, **c):

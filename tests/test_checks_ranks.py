@@ -650,3 +650,26 @@ def test_overlapping_writes_list_only_the_files_with_overlaps():
     assert sorted((e.path, e.numbers["rewrites"], e.numbers["bytes rewritten"])
                   for e in rewrite.files) == [("/data/file1", 1, 10), ("/data/file3", 1, 30)]
     assert rewrite.evidence["rewrites"] == 2 and rewrite.evidence["files"] == 2
+
+
+def test_python_worker_ranks_get_advice_for_workers():
+    """Without launcher ranks the ranks are a main process and its Python
+    workers: the advice is about the workers, not MPI-IO; the findings are
+    the same."""
+    heavy = [(0, "w", 1, 1000 * i, 1000, 0.1 * i, 0.1 * i + 0.05) for i in range(10)]
+    heavy += [(r, "w", 1, 20000 + 100 * r, 100, 0.0, 0.05) for r in (1, 2, 3)]
+    uneven = [(r, "w", 1, 10000 * r, 100, 0.0, 0.1) for r in range(8)]
+    uneven += [(r, "w", 2, 1000 * i, 1000, 0.1 * i, 0.1 * i + 0.1) for r in (8, 9)
+               for i in range(5)]  # fmt: skip
+    for rows, n, check in ((heavy, 4, "rank-zero-heavy"), (uneven, 10, "unbalanced-ranks")):
+        mpi, workers = trace(recs=records(rows), nprocs=n), trace(recs=records(rows), nprocs=n)
+        workers.job.rank_source = "workers"
+        (f,) = findings(mpi, check)
+        (g,) = findings(workers, check)
+        assert (f.level, f.message) == (g.level, g.message)
+        assert "collective" in f.recommendation and "MPI" not in g.recommendation
+        assert "workers" in g.recommendation
+    heavy_workers = trace(recs=records(heavy), nprocs=4)
+    heavy_workers.job.rank_source = "workers"
+    (f,) = findings(heavy_workers, "rank-zero-heavy")
+    assert "main process" in f.recommendation and "multiprocessing.Pool" in f.snippet

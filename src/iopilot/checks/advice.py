@@ -303,6 +303,17 @@ fh = MPI.File.Open(comm, path, MPI.MODE_CREATE | MPI.MODE_WRONLY)
 fh.Write_at_all(comm.rank * local.nbytes, local)   # collective: all ranks call it
 fh.Close()"""
 
+PY_WORKER_WRITE = """\
+# each worker writes its own part, rather than returning it to the main process
+def work(i):
+    part = compute(i)
+    with open(f"out/part-{i:05d}.npy", "wb") as f:   # or its block of one file: os.pwrite
+        np.save(f, part)
+    return i
+
+with multiprocessing.Pool() as pool:      # Dask: client.map(work, range(n))
+    done = pool.map(work, range(n))"""
+
 FORTRAN_DISTRIBUTED_WRITE = """\
 ! instead of gathering everything on rank 0: each rank writes its own block
 integer(kind=MPI_OFFSET_KIND) :: offset

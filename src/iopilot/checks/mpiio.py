@@ -66,8 +66,9 @@ class NoMpiio(Check):
         if ctx.layer("MPIIO") is not None:
             return
         posix = ctx.layer("POSIX")
-        if posix is None or ctx.trace.job.nprocs < 2:
-            # A serial program has no use for MPI-IO: Drishti warns anyway, we do not.
+        if posix is None or ctx.trace.job.nprocs < 2 or ctx.trace.job.rank_source == "workers":
+            # A serial program has no use for MPI-IO: Drishti warns anyway, we do not;
+            # nor do a program's Python workers (a pool, Dask), which share no communicator.
             return
         moved = posix.total("POSIX_BYTES_READ") + posix.total("POSIX_BYTES_WRITTEN")
         if not moved:

@@ -214,13 +214,18 @@ class RankZeroHeavy(Check):
                 ranks=[0],
             ), 0.0)
             return
+        workers = ctx.trace.job.rank_source == "workers"
         rec = (
+            "Spread the I/O over the workers instead of funnelling it through the main process "
+            "(rank 0): let each worker read its own input and write its own part (its own file, "
+            "or its block of a shared file with os.pwrite), and return only what is small"
+            if workers else
             "Spread the I/O over the ranks instead of funnelling it through rank 0: let every "
             "rank write (or read) its own block of a shared file collectively (MPI-IO "
             "MPI_File_write_at_all, mpi4py Write_at_all, or parallel HDF5/PnetCDF), so the "
             "library does the merging"
-        )
-        if heavy_o and not heavy_b:
+        )  # fmt: skip
+        if heavy_o and not heavy_b and not workers:
             rec += (
                 "; many small operations on rank 0 alone are often library metadata (HDF5 "
                 "headers, attributes) that collective metadata I/O spreads"
@@ -246,8 +251,9 @@ class RankZeroHeavy(Check):
             },
             ranks=[0],
             recommendation=rec + ".",
-            **snippet_fields(ctx, advice.PY_DISTRIBUTED_WRITE, advice.DISTRIBUTED_WRITE,
-                             fortran=advice.FORTRAN_DISTRIBUTED_WRITE),
+            **({"snippet": advice.PY_WORKER_WRITE, "snippet_lang": "python"} if workers else
+               snippet_fields(ctx, advice.PY_DISTRIBUTED_WRITE, advice.DISTRIBUTED_WRITE,
+                              fortran=advice.FORTRAN_DISTRIBUTED_WRITE)),
         ), cost)
 
 
@@ -339,12 +345,21 @@ class UnbalancedRanks(Check):
                 for x in worst[: ctx.max_files]
             ],
             files_total=len(ranks),
-            recommendation="Give the ranks equal shares of the I/O, or use collective I/O so "
-            "that aggregators even the load out; if the decomposition must stay uneven, "
-            "overlap these ranks' I/O with computation.",
-            **snippet_fields(ctx, advice.PY_MPIIO_COLLECTIVE_WRITE, advice.MPIIO_COLLECTIVE_WRITE,
-                             fortran=advice.FORTRAN_MPIIO_COLLECTIVE_WRITE),
+            **(_worker_balance() if ctx.trace.job.rank_source == "workers" else {
+                "recommendation": "Give the ranks equal shares of the I/O, or use collective "
+                "I/O so that aggregators even the load out; if the decomposition must stay "
+                "uneven, overlap these ranks' I/O with computation.",
+                **snippet_fields(ctx, advice.PY_MPIIO_COLLECTIVE_WRITE,
+                                 advice.MPIIO_COLLECTIVE_WRITE,
+                                 fortran=advice.FORTRAN_MPIIO_COLLECTIVE_WRITE)}),
         ), float(secs.max() - secs.mean()))
+
+
+def _worker_balance() -> dict[str, str]:
+    """The advice for Python workers (a pool, Dask) that share the I/O unevenly."""
+    return {"recommendation": "Give the workers equal shares of the I/O: tasks of even size, "
+            "or many small tasks (Pool.map with chunksize=1, imap_unordered; Dask partitions "
+            "of even size) so that an idle worker takes the next one."}
 
 
 def reread_cause(ctx: Context, ranks: list[int], extra_bytes: list[float],

@@ -327,6 +327,11 @@ class Job:
     hdf5_chunk_cache: dict[int, int] = field(default_factory=dict)
     mounts: list[tuple[str, str]] = field(default_factory=list)  # (path, fs type)
     hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, when known
+    # Where the ranks come from, when the source knows: "mpi" (MPI_Init),
+    # "launcher" (its variables), "workers" (none: rank 0 is the main
+    # process, the others its Python worker processes), "" (unknown, or one
+    # process and its helpers).
+    rank_source: str = ""
     format: str = ""  # e.g. "darshan 3.41"
     writer: str = ""  # e.g. "darshan-runtime 3.4.6"
     # How the program ended, when the source knows (Darshan logs do not):
