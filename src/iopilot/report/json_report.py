@@ -31,6 +31,7 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
         "job": {
             "executable": job.executable,
             "nprocs": job.nprocs,
+            "rank_source": job.rank_source or None,
             "jobid": job.jobid,
             "start": job.start,
             "end": job.end,

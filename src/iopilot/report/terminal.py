@@ -61,6 +61,14 @@ def want_color(mode: str, stream: TextIO) -> bool:
     return stream.isatty()
 
 
+def _worker_ranks(job: dict[str, Any]) -> str:
+    """" (the main process and N Python workers)" when those are the ranks."""
+    if job.get("rank_source") != "workers":
+        return ""
+    n = job["nprocs"] - 1
+    return f" (the main process and {n} Python worker{'' if n == 1 else 's'})"
+
+
 _NOUNS = {"file": ("file", "files"), "phase": ("phase", "phases"), "rank": ("rank", "ranks"),
           "source": ("place in the source", "places in the source")}  # fmt: skip
 
@@ -92,7 +100,7 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
     exe = job["executable"] or "(unknown executable)"
     add(f"  job       {exe}")
     add(
-        f"  ranks     {job['nprocs']}    runtime {job['runtime']:.2f} s    "
+        f"  ranks     {job['nprocs']}{_worker_ranks(job)}    runtime {job['runtime']:.2f} s    "
         f"format {job['format']}" + (f" ({job['writer']})" if job["writer"] else "")
     )
     mods = ", ".join(m["name"] + (style(" (partial)", "33") if m["partial"] else "")

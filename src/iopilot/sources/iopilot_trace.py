@@ -158,6 +158,7 @@ def _job(job_meta: dict[str, Any], procs: list[Proc], job_start: float) -> Job:
         hdf5_chunk_cache=_chunk_cache(procs),
         mounts=job_meta.get("mounts", []),
         hosts={p.rank: p.host for p in reversed(ranked) if p.rank is not None},
+        rank_source=_rank_source(procs),
         format=f"iopilot {max(p.version for p in procs)}",
         writer=f"libiopilot ({len(procs)} process image(s))",
         exit_status=status,
@@ -165,6 +166,16 @@ def _job(job_meta: dict[str, Any], procs: list[Proc], job_start: float) -> Job:
         language=_language(job_meta, procs),
         static_layers=_static_layers(job_meta, procs),
     )
+
+
+def _rank_source(procs: list[Proc]) -> str:
+    """"mpi", "launcher", "workers" or "" (see :class:`~iopilot.model.Job`)."""
+    if any(p.worker for p in procs):
+        return "workers"
+    known = [p for p in procs if p.known and p.rank is not None]
+    if any(p.summary and p.summary.get("rank_source") == "mpi" for p in known):
+        return "mpi"
+    return "launcher" if known else ""
 
 
 def _chunk_cache(procs: list[Proc]) -> dict[int, int]:

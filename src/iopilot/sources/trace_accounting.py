@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,18 @@ def trace_warnings(procs: list[Proc]) -> list[str]:
     return out
 
 
+_MP_HELPER = re.compile(r"from multiprocessing\.(\w+) import main\b")
+
+
+def _helper_name(p: Proc) -> str:
+    """A child's executable name; Python's multiprocessing helpers by what
+    they are (``python3.11 (multiprocessing.resource_tracker)``)."""
+    exe = safe_name(os.path.basename(p.exe) or "unknown")
+    cmd = p.summary["cmdline"] if p.summary and "cmdline" in p.summary else []
+    m = next((m for w in cmd[1:] if (m := _MP_HELPER.match(w))), None)
+    return f"{exe} (multiprocessing.{m.group(1)})" if m else exe
+
+
 def accounting(procs: list[Proc]) -> dict[str, Any]:
     """How many images ran, how they ended, launchers, what the runtime cannot see."""
     ended: dict[str, int] = {}
@@ -161,7 +174,7 @@ def accounting(procs: list[Proc]) -> dict[str, Any]:
         how = p.summary["ended_by"] if p.summary else "none"
         ended[how] = ended.get(how, 0) + 1
         if how in ("exit", "_exit") and p.stem in children:
-            exe = safe_name(os.path.basename(p.exe) or "unknown")
+            exe = _helper_name(p)
             helpers[exe] = helpers.get(exe, 0) + 1
         elif how in ("exit", "_exit"):
             code = p.summary["exit_code"]
@@ -200,6 +213,11 @@ def accounting(procs: list[Proc]) -> dict[str, Any]:
         more = ", ..." if len(exes) > 5 else ""
         text += (f"; {len(launchers):,} launcher image{'' if len(launchers) == 1 else 's'} "
                  f"({listed}{more}) not counted as ranks")  # fmt: skip
+    workers = {p.pid: p for p in sorted(procs, key=lambda p: -p.image) if p.worker}
+    if workers:  # ranks 1 to N
+        k = len(workers)
+        text += ("; no launcher gave ranks: " + ("rank 1 is a Python worker process" if k == 1
+                 else f"ranks 1–{k} are Python worker processes, in the order they started"))
     mmaps = sum(p.mmaps for p in procs)
     unseen = "data moved by sendfile, copy_file_range, splice or io_uring"
     if mmaps:
@@ -217,6 +235,9 @@ def accounting(procs: list[Proc]) -> dict[str, Any]:
                       "records": p.on_disk} for p in abnormal],
         "launchers": [{"stem": p.stem, "pid": p.pid, "exe": p.exe, "bytes": p.fs_bytes}
                       for p in launchers],
+        # Python worker processes that are ranks of their own (no launcher gave ranks)
+        "workers": [{"rank": p.rank, "pid": p.pid, "start": p.worker}
+                    for p in sorted(workers.values(), key=lambda p: p.rank or 0)],
         "summary": text,
         "not_seen": f"not seen by the runtime: {unseen}",
     }

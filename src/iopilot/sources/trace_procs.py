@@ -19,7 +19,7 @@ import numpy as np
 
 from .._record import field, record
 from ..errors import InputError
-from ..model.command import is_launcher
+from ..model.command import is_launcher, is_python
 from ..model.trace import safe_name
 from ..vocabulary import RUNTIME_LAYERS
 from .checked import (
@@ -113,6 +113,7 @@ class Proc:
     file_names: dict[int, str] = field(default_factory=dict)
     layers: tuple[str, ...] | list[str] = LAYER_CODES
     rank: int | None = None  # rank in the analysis; None: a launcher, left out
+    worker: str = ""  # "spawn" or "fork": an image of a Python worker process given its own rank
     on_disk: int = 0  # whole records in the .rec
     kept: int = 0  # of which reads and writes kept for the analysis
     cut: bool = False  # the .rec ends inside a record
@@ -214,6 +215,7 @@ def read_summary(p: Path) -> dict[str, Any]:
         ("pid", "int", REQUIRED), ("ppid", "int", None), ("image", "count", None),
         ("host", "str", None), ("t0", "number", REQUIRED), ("t_end", "number", REQUIRED),
         ("ended_by", "str", "exit"), ("exit_code", "int?", None), ("exe", "str", ""),
+        ("execs", "count", 0),
         ("cmdline", "strs", []), ("records", "count", 0), ("records_dropped", "count", 0),
         ("max_records", "count", None), ("stats_missing", "count", 0),
         ("nested_calls", "count", 0), ("overflows", "counts", {}), ("warnings", "strs", []),
@@ -381,25 +383,67 @@ def read_names(p: Path, cut_short: bool = False) -> dict[int, str]:
 
 
 def assign_ranks(procs: list[Proc]) -> None:
-    """Known ranks stay; without any, every process is rank 0 (a serial program
-    and its children); with some, the others are launchers, left out."""
-    any_known = any(p.known for p in procs)
+    """Known ranks stay, and the others are launchers, left out.  Without
+    any, the program's main process and its helpers are rank 0, and each
+    Python worker process (see :func:`python_workers`) is a rank of its own,
+    1, 2 ... in the order the workers started, with the helpers it runs."""
+    if any(p.known for p in procs):
+        for p in procs:
+            p.rank = p.written_rank if p.known else None
+        return
+    workers = python_workers(procs)
+    order = sorted(workers, key=lambda pid: (workers[pid][0].t0, pid))
+    rank_of = {pid: i + 1 for i, pid in enumerate(order)}
+    parent = {p.pid: p.ppid for p in sorted(procs, key=lambda p: -p.image)}  # its first image's
     for p in procs:
-        p.rank = p.written_rank if p.known else (None if any_known else 0)
+        pid, seen = p.pid, set()
+        while pid is not None and pid not in rank_of and pid not in seen:
+            seen.add(pid)
+            pid = parent.get(pid)
+        p.rank = rank_of.get(pid, 0)  # its nearest worker's, else the main process's
+        p.worker = workers[p.pid][1] if p.pid in workers else ""
+
+
+def python_workers(procs: list[Proc]) -> dict[int, tuple[Proc, str]]:
+    """pid -> (first image, "spawn" or "fork") of each Python worker process:
+    a process ``multiprocessing`` spawned (its command line carries
+    ``--multiprocessing-fork``: spawn pools, ``Process``, Dask's workers), or
+    a fork of a Python process that never ran another program (fork pools,
+    and the forkserver's children, which are forks of that server).  A fork
+    is told by its clock: a forked image keeps its parent's time zero, an
+    ``exec`` starts its own.  Helpers are not workers: the resource tracker
+    and the forkserver (started with ``exec``, without that flag), programs
+    run with ``exec`` (``uname -p``), shells and launchers."""
+    images: dict[int, list[Proc]] = {}
+    for p in sorted(procs, key=lambda p: p.image):
+        images.setdefault(p.pid, []).append(p)
+    out: dict[int, tuple[Proc, str]] = {}
+    for pid, imgs in images.items():
+        first, said = imgs[0], imgs[0].summary or {}
+        if any("--multiprocessing-fork" in (p.summary or {}).get("cmdline", [])[1:]
+               for p in imgs):  # fmt: skip
+            out[pid] = (first, "spawn")
+        elif len(imgs) == 1 and said.get("ended_by") != "exec" and not said.get("execs") and any(
+                q.t0 == first.t0 and is_python(q.exe or first.exe)
+                for q in images.get(first.ppid, ()) if q.pid != pid):  # fmt: skip
+            out[pid] = (first, "fork")  # forked, and ran no other program
+    return out
 
 
 def child_images(procs: list[Proc]) -> set[str]:
     """Stems of the images started by a rank process (or, in a serial run,
-    by the program): a fork of a traced process that counts as a rank.  An
-    ``exec`` keeps the pid, so later images of a rank are not children."""
+    by the program): a fork of a traced process that counts under its rank,
+    not a worker with a rank of its own.  An ``exec`` keeps the pid, so later
+    images of a rank are not children."""
     ranked = {p.pid for p in procs if p.rank is not None}
-    return {p.stem for p in procs
-            if p.rank is not None and p.ppid in ranked and p.ppid != p.pid}  # fmt: skip
+    return {p.stem for p in procs if p.rank is not None and not p.worker
+            and p.ppid in ranked and p.ppid != p.pid}  # fmt: skip
 
 
 def program_procs(procs: list[Proc]) -> list[Proc]:
     """The images that are the program itself: the last image of each rank
-    process (or of the main process of a serial run), not its children (the
+    process (or of the main process of a serial run, and of each Python
+    worker process with a rank of its own), not its children (the
     ``uname -p`` Python's platform module runs) nor launchers (``env``,
     ``sh`` ... that exec the program)."""
     children = child_images(procs)

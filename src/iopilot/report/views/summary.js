@@ -17,7 +17,7 @@
       m.used ? null : h('span', { class: 'note', text: ' (not used)' }), ' '));
     const kv = h('dl', { class: 'kv' },
       h('dt', { text: 'executable' }), h('dd', { text: job.executable || '(unknown)' }),
-      h('dt', { text: 'ranks' }), h('dd', { text: fmtInt(job.nprocs) + (job.hosts ? ' on ' + job.hosts + ' host(s)' : '') }),
+      h('dt', { text: 'ranks' }), h('dd', { text: fmtInt(job.nprocs) + (job.hosts ? ' on ' + job.hosts + ' host(s)' : '') + (job.rank_source === 'workers' ? ' (the main process and ' + fmtInt(job.nprocs - 1) + ' Python worker' + (job.nprocs === 2 ? '' : 's') + ')' : '') }),
       h('dt', { text: 'runtime' }), h('dd', { text: fmtSec(job.runtime) + ' (started ' + start + ')' }),
       h('dt', { text: 'job id' }), h('dd', { text: String(job.jobid) }),
       h('dt', { text: 'source' }), h('dd', { text: job.format + (job.writer ? ' · ' + job.writer : '') }),
