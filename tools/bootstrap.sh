@@ -32,7 +32,9 @@ if command -v dpkg-query >/dev/null; then
     # a PostgreSQL server for shared studies and Slurm for trials as jobs; the
     # tests start and stop their own daemons.  Node.js runs Perfetto's trace
     # processor (WebAssembly) that checks `iopilot export perfetto`.
-    apt_install build-essential gfortran pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libhdf5-dev hdf5-tools fio chromium chromium-driver \
+    # libfaketime (faketime) moves a simulated node's wall clock in the test
+    # of a job on several "nodes" of this machine.
+    apt_install build-essential gfortran pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libhdf5-dev hdf5-tools fio faketime chromium chromium-driver \
         postgresql slurm-wlm nodejs
 fi
 

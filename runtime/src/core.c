@@ -132,11 +132,7 @@ __attribute__((constructor(101))) static void iop_init(void) {
         errno = saved;
         return;
     }
-    gethostname(iop_proc.host, sizeof iop_proc.host - 1);
-    for (char *c = iop_proc.host; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-              *c == '.' || *c == '_'))
-            *c = '_';
+    gethostname(iop_proc.host, sizeof iop_proc.host - 1); /* as it is; the stem sanitises it */
     iop_proc.pid = getpid();
     iop_proc.ppid = getppid();
     const char *want = getenv("IOPILOT_LAYERS"); /* e.g. "POSIX,MPIIO": module names */

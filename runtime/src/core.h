@@ -94,6 +94,12 @@ extern IOP_TLS int iop_in_runtime;
 #define IOP_VFORK_ONE (1 << 24)
 extern long iop_nested_calls;
 
+/* A sample of this host's clock against the job's reference clock: at
+ * ``when`` (epoch seconds, this host's clock) the reference read ``offset``
+ * seconds more, known to within ``uncertainty``.  Written into the summary;
+ * the first IOP_NCLOCK samples are kept. */
+void iop_clock_sample(double when, double offset, double uncertainty);
+
 /* Resolve the next definition of a symbol (libc's, libmpi's, libhdf5's). */
 void *iop_resolve(const char *name);
 /* unused: a file may declare more real functions than it ends up calling */

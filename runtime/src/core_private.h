@@ -33,6 +33,11 @@ typedef struct {
     pid_t pid, ppid;
     double t0_epoch;
     struct timespec t0;
+    /* The job's clock: [when (our CLOCK_REALTIME), the reference clock minus
+     * ours, uncertainty] (iop_clock_sample in core.h). */
+#define IOP_NCLOCK 2
+    double clock[IOP_NCLOCK][3];
+    int nclock;
     int started;          /* tables mapped and the .rec file made: a summary is due at exit */
     int exec_count;
     int exit_code;        /* status given to exit/_exit, -1 unknown */

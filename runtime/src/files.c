@@ -269,9 +269,16 @@ int trace_file_append(const char *name, const iop_fileid *id) {
 }
 
 int choose_stem(void) {
-    char name[sizeof iop_proc.stem + 8];
+    char name[sizeof iop_proc.stem + 8], host[sizeof iop_proc.host];
+    /* the host name in the stem: letters, digits, '.' and '_' only, so that
+     * '-' separates the stem's parts */
+    memcpy(host, iop_proc.host, sizeof host);
+    for (char *c = host; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '.' || *c == '_'))
+            *c = '_';
     for (int n = 0; n < 100000; n++) {
-        snprintf(iop_proc.stem, sizeof iop_proc.stem, "p%s-%d-%d", iop_proc.host,
+        snprintf(iop_proc.stem, sizeof iop_proc.stem, "p%s-%d-%d", host,
                  (int)iop_proc.pid, n);
         snprintf(name, sizeof name, "%s.rec", iop_proc.stem);
         iop_proc.rec_id.known = 0;

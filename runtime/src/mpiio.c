@@ -38,6 +38,7 @@
 
 #include "behind.h"
 #include "core.h"
+#include "mpi_clock.h"
 #include "mpiio.h"
 #include "settings.h"
 
@@ -696,10 +697,13 @@ static void learn_rank(void) {
 }
 
 void iop_mpiio_init_done(int ret) {
-    if (ret == MPI_SUCCESS) learn_rank();
+    if (ret != MPI_SUCCESS) return;
+    learn_rank();
+    iop_mpi_clock_sample();
 }
 
 void iop_mpiio_finalizing(void) {
+    iop_mpi_clock_sample(); /* every rank, traced or not: it is collective */
     if (!iop_enabled) return;
     iop_flush_all();
     /* Handles may not be converted from now on. */

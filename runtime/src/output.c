@@ -253,6 +253,14 @@ static void put_cpu(iop_json *b) {
     iop_json_printf(b, "}}");
 }
 
+void iop_clock_sample(double when, double offset, double uncertainty) {
+    if (iop_proc.nclock >= IOP_NCLOCK) return;
+    double *s = iop_proc.clock[iop_proc.nclock++];
+    s[0] = when;
+    s[1] = offset;
+    s[2] = uncertainty;
+}
+
 void write_json(const char *reason) {
     iop_json b = {0};
     double spt = seconds_per_tick();
@@ -271,6 +279,13 @@ void write_json(const char *reason) {
     iop_json_str(&b, iop_proc.host);
     iop_json_printf(&b, ",\n\"t0\": %.9f, \"t_end\": %.9f, \"ended_by\": \"%s\",\n",
                     iop_proc.t0_epoch, t_end, reason);
+    if (iop_proc.nclock > 0) { /* [when, offset, uncertainty]: iop_clock_sample */
+        iop_json_put(&b, "\"clock\": [", 10);
+        for (int i = 0; i < iop_proc.nclock; i++)
+            iop_json_printf(&b, "%s[%.9f, %.9f, %.9f]", i ? ", " : "", iop_proc.clock[i][0],
+                            iop_proc.clock[i][1], iop_proc.clock[i][2]);
+        iop_json_put(&b, "],\n", 3);
+    }
     if (iop_proc.exit_code >= 0) iop_json_printf(&b, "\"exit_code\": %d,\n", iop_proc.exit_code);
     else iop_json_printf(&b, "\"exit_code\": null,\n");
     char exe[4096];

@@ -14,6 +14,7 @@ from .cpu import BackgroundThread, ProcessCpu
 from .sites import Sites
 from .trace import (
     BackgroundOps,
+    ClockAlignment,
     Counters,
     Heatmap,
     Job,
@@ -35,6 +36,7 @@ __all__ = [
     "SIZE_BIN_UPPER",
     "BackgroundOps",
     "BackgroundThread",
+    "ClockAlignment",
     "Counters",
     "Heatmap",
     "Job",

@@ -310,6 +310,17 @@ class ModuleInfo:
 
 
 @record
+class ClockAlignment:
+    """How the hosts' clocks were put on world rank 0's (iopilot traces of
+    MPI jobs; sources/trace_clock.py)."""
+
+    hosts: int  # hosts with processes in the trace
+    aligned: int  # of those, hosts whose clock was measured against rank 0's
+    largest_shift: float  # seconds: the largest move of a process's timeline
+    uncertainty: float  # seconds: how far an aligned timeline may still be off
+
+
+@record
 class Job:
     """What is known about the job as a whole."""
 
@@ -346,6 +357,7 @@ class Job:
     # statically into the executable or a library of its own), which an
     # ``LD_PRELOAD`` runtime cannot see: {layer: the file that defines it}.
     static_layers: dict[str, str] = field(default_factory=dict)
+    clock: ClockAlignment | None = None  # None: one host, or not measured
 
 
 @record

@@ -16,6 +16,7 @@ from .. import __version__
 from ..checks import Diagnosis, Level
 from ..checks.base import location_dict
 from ..model.background import background_summary
+from .nodes import clock_summary, nodes_summary
 from .profiles import heatmap_summary, mpi_summary
 
 SCHEMA = "iopilot-report"
@@ -41,6 +42,8 @@ def diagnosis_dict(d: Diagnosis) -> dict[str, Any]:
             "hints": job.hints,
             "mounts": [{"path": p, "type": k} for p, k in job.mounts],
             "hosts": len(set(job.hosts.values())) or None,
+            "nodes": nodes_summary(t),
+            "clock": clock_summary(t),
             "exit_status": job.exit_status,
             "signal": job.signal,
             "status": program_status(job.exit_status, job.signal),

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from ..model.trace import safe_name
 from ..units import human_size
+from .nodes import clock_line, nodes_line
 
 LEVEL_STYLE = {"HIGH": "1;31", "WARN": "1;33", "INFO": "1;36", "OK": "1;32"}
 LEVEL_ORDER = ("HIGH", "WARN", "INFO", "OK")
@@ -111,6 +112,10 @@ def render(report: dict[str, Any], style: Style, *, min_level: str = "OK",
                            for k, v in job["static_layers"].items())  # fmt: skip
         add(style(f"  unseen    {hidden}: calls not traced, only the POSIX calls beneath",
                   LEVEL_STYLE["WARN"]))  # fmt: skip
+    if job.get("nodes"):
+        add(f"  nodes     {nodes_line(job['nodes'])}")
+    if job.get("clock"):
+        add(f"  clocks    {clock_line(job['clock'])}")
     if report["records"]:
         add(f"  records   {report['records']:,} per-operation records")
     if report.get("heatmap"):

@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..model import Job, ModuleInfo, ProcessCpu, Trace
+from ..model import ClockAlignment, Job, ModuleInfo, ProcessCpu, Trace
 from ..model.command import is_python
 from .checked import parse_file_id
 from .program import elf_language, static_layers
 from .registry import Source, register
 from .trace_accounting import accounting, exit_status, trace_warnings
+from .trace_clock import align_clocks
 from .trace_counters import layer_counters, summary_totals
 from .trace_cpu import process_cpu
 from .trace_procs import (
@@ -48,6 +49,7 @@ from .trace_procs import (
     read_job_meta,
     read_process,
     read_summary,
+    real_hosts,
     write_errors,
 )
 from .trace_records import RecordSink, background_ops, read_records
@@ -80,7 +82,9 @@ def read_trace(path: str) -> Trace:
     layers_of = {p.version: p.summary["layers"] for p in procs if p.summary}
     for p in procs:
         p.layers = p.summary["layers"] if p.summary else layers_of.get(p.version, LAYER_CODES)
+    real_hosts(procs)
     assign_ranks(procs)
+    clock = align_clocks(procs)  # before anything reads a time zero
     times = [p.t0 for p in procs if math.isfinite(p.t0)]
     job_start = min(times) if times else float(job_meta.get("start", 0.0))
     sites = build_sites(procs)
@@ -106,7 +110,7 @@ def read_trace(path: str) -> Trace:
         modules.append(ModuleInfo("RECORDS", rows=len(records)))
     return Trace(
         source=path,
-        job=_job(job_meta, procs, job_start),
+        job=_job(job_meta, procs, job_start, clock),
         names=names,
         counters=counters,
         records=records,
@@ -128,7 +132,8 @@ def _cpus(procs: list[Proc]) -> list[ProcessCpu]:
     return [c for c in found if c is not None]
 
 
-def _job(job_meta: dict[str, Any], procs: list[Proc], job_start: float) -> Job:
+def _job(job_meta: dict[str, Any], procs: list[Proc], job_start: float,
+         clock: ClockAlignment | None) -> Job:
     """The job: job.json where it says, else what the ranks' summaries say."""
     ranked = [p for p in procs if p.rank is not None]
     described = [p for p in ranked if p.summary] or [p for p in procs if p.summary]
@@ -165,6 +170,7 @@ def _job(job_meta: dict[str, Any], procs: list[Proc], job_start: float) -> Job:
         signal=sig,
         language=_language(job_meta, procs),
         static_layers=_static_layers(job_meta, procs),
+        clock=clock,
     )
 
 

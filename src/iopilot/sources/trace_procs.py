@@ -34,6 +34,7 @@ from .checked import (
     read_bytes,
     where,
 )
+from .trace_clock import clock_samples
 from .trace_cpu import THREAD_PARTS, check_cpu, check_thread
 from .trace_sites import SiteMap, check_modules, check_sites
 
@@ -224,11 +225,16 @@ def read_summary(p: Path) -> dict[str, Any]:
         ("names", "dict", {}), ("notes", "list", []), ("settings", "dict", {}),
         ("write_behind", "dict", {}), ("write_error", "str", None),
         ("modules", "list", []), ("sites", "list", None), ("cpu", "dict", None),
-        ("async_engine", "dict", {}),
+        ("async_engine", "dict", {}), ("clock", "list", []),
     ):  # fmt: skip
         s[key] = f.get(key, kind, default)
     if not -1 <= s["rank"] < 2**31 - 1:
         raise f.bad(f"'rank' {s['rank']} is out of range")
+    clock = clock_samples(s["clock"])
+    if clock is None:
+        raise f.bad("'clock' should be a list of [time, offset, uncertainty] "
+                    "(finite numbers, uncertainty >= 0)")
+    s["clock"] = clock
     if s["write_error"] is not None and not re.fullmatch(r"E[A-Z0-9]+", s["write_error"]):
         raise f.bad(f"'write_error' {safe_name(s['write_error'])!r} is not an error name")
     names = {}
@@ -380,6 +386,16 @@ def read_names(p: Path, cut_short: bool = False) -> dict[int, str]:
         out[i] = data[pos + _NAME_ENTRY.size : end].decode("utf-8", "surrogateescape")
         pos = end + (-length % 8)
     return out
+
+
+def real_hosts(procs: list[Proc]) -> None:
+    """A process that left no summary knows its host only from its stem,
+    where characters other than letters, digits, '.' and '_' became '_': it
+    takes the real name a summary of the same host gives."""
+    real = {re.sub(r"[^A-Za-z0-9._]", "_", p.host): p.host for p in procs if p.summary}
+    for p in procs:
+        if not p.summary:
+            p.host = real.get(p.host, p.host)
 
 
 def assign_ranks(procs: list[Proc]) -> None:
