@@ -133,7 +133,7 @@ def _cpus(procs: list[Proc]) -> list[ProcessCpu]:
 
 
 def _job(job_meta: dict[str, Any], procs: list[Proc], job_start: float,
-         clock: ClockAlignment | None) -> Job:
+         clock: ClockAlignment | None = None) -> Job:
     """The job: job.json where it says, else what the ranks' summaries say."""
     ranked = [p for p in procs if p.rank is not None]
     described = [p for p in ranked if p.summary] or [p for p in procs if p.summary]
