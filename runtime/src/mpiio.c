@@ -699,11 +699,14 @@ static void learn_rank(void) {
 void iop_mpiio_init_done(int ret) {
     if (ret != MPI_SUCCESS) return;
     learn_rank();
-    iop_mpi_clock_sample();
+    /* once, though a Fortran binding may reach here through the C one too */
+    static int sampled;
+    if (!sampled++) iop_mpi_clock_sample();
 }
 
 void iop_mpiio_finalizing(void) {
-    iop_mpi_clock_sample(); /* every rank, traced or not: it is collective */
+    static int sampled; /* every rank, traced or not, once: it is collective */
+    if (!sampled++) iop_mpi_clock_sample();
     if (!iop_enabled) return;
     iop_flush_all();
     /* Handles may not be converted from now on. */

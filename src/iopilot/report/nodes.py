@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..model import RECORD_LAYERS, Counters, Trace
+from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 
 _MOVED = ("POSIX_BYTES_READ", "POSIX_BYTES_WRITTEN")
 _POSIX, _MPIIO = RECORD_LAYERS.index("POSIX"), RECORD_LAYERS.index("MPIIO")
@@ -32,7 +33,8 @@ def aggregators(trace: Trace) -> set[int] | None:
     m, r = trace.layer("MPIIO"), trace.records
     if m is None or not len(m) or not len(r):
         return None
-    files = np.unique(m.file_id[_sum(m, ("MPIIO_COLL_READS", "MPIIO_COLL_WRITES")) > 0])
+    coll = [c for d in ("READ", "WRITE") for c in mpiio_counters(d, MPIIO_COLLECTIVE)]
+    files = np.unique(m.file_id[_sum(m, tuple(coll)) > 0])
     if not len(files):
         return None
     found: set[int] = set()
