@@ -23,9 +23,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import test_report_html_browser as browser
 from iopilot.model import OP_WRITE
 from iopilot.runtime_lib import library_path
 from iopilot.sources import load
+from test_report_html_browser import driver  # noqa: F401  (the browser, a fixture)
 
 NODES = {"node-a": 0.0, "node-b": 0.05, "node-c": -0.05, "node-d": 0.03}  # clock offsets, s
 RANKS_PER_NODE = 2
@@ -330,3 +332,31 @@ def test_the_terminal_lines_count_aggregators_and_unmeasured_hosts():
                              "timelines within 0.04 ms of each other; "
                              "1 host(s) not measured, left on their own clocks")
     assert "not measured" not in clock_line(dict(c, aligned=3))
+
+
+@pytest.mark.skipif(not (browser.CHROMIUM.exists() and browser.CHROMEDRIVER.exists()),
+                    reason="chromium or chromedriver absent")
+def test_the_page_shows_the_nodes_and_the_clocks(four_nodes, tmp_path, driver):  # noqa: F811
+    """The HTML report's summary: a Nodes table (host, ranks, aggregators)
+    and the clocks' line, drawn by a real browser."""
+    from selenium.webdriver.common.by import By
+
+    trace, _ = four_nodes
+    page = tmp_path / "nodes.html"
+    done = subprocess.run([sys.executable, "-m", "iopilot", "report", "--html", str(page),
+                           str(trace)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert page.exists(), done.stderr
+    driver.get_log("browser")
+    driver.get(page.as_uri() + "#view=summary")
+    browser._wait_drawn(driver, "summary")
+    sec = driver.find_element(By.ID, "view-summary")
+    cards = {c.find_element(By.TAG_NAME, "h2").text: c
+             for c in sec.find_elements(By.CSS_SELECTOR, ".card")
+             if c.find_elements(By.TAG_NAME, "h2")}  # fmt: skip
+    rows = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+            for tr in cards["Nodes"].find_elements(By.CSS_SELECTOR, "tbody tr")]  # fmt: skip
+    assert [r[:2] for r in rows] == [[h, f"{2 * i}, {2 * i + 1}"]
+                                     for i, h in enumerate(NODES)]  # fmt: skip
+    assert all(r[2] in r[1].split(", ") for r in rows)  # one aggregator, one of its ranks
+    assert "4 host(s) put on rank 0's clock" in cards["Job"].text
+    browser._no_console_errors(driver)

@@ -18,6 +18,10 @@
     const kv = h('dl', { class: 'kv' },
       h('dt', { text: 'executable' }), h('dd', { text: job.executable || '(unknown)' }),
       h('dt', { text: 'ranks' }), h('dd', { text: fmtInt(job.nprocs) + (job.hosts ? ' on ' + job.hosts + ' host(s)' : '') + (job.rank_source === 'workers' ? ' (the main process and ' + fmtInt(job.nprocs - 1) + ' Python worker' + (job.nprocs === 2 ? '' : 's') + ')' : '') }),
+      job.clock ? h('dt', { text: 'clocks' }) : null,
+      job.clock ? h('dd', { text: job.clock.aligned + ' host(s) put on rank 0\'s clock (moved by up to ' + fmtSec(job.clock.largest_shift_s) +
+        '); timelines within ' + fmtSec(job.clock.uncertainty_s) + ' of each other' +
+        (job.clock.hosts > job.clock.aligned ? '; ' + (job.clock.hosts - job.clock.aligned) + ' host(s) not measured' : '') }) : null,
       h('dt', { text: 'runtime' }), h('dd', { text: fmtSec(job.runtime) + ' (started ' + start + ')' }),
       h('dt', { text: 'job id' }), h('dd', { text: String(job.jobid) }),
       h('dt', { text: 'source' }), h('dd', { text: job.format + (job.writer ? ' · ' + job.writer : '') }),
@@ -46,6 +50,15 @@
 
     sec.append(filterNote('The summary\'s tables and figures', []));
     sec.append(card('Job', kv, figs));
+
+    if (job.nodes) {
+      const nodeRows = job.nodes.map((n) => ({ host: n.host, ranks: n.ranks.join(', '),
+        aggregators: n.aggregators === null ? '–' : (n.aggregators.join(', ') || 'none'), bytes: n.bytes, io_seconds: n.io_seconds }));
+      sec.append(card('Nodes', table([{ key: 'host', label: 'host', text: true }, { key: 'ranks', label: 'ranks', text: true },
+        { key: 'aggregators', label: 'collective-buffering aggregators', text: true },
+        { key: 'bytes', label: 'bytes (POSIX)', fmt: fmtBytes }, { key: 'io_seconds', label: 'seconds in POSIX calls', fmt: fmtSec }],
+      nodeRows, { scroll: nodeRows.length > 12 })));
+    }
 
     const fsRows = ov.filesystems.map((f) => ({ mount: f.mount || '(no mount entry)', type: f.type || '–', files: f.files, bytes: f.bytes }));
     if (fsRows.length) {
