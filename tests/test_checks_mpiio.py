@@ -151,6 +151,25 @@ def test_mpiio_time_above_posix_limits_both_sides():
     assert f.recommendation.endswith("non-blocking collectives (MPI_File_iwrite_all).")
 
 
+def test_collective_calls_beside_independent_ones_are_judged_by_their_own_share():
+    """The bytes counter holds both kinds of call: 2 collective writes beside
+    98 independent ones of 100 B moved up to (2 MiB + 9,800 B) / 2 each, not
+    the 21 KiB the average over all 100 calls says."""
+    def tr(coll_bytes: int):
+        m = counters("MPIIO", [{"file": 1, "rank": 0, "MPIIO_F_WRITE_TIME": 8.0,
+                                "MPIIO_COLL_WRITES": 2, "MPIIO_INDEP_WRITES": 98,
+                                "MPIIO_BYTES_WRITTEN": coll_bytes + 9800}])  # fmt: skip
+        p = counters("POSIX", [{"file": 1, "rank": 0, "POSIX_F_WRITE_TIME": 1.0}])
+        return trace(m, p, nprocs=2)
+
+    f = only(findings(tr(2 << 20), "mpiio-time-above-posix"))
+    assert f.message.split("): ")[1].startswith("the ranks spend it waiting")
+    assert f.evidence["bytes_per_call"] == pytest.approx(((2 << 20) + 9800) / 2)
+    f = only(findings(tr(2 * 1000), "mpiio-time-above-posix"))
+    assert "2 collective writes move at most 5.8 KiB per call (98 independent writes beside " \
+           "them): each one" in f.message
+
+
 def test_mpiio_time_above_posix_other_cases():
     f = only(findings(_above(coll=False), "mpiio-time-above-posix"))
     assert f.evidence["collective_ops"] == 0 and f.snippet == advice.MPIIO_HINTS_CB

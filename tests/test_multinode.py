@@ -51,9 +51,14 @@ int main(int argc, char **argv) {
     char marker[4096];
     snprintf(marker, sizeof marker, "%s/marker.%d", argv[1], rank);
     snprintf(marker + 2048, 2048, "%s/shared.dat", argv[1]);
+    MPI_Info info = MPI_INFO_NULL; /* argv[2], argv[3]: cb_nodes, cb_config_list */
+    if (argc > 3) {
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "cb_nodes", argv[2]);
+        MPI_Info_set(info, "cb_config_list", argv[3]);
+    }
     MPI_File f;
-    MPI_File_open(MPI_COMM_WORLD, marker + 2048, MPI_MODE_CREATE | MPI_MODE_WRONLY,
-                  MPI_INFO_NULL, &f);
+    MPI_File_open(MPI_COMM_WORLD, marker + 2048, MPI_MODE_CREATE | MPI_MODE_WRONLY, info, &f);
     char *b = malloc(n);
     memset(b, 'a' + rank, n);
     int fd = open(marker, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -131,8 +136,9 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _run_four_nodes(c: dict, name: str, **extra: str) -> tuple[Path, Path]:
-    """``iopilot run`` of the job on the four nodes: (trace, output dir)."""
+def _run_four_nodes(c: dict, name: str, *args: str, **extra: str) -> tuple[Path, Path]:
+    """``iopilot run`` of the job on the four nodes (``args``: its hints):
+    (trace, output dir)."""
     out, trace = c["dir"] / f"{name}-out", c["dir"] / f"{name}-trace"
     out.mkdir()
     hints = c["dir"] / "hints"  # collective buffering even for these contiguous blocks
@@ -142,7 +148,7 @@ def _run_four_nodes(c: dict, name: str, **extra: str) -> tuple[Path, Path]:
               "--mca", "oob_tcp_if_include", "lo", "--mca", "btl", "self,vader,tcp",
               "--mca", "btl_tcp_if_include", "lo",
               # the ranks' wall clocks: libfaketime first, then the runtime
-              "env", f"LD_PRELOAD={c['fake']} {library_path()}", str(c["exe"]), str(out)]
+              "env", f"LD_PRELOAD={c['fake']} {library_path()}", str(c["exe"]), str(out), *args]
     run = [sys.executable, "-m", "iopilot", "run", "--trace-only", "--trace-dir", str(trace),
            "--", *mpirun]  # fmt: skip
     script = 'mount --bind "$1" /etc/hosts && shift && exec "$@"'
@@ -230,9 +236,25 @@ def test_aligned_timelines_agree_where_the_ranks_met(cluster, four_nodes):
     # a barrier's end on 8 ranks sharing 2 cores: well under the clocks' 100 ms
     assert spread.max() < 0.02, spread
     trace0, out0 = _run_four_nodes(cluster, "unsynced", IOPILOT_CLOCK_SYNC="0")
-    assert _report(trace0)["job"]["clock"] is None
+    assert _report(trace0)["job"]["clock"] == {"hosts": 4, "aligned": 0, "largest_shift_s": 0.0,
+                                               "uncertainty_s": None}  # fmt: skip
+    text = subprocess.run([sys.executable, "-m", "iopilot", "report", str(trace0)],
+                          capture_output=True, text=True, timeout=300).stdout  # fmt: skip
+    assert "clocks    4 hosts, each process on its own host's clock: not measured" in text
     spread0 = np.ptp(_marker_starts(trace0, out0), axis=1)
     assert spread0.min() > 0.08, spread0
+
+
+@pytest.mark.parametrize(("cb_nodes", "per_host", "level"), [("4", "*:1", "OK"),
+                                                             ("8", "*:2", "WARN")])
+def test_the_aggregators_check_counts_the_nodes(cluster, cb_nodes, per_host, level):
+    """cb_nodes against the nodes the job ran on: one aggregator per node is
+    right; two per node share each node's link (the nodes table shows them)."""
+    trace, _ = _run_four_nodes(cluster, f"cb{cb_nodes}", cb_nodes, per_host)
+    rep = _report(trace)
+    (f,) = [f for f in rep["findings"] if f["check"] == "mpiio-aggregators"]
+    assert f["level"] == level and f["evidence"]["nodes"] == 4
+    assert [len(n["aggregators"]) for n in rep["job"]["nodes"]] == [int(per_host[-1])] * 4
 
 
 # Checks that compare durations (phases, stragglers, time shares): on one

@@ -77,12 +77,17 @@ class MpiioTimeAbovePosix(Check):
         coll = sum(m.total(k) for k in mpiio_counters(d, MPIIO_COLLECTIVE) if m.has(k))
         ops = sum(m.total(k) for k in mpiio_counters(d) if m.has(k))
         moved = m.total(f"MPIIO_{bytes_col}")
-        per_call = moved / ops if ops else 0.0
+        # The counters do not split bytes by kind of call: beside independent
+        # calls, a collective call moved at most all the bytes over their number.
+        mixed = 0 < coll < ops
+        per_call = moved / (coll if mixed else ops) if ops else 0.0
         small = coll > 0 and per_call < float(t["small_request_size"])
         if small:
-            why = (f"{coll:,} collective {plural} move {human_size(per_call)} per call "
-                   "on average: each one synchronises the ranks and the aggregators for "
-                   "little data")  # fmt: skip
+            size = (f"at most {human_size(per_call)} per call ({ops - coll:,} independent "
+                    f"{plural} beside them)" if mixed else
+                    f"{human_size(per_call)} per call on average")  # fmt: skip
+            why = (f"{coll:,} collective {plural} move {size}: each one synchronises the "
+                   "ranks and the aggregators for little data")  # fmt: skip
             rec = ("Make fewer, larger collective calls: describe all a rank writes in a "
                    "step with one file view and move it with one collective call"
                    if d == "WRITE" else

@@ -317,7 +317,7 @@ class ClockAlignment:
     hosts: int  # hosts with processes in the trace
     aligned: int  # of those, hosts whose clock was measured against rank 0's
     largest_shift: float  # seconds: the largest move of a process's timeline
-    uncertainty: float  # seconds: how far an aligned timeline may still be off
+    uncertainty: float | None  # seconds an aligned timeline may still be off; None: none aligned
 
 
 @record

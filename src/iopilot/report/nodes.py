@@ -95,13 +95,13 @@ def nodes_summary(trace: Trace) -> list[dict[str, Any]] | None:
 
 
 def clock_summary(trace: Trace) -> dict[str, Any] | None:
-    """How the hosts' clocks were put on rank 0's, or None."""
+    """How the hosts' clocks were put on rank 0's, or None (one host)."""
     c = trace.job.clock
     if c is None:
         return None
+    u = None if c.uncertainty is None else round(c.uncertainty, 9)
     return {"hosts": c.hosts, "aligned": c.aligned,
-            "largest_shift_s": round(c.largest_shift, 9),
-            "uncertainty_s": round(c.uncertainty, 9)}  # fmt: skip
+            "largest_shift_s": round(c.largest_shift, 9), "uncertainty_s": u}  # fmt: skip
 
 
 def nodes_line(nodes: list[dict[str, Any]]) -> str:
@@ -119,6 +119,9 @@ def nodes_line(nodes: list[dict[str, Any]]) -> str:
 
 def clock_line(c: dict[str, Any]) -> str:
     """The clocks' alignment in one line, in milliseconds."""
+    if not c["aligned"]:
+        return (f"{c['hosts']} hosts, each process on its own host's clock: not measured "
+                "(MPI jobs measure them unless IOPILOT_CLOCK_SYNC=0)")  # fmt: skip
     missing = c["hosts"] - c["aligned"]
     line = (f"{c['aligned']} host(s) put on rank 0's clock (moved by up to "
             f"{c['largest_shift_s'] * 1e3:.3g} ms); timelines within "

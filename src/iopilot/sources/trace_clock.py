@@ -56,15 +56,17 @@ def host_clock(samples: list[tuple[float, float, float]]) -> HostClock:
 
 
 def align_clocks(procs: list[Proc]) -> ClockAlignment | None:
-    """Move each process's time zero onto rank 0's clock; None when no
-    process measured its host's clock (one host, or no MPI)."""
+    """Move each process's time zero onto rank 0's clock.  None on one host;
+    on several without a measurement (no MPI, or IOPILOT_CLOCK_SYNC=0), an
+    alignment of no host, so that the report can say the clocks may differ."""
     samples: dict[str, list[tuple[float, float, float]]] = {}
     for p in sorted(procs, key=lambda p: (p.rank is None, p.rank or 0, p.pid)):
         got = p.summary.get("clock") if p.summary else None
         if got and p.host not in samples:  # the host's ranks share one measurement
             samples[p.host] = got
+    hosts = len({p.host for p in procs})
     if not samples:
-        return None
+        return ClockAlignment(hosts, 0, 0.0, None) if hosts > 1 else None
     clocks = {h: host_clock(s) for h, s in samples.items()}
     shift = worst = 0.0
     for p in procs:
@@ -76,4 +78,4 @@ def align_clocks(procs: list[Proc]) -> ClockAlignment | None:
         p.t0 += moved
         shift = max(shift, abs(moved))
         worst = max(worst, c.uncertainty + abs(c.drift) * half)
-    return ClockAlignment(len({p.host for p in procs}), len(clocks), shift, worst)
+    return ClockAlignment(hosts, len(clocks), shift, worst)

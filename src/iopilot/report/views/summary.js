@@ -19,7 +19,8 @@
       h('dt', { text: 'executable' }), h('dd', { text: job.executable || '(unknown)' }),
       h('dt', { text: 'ranks' }), h('dd', { text: fmtInt(job.nprocs) + (job.hosts ? ' on ' + job.hosts + ' host(s)' : '') + (job.rank_source === 'workers' ? ' (the main process and ' + fmtInt(job.nprocs - 1) + ' Python worker' + (job.nprocs === 2 ? '' : 's') + ')' : '') }),
       job.clock ? h('dt', { text: 'clocks' }) : null,
-      job.clock ? h('dd', { text: job.clock.aligned + ' host(s) put on rank 0\'s clock (moved by up to ' + fmtSec(job.clock.largest_shift_s) +
+      job.clock ? h('dd', { text: !job.clock.aligned ? job.clock.hosts + ' hosts, each process on its own host\'s clock (not measured)'
+        : job.clock.aligned + ' host(s) put on rank 0\'s clock (moved by up to ' + fmtSec(job.clock.largest_shift_s) +
         '); timelines within ' + fmtSec(job.clock.uncertainty_s) + ' of each other' +
         (job.clock.hosts > job.clock.aligned ? '; ' + (job.clock.hosts - job.clock.aligned) + ' host(s) not measured' : '') }) : null,
       h('dt', { text: 'runtime' }), h('dd', { text: fmtSec(job.runtime) + ' (started ' + start + ')' }),
