@@ -257,6 +257,19 @@ def test_the_aggregators_check_counts_the_nodes(cluster, cb_nodes, per_host, lev
     assert [len(n["aggregators"]) for n in rep["job"]["nodes"]] == [int(per_host[-1])] * 4
 
 
+def test_the_timeline_names_each_rank_s_node(four_nodes, tmp_path):
+    trace, _ = four_nodes
+    out = tmp_path / "run.json"
+    subprocess.run([sys.executable, "-m", "iopilot", "export", "perfetto", str(trace), "-o",
+                    str(out), "--format", "json"], check=True, capture_output=True, timeout=300)
+    events = json.loads(out.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    hosts = [h for h in NODES for _ in range(RANKS_PER_NODE)]
+    assert [names[r + 1] for r in range(len(hosts))] == [f"rank {r} ({h})"
+                                                         for r, h in enumerate(hosts)]
+
+
 # Checks that compare durations (phases, stragglers, time shares): on one
 # machine running eight ranks on two cores they follow the scheduler, not
 # the program, so two runs need not agree on them.

@@ -160,8 +160,10 @@ class Timeline:
                                               unique(self._meta.rank),
                                               unique(bg_ranks)]).astype(np.int64))  # fmt: skip
         self.process: dict[int, Track] = {}
+        hosts = trace.job.hosts if len(set(trace.job.hosts.values())) > 1 else {}
         for r in all_ranks.tolist():
-            self.process[r] = self._new_track(f"rank {r}", "process", pid=r + 1, rank=r)
+            name = f"rank {r}" + (f" ({hosts[r]})" if r in hosts else "")  # which node, on several
+            self.process[r] = self._new_track(name, "process", pid=r + 1, rank=r)
         # The job's own "process" (the phases in JSON) after the ranks; the
         # tids of threads other than each rank's first after that.
         self.job_pid = int(all_ranks.max()) + 2 if len(all_ranks) else 1
