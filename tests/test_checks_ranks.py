@@ -247,6 +247,30 @@ def test_phases_in_steps_match_an_operation_by_operation_count(seed, step, monke
     assert p["slowest_time"].tolist() == pytest.approx(slowest)
 
 
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 7])
+@pytest.mark.parametrize("seed", range(6))
+def test_phases_by_the_mean_gap_in_steps_match_one_step(seed, step, monkeypatch):
+    """The mean gap is found in one pass, the phases in a second: any steps
+    give what one step over all operations gives."""
+    from iopilot.checks import recordtools
+
+    rng = np.random.default_rng(50 + seed)
+    rows = []
+    for rank in range(3):
+        t = float(rng.uniform(0, 2))
+        for i in range(int(rng.integers(3, 15))):
+            d = float(rng.choice([0.0, 0.1, 0.5]))
+            rows.append((rank, "w", 1, 10 * i, int(rng.integers(1, 9)), t, t + d))
+            t += d + float(rng.choice([0.0, 0.01, 0.05, 1.0, 3.0]))
+    recs = records(rows)
+    whole = phases(recs)
+    monkeypatch.setattr(recordtools, "STEP", step)
+    stepped = phases(recs)
+    assert stepped.keys() == whole.keys()
+    for k in whole:
+        assert stepped[k].tolist() == pytest.approx(whole[k].tolist(), rel=1e-12), k
+
+
 def test_phases_of_nothing_is_empty():
     p = phases(Records.empty())
     assert all(len(v) == 0 for v in p.values())
@@ -466,11 +490,15 @@ def test_the_counting_sort_is_used_only_when_each_rank_moves_forward_in_one_bloc
 
     def order(rows):
         r = records(rows)
-        return _by_kind_file(r.file_id.astype(np.uint8), r.rank, r.offset)
+        grouped, o = _by_kind_file(r.file_id.astype(np.uint8), r.rank, r.offset)
+        return (range(len(rows)) if o is None else o) if grouped else None
 
     forward = [(0, "w", 1, 0, 10, 0, 1), (0, "w", 2, 0, 10, 0, 1), (0, "w", 1, 10, 10, 0, 1),
                (1, "w", 1, 5, 10, 0, 1), (1, "w", 1, 5, 10, 0, 1)]  # fmt: skip
-    assert order(forward).tolist() == [0, 2, 3, 4, 1]
+    assert list(order(forward)) == [0, 2, 3, 4, 1]
+    in_order = [forward[i] for i in (0, 2, 3, 4)]  # one file: grouped already, no order kept
+    r = records(in_order)
+    assert _by_kind_file(r.file_id.astype(np.uint8), r.rank, r.offset) == (True, None)
     back = [*forward[:2], (0, "w", 1, 0, 10, 0, 1), *forward[3:]]  # 0 then 0: still forward
     assert order(back) is not None
     back[2] = (0, "w", 1, -1, 10, 0, 1)  # one byte back

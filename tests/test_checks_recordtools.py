@@ -84,3 +84,44 @@ def test_sort2_is_stable_for_equal_pairs_and_packs_right_at_the_limit():
         assert hi.tolist() == [0, m] and lo.tolist() == [1, 7]
     order, hi, lo = _sort2(np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert order.shape == hi.shape == lo.shape == (0,)
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 8, 1 << 20])
+@pytest.mark.parametrize("seed", range(4))
+def test_key_order_is_the_stable_argsort_in_any_steps(seed, step, monkeypatch):
+    from iopilot.checks import recordtools
+
+    monkeypatch.setattr(recordtools, "STEP", step)
+    rng = np.random.default_rng(seed)
+    for key in (rng.integers(0, 5, 40).astype(np.uint8), np.repeat(np.uint16([3, 0, 2]), 7)):
+        order = recordtools.key_order(key)
+        assert order.dtype == np.uint32
+        assert order.tolist() == np.argsort(key, kind="stable").tolist()
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 4, 5, 1 << 20])
+def test_key_order_is_none_for_keys_in_order_at_every_seam(step, monkeypatch):
+    from iopilot.checks import recordtools
+
+    monkeypatch.setattr(recordtools, "STEP", step)
+    ordered = np.uint8([0, 0, 1, 1, 1, 4])
+    assert recordtools.key_order(ordered) is None
+    for at in range(1, len(ordered)):  # one step down, at every place: before, at, after a seam
+        down = ordered.copy()
+        down[at] = 0 if ordered[at] else 9
+        down[at - 1] = max(int(down[at - 1]), 1)
+        order = recordtools.key_order(down)
+        assert order is not None and order.tolist() == np.argsort(down, kind="stable").tolist()
+    assert recordtools.key_order(np.zeros(0, np.uint8)) is None
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 1 << 20])
+def test_distinct_in_steps_is_unique(step, monkeypatch):
+    from iopilot.checks import recordtools
+
+    monkeypatch.setattr(recordtools, "STEP", step)
+    v = np.uint64([7, 3, 7, 2**63 + 1, 3, 0, 9])
+    assert recordtools.distinct(v).tolist() == sorted(set(v.tolist()))
+    odd = recordtools.distinct(v, lambda cut: np.arange(len(v))[cut] % 2 == 1)
+    assert odd.tolist() == [0, 3, 2**63 + 1]  # places 1, 3 and 5
+    assert recordtools.distinct(v[:0]).tolist() == []

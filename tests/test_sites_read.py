@@ -121,7 +121,7 @@ def test_sites_of_ranks_merge_into_one_table(tmp_path):
     assert t.records.site[t.records.rank == 1].tolist() == [1, 4, 2]
     assert t.meta_records.site.tolist() == [3]
     assert t.records.thread[t.records.rank == 0].tolist() == [0, 1, 1, 0, 0]
-    assert t.records.site.dtype == np.uint32 and t.records.thread.dtype == np.uint16
+    assert t.records.site.dtype == np.uint16 and t.records.thread.dtype == np.uint16  # 5 sites
 
 
 def test_chunks_without_threads_or_sites_leave_their_zeros(tmp_path, monkeypatch):
@@ -314,3 +314,11 @@ def test_damaged_sites_are_one_line_errors(tmp_path, what):
     msg = str(e.value)
     assert msg.startswith(f"{stem}.json: damaged process summary: ") and "\n" not in msg
     assert needle in msg, msg
+
+
+def test_the_site_column_takes_two_bytes_while_the_table_fits_them():
+    from iopilot.sources.trace_records import RecordSink
+
+    assert RecordSink(10, sites=1 << 16).cols["site"].dtype == np.uint16  # rows 0 .. 65535
+    assert RecordSink(10, sites=(1 << 16) + 1).cols["site"].dtype == np.uint32
+    assert RecordSink(0, sites=5).records().site.dtype == np.uint16

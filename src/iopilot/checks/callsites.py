@@ -48,7 +48,7 @@ from .base import (
 )
 
 SITES_LISTED = 3  # call sites a finding names
-STEP = 1 << 20  # records per step of a pass
+STEP = 1 << 18  # records per step of a pass: its temporaries stay a few MiB
 # Where each record layer sits in the stack (POSIX and STDIO 1, MPI-IO 2, HDF5 3).
 _LEVEL = {name: MODULE[name].level for name in RECORD_LAYERS}
 _LEVELS = np.zeros(256, np.int8)  # by layer code

@@ -29,10 +29,10 @@ import numpy as np
 
 from .._record import record
 from ..model import RECORD_LAYERS, Counters, Trace, display
-from ..model.aggregate import per_rank, unique
+from ..model.aggregate import per_rank
 from ..vocabulary import MODULE, SIZE_BIN_UPPER, SIZE_BINS
 from .base import Context, Finding, Level
-from .recordtools import _busy, _cached
+from .recordtools import _busy, _cached, chunks, distinct
 
 TIME_PARTS = ("F_READ_TIME", "F_WRITE_TIME", "F_META_TIME")
 SPREAD_RANK_TIMES = "fastest and slowest rank times"  # how rank -1 rows were spread
@@ -203,9 +203,9 @@ def compute(trace: Trace) -> IoTime:
     usable = {name for name in RECORD_LAYERS if name not in partial}
 
     # Files each record layer touched: few distinct values among many records.
-    rec_files = {(kind, code): unique(r.file_id[r.layer == code])
+    rec_files = {(kind, code): distinct(r.file_id, lambda cut, r=r, code=code: r.layer[cut] == code)
                  for kind, r in (("data", recs), ("meta", metas)) if len(r)
-                 for code in unique(r.layer).tolist()}  # fmt: skip
+                 for code in distinct(r.layer).tolist()}  # fmt: skip
 
     # Highest level that traced each file, over counters and records; a row
     # without recorded times (PnetCDF's in some Darshan versions) cannot
@@ -244,11 +244,13 @@ def compute(trace: Trace) -> IoTime:
             files = files[at_top(name, files)]
             if not len(files):
                 continue
-            sel = r.layer == code
-            if len(files) < len(rec_files[(kind, code)]):  # some of its files sit higher
-                sel[sel] = _among(files, r.file_id[sel])
-            dur = _busy(r.start[sel], r.end[sel])  # before the ranks: a lower peak
-            per += per_rank(r.rank[sel], dur, nprocs)
+            some = len(files) < len(rec_files[(kind, code)])  # some of its files sit higher
+            for cut in chunks(len(r)):  # in steps: no copy of whole columns
+                sel = r.layer[cut] == code
+                if some:
+                    sel[sel] = _among(files, r.file_id[cut][sel])
+                dur = _busy(r.start[cut][sel], r.end[cut][sel])
+                per += per_rank(r.rank[cut][sel], dur, nprocs)
             covered[kind] = files
             if "records" not in used:
                 used.append("records")

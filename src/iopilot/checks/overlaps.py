@@ -24,6 +24,8 @@ from .recordtools import (
     _prev_max,
     _sort2,
     chunks,
+    distinct,
+    key_order,
     small_type,
 )
 
@@ -52,9 +54,11 @@ class Overlaps:
     pair_b: np.ndarray
 
 
-def _by_kind_file(kf: np.ndarray, rank: np.ndarray, offset: np.ndarray) -> np.ndarray | None:
-    """The order grouping operations by their small (kind, file) key ``kf``,
-    or None when it does not also sort each rank's operations by offset.
+def _by_kind_file(kf: np.ndarray, rank: np.ndarray,
+                  offset: np.ndarray) -> tuple[bool, np.ndarray | None]:  # fmt: skip
+    """(whether grouping operations by their small (kind, file) key ``kf``
+    also sorts each rank's operations by offset, the order that groups
+    them: None when they are grouped already).
 
     Traces hold each process's operations in time order, one process after
     another, and most ranks move forward through a file.  A stable counting
@@ -62,17 +66,18 @@ def _by_kind_file(kf: np.ndarray, rank: np.ndarray, offset: np.ndarray) -> np.nd
     offset order: O(n) instead of a comparison sort.
     """
     # Each rank must sit in one block (two processes with one rank may not).
-    blocks = np.count_nonzero(rank[1:] != rank[:-1]) + 1
-    if blocks != np.count_nonzero(np.bincount(rank - rank.min())):
-        return None
-    order = np.argsort(kf, kind="stable")  # a radix sort for 8- and 16-bit keys
-    for cut in chunks(len(order), seam=1):  # one more element: the step's seam
-        o = order[cut]
+    blocks = 1 + sum(int(np.count_nonzero(r[1:] != r[:-1]))
+                     for r in (rank[cut] for cut in chunks(len(rank), seam=1)))  # fmt: skip
+    if blocks != len(distinct(rank)):
+        return False, None
+    order = key_order(kf)
+    for cut in chunks(len(kf), seam=1):  # one more element: the step's seam
+        o = cut if order is None else order[cut]
         k, r, s = kf[o], rank[o], offset[o]
         same = (r[1:] == r[:-1]) & (k[1:] == k[:-1])
         if not np.all((s[1:] >= s[:-1]) | ~same):
-            return None  # a rank went back in a file
-    return order
+            return False, None  # a rank went back in a file
+    return True, order
 
 
 @record
@@ -89,10 +94,12 @@ class _Pass1:
     x_rank: np.ndarray
 
 
-def _pass1(order: np.ndarray, kf: np.ndarray, rank: np.ndarray, offset: np.ndarray,
-           length: np.ndarray, n_kf: int) -> _Pass1:  # fmt: skip
+def _pass1(order: np.ndarray | None, kf: np.ndarray, rank: np.ndarray, offset: np.ndarray,
+           length: np.ndarray, n_kf: int, *, taken: bool = False) -> _Pass1:  # fmt: skip
     """Re-accessed bytes within each rank, step by step over ``order`` (sorted
-    by kind, file, rank, offset; ``kf`` and ``rank`` in that order too).
+    by kind, file, rank, offset; ``kf`` and ``rank`` in that order too, or,
+    with ``taken``, as they are, taken through ``order`` step by step;
+    ``order`` None: the operations are in that order as they are).
 
     A group (kind, file, rank) may run across steps: its running max end is
     carried over, and so is the extent still open at the seam.
@@ -101,19 +108,18 @@ def _pass1(order: np.ndarray, kf: np.ndarray, rank: np.ndarray, offset: np.ndarr
     parts: list[tuple[np.ndarray, ...]] = []
     carry: tuple[int, int] | None = None
     carry_max = -1
-    for cut in chunks(len(order)):
-        o = order[cut]
+    for cut in chunks(len(kf)):
+        o = cut if order is None else order[cut]
         s = offset[o]
-        e = length[o]
-        e += s
-        k = kf[cut].astype(np.int64)
-        r = rank[cut]
-        first = np.empty(len(o), bool)
+        e = length[o] + s
+        k = (kf[o] if taken else kf[cut]).astype(np.int64)
+        r = rank[o] if taken else rank[cut]
+        first = np.empty(len(s), bool)
         first[1:] = (k[1:] != k[:-1]) | (r[1:] != r[:-1])
         first[0] = carry != (int(k[0]), int(r[0]))
         prev, _ = _prev_max(np.cumsum(first), e)
         if not first[0]:  # the group goes on from the step before
-            m = int(np.argmax(first)) if first.any() else len(o)
+            m = int(np.argmax(first)) if first.any() else len(s)
             np.maximum(prev[:m], carry_max, out=prev[:m])
         covered = np.minimum(e, prev)
         covered -= s
@@ -126,7 +132,7 @@ def _pass1(order: np.ndarray, kf: np.ndarray, rank: np.ndarray, offset: np.ndarr
         # Per-rank extents: runs of operations that overlap or touch their predecessor.
         heads = np.flatnonzero(prev < s)
         del prev
-        h0 = int(heads[0]) if len(heads) else len(o)
+        h0 = int(heads[0]) if len(heads) else len(s)
         if h0:  # the extent open at the seam grows
             x_end = parts[-1][1]
             x_end[-1] = max(int(x_end[-1]), int(e[:h0].max()))
@@ -158,27 +164,25 @@ def _overlaps(op: np.ndarray, rank: np.ndarray, file_id: np.ndarray, offset: np.
     n_kf = 2 * nf
     rlo = int(rank.min())
     rbits = (int(rank.max()) - rlo).bit_length()  # ranks packed in the low bits
-    order = None
     small = small_type(n_kf - 1)
-    if small != np.int64:
-        kf = op.astype(small)
-        kf *= small(nf)
-        kf += fidx
-        order = _by_kind_file(kf, rank, offset)
-    if order is not None:
-        del fidx
-        kf = kf[order]
-        rk = rank[order]
+    kf = op.astype(small)  # (kind, file) of each operation
+    kf *= small(nf)
+    kf += fidx
+    del fidx
+    grouped, order = _by_kind_file(kf, rank, offset) if small != np.int64 else (False, None)
+    if grouped:  # no sorted copies: pass 1 takes each step's keys
+        p1 = _pass1(order, kf, rank, offset, length, n_kf, taken=True)
     else:
-        group = ((op.astype(np.int64) * nf + fidx.astype(np.int64)) << rbits) | (rank - rlo)
-        del fidx
+        group = (kf.astype(np.int64) << rbits) | (rank - rlo)
+        del kf
         order, g, _ = _sort2(group, offset)
         del group
         kf = g >> rbits  # (kind, file) of each operation
         rk = (g & ((1 << rbits) - 1)) + rlo
         del g
-    p1 = _pass1(order, kf, rk, offset, length, n_kf)
-    del order, kf, rk
+        p1 = _pass1(order, kf, rk, offset, length, n_kf)
+        del rk
+    del order, kf
     same_bytes, same_ops, total, count = p1.same_bytes, p1.same_ops, p1.total, p1.count
     ops = [int(count[:nf].sum()), int(count[nf:].sum())]
     x_start, x_end, x_kf = p1.x_start, p1.x_end, p1.x_kf

@@ -6,7 +6,7 @@ reports that want to draw phases.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from .recordtools import (
     _layer_records,
     _rank_list,
     chunks,
+    distinct,
     small_type,
 )
 
@@ -73,19 +74,38 @@ def phases(records: Records, gap: float | None = None,
 
 def _busy_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the time some operation is running: the union of all
-    ``[start, end]`` spans, in time order, found step by step in start order."""
-    # (start, end) pairs sorted as complex numbers: one sort moves both, and
-    # the stable sort uses the long sorted runs traces hold.
-    pairs = np.empty(len(start), np.complex128)
-    pairs.real = start
-    pairs.imag = end
-    pairs.sort(kind="stable")
-    starts: list[np.ndarray] = []
-    ends: list[np.ndarray] = []
+    ``[start, end]`` spans, in time order."""
+    parts = list(_busy_steps(start, end, _start_order(start)))
+    if not parts:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _start_order(start: np.ndarray) -> np.ndarray | None:
+    """The order of the operations by start, None when they are in it
+    already (one process's operations are; then no index is kept)."""
+    for cut in chunks(len(start), seam=1):
+        s = start[cut]
+        if not np.all(s[1:] >= s[:-1]):
+            return np.argsort(start, kind="stable")  # merges the sorted runs of processes
+    return None
+
+
+def _busy_steps(start: np.ndarray, end: np.ndarray,
+                order: np.ndarray | None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """The busy intervals (see :func:`_busy_intervals`) step by step over the
+    operations in start order (``order``, or as they are when None): each
+    step's (starts, ends), given once the next step cannot extend its last
+    interval, so only a step's worth is in memory.  The union does not
+    depend on the order of operations that start together."""
+    pending: tuple[np.ndarray, np.ndarray] | None = None
     reach = -np.inf  # the latest end so far
-    for cut in chunks(len(pairs)):
-        s = pairs.real[cut]
-        e = pairs.imag[cut].copy()
+    for cut in chunks(len(start)):
+        if order is None:
+            s, e = start[cut], end[cut].copy()
+        else:
+            o = order[cut]
+            s, e = start[o], end[o]
         np.maximum(e, s, out=e)
         run = np.maximum.accumulate(e)
         np.maximum(run, reach, out=run)
@@ -94,40 +114,76 @@ def _busy_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
         np.greater(s[1:], run[:-1], out=new[1:])
         heads = np.flatnonzero(new)
         h0 = int(heads[0]) if len(heads) else len(s)
-        if h0:  # the interval open at the seam goes on
-            ends[-1][-1] = max(ends[-1][-1], float(e[:h0].max()))
+        if h0 and pending is not None:  # the interval open at the seam goes on
+            pending[1][-1] = max(pending[1][-1], float(e[:h0].max()))
         if len(heads):
-            starts.append(s[heads])
-            ends.append(np.maximum.reduceat(e, heads))
+            if pending is not None:
+                yield pending
+            pending = (s[heads], np.maximum.reduceat(e, heads))
         reach = float(run[-1])
-    return np.concatenate(starts), np.concatenate(ends)
+    if pending is not None:
+        yield pending
 
 
 def _phases(records: Records, gap: float | None,
             min_gap_share: float) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
-    """:func:`phases` plus the phase of every record (the smallest unsigned type)."""
+    """:func:`phases` plus the phase of every record (the smallest unsigned type).
+
+    Busy intervals may be as many as the operations, so they are never all
+    in memory: one pass finds the mean gap between them, a second the phases."""
     n = len(records)
     if not n:
         empty = {k: np.zeros(0) for k in _PHASE_KEYS}
         return empty, np.zeros(0, np.int64)
-    b_start, b_end = _busy_intervals(records.start, records.end)
-    gaps = b_start[1:] - b_end[:-1]
+    order = _start_order(records.start)
+
+    def intervals() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each step's intervals with the gap before each (the first: none)."""
+        last = None
+        for b_start, b_end in _busy_steps(records.start, records.end, order):
+            gaps = np.empty(len(b_start))
+            gaps[0] = np.nan if last is None else b_start[0] - last
+            np.subtract(b_start[1:], b_end[:-1], out=gaps[1:])
+            last = float(b_end[-1])
+            yield b_start, b_end, gaps
+
     if gap is not None and gap > 0:
-        split = gaps > gap
-    elif len(gaps):
-        span = float(b_end[-1] - b_start[0])
-        # ">=" so that equal gaps (regular bursts) all split rather than all join.
-        split = (gaps >= gaps.mean() * (1 - 1e-9)) & (gaps > min_gap_share * span)
+        def splits(gaps: np.ndarray) -> np.ndarray:
+            return gaps > gap
     else:
-        split = np.zeros(0, bool)
-    n_ph = int(split.sum()) + 1
-    p_heads = np.flatnonzero(np.concatenate([[True], split]))
-    table: dict[str, np.ndarray] = {
-        "start": b_start[p_heads],
-        "end": np.maximum.reduceat(b_end, p_heads),
-    }
+        total, count, first, last = 0.0, 0, None, 0.0
+        for b_start, b_end, gaps in intervals():
+            first = float(b_start[0]) if first is None else first
+            last = float(b_end[-1])
+            g = gaps[1:] if np.isnan(gaps[0]) else gaps
+            total += float(g.sum())
+            count += len(g)
+        mean = total / count if count else np.inf
+        # ">=" so that equal gaps (regular bursts) all split rather than all join.
+        least = min_gap_share * (last - (first or 0.0))
+
+        def splits(gaps: np.ndarray) -> np.ndarray:
+            return (gaps >= mean * (1 - 1e-9)) & (gaps > least)
+
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    busy: list[np.ndarray] = []
+    for b_start, b_end, gaps in intervals():
+        head = splits(gaps)
+        head[0] |= not starts  # the first interval opens the first phase
+        heads = np.flatnonzero(head)
+        h0 = int(heads[0]) if len(heads) else len(b_start)
+        if h0:  # the phase open at the seam goes on
+            ends[-1][-1] = max(ends[-1][-1], float(b_end[:h0].max()))
+            busy[-1][-1] += float((b_end[:h0] - b_start[:h0]).sum())
+        if len(heads):
+            starts.append(b_start[heads])
+            ends.append(np.maximum.reduceat(b_end, heads))
+            busy.append(np.add.reduceat(b_end - b_start, heads))
+    table: dict[str, np.ndarray] = {"start": np.concatenate(starts), "end": np.concatenate(ends)}
     table["duration"] = table["end"] - table["start"]
-    table["busy"] = np.add.reduceat(b_end - b_start, p_heads)
+    table["busy"] = np.concatenate(busy)
+    n_ph = len(table["start"])
     # Idle time separates phases, so an operation's start tells its phase.
     rec_phase = np.zeros(n, small_type(n_ph - 1))
     if n_ph > 1:
@@ -188,8 +244,8 @@ def _phase_layer(ctx: Context) -> str | None:
     """MPI-IO phases if MPI-IO was traced (what the application asked), else POSIX."""
 
     def compute() -> str | None:
-        counts = np.bincount(ctx.trace.records.layer, minlength=len(RECORD_LAYERS))
-        return next((name for name in ("MPIIO", "POSIX") if counts[RECORD_LAYERS.index(name)]),
+        present = set(distinct(ctx.trace.records.layer).tolist())
+        return next((name for name in ("MPIIO", "POSIX") if RECORD_LAYERS.index(name) in present),
                     None)  # fmt: skip
 
     return _cached(ctx, "phase_layer", compute)

@@ -17,6 +17,7 @@ from .hdf5 import hdf5_parallel, serial_small_advice
 from .iotime import direction_time, io_time, price, share_of, small_request_seconds, times
 from .misalign import misaligned_seconds
 from .rankcost import in_language
+from .recordtools import chunks
 from .stdio import console_ids
 
 RW = {"READ": ("reads", "read"), "WRITE": ("writes", "written")}
@@ -336,7 +337,10 @@ class PosixMisalignedFile(_Misaligned):
         if ops is None or align <= 0:
             return ops
         r = ctx.trace.records
-        ops.data = (r.layer == RECORD_LAYERS.index("POSIX")) & (r.offset % align != 0)
+        posix = RECORD_LAYERS.index("POSIX")
+        ops.data = np.empty(len(r), bool)
+        for cut in chunks(len(r)):  # no whole column of remainders
+            ops.data[cut] = (r.layer[cut] == posix) & (r.offset[cut] % align != 0)
         return ops
 
 

@@ -24,7 +24,7 @@ _LEVEL = {name: MODULE[name].level for name in RECORD_LAYERS}
 _INT63 = 2**62  # products of sort keys must stay below this to fit int64
 
 PHASES_LISTED = 50
-STEP = 1 << 20  # records per step of a pass over sorted records: bounds its temporaries
+STEP = 1 << 18  # records per step of a pass over sorted records: bounds its temporaries
 
 # ---------------------------------------------------------------------------
 # Shared vectorised helpers
@@ -56,10 +56,50 @@ def small_type(top: int) -> type[np.integer]:
     return np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.int64
 
 
+def distinct(values: np.ndarray,
+             where: Callable[[slice], np.ndarray] | None = None) -> np.ndarray:  # fmt: skip
+    """Sorted distinct values of a column (of the rows where ``where(step)``
+    is true, a mask per step), found step by step: no sorted copy of the
+    whole column."""
+    parts = [unique(values[cut] if where is None else values[cut][where(cut)])
+             for cut in chunks(len(values))]  # fmt: skip
+    return unique(np.concatenate(parts)) if len(parts) > 1 else (parts[0] if parts
+                                                                  else values[:0])  # fmt: skip
+
+
+def key_order(key: np.ndarray) -> np.ndarray | None:
+    """``np.argsort(key, kind="stable")`` for small non-negative keys, as a
+    counting sort in steps: the order in 4 bytes per element (8 past 2**32
+    elements), and only a step's worth of temporaries besides.  None when
+    the keys are in order already (one file, or files one after another)."""
+    n = len(key)
+    top = int(key.max()) + 1 if n else 0
+    counts = np.zeros(top, np.int64)
+    ascending = True
+    for cut in chunks(n, seam=1):
+        k = key[cut]
+        ascending = ascending and bool(np.all(k[1:] >= k[:-1]))
+        counts += np.bincount(k[: STEP], minlength=top)  # the seam is the next step's
+    if ascending:
+        return None
+    free = np.cumsum(counts) - counts  # the next place of each key
+    order = np.empty(n, np.uint32 if n <= 1 << 32 else np.int64)
+    for cut in chunks(n):
+        k = key[cut]
+        local = np.argsort(k, kind="stable")
+        here = np.bincount(k, minlength=top)
+        k = k[local]
+        # a place past the key's places so far: its rank among this step's equal keys
+        place = np.arange(len(k)) - (np.cumsum(here) - here)[k] + free[k]
+        order[place] = local + cut.start
+        free += here
+    return order
+
+
 def _dense(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unique values, index of each value in the smallest type that holds it),
     in steps: np.unique's own inverse is slower and takes 8 bytes per value."""
-    uniq = unique(ids)
+    uniq = distinct(ids)
     out = np.empty(len(ids), small_type(len(uniq) - 1))
     for cut in chunks(len(ids)):
         out[cut] = np.searchsorted(uniq, ids[cut])

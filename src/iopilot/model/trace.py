@@ -137,7 +137,7 @@ class Records:
     length: np.ndarray  # int64
     start: np.ndarray  # float64
     end: np.ndarray  # float64
-    site: np.ndarray | None = None  # uint32 (zeros when not given)
+    site: np.ndarray | None = None  # uint32, or uint16 (zeros when not given)
     thread: np.ndarray | None = None  # uint16 (zeros when not given)
 
     def __post_init__(self) -> None:

@@ -90,7 +90,8 @@ def read_trace(path: str) -> Trace:
     sites = build_sites(procs)
     on_disk = sum(max((p.rec_size or 0) - HEADER.itemsize, 0) // p.record.itemsize for p in procs)
     # both bounded by the records on disk; untouched pages cost no memory
-    sink, meta_sink = RecordSink(on_disk), RecordSink(on_disk)
+    rows = len(sites) if sites is not None else 0
+    sink, meta_sink = RecordSink(on_disk, rows), RecordSink(on_disk, rows)
     for p in procs:
         read_records(p, job_start, limit, sink, meta_sink)
     records = sink.records()

@@ -34,15 +34,21 @@ class RecordSink:
     Columns live in anonymous maps whose pages are brought in one call per
     chunk just before it is written (``MADV_POPULATE_WRITE``), not one page
     fault at a time: for 240 MB, 0.15 s of CPU instead of 0.4-0.65 s here.
-    Pages past the last chunk are never touched and cost no memory."""
+    Pages past the last chunk are never touched and cost no memory, nor
+    do pages only ever read: zeros are not written (see :meth:`add`).
 
-    def __init__(self, capacity: int) -> None:
+    ``sites``: the rows of the trace's call-site table; their column takes
+    two bytes per record instead of four when they fit."""
+
+    def __init__(self, capacity: int, sites: int = 0) -> None:
         self.n = 0
         empty = Records.empty()
         self.cols: dict[str, np.ndarray] = {}
         self.maps: dict[str, mmap.mmap] = {}
         for f in _FIELDS:
             dtype = getattr(empty, f).dtype
+            if f == "site" and sites <= 1 << 16:
+                dtype = np.dtype(np.uint16)
             if capacity:
                 m = mmap.mmap(-1, capacity * dtype.itemsize,
                               flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # fmt: skip
@@ -72,7 +78,7 @@ class RecordSink:
         ``site``: the rows' call sites (rows of the trace's sites), None
         when all are unknown.  The columns start as zeros, and a chunk's
         zero threads or sites are not written: a program with one thread
-        costs no memory for its thread column."""
+        costs no memory for its thread column, nor rank 0 for its rank column."""
         k = int(np.count_nonzero(keep))
         if not k:
             return
@@ -81,11 +87,11 @@ class RecordSink:
         if r["thread"].any():  # indexes beyond 16 bits (never seen) share the last value
             cols["thread"] = np.minimum(r["thread"], 0xFFFF).astype(np.uint16)
         if site is not None and site.any():
-            cols["site"] = site
+            cols["site"] = site.astype(self.cols["site"].dtype, copy=False)
         sl = slice(self.n, self.n + k)
         c = self.cols
         if self.maps:
-            self._populate(k, (*cols, "rank"))
+            self._populate(k, (*cols, "rank") if rank else cols)
         if k == len(r):
             for f, v in cols.items():
                 c[f][sl] = v
@@ -93,7 +99,8 @@ class RecordSink:
             idx = np.flatnonzero(keep)
             for f, v in cols.items():
                 np.take(v, idx, out=c[f][sl])
-        c["rank"][sl] = rank
+        if rank:
+            c["rank"][sl] = rank
         if shift:
             c["start"][sl] += shift
             c["end"][sl] += shift
