@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..bench import (
     accuracy,
+    bigtrace,
     diagnose_speed,
     export_speed,
     html_speed,
@@ -27,6 +28,11 @@ ABOUT: dict[str, tuple[str, str]] = {
                        "per log.",
                        "iopilot bench diagnose logs/\n"
                        "  iopilot bench diagnose --synthetic 5000000"),
+    "bench bigtrace": ("Time and peak memory of 'iopilot report' on real traces of millions "
+                       "of records: a C program making one-byte writes, traced, then reported "
+                       "in a fresh process; also on a 10-record trace, the interpreter's floor.",
+                       "iopilot bench bigtrace --records 5m\n"
+                       "  iopilot bench bigtrace --records 5m,50m --dir /scratch/me --html"),
     "bench sweep": ("Run a kernel over a grid of parameters; write a table and a plot.",
                     "iopilot bench sweep ior --grid ranks=1,2,4 --grid transfer=64k,1m"),
     "bench h5bench": ("Run the VPIC-IO write and BD-CATS-IO read benchmarks of an h5bench "
@@ -70,6 +76,14 @@ ABOUT: dict[str, tuple[str, str]] = {
 }  # fmt: skip
 
 
+def _counts(text: str) -> list[int]:
+    """"5m,50m" -> [5000000, 50000000]."""
+    try:
+        return [bigtrace.parse_count(x) for x in text.split(",") if x.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """The ``bench`` subcommand, its benchmarks and one subcommand per kernel."""
     b = sub.add_parser("bench", help="benchmarks of iopilot itself")
@@ -82,6 +96,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="also synthetic traces of these record counts, e.g. 5000000")
     d.add_argument("--compare", metavar="CMD",
                    help="also time another command per log, e.g. 'drishti'")
+    g = bsub.add_parser("bigtrace", help="time and peak memory of 'iopilot report' on real "
+                        "traces of millions of records")
+    g.add_argument("--records", type=_counts, default=[5_000_000], metavar="N[,N...]",
+                   help="one-byte writes traced, one trace each (default 5m; k, m, g: "
+                   "thousands, millions, billions)")
+    g.add_argument("--repeat", type=int, default=3, help="reports per trace (default 3)")
+    g.add_argument("--html", action="store_true", help="also time 'iopilot report --html'")
+    g.add_argument("--dir", help="where the traces go (default: a temporary directory; "
+                   "56 bytes per record)")
     for name, what in KERNELS.items():
         k = bsub.add_parser(name, help=what,
                             description=f"{what}. Options not listed here go to the kernel.")
@@ -203,6 +226,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if name == "diagnose":
         return diagnose_speed.main(args.logs, repeat=args.repeat, synthetic=args.synthetic,
                                    compare=args.compare)  # fmt: skip
+    if name == "bigtrace":
+        return bigtrace.main(args.records, repeat=args.repeat, html=args.html, dir=args.dir)
     if name == "html":
         return html_speed.main(args.logs, synthetic=args.synthetic)
     if name == "export":
