@@ -4,7 +4,7 @@ It makes the passes over the records that several views use, once: file ids
 and extents, per (file, layer, operation) sums, the files the page names, the
 embedded sample of operations, the (rank × time) bins, exact per-rank sums,
 request-size histograms and the per-OST accumulation.  The passes work in
-chunks of :data:`CHUNK` records (tens of MB extra for a 10 M-operation trace).
+chunks of :data:`CHUNK` records: a chunk's temporaries, some 30 MB, whatever the trace.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ TABLE_FILES = 200  # rows of the per-file table
 SITES_NAMED = 500  # call sites the page names (the filter's list); the others are "other sites"
 # (with the findings' own, always named, fewer than 2**15: the sample's site column is int16)
 RANK_BARS = 4096  # bars of the per-rank charts; more ranks are grouped
-CHUNK = 1 << 20  # records per step of the chunked passes
+CHUNK = 1 << 18  # records per step of the chunked passes
 
 
 def chunks(n: int) -> list[slice]:
