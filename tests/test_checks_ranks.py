@@ -701,3 +701,21 @@ def test_python_worker_ranks_get_advice_for_workers():
     heavy_workers.job.rank_source = "workers"
     (f,) = findings(heavy_workers, "rank-zero-heavy")
     assert "main process" in f.recommendation and "multiprocessing.Pool" in f.snippet
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 7, 1 << 20])
+@pytest.mark.parametrize("seed", range(4))
+def test_start_order_is_the_stable_sort_in_any_windows(seed, step, monkeypatch):
+    from iopilot.checks import recordtools
+    from iopilot.checks.phases import _start_order
+
+    monkeypatch.setattr(recordtools, "STEP", step)
+    rng = np.random.default_rng(seed)
+    # runs in order, one per process, with starts shared within and across them
+    start = np.concatenate([np.sort(rng.choice([0.0, 0.5, 1.0, 2.5, 3.0], 12))
+                            for _ in range(3)])  # fmt: skip
+    assert _start_order(start).tolist() == np.argsort(start, kind="stable").tolist()
+    assert _start_order(np.sort(start)) is None
+    same = np.full(9, 4.0)  # one window holds them all
+    assert _start_order(same) is None
+    assert _start_order(np.concatenate([same, [1.0]])).tolist() == [9, *range(9)]
