@@ -119,6 +119,17 @@ class Fields:
         return v
 
 
+def clock_samples(value: Any) -> list[tuple[float, float, float]] | None:
+    """A process summary's ``clock`` samples; None when they are not a list of
+    [time, offset, uncertainty] of finite numbers with uncertainty >= 0."""
+    ok = isinstance(value, list) and all(
+        isinstance(s, list) and len(s) == 3
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                for x in s) and s[2] >= 0
+        for s in value)  # fmt: skip
+    return [(float(a), float(b), float(c)) for a, b, c in value] if ok else None
+
+
 def parse_file_id(v: Any) -> int | None:
     if isinstance(v, str) and v.isascii() and v.isdigit():
         v = int(v)

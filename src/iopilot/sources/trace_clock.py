@@ -14,13 +14,10 @@ life.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
 
 from .._record import record
 from ..model import ClockAlignment
-
-if TYPE_CHECKING:
-    from .trace_procs import Proc
+from .trace_procs import Proc
 
 
 @record(frozen=True)
@@ -34,17 +31,6 @@ class HostClock:
 
     def at(self, t: float) -> float:
         return self.offset + self.drift * (t - self.when)
-
-
-def clock_samples(value: Any) -> list[tuple[float, float, float]] | None:
-    """A summary's ``clock`` samples; None when they are not a list of
-    [time, offset, uncertainty] of finite numbers with uncertainty >= 0."""
-    ok = isinstance(value, list) and all(
-        isinstance(s, list) and len(s) == 3
-        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                for x in s) and s[2] >= 0
-        for s in value)  # fmt: skip
-    return [(float(a), float(b), float(c)) for a, b, c in value] if ok else None
 
 
 def host_clock(samples: list[tuple[float, float, float]]) -> HostClock:

@@ -25,6 +25,7 @@ from ..vocabulary import RUNTIME_LAYERS
 from .checked import (
     REQUIRED,
     Fields,
+    clock_samples,
     is_int64,
     is_number,
     json_type,
@@ -34,7 +35,6 @@ from .checked import (
     read_bytes,
     where,
 )
-from .trace_clock import clock_samples
 from .trace_cpu import THREAD_PARTS, check_cpu, check_thread
 from .trace_sites import SiteMap, check_modules, check_sites
 
