@@ -226,7 +226,7 @@ def test_a_command_builds_only_its_own_options():
     from iopilot.cli import _subparsers, build_parser
 
     assert set(_subparsers(build_parser("report"))) == {"report"}
-    assert set(_subparsers(build_parser())) == {"report", "checks", "run", "export", "demo",
+    assert set(_subparsers(build_parser())) == {"report", "checks", "run", "cc", "export", "demo",
                                                 "bench", "tune", "optimize", "advise"}  # fmt: skip
 
 

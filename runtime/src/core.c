@@ -118,6 +118,7 @@ static void child_after_fork(void) {
 __attribute__((constructor(101))) static void iop_init(void) {
     const char *dir = getenv("IOPILOT_TRACE_DIR");
     if (!dir || !*dir) return; /* loaded but not asked to trace */
+    if (another_copy_traces()) return; /* ours pass every call through */
     int saved = errno;
     /* absolute, so that a program that changes directory still writes here */
     char cwd[2048];

@@ -111,6 +111,21 @@ void *iop_resolve(const char *name);
         real_##name;                                                            \
     })
 
+/* A wrapper of a library function that programs may also link statically
+ * (HDF5), defined as ``IOP_WRAPPED(name)(...)``.  Preloaded, it is the
+ * function itself.  In the archive linked into programs (IOP_LINK, see
+ * runtime/link/), it is iop_wrapped_<name>: the program's calls reach it
+ * through ``__wrap_<name>`` (ld --wrap), an entry point of its own member
+ * of the archive, and the real function is ``__real_<name>``, which the
+ * layer looks up itself.  Functions of shared system libraries (libc,
+ * libmpi) keep their names in both builds: the program then defines and
+ * exports them, and sees the calls of every library, as preloading does. */
+#ifdef IOP_LINK
+#define IOP_WRAPPED(name) iop_wrapped_##name
+#else
+#define IOP_WRAPPED(name) name
+#endif
+
 static inline int iop_active(void) {
     if (IOP_LIKELY(iop_enabled && !iop_in_runtime)) return 1;
     /* A call from a signal handler that interrupted our bookkeeping. */

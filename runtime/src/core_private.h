@@ -56,6 +56,7 @@ void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void give_up(const char *why);
 
 int this_is_our_process(void); /* not a vfork or clone child sharing our memory */
+int another_copy_traces(void); /* the program carries a linked-in runtime (process.c) */
 void iop_watch_exit_status(void); /* once the program runs (see process.c) */
 
 /* files.c: the runtime's own file I/O, raw system calls only (sys_open,

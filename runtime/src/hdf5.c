@@ -15,6 +15,10 @@
  * table of function pointers, and the queries we make about an id (its
  * dataspace, its datatype, ...) go to the copy that made the id.
  *
+ * Linked into a program instead (IOP_LINK, `iopilot cc`), for an HDF5 linked
+ * statically, these wrappers are entered through ``__wrap_H5...`` and serve
+ * the one HDF5 of the program (hdf5_lib.c).
+ *
  * Our own calls (H5Dget_space, H5Pget_alignment, ...) are bracketed by
  * iop_enter()/iop_leave() so that whatever they do is not traced, and they
  * are only made after a call succeeded: after a failure the error stack
@@ -45,7 +49,7 @@ static void file_opened(h5lib *L, hid_t fid, const char *name, hid_t fapl, int c
     iop_leave();
 }
 
-IOP_EXPORT hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl, hid_t fapl) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Fcreate)(const char *name, unsigned flags, hid_t fcpl, hid_t fapl) {
     h5lib *L = CALLER_LIB();
     t_H5Fcreate *f = H5F_(L, H5Fcreate);
     if (!f) return -1;
@@ -61,7 +65,7 @@ IOP_EXPORT hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl, hid_t f
     return r;
 }
 
-IOP_EXPORT hid_t H5Fopen(const char *name, unsigned flags, hid_t fapl) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Fopen)(const char *name, unsigned flags, hid_t fapl) {
     h5lib *L = CALLER_LIB();
     t_H5Fopen *f = H5F_(L, H5Fopen);
     if (!f) return -1;
@@ -101,14 +105,14 @@ static int still_valid(h5lib *L, hid_t id) {
     errno = e;                                                                       \
     return r
 
-IOP_EXPORT herr_t H5Fclose(hid_t fid) {
+IOP_EXPORT herr_t IOP_WRAPPED(H5Fclose)(hid_t fid) {
     h5lib *L = CALLER_LIB();
     t_H5Fclose *f = H5F_(L, H5Fclose);
     if (!f) return -1;
     CLOSE_BODY(L, f, IOP_LAYER_H5F, fid);
 }
 
-IOP_EXPORT herr_t H5Fflush(hid_t obj, int scope) {
+IOP_EXPORT herr_t IOP_WRAPPED(H5Fflush)(hid_t obj, int scope) {
     h5lib *L = CALLER_LIB();
     t_H5Fflush *f = H5F_(L, H5Fflush);
     if (!f) return -1;
@@ -231,36 +235,38 @@ static void object_opened(h5lib *L, hid_t obj, double t1, double t2) {
     errno = e;                                                               \
     return r
 
-IOP_EXPORT hid_t H5Dcreate2(hid_t loc, const char *name, hid_t type, hid_t space, hid_t lcpl,
-                            hid_t dcpl, hid_t dapl) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Dcreate2)(hid_t loc, const char *name, hid_t type, hid_t space,
+                                         hid_t lcpl, hid_t dcpl, hid_t dapl) {
     h5lib *L = CALLER_LIB();
     t_H5Dcreate2 *f = H5F_(L, H5Dcreate2);
     if (!f) return -1;
     CREATE_BODY(space, dcpl, 0, f(loc, name, type, space, lcpl, use, dapl));
 }
 
-IOP_EXPORT hid_t H5Dcreate1(hid_t loc, const char *name, hid_t type, hid_t space, hid_t dcpl) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Dcreate1)(hid_t loc, const char *name, hid_t type, hid_t space,
+                                         hid_t dcpl) {
     h5lib *L = CALLER_LIB();
     t_H5Dcreate1 *f = H5F_(L, H5Dcreate1);
     if (!f) return -1;
     CREATE_BODY(space, dcpl, 1, f(loc, name, type, space, use));
 }
 
-IOP_EXPORT hid_t H5Dcreate_anon(hid_t loc, hid_t type, hid_t space, hid_t dcpl, hid_t dapl) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Dcreate_anon)(hid_t loc, hid_t type, hid_t space, hid_t dcpl,
+                                             hid_t dapl) {
     h5lib *L = CALLER_LIB();
     t_H5Dcreate_anon *f = H5F_(L, H5Dcreate_anon);
     if (!f) return -1;
     CREATE_BODY(space, dcpl, 0, f(loc, type, space, use, dapl));
 }
 
-IOP_EXPORT hid_t H5Dopen2(hid_t loc, const char *name, hid_t dapl) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Dopen2)(hid_t loc, const char *name, hid_t dapl) {
     h5lib *L = CALLER_LIB();
     t_H5Dopen2 *f = H5F_(L, H5Dopen2);
     if (!f) return -1;
     OPEN_BODY(f(loc, name, dapl), dataset_opened(L, r, 1, 0, t1, t2));
 }
 
-IOP_EXPORT hid_t H5Dopen1(hid_t loc, const char *name) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Dopen1)(hid_t loc, const char *name) {
     h5lib *L = CALLER_LIB();
     t_H5Dopen1 *f = H5F_(L, H5Dopen1);
     if (!f) return -1;
@@ -268,22 +274,22 @@ IOP_EXPORT hid_t H5Dopen1(hid_t loc, const char *name) {
 }
 
 /* h5py opens existing datasets with H5Oopen (f["name"]). */
-IOP_EXPORT hid_t H5Oopen(hid_t loc, const char *name, hid_t lapl) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Oopen)(hid_t loc, const char *name, hid_t lapl) {
     h5lib *L = CALLER_LIB();
     t_H5Oopen *f = H5F_(L, H5Oopen);
     if (!f) return -1;
     OPEN_BODY(f(loc, name, lapl), object_opened(L, r, t1, t2));
 }
 
-IOP_EXPORT hid_t H5Oopen_by_idx(hid_t loc, const char *group, int index, int order, hsize_t n,
-                                hid_t lapl) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Oopen_by_idx)(hid_t loc, const char *group, int index, int order,
+                                             hsize_t n, hid_t lapl) {
     h5lib *L = CALLER_LIB();
     t_H5Oopen_by_idx *f = H5F_(L, H5Oopen_by_idx);
     if (!f) return -1;
     OPEN_BODY(f(loc, group, index, order, n, lapl), object_opened(L, r, t1, t2));
 }
 
-IOP_EXPORT hid_t H5Oopen_by_addr(hid_t loc, haddr_t addr) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Oopen_by_addr)(hid_t loc, haddr_t addr) {
     h5lib *L = CALLER_LIB();
     t_H5Oopen_by_addr *f = H5F_(L, H5Oopen_by_addr);
     if (!f) return -1;
@@ -291,21 +297,21 @@ IOP_EXPORT hid_t H5Oopen_by_addr(hid_t loc, haddr_t addr) {
 }
 
 /* 1.12 and later; a program whose HDF5 lacks it never calls it. */
-IOP_EXPORT hid_t H5Oopen_by_token(hid_t loc, H5O_token_t token) {
+IOP_EXPORT hid_t IOP_WRAPPED(H5Oopen_by_token)(hid_t loc, H5O_token_t token) {
     h5lib *L = CALLER_LIB();
     t_H5Oopen_by_token *f = H5F_(L, H5Oopen_by_token);
     if (!f) return -1;
     OPEN_BODY(f(loc, token), object_opened(L, r, t1, t2));
 }
 
-IOP_EXPORT herr_t H5Dclose(hid_t dset) {
+IOP_EXPORT herr_t IOP_WRAPPED(H5Dclose)(hid_t dset) {
     h5lib *L = CALLER_LIB();
     t_H5Dclose *f = H5F_(L, H5Dclose);
     if (!f) return -1;
     CLOSE_BODY(L, f, IOP_LAYER_H5D, dset);
 }
 
-IOP_EXPORT herr_t H5Oclose(hid_t obj) {
+IOP_EXPORT herr_t IOP_WRAPPED(H5Oclose)(hid_t obj) {
     h5lib *L = CALLER_LIB();
     t_H5Oclose *f = H5F_(L, H5Oclose);
     if (!f) return -1;
@@ -313,7 +319,7 @@ IOP_EXPORT herr_t H5Oclose(hid_t obj) {
 }
 
 /* h5py releases its ids with H5Idec_ref: the last reference closes. */
-IOP_EXPORT int H5Idec_ref(hid_t id) {
+IOP_EXPORT int IOP_WRAPPED(H5Idec_ref)(hid_t id) {
     h5lib *L = CALLER_LIB();
     t_H5Idec_ref *f = H5F_(L, H5Idec_ref);
     if (!f) return -1;
@@ -335,7 +341,7 @@ IOP_EXPORT int H5Idec_ref(hid_t id) {
     return r;
 }
 
-IOP_EXPORT herr_t H5Dflush(hid_t dset) {
+IOP_EXPORT herr_t IOP_WRAPPED(H5Dflush)(hid_t dset) {
     h5lib *L = CALLER_LIB();
     t_H5Dflush *f = H5F_(L, H5Dflush);
     if (!f) return -1;

@@ -216,8 +216,8 @@ void dataset_io(h5lib *L, int op, hid_t dset, hid_t mtype, hid_t mspace, hid_t f
 
 /* H5Dwrite and H5Dread: the same wrapper, only the buffer's constness differs. */
 #define WRAP_DATASET_IO(name, op, BUFT)                                                 \
-    IOP_EXPORT herr_t name(hid_t dset, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, \
-                           BUFT buf) {                                                  \
+    IOP_EXPORT herr_t IOP_WRAPPED(name)(hid_t dset, hid_t mtype, hid_t mspace, hid_t fspace,    \
+                                       hid_t dxpl, BUFT buf) {                          \
         h5lib *L = CALLER_LIB();                                                        \
         t_##name *f = H5F_(L, name);                                                    \
         if (!f) return -1;                                                              \
@@ -252,16 +252,18 @@ WRAP_DATASET_IO(H5Dread, IOP_OP_READ, void *)
     errno = e;                                                                        \
     return r
 
-IOP_EXPORT herr_t H5Dwrite_multi(size_t count, hid_t *dset, hid_t *mtype, hid_t *mspace,
-                                 hid_t *fspace, hid_t dxpl, const void **buf) {
+IOP_EXPORT herr_t IOP_WRAPPED(H5Dwrite_multi)(size_t count, hid_t *dset, hid_t *mtype,
+                                              hid_t *mspace, hid_t *fspace, hid_t dxpl,
+                                              const void **buf) {
     h5lib *L = CALLER_LIB();
     t_H5Dwrite_multi *f = H5F_(L, H5Dwrite_multi);
     if (!f) return -1;
     MULTI_BODY(IOP_OP_WRITE, f(count, dset, mtype, mspace, fspace, dxpl, buf));
 }
 
-IOP_EXPORT herr_t H5Dread_multi(size_t count, hid_t *dset, hid_t *mtype, hid_t *mspace,
-                                hid_t *fspace, hid_t dxpl, void **buf) {
+IOP_EXPORT herr_t IOP_WRAPPED(H5Dread_multi)(size_t count, hid_t *dset, hid_t *mtype,
+                                             hid_t *mspace, hid_t *fspace, hid_t dxpl,
+                                             void **buf) {
     h5lib *L = CALLER_LIB();
     t_H5Dread_multi *f = H5F_(L, H5Dread_multi);
     if (!f) return -1;

@@ -19,19 +19,79 @@ const char *const h5_names[H5_NFUNCS] = {
 
 /* Virtual file drivers we can name: 1.10 exports H5FD_<name>_init(), which
  * returns the driver's id; 1.14 and 2.0 export H5FD_<NAME>_id_g. */
-static const char *const drivers[] = {"mpio", "sec2", "core", "stdio", "family", "log",
-                                      "multi", "direct", "subfiling", "splitter", "mirror",
-                                      "ros3", "hdfs", "onion"};
+#define H5_DRIVERS(X)                                                                    \
+    X(mpio, MPIO) X(sec2, SEC2) X(core, CORE) X(stdio, STDIO) X(family, FAMILY) X(log, LOG) \
+    X(multi, MULTI) X(direct, DIRECT) X(subfiling, SUBFILING) X(splitter, SPLITTER)        \
+    X(mirror, MIRROR) X(ros3, ROS3) X(hdfs, HDFS) X(onion, ONION)
+static const char *const drivers[] = {
+#define IOP_X(name, NAME) #name,
+    H5_DRIVERS(IOP_X)
+#undef IOP_X
+};
 _Static_assert(sizeof drivers / sizeof drivers[0] == NDRIVERS, "one slot per driver in h5lib");
 /* Calling H5FD_<name>_init() registers the driver when it was not yet: we
  * do so only for the first ones, the drivers every build has. */
 #define NDRIVERS_INIT 7
 
 #define MAX_LIBS 8
-#define MAX_CALLERS 256
 static h5lib libs[MAX_LIBS];
-static int nlibs;
 static h5lib global_lib; /* when the caller's scope cannot tell */
+
+#ifdef IOP_LINK
+/* Linked into the program (see IOP_WRAPPED in core.h): its HDF5 is the one
+ * linked beside us, whose symbols no dlsym can find when it is a static
+ * library.  Every name we look up is referenced here: the functions of
+ * every HDF5 strongly, which brings them out of libhdf5.a (the layer's
+ * member of the archive is linked only into programs that call HDF5); the
+ * others weakly (NULL when the program's HDF5 lacks them).  A function we
+ * wrap is ``__real_<name>`` (--wrap=<name> makes our reference to the name
+ * itself one to the entry point ``__wrap_<name>``); any other is its name. */
+#define IOP_X(name) extern char name[], __real_##name[] __attribute__((weak));
+H5_FUNCS_ALWAYS(IOP_X)
+#undef IOP_X
+#define IOP_X(name) extern char name[] __attribute__((weak)), __real_##name[] __attribute__((weak));
+H5_FUNCS_SOMETIMES(IOP_X)
+#undef IOP_X
+#define IOP_X(name, NAME) extern char H5FD_##NAME##_id_g[] __attribute__((weak)), \
+                                      H5FD_##name##_init[] __attribute__((weak));
+H5_DRIVERS(IOP_X)
+#undef IOP_X
+/* The names looked up by the [hdf5] settings (hdf5_settings.c). */
+#define H5_SETTINGS_NAMES(X) X(H5P_CLS_FILE_CREATE_ID_g) X(H5P_CLS_FILE_ACCESS_ID_g) \
+    X(H5P_CLS_DATASET_CREATE_ID_g) X(H5P_CLS_DATASET_XFER_ID_g) X(H5Pget_cache) X(H5Pset_cache)
+#define IOP_X(name) extern char name[] __attribute__((weak));
+H5_SETTINGS_NAMES(IOP_X)
+#undef IOP_X
+
+static const struct { const char *name; void *real, *addr; } linked[] = {
+#define IOP_X(name) {#name, __real_##name, name},
+    H5_FUNCS(IOP_X)
+#undef IOP_X
+#define IOP_X(name, NAME) {"H5FD_" #NAME "_id_g", NULL, H5FD_##NAME##_id_g}, \
+                          {"H5FD_" #name "_init", NULL, H5FD_##name##_init},
+    H5_DRIVERS(IOP_X)
+#undef IOP_X
+#define IOP_X(name) {#name, NULL, name},
+    H5_SETTINGS_NAMES(IOP_X)
+#undef IOP_X
+};
+
+void *h5_sym(h5lib *L, const char *name) {
+    (void)L;
+    for (size_t i = 0; i < sizeof linked / sizeof linked[0]; i++)
+        if (!strcmp(linked[i].name, name)) return linked[i].real ? linked[i].real : linked[i].addr;
+    return NULL;
+}
+
+/* One HDF5 serves every call: the program's own (libraries loaded later
+ * reach their HDF5 directly, never through __wrap_). */
+h5lib *lib_for(uintptr_t ra) {
+    (void)ra;
+    return &global_lib;
+}
+#else
+#define MAX_CALLERS 256
+static int nlibs;
 static struct {
     uintptr_t lo, hi;
     h5lib *lib;
@@ -137,6 +197,7 @@ h5lib *lib_for(uintptr_t ra) {
     errno = saved;
     return L;
 }
+#endif
 
 /* Ids are numbered by each copy of the library on its own, so the first
  * dataset of two copies has the same hid_t: our tables key an id together

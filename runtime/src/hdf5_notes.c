@@ -94,7 +94,7 @@ static int fapl_slot(uintptr_t key, int create) {
     return i;
 }
 
-IOP_EXPORT herr_t H5Pset_fapl_mpio(hid_t fapl, uintptr_t comm, uintptr_t info) {
+IOP_EXPORT herr_t IOP_WRAPPED(H5Pset_fapl_mpio)(hid_t fapl, uintptr_t comm, uintptr_t info) {
     h5lib *L = CALLER_LIB();
     t_H5Pset_fapl_mpio *f = H5F_(L, H5Pset_fapl_mpio);
     if (!f) return -1;
@@ -130,7 +130,7 @@ static void describe_mdc(const unsigned char *c, char *out, size_t n) {
         snprintf(out, n, "set");
 }
 
-IOP_EXPORT herr_t H5Pset_mdc_config(hid_t fapl, void *config) {
+IOP_EXPORT herr_t IOP_WRAPPED(H5Pset_mdc_config)(hid_t fapl, void *config) {
     h5lib *L = CALLER_LIB();
     t_H5Pset_mdc_config *f = H5F_(L, H5Pset_mdc_config);
     if (!f) return -1;

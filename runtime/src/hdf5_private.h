@@ -139,14 +139,18 @@ typedef struct {
 typedef herr_t t_H5E_walk2(unsigned, const H5E_error2_t *, void *);
 typedef herr_t t_H5Ewalk2(hid_t, int, t_H5E_walk2 *, void *);
 
-#define H5_FUNCS(X)                                                                     \
+/* Every function we call: those of every HDF5 since 1.10, serial or
+ * parallel; then those of some (deprecated, newer, parallel builds only).
+ * A program linked with the runtime (IOP_LINK) must hold the first ones
+ * (hdf5_lib.c refers to them strongly, which brings them out of a static
+ * libhdf5.a), and may lack the others. */
+#define H5_FUNCS_ALWAYS(X)                                                              \
     X(H5open) X(H5get_libversion)                                                       \
     X(H5Fcreate) X(H5Fopen) X(H5Fclose) X(H5Fflush) X(H5Fget_name)                     \
     X(H5Fget_access_plist) X(H5Fget_create_plist)                                       \
-    X(H5Dcreate1) X(H5Dcreate2) X(H5Dcreate_anon) X(H5Dopen1) X(H5Dopen2) X(H5Dclose)   \
-    X(H5Dflush) X(H5Dread) X(H5Dwrite) X(H5Dread_multi) X(H5Dwrite_multi)               \
-    X(H5Dget_space) X(H5Dget_type) X(H5Dget_create_plist) X(H5Dget_access_plist)        \
-    X(H5Oopen) X(H5Oopen_by_idx) X(H5Oopen_by_addr) X(H5Oopen_by_token) X(H5Oclose)     \
+    X(H5Dcreate2) X(H5Dcreate_anon) X(H5Dopen2) X(H5Dclose) X(H5Dflush) X(H5Dread)      \
+    X(H5Dwrite) X(H5Dget_space) X(H5Dget_type) X(H5Dget_create_plist)                   \
+    X(H5Dget_access_plist) X(H5Oopen) X(H5Oopen_by_idx) X(H5Oclose)                     \
     X(H5Idec_ref) X(H5Iget_type) X(H5Iget_name) X(H5Iis_valid)                          \
     X(H5Sclose) X(H5Tclose) X(H5Pclose)                                                 \
     X(H5Sget_simple_extent_ndims) X(H5Sget_simple_extent_dims)                          \
@@ -154,16 +158,18 @@ typedef herr_t t_H5Ewalk2(hid_t, int, t_H5E_walk2 *, void *);
     X(H5Sis_regular_hyperslab) X(H5Sget_regular_hyperslab) X(H5Tget_size)               \
     X(H5Pget_layout) X(H5Pget_chunk) X(H5Pget_nfilters) X(H5Pget_filter2)               \
     X(H5Pget_chunk_cache) X(H5Pget_driver) X(H5Pget_alignment) X(H5Pget_sieve_buf_size) \
-    X(H5Pget_meta_block_size) X(H5Pget_all_coll_metadata_ops)                           \
-    X(H5Pget_coll_metadata_write) X(H5Pget_page_buffer_size) X(H5Pget_libver_bounds)    \
-    X(H5Pget_file_space_strategy) X(H5Pget_file_space_page_size) X(H5Pget_dxpl_mpio)    \
-    X(H5Pget_mpio_actual_io_mode) X(H5Pget_mpio_no_collective_cause)                    \
-    X(H5Pset_fapl_mpio) X(H5Pset_mdc_config)                                            \
+    X(H5Pget_meta_block_size) X(H5Pget_page_buffer_size) X(H5Pget_libver_bounds)        \
+    X(H5Pget_file_space_strategy) X(H5Pget_file_space_page_size) X(H5Pset_mdc_config)   \
     X(H5Pcopy) X(H5Pcreate) X(H5Pset_alignment) X(H5Pset_sieve_buf_size)                \
-    X(H5Pset_meta_block_size) X(H5Pset_all_coll_metadata_ops)                           \
-    X(H5Pset_coll_metadata_write) X(H5Pset_page_buffer_size)                            \
-    X(H5Pset_file_space_strategy) X(H5Pset_chunk) X(H5Pset_fill_time)                   \
-    X(H5Pset_dxpl_mpio) X(H5Eget_auto2) X(H5Eset_auto2) X(H5Ewalk2)
+    X(H5Pset_meta_block_size) X(H5Pset_page_buffer_size) X(H5Pset_file_space_strategy)  \
+    X(H5Pset_chunk) X(H5Pset_fill_time) X(H5Eget_auto2) X(H5Eset_auto2) X(H5Ewalk2)
+#define H5_FUNCS_SOMETIMES(X)                                                           \
+    X(H5Dcreate1) X(H5Dopen1) X(H5Oopen_by_addr) X(H5Dread_multi) X(H5Dwrite_multi)    \
+    X(H5Oopen_by_token) X(H5Pget_all_coll_metadata_ops) X(H5Pget_coll_metadata_write)   \
+    X(H5Pget_dxpl_mpio) X(H5Pget_mpio_actual_io_mode) X(H5Pget_mpio_no_collective_cause) \
+    X(H5Pset_fapl_mpio) X(H5Pset_all_coll_metadata_ops) X(H5Pset_coll_metadata_write)   \
+    X(H5Pset_dxpl_mpio)
+#define H5_FUNCS(X) H5_FUNCS_ALWAYS(X) H5_FUNCS_SOMETIMES(X)
 
 enum h5_func {
 #define IOP_X(name) F_##name,

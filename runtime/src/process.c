@@ -108,6 +108,17 @@ void *iop_resolve(const char *name) {
     return fs.addr;
 }
 
+/* A program linked with the runtime (runtime/link/) carries a copy of its
+ * own, which exports this marker: a preloaded copy in the same process
+ * then stands aside, so that no call is counted twice. */
+int another_copy_traces(void) {
+#ifdef IOP_LINK
+    return 0; /* we are the program's copy */
+#else
+    return dlsym(RTLD_DEFAULT, "iopilot_linked_runtime") != NULL;
+#endif
+}
+
 /* ------------------------------------------------------------------ */
 /* Process identity. */
 

@@ -18,7 +18,8 @@ from .iotime import io_time, price
 # How the user relinks so that the runtime sees the layer again.
 RELINK = {
     "HDF5": "link HDF5 as a shared library: build with `h5cc -shlib` (or `h5pcc -shlib`), "
-            "or link with -lhdf5 against libhdf5.so instead of libhdf5.a",
+            "or link with -lhdf5 against libhdf5.so instead of libhdf5.a; or keep it static "
+            "and link the runtime in: `iopilot cc -- h5cc ...` wraps the HDF5 calls",
     "MPI-IO": "link MPI as a shared library: the MPI wrapper compilers (mpicc, mpif90) link "
               "libmpi.so by default; drop -static and any libmpi.a from the link line",
     "NetCDF": "link NetCDF as a shared library (-lnetcdf against libnetcdf.so, "
@@ -32,7 +33,8 @@ WRAP = ("or keep the static link and have the calls wrapped at link time "
 _SEEN_AS = {"HDF5": ("H5F", "H5D"), "MPI-IO": ("MPIIO",), "NetCDF": (),
             "PnetCDF": ("PNETCDF_FILE", "PNETCDF_VAR")}  # fmt: skip
 _REBUILD = {
-    "HDF5": "h5cc -shlib -o {exe} {exe}.c        # or h5pcc -shlib; or link -lhdf5 (libhdf5.so)",
+    "HDF5": "h5cc -shlib -o {exe} {exe}.c        # or h5pcc -shlib; or link -lhdf5 (libhdf5.so)\n"
+            "iopilot cc -- h5cc -o {exe} {exe}.c   # or keep it static, the runtime linked in",
     "MPI-IO": "mpicc -o {exe} {exe}.c            # the wrapper links libmpi.so; no -static",
     "NetCDF": "cc -o {exe} {exe}.c $(nc-config --libs)   # shared libnetcdf.so, not --static",
     "PnetCDF": "mpicc -o {exe} {exe}.c -lpnetcdf   # against libpnetcdf.so",

@@ -26,7 +26,8 @@ from ..errors import InputError
 from .common import EXIT_BAD_INPUT, EXIT_OK
 
 # The subcommands, in the order ``iopilot --help`` lists them.
-COMMANDS = ("report", "checks", "run", "export", "demo", "bench", "tune", "optimize", "advise")
+COMMANDS = ("report", "checks", "run", "cc", "export", "demo", "bench", "tune", "optimize",
+            "advise")
 
 
 def command_module(name: str) -> ModuleType:

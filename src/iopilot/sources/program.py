@@ -31,6 +31,12 @@ LAYER_SYMBOLS: dict[str, tuple[str, ...]] = {
     "NetCDF": ("nc_open", "nc_create"),
     "PnetCDF": ("ncmpi_open", "ncmpi_create"),
 }
+# A program linked with the runtime (`iopilot cc`) defines this marker, and
+# sees a layer it carries when it has the layer's wrapped entry points
+# ("*": a prefix), or, for MPI-IO, always: the runtime defines MPI_File_open
+# itself, in front of the shared libmpi.
+LINKED_MARKER = "iopilot_linked_runtime"
+SEEN_WHEN_LINKED: dict[str, str] = {"HDF5": "__wrap_H5*", "MPI-IO": LINKED_MARKER}
 # The Fortran runtime linked statically (-static-libgfortran) still defines these.
 _FORTRAN_SYMBOLS = ("_gfortran_st_write", "_gfortran_st_read")
 _FORTRAN_LIBS = re.compile(r"lib(gfortran|ifcore|ifport|flang|FortranRuntime|pgf90)")
@@ -54,6 +60,7 @@ def _inspect(path: str, mtime_ns: int, size: int
 
     wanted = {name: layer for layer, names in LAYER_SYMBOLS.items() for name in names}
     wanted.update(dict.fromkeys(_FORTRAN_SYMBOLS, "FORTRAN"))
+    wanted.update({name: "seen " + layer for layer, name in SEEN_WHEN_LINKED.items()})
     needed: list[str] = []
     found: set[str] = set()
     try:
@@ -66,7 +73,8 @@ def _inspect(path: str, mtime_ns: int, size: int
                     found |= _defined(elf, sec, wanted)
     except (OSError, ELFError, ValueError, KeyError, AttributeError):
         return None  # not an ELF file (a script), or a damaged one
-    layers = tuple(layer for layer in LAYER_SYMBOLS if layer in found)
+    layers = tuple(layer for layer in LAYER_SYMBOLS
+                   if layer in found and "seen " + layer not in found)  # fmt: skip
     return tuple(needed), layers, "FORTRAN" in found
 
 
@@ -107,14 +115,16 @@ def functions(syms: np.ndarray) -> np.ndarray:
 
 
 def _defined(elf: object, sec: object, wanted: dict[str, str]) -> set[str]:
-    """Which of ``wanted``'s layers a symbol table defines as functions.
+    """Which of ``wanted``'s layers a symbol table defines (functions, and
+    the linked runtime's marker); a wanted name ending in ``*`` is a prefix.
 
     Only the names of defined functions are read, each as its first bytes
     in one array (symbols x width), compared with every wanted name plus its
     terminating NUL: no pass over the whole string table, whose C++ names
     run to tens of MB."""
     syms, strtab = symbol_table(elf, sec)
-    at = syms["name"][functions(syms)].astype(np.int64)
+    data = (syms["shndx"] != 0) & ((syms["info"] & 0xF) == 1)  # STT_OBJECT: the marker
+    at = syms["name"][functions(syms) | data].astype(np.int64)
     if not len(at) or not len(strtab):
         return set()
     width = max(len(n) for n in wanted) + 1
@@ -126,7 +136,8 @@ def _defined(elf: object, sec: object, wanted: dict[str, str]) -> set[str]:
     heads = padded[at[:, None] + np.arange(width)]
     found = set()
     for name, layer in wanted.items():
-        key = np.frombuffer(name.encode() + b"\0", np.uint8)
+        key = np.frombuffer(name.removesuffix("*").encode()
+                            + (b"" if name.endswith("*") else b"\0"), np.uint8)  # fmt: skip
         if layer not in found and (heads[:, : len(key)] == key).all(axis=1).any():
             found.add(layer)
     return found
