@@ -395,3 +395,34 @@ def test_the_page_shows_the_nodes_and_the_clocks(four_nodes, tmp_path, driver): 
     assert all(r[2] in r[1].split(", ") for r in rows)  # one aggregator, one of its ranks
     assert "4 host(s) put on rank 0's clock" in cards["Job"].text
     browser._no_console_errors(driver)
+
+
+def test_aggregators_are_counted_per_file_of_collective_calls():
+    """File 1 (collective calls): rank 1 wrote 200 POSIX bytes for its own
+    100, an aggregator; rank 0 wrote none of its 100, not one.  File 2 (split
+    collectives): rank 2 wrote just its own 50 (equal: an aggregator) and rank
+    0 wrote 49 without an MPI-IO call there (an aggregator).  File 3 had only
+    independent calls: rank 3 is no aggregator."""
+    from kit import counters, records, trace
+
+    from iopilot.model import Records
+    from iopilot.report.nodes import aggregators, nodes_summary
+
+    m = counters("MPIIO", [{"file": 1, "rank": -1, "MPIIO_COLL_WRITES": 4},
+                           {"file": 2, "rank": -1, "MPIIO_SPLIT_WRITES": 2},
+                           {"file": 3, "rank": -1, "MPIIO_INDEP_WRITES": 9}])  # fmt: skip
+    mp = records([(0, "w", 1, 0, 100, 0, 1), (1, "w", 1, 100, 100, 0, 1),
+                  (2, "w", 2, 0, 50, 0, 1), (3, "w", 3, 0, 10, 0, 1)], "MPIIO")
+    px = records([(1, "w", 1, 0, 200, 0, 1), (2, "w", 2, 0, 50, 0, 1),
+                  (0, "w", 2, 0, 49, 0, 1), (3, "w", 3, 0, 10, 0, 1)])
+    recs = Records(*(np.concatenate([getattr(mp, f), getattr(px, f)])
+                     for f in ("rank", "layer", "op", "file_id", "offset", "length", "start",
+                               "end")))  # fmt: skip
+    hosts = {0: "a", 1: "a", 2: "b", 3: "b"}
+    t = trace(m, recs=recs, nprocs=4, hosts=hosts)
+    assert aggregators(t) == {0, 1, 2}
+    nodes = nodes_summary(t)
+    assert [(n["host"], n["ranks"], n["aggregators"]) for n in nodes] == [
+        ("a", [0, 1], [0, 1]), ("b", [2, 3], [2])]
+    assert nodes_summary(trace(m, recs=recs, nprocs=4, hosts={k: "a" for k in hosts})) is None
+    assert aggregators(trace(m, nprocs=4, hosts=hosts)) is None  # no records: unknown

@@ -140,7 +140,7 @@ def test_one_cli_module_per_subcommand():
 
     commands = _subparsers(build_parser())
     assert set(commands) == {"report", "checks", "run", "export", "demo", "bench", "tune",
-                             "optimize", "advise"}
+                             "optimize", "advise", "cc"}
     for name, parser in commands.items():
         func = parser.get_default("func") or next(
             sp.get_default("func") for sp in _subparsers(parser).values())

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..model import RECORD_LAYERS, Counters, Trace
+from ..model.aggregate import unique
 from ..vocabulary import MPIIO_COLLECTIVE, mpiio_counters
 
 _MOVED = ("POSIX_BYTES_READ", "POSIX_BYTES_WRITTEN")
@@ -34,18 +35,20 @@ def aggregators(trace: Trace) -> set[int] | None:
     if m is None or not len(m) or not len(r):
         return None
     coll = [c for d in ("READ", "WRITE") for c in mpiio_counters(d, MPIIO_COLLECTIVE)]
-    files = np.unique(m.file_id[_sum(m, tuple(coll)) > 0])
+    files = unique(m.file_id[_sum(m, tuple(coll)) > 0])
     if not len(files):
         return None
-    found: set[int] = set()
-    for f in files:
-        on = r.file_id == f
-        ranks, layer, length = r.rank[on], r.layer[on], r.length[on]
-        n = int(ranks.max()) + 1 if len(ranks) else 0
-        posix = np.bincount(ranks, weights=np.where(layer == _POSIX, length, 0), minlength=n)
-        mpiio = np.bincount(ranks, weights=np.where(layer == _MPIIO, length, 0), minlength=n)
-        found.update(int(k) for k in np.flatnonzero((posix > 0) & (posix >= mpiio)))
-    return found
+    on = np.isin(r.file_id, files) & (r.length > 0)
+    rank, layer, length = r.rank[on].astype(np.int64), r.layer[on], r.length[on]
+    if not len(rank):
+        return set()
+    # one pass: bytes per (file, rank), through POSIX and through MPI-IO
+    n = int(rank.max()) + 1
+    key = np.searchsorted(files, r.file_id[on]) * n + rank
+    size = len(files) * n
+    posix = np.bincount(key, weights=np.where(layer == _POSIX, length, 0), minlength=size)
+    mpiio = np.bincount(key, weights=np.where(layer == _MPIIO, length, 0), minlength=size)
+    return {int(k) % n for k in np.flatnonzero((posix > 0) & (posix >= mpiio))}
 
 
 def _per_rank(trace: Trace) -> tuple[dict[int, float], dict[int, float]]:
@@ -64,7 +67,7 @@ def _per_rank(trace: Trace) -> tuple[dict[int, float], dict[int, float]]:
     seconds: dict[int, float] = {}
     if p is not None and len(p):
         b, s = _sum(p, _MOVED), _sum(p, _SECONDS)
-        for k in np.unique(p.rank[p.rank >= 0]):
+        for k in unique(p.rank[p.rank >= 0]):
             on = p.rank == k
             moved[int(k)], seconds[int(k)] = float(b[on].sum()), float(s[on].sum())
     return moved, seconds
