@@ -403,10 +403,9 @@ def test_aggregators_are_counted_per_file_of_collective_calls():
     collectives): rank 2 wrote just its own 50 (equal: an aggregator) and rank
     0 wrote 49 without an MPI-IO call there (an aggregator).  File 3 had only
     independent calls: rank 3 is no aggregator."""
-    from kit import counters, records, trace
-
     from iopilot.model import Records
     from iopilot.report.nodes import aggregators, nodes_summary
+    from kit import counters, records, trace
 
     m = counters("MPIIO", [{"file": 1, "rank": -1, "MPIIO_COLL_WRITES": 4},
                            {"file": 2, "rank": -1, "MPIIO_SPLIT_WRITES": 2},
