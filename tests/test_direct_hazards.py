@@ -1,17 +1,22 @@
 """[posix] direct under what a program may do behind the runtime's back:
 descriptors closed and re-opened with raw system calls, flags changed with
-fcntl, buffers that are not there.  Each case runs plain and traced with
-the setting on; return values, errno, positions, file bytes and the exit
-status must be the same."""
+fcntl, buffers that are not there; and requests on both sides of the
+alignment on file systems that take O_DIRECT, refuse it at open, or take the
+open and refuse the requests.  Each case runs plain and traced with the
+setting on; return values, errno, positions, file bytes and the exit status
+must be the same."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from iopilot.capture.run import library_path
 from iopilot.sources import load
 from test_behind_semantics import _sanitized_run
 from test_runtime_safety import same_behaviour
@@ -21,19 +26,29 @@ CC = shutil.which("cc") or shutil.which("gcc")
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler")
 
 
+def _build(tmp_path_factory, name: str) -> Path:
+    """runtime/tests/NAME.c compiled into a fresh directory."""
+    exe = tmp_path_factory.mktemp("bin") / name
+    subprocess.run([CC, "-O1", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
+                    str(SOURCES / f"{name}.c")], check=True, timeout=120)  # fmt: skip
+    return exe
+
+
+def _settings(tmp_path: Path, text: str) -> dict[str, str]:
+    """The environment that points the runtime at a settings file of ``text``."""
+    toml = tmp_path / "direct.toml"
+    toml.write_text(text)
+    return {"IOPILOT_SETTINGS": str(toml)}
+
+
 @pytest.fixture(scope="module")
 def hazards(tmp_path_factory) -> Path:
-    exe = tmp_path_factory.mktemp("bin") / "direct_hazards"
-    subprocess.run([CC, "-O1", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
-                    str(SOURCES / "direct_hazards.c")], check=True, timeout=120)  # fmt: skip
-    return exe
+    return _build(tmp_path_factory, "direct_hazards")
 
 
 @pytest.fixture
 def settings(tmp_path) -> dict[str, str]:
-    toml = tmp_path / "direct.toml"
-    toml.write_text("[posix]\ndirect = true\n")
-    return {"IOPILOT_SETTINGS": str(toml)}
+    return _settings(tmp_path, "[posix]\ndirect = true\n")
 
 
 def outcomes(run) -> dict[tuple[str, str], int]:
@@ -112,3 +127,98 @@ def test_the_same_under_sanitizers(sanitized, settings, tool, case):
     assert run.returncode == plain.returncode == 0, run.stderr
     assert run.stdout == plain.stdout
     assert files == plain_files
+
+
+# -- requests on both sides of the alignment, on file systems that take
+# O_DIRECT, refuse it at open, or take the open and refuse the requests ------
+# runtime/tests/direct_align.c: one file per request, so what one request
+# does to the twin cannot change the next one's path.
+
+ALIGNED = ["len-4096", "len-8192", "off-4096", "buf-1", "buf-4095", "buf-4096"]
+MISALIGNED = ["len-4095", "len-4097", "len-4608", "off-4095", "off-4097", "all-off"]
+OPENED = ("applied", "opened with O_DIRECT beside the program's descriptor")
+CACHE = ("ignored", "offset or length not a multiple of 4096: page cache")
+
+
+@pytest.fixture(scope="module")
+def align_prog(tmp_path_factory) -> Path:
+    return _build(tmp_path_factory, "direct_align")
+
+
+def _align_run(exe: Path, fs: str, settings: dict[str, str] | None, *extra: str):
+    """direct_align in a fresh directory on ``fs`` ("disk": the temporary
+    directory's; "tmpfs" or "ramfs": one mounted for the run in a mount
+    namespace of its own), traced with ``settings`` or (None) not."""
+    work = Path(tempfile.mkdtemp(prefix="iop-align-"))
+    trace = Path(tempfile.mkdtemp(prefix="iop-align-trace-"))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("IOPILOT_") and k != "LD_PRELOAD"}  # fmt: skip
+    cmd = [str(exe), str(work), *extra]
+    if settings is not None:
+        cmd = ["env", f"LD_PRELOAD={library_path()}", f"IOPILOT_TRACE_DIR={trace}",
+               *(f"{k}={v}" for k, v in settings.items()), *cmd]  # fmt: skip
+    if fs != "disk":
+        cmd = ["unshare", "--mount", "sh", "-c", f'mount -t {fs} none "$0" && exec "$@"',
+               str(work), *cmd]  # fmt: skip
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    if fs != "disk" and p.returncode != 0 and "mount" in p.stderr:
+        pytest.skip(f"cannot mount a {fs} here: {p.stderr.strip()}")
+    if p.returncode == 4:
+        pytest.skip(f"no seccomp filter here: {p.stderr.strip()}")
+    assert p.returncode == 0, p.stderr
+    return p.stdout, trace
+
+
+def request_paths(trace: Path) -> dict[str, dict[tuple[str, str], int]]:
+    """Per request (file name without .bin): what [posix] direct did, counted."""
+    got: dict[str, dict[tuple[str, str], int]] = {}
+    for e in load(str(trace)).settings["outcomes"]:
+        if e["setting"] == "posix.direct":
+            per = got.setdefault(Path(e["file"]).stem, {})
+            per[(e["outcome"], e["detail"])] = per.get((e["outcome"], e["detail"]), 0) + e["count"]
+    return got
+
+
+@pytest.fixture
+def small_requests(tmp_path) -> dict[str, str]:
+    return _settings(tmp_path, '[posix]\ndirect = true\ndirect_min_size = "1k"\n')
+
+
+@pytest.mark.parametrize("fs", ["disk", "tmpfs", "ramfs"])
+def test_only_requests_aligned_in_length_offset_and_memory_go_direct(align_prog, small_requests,
+                                                                    fs):  # fmt: skip
+    plain, _ = _align_run(align_prog, fs, None)
+    out, trace = _align_run(align_prog, fs, small_requests)
+    assert out == plain  # return values, errno, bytes read back, file sizes and checksums
+    assert out.count("same bytes") == len(ALIGNED) + len(MISALIGNED)
+    paths = request_paths(trace)
+    if "O_DIRECT open: accepted" not in out:  # ramfs (and tmpfs before Linux 6.6)
+        if fs == "disk":
+            pytest.skip(f"the file system of {tempfile.gettempdir()} refuses O_DIRECT; "
+                        "the ramfs case covers that")  # fmt: skip
+        refused = {("not_applicable", "the file system refuses O_DIRECT"): 1}
+        assert paths == {name: refused for name in ALIGNED + MISALIGNED}
+        return
+    for name in ALIGNED:  # a buffer off the boundary goes through a bounce buffer
+        assert paths[name] == {OPENED: 1, ("applied", "write with O_DIRECT"): 1,
+                               ("applied", "read with O_DIRECT"): 1}, name  # fmt: skip
+    for name in MISALIGNED:
+        assert paths[name] == {OPENED: 1, CACHE: 2}, name
+
+
+@pytest.mark.parametrize("fs", ["disk", "tmpfs"])
+def test_requests_the_file_system_refuses_are_made_on_the_programs_descriptor(
+        align_prog, small_requests, fs):  # fmt: skip
+    # the twin opens, and every request on it fails with EINVAL (a seccomp
+    # filter answers for the file system): the program still gets its bytes
+    plain, _ = _align_run(align_prog, fs, None, "refuse")
+    out, trace = _align_run(align_prog, fs, small_requests, "refuse")
+    assert out == plain
+    assert out.count("same bytes") == len(ALIGNED) + len(MISALIGNED)
+    assert "errno 22" not in out
+    paths = request_paths(trace)
+    refused = ("rejected", "the file system refused a request: page cache")
+    for name in ALIGNED:  # the write was refused; the read then was the program's own
+        assert paths[name] == {OPENED: 1, refused: 1}, name
+    for name in MISALIGNED:
+        assert paths[name] == {OPENED: 1, CACHE: 2}, name
