@@ -112,6 +112,46 @@ def test_romio_hint_applied_under_romio_via_iopilot_run(mpi_prog: Path, tmp_path
     assert "Settings applied" in r.stdout
 
 
+# Several [mpiio.files] patterns matching one file: key by key, the most
+# specific pattern (the most characters that are not wildcards) wins; of
+# equally specific ones, the one whose table comes later in the file.  Each
+# case: the tables in file order, then the hints own-info.h5 must get.
+PATTERN_CASES = {
+    "two, specific last": ([("*.h5", 2), ("own-*.h5", 3)], {"cb_nodes": "3"}),
+    "two, specific first": ([("own-*.h5", 3), ("*.h5", 2)], {"cb_nodes": "3"}),
+    "three": ([("own-*.h5", 3, 3), ("*/own-info.h5", 4), ("*.h5", 2, 2, 65536)],
+              {"cb_nodes": "4", "striping_factor": "3", "striping_unit": "65536"}),
+    "equal, own-* last": ([("*info.h5", 6), ("own-*.h5", 5)], {"cb_nodes": "5"}),
+    "equal, *info last": ([("own-*.h5", 5), ("*info.h5", 6)], {"cb_nodes": "6"}),
+}  # fmt: skip
+PATTERN_KEYS = ("cb_nodes", "striping_factor", "striping_unit")
+
+
+@need_mpi
+@pytest.mark.parametrize("case", sorted(PATTERN_CASES))
+def test_the_most_specific_of_overlapping_patterns_wins(mpi_prog: Path, tmp_path: Path,
+                                                         case: str) -> None:  # fmt: skip
+    tables, want = PATTERN_CASES[case]
+    text = "[mpiio]\nromio_ds_write = \"disable\"\n"
+    for glob, *values in tables:
+        text += f'[mpiio.files."{glob}"]\n'
+        text += "".join(f"{k} = {v}\n" for k, v in zip(PATTERN_KEYS, values, strict=False))
+    s = tmp_path / "s.toml"
+    s.write_text(text)
+    r = traced_mpi(mpi_prog, tmp_path, tmp_path / "t", s, *PATTERN_KEYS)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    for key in PATTERN_KEYS:  # the hints the file was opened with
+        assert (f"own-info {key}={want[key]}" if key in want else f"own-info {key} unset") in out
+        assert f"null-info {key} unset" in out  # no pattern matches null-info.dat
+    st = load(str(tmp_path / "t")).settings
+    assert st and st["errors"] == []
+    applied = {(e["setting"], e["value"]) for e in st["outcomes"]
+               if Path(e["file"]).name == "own-info.h5"}  # fmt: skip
+    assert applied == {(f"mpiio.{k}", v) for k, v in want.items()} | {
+        ("mpiio.romio_ds_write", "disable")}  # fmt: skip
+
+
 def test_bad_settings_stop_iopilot_run_before_the_program(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     for text, key in (('[mpiio]\ncb_nodez = 1\n', "[mpiio] cb_nodez"),

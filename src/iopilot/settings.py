@@ -5,7 +5,8 @@ A settings file is TOML.  Its tables are the layers of the I/O stack::
     [mpiio]                  # hints merged into the info of every MPI_File_open
     romio_cb_write = "disable"
     cb_nodes = 2
-    [mpiio.files."*.h5"]     # hints only for paths matching the glob (fnmatch)
+    [mpiio.files."*.h5"]     # hints only for paths matching the glob (fnmatch); of
+                             # overlapping globs the most specific, then the last
     striping_factor = 4
     [ompi]                   # Open MPI components: OMPI_MCA_<name> in the job's environment
     io = "romio321"
