@@ -441,6 +441,34 @@ def test_headline_is_bytes_over_open_to_close_time(ior, tmp_path):
     assert f"Max Write {s['write']['max_mib_s']:>10.2f} MiB/s" in text
 
 
+@pytest.mark.parametrize("api", ["posix", "mpiio"])
+def test_phase_total_spans_open_to_close(ior, tmp_path, api):
+    # One rank and no barrier inside a phase: the phase is t0 open t1, t2
+    # transfers + fsync t3, t4 close t5, with t1 = t2 and t3 = t4 but for two
+    # clock reads, so by definition open_s + xfer_s + close_s <= total_s =
+    # t5 - t0, the difference being those reads alone.  A total that ends at
+    # the transfers' end or starts at their start misses the close or the
+    # open, which take a system call each (MPI_File_open: milliseconds).
+    result, _ = run(ior, f"--api {api} {SMALL} --fsync -i 4", 1, tmp_path)
+    rounding = 4e-9  # four figures printed with 9 decimals
+    for it in result["iterations"]:
+        for phase, moved in (("write", "bytes_written"), ("read", "bytes_read")):
+            total = it[f"{phase}_total_s"]
+            parts = it[f"{phase}_open_s"] + it[f"{phase}_s"] + it[f"{phase}_close_s"]
+            assert parts <= total + rounding, (phase, it)
+            assert it[moved] == SEGS * BLOCK
+    s = result["summary"]
+    doc = ior_json(result)
+    for phase, moved in (("write", "bytes_written"), ("read", "bytes_read")):
+        totals = [it[f"{phase}_total_s"] for it in result["iterations"]]
+        bw = [it[moved] / MiB / t for it, t in zip(result["iterations"], totals, strict=True)]
+        assert s[phase]["max_mib_s"] == max(bw) and s[phase]["min_mib_s"] == min(bw)
+        assert s[phase]["mean_s"] == pytest.approx(sum(totals) / len(totals), rel=1e-12)
+        rows = [r for r in doc["tests"][0]["Results"] if r["access"] == phase]
+        assert [r["totalTime"] for r in rows] == totals
+        assert [r["bwMiB"] for r in rows] == bw
+
+
 def test_summary_falls_back_to_open_plus_close_for_other_kernels():
     res = {"iterations": [
         {"iteration": 0, "open_s": 0.5, "write_s": 1.0, "read_s": 0.0, "close_s": 0.5,
