@@ -48,13 +48,20 @@ lint: setup
 bench: setup
 	@$(PY) -m iopilot bench diagnose $(or $(LOGS),$(wildcard ../shared/darshan-logs),$(shell $(PY) -c 'import iopilot.demo as d; print(d.example_dir())'))
 
-# Share of small deliberate bugs (mutants) in checks/ and sources/ that the
-# tests catch ([tool.mutmut] in pyproject.toml). Slow: a benchmark, not a test.
-# All mutants take about 2 h on 2 cores; SAMPLE=N runs a seeded random sample
-# of N (SEED=S) and prints each folder's score with its 95 % interval.
+# Share of small deliberate bugs (mutants) the tests catch: mutmut's in the
+# Python folders checks/, sources/, tune/, overlap/ and report/ ([tool.mutmut]
+# in pyproject.toml), then tools/mutate_c.py's in the C runtime (runtime/src:
+# behind.c, direct.c, settings.c, records.c; each mutant built with the
+# library and sanitizer programs, then its tests run against that build).
+# Slow: a benchmark, not a test.  All mutants take many hours on 2 cores;
+# SAMPLE=N runs a seeded random sample of N of each kind (SEED=S, CSAMPLE=N
+# for the C side alone) and prints each folder's score, `runtime` included,
+# with its 95 % interval.  PARTS=python or PARTS=c runs one kind only.
+PARTS ?= python c
 mutation: setup
+	@rm -rf mutants mutants-c
+ifneq ($(filter python,$(PARTS)),)
 	@$(VENV)/bin/python -m pip install -q --disable-pip-version-check "mutmut>=3.3"
-	@rm -rf mutants
 ifdef SAMPLE
 	@$(VENV)/bin/mutmut run --max-children $(or $(JOBS),2) "no-mutant-has-this-name" >/dev/null 2>&1 || true
 	@$(VENV)/bin/mutmut run --max-children $(or $(JOBS),2) \
@@ -62,9 +69,14 @@ ifdef SAMPLE
 else
 	@$(VENV)/bin/mutmut run --max-children $(or $(JOBS),2) || true
 endif
+endif
+ifneq ($(filter c,$(PARTS)),)
+	@$(PY) tools/mutate_c.py --jobs $(or $(JOBS),1) --seed $(or $(SEED),1) \
+	    $(if $(or $(CSAMPLE),$(SAMPLE)),--sample $(or $(CSAMPLE),$(SAMPLE)))
+endif
 	@$(VENV)/bin/python tools/mutation_score.py --by-file
 
 clean:
-	rm -rf $(VENV) build demo-output .pytest_cache .ruff_cache mutants
+	rm -rf $(VENV) build demo-output .pytest_cache .ruff_cache mutants mutants-c
 	$(MAKE) -C runtime clean
 	$(MAKE) -C kernels clean

@@ -59,7 +59,11 @@ def _scratch_freed_after_each_test(_scratch_under_basetemp):
 def sanitized(tmp_path_factory) -> Path:
     """The runtime's sanitizer builds (``make -C runtime sanitize``: ten
     programs, a minute or more on two cores), made once for the session: the
-    fault, write-behind, hazard and self-test modules all run them."""
+    fault, write-behind, hazard and self-test modules all run them.
+    IOPILOT_SANITIZED names a directory where they are built already (the
+    C mutation run, tools/mutate_c.py, builds them per mutant)."""
+    if os.environ.get("IOPILOT_SANITIZED"):
+        return Path(os.environ["IOPILOT_SANITIZED"])
     out = tmp_path_factory.mktemp("san")
     runtime = Path(__file__).resolve().parents[1] / "runtime"
     jobs = f"-j{os.cpu_count() or 1}"  # ten programs, independent but for their tsan objects

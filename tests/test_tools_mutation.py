@@ -57,3 +57,64 @@ def test_score_counts_caught_missed_and_not_run_and_shows_an_interval_for_a_samp
 def test_sample_usage_errors(args, tmp_path, capsys):
     assert mutation_sample.main(*args) == 2
     assert "Usage" in capsys.readouterr().err
+
+
+C_SNIPPET = """#include <stdio.h>
+#define LIMIT 4 /* < 5 */
+static int table[8] = {1, 2};
+int f(int a, int b) {
+    /* a < b && never */
+    if (a < b && b >= 2) log_it("x<y", 'c');
+    a = a + 10;
+    return 0;
+}
+"""
+
+
+def test_c_mutants_flip_operators_in_code_only():
+    import mutate_c
+
+    ms = mutate_c.mutants_of("x.c", C_SNIPPET)
+    ops = {(m.op, m.old) for m in ms}
+    assert ("<-><=", "<") in ops and (">=->>", ">=") in ops and ("&&->||", "&&") in ops
+    assert ("+1", "10") in ops and ("-1", "10") in ops and ("+1", "2") in ops
+    assert ("return 0->-1", "0") in ops and ("delete log_it()", "log_it(\"x<y\", 'c');") in ops
+    assert ("negate if", "a < b && b >= 2") in ops
+    # never in a comment, a string, a character constant, a preprocessor line
+    # or an array's size
+    for m in ms:
+        line = C_SNIPPET.splitlines()[m.line - 1]
+        assert not line.startswith("#") and "/*" not in line, m
+        assert m.old != "8"
+        assert C_SNIPPET[m.start : m.end] == m.old
+    assert sum(m.op == "<-><=" for m in ms) == 1  # the '<' inside "x<y" is text
+    assert all(m.apply(C_SNIPPET) != C_SNIPPET for m in ms)
+
+
+def test_c_sample_is_stratified_by_file_and_seeded():
+    import mutate_c
+
+    ms = mutate_c.mutants_of("a.c", C_SNIPPET * 3) + mutate_c.mutants_of("b.c", C_SNIPPET)
+    picked = mutate_c.sample(ms, 20, seed=5)
+    assert len(picked) == len(set(picked)) == 20
+    assert sum(m.file == "a.c" for m in picked) == 15
+    assert picked == mutate_c.sample(ms, 20, seed=5) != mutate_c.sample(ms, 20, seed=6)
+
+
+def test_score_shows_the_c_runtime_as_its_own_folder(tmp_path, capsys):
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({
+        "": {"generated": 10},
+        "k1": {"file": "behind.c", "status": "killed"},
+        "k2": {"file": "behind.c", "status": "survived"},
+        "k3": {"file": "records.c", "status": "timeout"},
+        "k4": {"file": "records.c", "status": "compile"},
+    }))
+    assert mutation_score.main(str(tmp_path / "none"), "--by-file", "--c-results",
+                               str(results)) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()}
+    # 3 scored, 1 not compiled (out of the score), 6 not run
+    assert rows["runtime"][1:6] == ["9", "2", "1", "0", "6"] and rows["runtime"][6] == "66.7"
+    assert rows["runtime/behind.c"][1:3] == ["2", "1"]
+    assert "1 timed out" in out and "1 did not compile" in out

@@ -7,7 +7,10 @@ test would catch.  Next to the score, ``str-only`` counts the missed mutants
 whose only change is the text of a string literal: mostly prose (messages,
 advice) that no test should pin word for word, but also names (a counter, a
 dictionary key), so the reader sees both numbers and can judge.
-Usage: python tools/mutation_score.py [MUTANTS_DIR] [--by-file]
+The C runtime's mutants (tools/mutate_c.py, results in mutants-c/) show as
+the folder ``runtime``: killed and timed-out mutants count as caught, those
+that do not compile are left out of the score and counted apart.
+Usage: python tools/mutation_score.py [MUTANTS_DIR] [--by-file] [--c-results FILE]
 """
 
 from __future__ import annotations
@@ -86,16 +89,48 @@ def _row(name: str, c: Counter[str]) -> str:
     return line
 
 
+def c_counts(path: Path) -> tuple[dict[str, Counter[str]], Counter[str]]:
+    """Per C file the caught, missed and not-run mutants of tools/mutate_c.py's
+    results; beside them the mutants that did not compile or timed out."""
+    results = json.loads(path.read_text())
+    generated = results.pop("", {}).get("generated", len(results))
+    files: dict[str, Counter[str]] = {}
+    extra: Counter[str] = Counter()
+    for rec in results.values():
+        c = files.setdefault("runtime/" + rec["file"], Counter())
+        status = rec.get("status")
+        if status in ("killed", "timeout"):
+            c["caught"] += 1
+        elif status == "survived":
+            c["missed"] += 1
+        extra[status] += 1
+    run = sum(sum(c.values()) for c in files.values())
+    files.setdefault("runtime", Counter())["not run"] += generated - run - extra["compile"]
+    return files, extra
+
+
 def main(*args: str) -> int:
     by_file = "--by-file" in args
     rest = [a for a in args if a != "--by-file"]
+    c_results = Path("mutants-c") / "results.json"
+    if "--c-results" in rest:
+        i = rest.index("--c-results")
+        c_results = Path(rest[i + 1])
+        del rest[i : i + 2]
     base = Path(rest[0] if rest else "mutants") / "src" / "iopilot"
-    if not base.is_dir():
+    if not base.is_dir() and not c_results.is_file():
         print(f"mutation_score: {base} not found: run 'make mutation' first", file=sys.stderr)
         return 2
     per: dict[str, Counter[str]] = {}
     files: dict[str, Counter[str]] = {}
-    for meta in sorted(base.rglob("*.py.meta")):
+    extra: Counter[str] = Counter()
+    if c_results.is_file():
+        c_files, extra = c_counts(c_results)
+        for name, c in c_files.items():
+            per.setdefault("runtime", Counter()).update(c)
+            if name != "runtime":
+                files[name] = c
+    for meta in sorted(base.rglob("*.py.meta")) if base.is_dir() else []:
         folder = meta.relative_to(base).parts[0]
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         c = files.setdefault(str(meta.relative_to(base))[: -len(".py.meta")], Counter())
@@ -118,6 +153,9 @@ def main(*args: str) -> int:
             if sum(c.values()):
                 print(_row("  " + name, c))
     print("str-only: of the missed, those that only change the text of a string literal")
+    if extra:
+        print(f"runtime: {extra['timeout']} timed out (counted caught); {extra['compile']} did "
+              "not compile (left out of the score)")  # fmt: skip
     return 0
 
 
