@@ -58,16 +58,20 @@ bench: setup
 # for the C side alone) and prints each folder's score, `runtime` included,
 # with its 95 % interval.  PARTS=python or PARTS=c runs one kind only.
 PARTS ?= python c
+# The tests import the mutated copy (mutants/src), never the installed package;
+# the directory exists before Python starts, or the import system skips it.
+MUTMUT = PYTHONPATH=$(CURDIR)/mutants/src $(VENV)/bin/mutmut run --max-children $(or $(JOBS),2)
 mutation: setup
 	@rm -rf mutants mutants-c
 ifneq ($(filter python,$(PARTS)),)
 	@$(VENV)/bin/python -m pip install -q --disable-pip-version-check "mutmut>=3.3"
+	@mkdir -p mutants/src
 ifdef SAMPLE
-	@$(VENV)/bin/mutmut run --max-children $(or $(JOBS),2) "no-mutant-has-this-name" >/dev/null 2>&1 || true
-	@$(VENV)/bin/mutmut run --max-children $(or $(JOBS),2) \
-	    $$($(VENV)/bin/python tools/mutation_sample.py $(SAMPLE) --seed $(or $(SEED),1)) || true
+	@$(MUTMUT) "no-mutant-has-this-name" >/dev/null 2>&1 || true
+	@$(MUTMUT) $$($(VENV)/bin/python tools/mutation_sample.py $(SAMPLE) --seed $(or $(SEED),1)) \
+	    || true
 else
-	@$(VENV)/bin/mutmut run --max-children $(or $(JOBS),2) || true
+	@$(MUTMUT) || true
 endif
 endif
 ifneq ($(filter c,$(PARTS)),)

@@ -253,6 +253,7 @@ def sample(mutants: list[Mutant], n: int, seed: int) -> list[Mutant]:
         group = by_file[name]
         k = min(len(group), round(n * len(group) / len(mutants)))
         picked.extend(rng.sample(group, k))
+    rng.shuffle(picked)  # a run stopped early has still tried every file
     return picked
 
 
