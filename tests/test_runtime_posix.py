@@ -78,6 +78,7 @@ def test_exact_posix_counters(traced):
     assert a["POSIX_SEQ_WRITES"] == 100
     assert a["POSIX_MAX_BYTE_WRITTEN"] == (1 << 20) + 4096 - 1
     assert a["POSIX_FILE_NOT_ALIGNED"] > 0
+    assert a["POSIX_RW_SWITCHES"] == 1  # the writes, then the reads: one switch
 
 
 def test_stdio_threads_and_fork(traced):

@@ -97,6 +97,32 @@ def test_hints_reach_a_program_that_passes_mpi_info_null(mpi_prog: Path, tmp_pat
 
 
 @need_mpi
+@pytest.mark.parametrize(("glob", "cb_nodes"), [
+    ("[o-z]wn-info.h5", "2"), ("[a-o]wn-info.h5", "2"),  # both ends of a range are in it
+    ("[p-z]wn-info.h5", "1"), ("[a-n]wn-info.h5", "1"),  # a letter just outside is not
+])  # fmt: skip
+def test_a_file_pattern_with_a_character_range(mpi_prog: Path, tmp_path: Path, glob: str,
+                                                cb_nodes: str) -> None:  # fmt: skip
+    s = tmp_path / "s.toml"
+    s.write_text(f'[mpiio]\ncb_nodes = 1\n[mpiio.files."{glob}"]\ncb_nodes = 2\n')
+    r = traced_mpi(mpi_prog, tmp_path, tmp_path / "t", s, "cb_nodes")
+    assert r.returncode == 0, r.stderr
+    assert f"own-info cb_nodes={cb_nodes}" in r.stdout.splitlines()
+    assert "null-info cb_nodes=1" in r.stdout.splitlines()
+
+
+@need_mpi
+def test_sizes_with_a_unit_reach_the_hints_in_bytes(mpi_prog: Path, tmp_path: Path) -> None:
+    s = tmp_path / "s.toml"
+    s.write_text('[mpiio]\ncb_buffer_size = "1g"\nstriping_unit = "2 MiB"\n')
+    r = traced_mpi(mpi_prog, tmp_path, tmp_path / "t", s, "cb_buffer_size", "striping_unit")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert f"null-info cb_buffer_size={1 << 30}" in out, r.stdout
+    assert f"null-info striping_unit={2 << 20}" in out
+
+
+@need_mpi
 def test_romio_hint_applied_under_romio_via_iopilot_run(mpi_prog: Path, tmp_path: Path) -> None:
     s = tmp_path / "s.toml"
     s.write_text('[ompi]\nio = "romio321"\n[mpiio]\nromio_cb_write = "disable"\ncb_nodes = 1\n')
@@ -174,6 +200,7 @@ PY_PROG = "import sys; print('out', open(sys.argv[1]).read()); sys.exit(3)"
     "[mpiio]\ncb_nodes = \"many\"\n",        # wrong type
     "[hdf5]\nfill_time = \"sometimes\"\n",   # bad value
     "\x00\x01binary",
+    '[mpiio.files.""]\ncb_nodes = 2\n',          # a pattern of no character
 ])  # fmt: skip
 def test_broken_settings_file_changes_nothing_in_the_program(tmp_path: Path, text: str) -> None:
     data = tmp_path / "in.txt"

@@ -263,7 +263,7 @@ static void case_fsize(int die) {
     struct rlimit rl = {100000, 100000};
     setrlimit(RLIMIT_FSIZE, &rl);
     int fd = open(at("big.dat"), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    char *b = calloc(1, 30000);
+    char *b = calloc(1, 150000);
     for (int i = 0; i < 5; i++) {
         errno = 0;
         ssize_t r = write(fd, b, 30000);
@@ -271,8 +271,11 @@ static void case_fsize(int die) {
                (long long)lseek(fd, 0, SEEK_CUR));
         fflush(stdout);
     }
+    errno = 0; /* from offset 0 across the limit: the bytes below it */
+    ssize_t r = pwrite(fd, b, 150000, 0);
+    printf("pwrite from 0: %zd %s\n", r, err_name(errno));
     errno = 0;
-    ssize_t r = pwrite(fd, b, 30000, 200000);
+    r = pwrite(fd, b, 30000, 200000);
     printf("pwrite past: %zd %s\n", r, err_name(errno));
     if (!die) { /* the file system's own limit: 2^60 bytes is past every one */
         struct rlimit none = {RLIM_INFINITY, RLIM_INFINITY};
