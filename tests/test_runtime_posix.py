@@ -79,6 +79,11 @@ def test_exact_posix_counters(traced):
     assert a["POSIX_MAX_BYTE_WRITTEN"] == (1 << 20) + 4096 - 1
     assert a["POSIX_FILE_NOT_ALIGNED"] > 0
     assert a["POSIX_RW_SWITCHES"] == 1  # the writes, then the reads: one switch
+    # the one gap between accesses: from byte 99,999 to the pwrite at 1 MiB
+    assert (a["POSIX_STRIDE1_STRIDE"], a["POSIX_STRIDE1_COUNT"]) == ((1 << 20) - 100_000, 1)
+    # the commonest sizes: 1000 B (100 writes, the writev, 10 preads), 4096 B once
+    assert (a["POSIX_ACCESS1_ACCESS"], a["POSIX_ACCESS1_COUNT"]) == (1000, 111)
+    assert (a["POSIX_ACCESS2_ACCESS"], a["POSIX_ACCESS2_COUNT"]) == (4096, 1)
 
 
 def test_stdio_threads_and_fork(traced):

@@ -123,6 +123,16 @@ def test_sizes_with_a_unit_reach_the_hints_in_bytes(mpi_prog: Path, tmp_path: Pa
 
 
 @need_mpi
+def test_unicode_escapes_in_a_string_setting(mpi_prog: Path, tmp_path: Path) -> None:
+    s = tmp_path / "s.toml"
+    # every end of the hexadecimal digits: 0 9 a f A F, in \\u and \\U escapes
+    s.write_text('[mpiio]\naccess_style = "x\\u0039\\u004A\\u006a\\u004f\\u004F\\U0000004B"\n')
+    r = traced_mpi(mpi_prog, tmp_path, tmp_path / "t", s, "access_style")
+    assert r.returncode == 0, r.stderr
+    assert "null-info access_style=x9JjOOK" in r.stdout.splitlines(), r.stdout
+
+
+@need_mpi
 def test_romio_hint_applied_under_romio_via_iopilot_run(mpi_prog: Path, tmp_path: Path) -> None:
     s = tmp_path / "s.toml"
     s.write_text('[ompi]\nio = "romio321"\n[mpiio]\nromio_cb_write = "disable"\ncb_nodes = 1\n')
