@@ -230,6 +230,20 @@ def test_broken_settings_file_changes_nothing_in_the_program(tmp_path: Path, tex
     assert "not used" in api.report(tmp_path / "t", "terminal", color=False)
 
 
+def test_a_bare_files_table_is_no_error(tmp_path: Path) -> None:
+    s = tmp_path / "s.toml"
+    s.write_text('[mpiio.files]\n[mpiio.files."*.h5"]\ncb_nodes = 2\n')
+    (tmp_path / "t").mkdir()
+    data = tmp_path / "in.txt"
+    data.write_text("hello")
+    r = subprocess.run([sys.executable, "-c", PY_PROG, str(data)], capture_output=True, text=True,
+                       env=clean_env(LD_PRELOAD=str(LIB), IOPILOT_SETTINGS=str(s),
+                                     IOPILOT_TRACE_DIR=str(tmp_path / "t")), timeout=60)  # fmt: skip
+    assert r.returncode == 3 and r.stdout == "out hello\n"
+    st = load(str(tmp_path / "t")).settings
+    assert st and st["errors"] == []
+
+
 def test_missing_settings_file_is_recorded(tmp_path: Path) -> None:
     (tmp_path / "t").mkdir()
     r = subprocess.run(["true"], env=clean_env(LD_PRELOAD=str(LIB), IOPILOT_SETTINGS="/nonexistent",
