@@ -53,7 +53,9 @@ def row(t, layer, path):
     assert ids, f"{path} not traced"
     m = np.isin(c.file_id, np.array(ids, np.uint64))
     assert m.sum() == 1
-    return {n: int(c.ints[m][0, i]) for i, n in enumerate(c.int_names)}
+    out: dict[str, float] = {n: float(c.floats[m][0, i]) for i, n in enumerate(c.float_names)}
+    out.update({n: int(c.ints[m][0, i]) for i, n in enumerate(c.int_names)})
+    return out
 
 
 def test_program_behaviour_is_unchanged(traced):
@@ -84,6 +86,8 @@ def test_exact_posix_counters(traced):
     # the commonest sizes: 1000 B (100 writes, the writev, 10 preads), 4096 B once
     assert (a["POSIX_ACCESS1_ACCESS"], a["POSIX_ACCESS1_COUNT"]) == (1000, 111)
     assert (a["POSIX_ACCESS2_ACCESS"], a["POSIX_ACCESS2_COUNT"]) == (4096, 1)
+    # the first of the two opens, before the first write; the second open is later
+    assert 0 < a["POSIX_F_OPEN_START_TIMESTAMP"] <= a["POSIX_F_WRITE_START_TIMESTAMP"]
 
 
 def test_stdio_threads_and_fork(traced):

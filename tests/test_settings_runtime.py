@@ -211,6 +211,7 @@ PY_PROG = "import sys; print('out', open(sys.argv[1]).read()); sys.exit(3)"
     "[hdf5]\nfill_time = \"sometimes\"\n",   # bad value
     "\x00\x01binary",
     '[mpiio.files.""]\ncb_nodes = 2\n',          # a pattern of no character
+    "[hdf5]\nchunk = [4, 0]\n",                   # a chunk dimension of 0
 ])  # fmt: skip
 def test_broken_settings_file_changes_nothing_in_the_program(tmp_path: Path, text: str) -> None:
     data = tmp_path / "in.txt"
@@ -230,16 +231,13 @@ def test_broken_settings_file_changes_nothing_in_the_program(tmp_path: Path, tex
     assert "not used" in api.report(tmp_path / "t", "terminal", color=False)
 
 
-def test_a_bare_files_table_is_no_error(tmp_path: Path) -> None:
+@need_mpi
+def test_a_bare_files_table_is_no_error(mpi_prog: Path, tmp_path: Path) -> None:
     s = tmp_path / "s.toml"
     s.write_text('[mpiio.files]\n[mpiio.files."*.h5"]\ncb_nodes = 2\n')
-    (tmp_path / "t").mkdir()
-    data = tmp_path / "in.txt"
-    data.write_text("hello")
-    r = subprocess.run([sys.executable, "-c", PY_PROG, str(data)], capture_output=True, text=True,
-                       env=clean_env(LD_PRELOAD=str(LIB), IOPILOT_SETTINGS=str(s),
-                                     IOPILOT_TRACE_DIR=str(tmp_path / "t")), timeout=60)  # fmt: skip
-    assert r.returncode == 3 and r.stdout == "out hello\n"
+    r = traced_mpi(mpi_prog, tmp_path, tmp_path / "t", s, "cb_nodes")
+    assert r.returncode == 0, r.stderr
+    assert "own-info cb_nodes=2" in r.stdout.splitlines(), r.stdout
     st = load(str(tmp_path / "t")).settings
     assert st and st["errors"] == []
 
