@@ -461,3 +461,17 @@ def test_every_parameter_is_listed_by_the_command_and_in_the_readme():
     assert "tried with MPI-IO calls: ompio, romio321" in ompi
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert all(ln in readme for ln in lines), [ln for ln in lines if ln not in readme][:3]
+
+
+@pytest.mark.parametrize(("later", "stops"), [
+    (5.0, True),   # exactly the noise (50 %) below the best: no real improvement
+    (4.99, False),  # a little more than the noise: the count starts again
+])  # fmt: skip
+def test_guided_stops_after_trials_that_improve_by_no_more_than_the_noise(later, stops):
+    s = from_dict(SPACE)
+    g = search.make("guided")
+    history = [Record(0, {}, [10.0], 10.0, "ok", phase="default")]
+    history += [Record(i, {}, [later], later, "ok", phase=g.phase)
+                for i in range(1, search.PATIENCE + 1)]  # fmt: skip
+    ctx = Context(s, history, 1, 20, 0.5, None, [], lambda v: v)
+    assert g.converged(ctx) is stops
