@@ -189,6 +189,13 @@ def test_totals_match_the_counters(pages, path):
         assert per_rank + ranks["shared_bytes"] == pytest.approx(s.bytes_read + s.bytes_written)
         if (c.rank < 0).any():
             assert ranks["shared_files"] > 0
+    # The overview's bytes per file system add up to the POSIX and STDIO counters.
+    fs_layers = [n for n in ("POSIX", "STDIO") if n in t.counters]
+    if fs_layers:
+        mounts = doc["views"]["summary"]["overview"]["filesystems"]
+        want = sum(float(t.counters[n][f"{n}_BYTES_READ"].sum())
+                   + float(t.counters[n][f"{n}_BYTES_WRITTEN"].sum()) for n in fs_layers)
+        assert sum(m["bytes"] for m in mounts) == pytest.approx(want)
     # Size histograms: exact counts from counters, else from every record.
     for layer, h in doc["views"]["sizes"].items():
         if h["source"] == "counters":
