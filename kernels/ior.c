@@ -174,6 +174,9 @@ static void dir_of(char *name) {
 static void remove_file(const run_cfg *rc, long it_no) {
     char name[4200];
     file_name(name, sizeof name, rc, k_rank, it_no);
+    /* another rank may still be reading or checking this rank's file (a
+     * reordered read of the previous iteration, kept with --keep) */
+    k_barrier();
     if ((rc->fpp || k_rank == 0) && unlink(name) != 0 && errno != ENOENT)
         k_die("remove %s: %s", name, strerror(errno));
     k_barrier();
@@ -618,7 +621,6 @@ int main(int argc, char **argv) {
             }
         }
         if (do_write && !keep) {
-            k_barrier(); /* other ranks may still be checking this rank's file */
             remove_file(&rc, it_no);
             if (rc.unique_dir) {
                 file_name(name, sizeof name, &rc, k_rank, it_no);

@@ -324,5 +324,11 @@ def _cancel_all(cluster: Slurm) -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if not cluster.run("squeue", "-h", "-o", "%i", timeout=10).stdout.split():
+                break
+            time.sleep(0.1)
+        # A job gone from the queue may still have its slurmstepd and tasks
+        # exiting (longer on a busy machine): wait for them too.
+        while time.monotonic() < deadline:
+            if not set(processes_using(cluster.dir)) - set(cluster.pids):
                 return
             time.sleep(0.1)
