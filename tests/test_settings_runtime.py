@@ -125,11 +125,13 @@ def test_sizes_with_a_unit_reach_the_hints_in_bytes(mpi_prog: Path, tmp_path: Pa
 @need_mpi
 def test_unicode_escapes_in_a_string_setting(mpi_prog: Path, tmp_path: Path) -> None:
     s = tmp_path / "s.toml"
-    # every end of the hexadecimal digits: 0 9 a f A F, in \\u and \\U escapes
-    s.write_text('[mpiio]\naccess_style = "x\\u0039\\u004A\\u006a\\u004f\\u004F\\U0000004B"\n')
+    # every end of the hexadecimal digits: 0 9 a f A F, in \\u and \\U escapes;
+    # characters of 2, 3 and 4 bytes in UTF-8
+    s.write_text('[mpiio]\naccess_style = "x\\u0039\\u004A\\u006a\\u004f\\u004F\\U0000004B'
+                 '\\u00e9\\u20ac\\U0001F600"\n')  # fmt: skip
     r = traced_mpi(mpi_prog, tmp_path, tmp_path / "t", s, "access_style")
     assert r.returncode == 0, r.stderr
-    assert "null-info access_style=x9JjOOK" in r.stdout.splitlines(), r.stdout
+    assert "null-info access_style=x9JjOOK\u00e9\u20ac\U0001f600" in r.stdout.splitlines(), r.stdout
 
 
 @need_mpi
