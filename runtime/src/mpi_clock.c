@@ -48,7 +48,7 @@ static double realtime(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void *object(const char *name) {
+void *iop_mpi_object(const char *name) {
     void *p = dlsym(RTLD_DEFAULT, name);
     return p ? p : iop_resolve(name);
 }
@@ -62,10 +62,10 @@ typedef struct {
 
 static int find_handles(handles *h) {
 #ifdef OPEN_MPI
-    h->world = (MPI_Comm)object("ompi_mpi_comm_world");
-    h->null = (MPI_Comm)object("ompi_mpi_comm_null");
-    h->dbl = (MPI_Datatype)object("ompi_mpi_double");
-    h->info_null = (MPI_Info)object("ompi_mpi_info_null");
+    h->world = (MPI_Comm)iop_mpi_object("ompi_mpi_comm_world");
+    h->null = (MPI_Comm)iop_mpi_object("ompi_mpi_comm_null");
+    h->dbl = (MPI_Datatype)iop_mpi_object("ompi_mpi_double");
+    h->info_null = (MPI_Info)iop_mpi_object("ompi_mpi_info_null");
     return h->world && h->null && h->dbl && h->info_null;
 #else
     h->world = MPI_COMM_WORLD;

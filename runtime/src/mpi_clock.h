@@ -6,4 +6,9 @@
  * of every traced rank, made after MPI_Init and before MPI_Finalize. */
 void iop_mpi_clock_sample(void);
 
+/* An MPI data object (ompi_mpi_comm_world ...) looked up by name: the
+ * runtime never links libmpi, whose data symbols would stop it loading
+ * into programs without MPI.  NULL when the program has no MPI. */
+void *iop_mpi_object(const char *name);
+
 #endif

@@ -46,18 +46,13 @@ IOP_TLS int iop_mpiio_depth;
 int iop_mpiio_live;
 
 /* ------------------------------------------------------------------ */
-/* MPI objects that are data symbols in the library. */
-
-static void *mpi_object(const char *name) {
-    void *p = dlsym(RTLD_DEFAULT, name);
-    return p ? p : iop_resolve(name);
-}
+/* MPI objects that are data symbols in the library (iop_mpi_object). */
 
 /* NULL when unknown: then the caller must not use the handle. */
 static int world_known(MPI_Comm *out) {
 #ifdef OPEN_MPI
     static void *world;
-    if (!world) world = mpi_object("ompi_mpi_comm_world");
+    if (!world) world = iop_mpi_object("ompi_mpi_comm_world");
     if (!world) return 0;
     *out = (MPI_Comm)world;
 #else
@@ -71,7 +66,7 @@ static int world_known(MPI_Comm *out) {
 static int info_given(MPI_Info info) {
 #ifdef OPEN_MPI
     static void *null_info;
-    if (!null_info) null_info = mpi_object("ompi_mpi_info_null");
+    if (!null_info) null_info = iop_mpi_object("ompi_mpi_info_null");
     return null_info && info && (void *)info != null_info;
 #else
     return info != MPI_INFO_NULL;
