@@ -4,6 +4,7 @@ on hand-made mutmut result files."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -118,3 +119,19 @@ def test_score_shows_the_c_runtime_as_its_own_folder(tmp_path, capsys):
     assert rows["runtime"][1:6] == ["9", "2", "1", "0", "6"] and rows["runtime"][6] == "66.7"
     assert rows["runtime/behind.c"][1:3] == ["2", "1"]
     assert "1 timed out" in out and "1 did not compile" in out
+
+
+@pytest.mark.parametrize("option", ["PARTS=python", "SAMPLE=3", "CSAMPLE=2", "SEED=5", "JOBS=1"])
+@pytest.mark.parametrize("sub", ["kernels", "runtime"])
+def test_options_of_make_mutation_leave_the_builds_it_sets_up_unchanged(sub, option, tmp_path):
+    """``make mutation PARTS=python`` hands its options to every sub-make
+    (MAKEFLAGS): a Makefile below with a variable of the same name would
+    build something else (the kernels once tried to link a part alone)."""
+    root = Path(__file__).resolve().parents[1]
+    base = ["make", "-n", "-B", "-C", str(root / sub)]
+    if sub == "kernels":
+        base.append(f"OUT={tmp_path}")
+    plain = subprocess.run(base, capture_output=True, text=True, check=True).stdout
+    given = subprocess.run([*base, option], capture_output=True, text=True, check=True).stdout
+    assert "-o" in plain
+    assert given == plain
