@@ -204,3 +204,27 @@ def test_fault_cases_with_write_behind_under_sanitizers(sanitized, tool, case):
     assert (work / SANITIZED_CASES[case]).stat().st_size > 0
     (summary,) = trace.glob("p*.json")
     assert json.loads(summary.read_text())["write_behind"]["writes"] > 0
+
+
+@pytest.mark.parametrize(("spelled", "size", "deferred"), [
+    ("4096", 4096, True), ("4096", 4097, False),
+    ("4k", 4096, True), ("4K", 4097, False),
+    ("1m", 2**20, True), ("1M", 2**20 + 1, False),
+    # not a size: the default (256 MiB) holds the write
+    ("4096x", 4097, True), ("0", 4097, True), ("", 4097, True),
+])  # fmt: skip
+def test_the_buffer_size_is_read_as_spelled(tmp_path, spelled, size, deferred):
+    """IOPILOT_ASYNC_MAX_BYTES in bytes, k, m: a write of exactly the buffer
+    is deferred and one byte more is made at once, whatever the spelling."""
+    out = tmp_path / "out.dat"
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    env.update(ASYNC, IOPILOT_ASYNC_MAX_BYTES=spelled, LD_PRELOAD=str(library_path()),
+               IOPILOT_TRACE_DIR=str(trace))
+    subprocess.run(["dd", "if=/dev/zero", f"of={out}", f"bs={size}", "count=1", "status=none"],
+                   env=env, check=True, timeout=60)  # fmt: skip
+    assert out.stat().st_size == size
+    wb = load(str(trace)).write_behind
+    # a write larger than the buffer is the program's own call, not counted as queued
+    assert (wb["writes"], wb["bytes"]) == ((1, size) if deferred else (0, 0))
