@@ -67,6 +67,7 @@ EXPECTED = {
               "size 100000"],
     "fsize-die": ["write 2: 30000 0 pos 90000"],
     "setfl": ["after append 12", "after clear 14", "a.dat: 14 bytes"],
+    "setfl-other": ["o.dat: 65536 bytes"],
     "sync-range": ["sync_file_range 0"],
 }
 STATUS = {"fsize-die": -signal.SIGXFSZ, "sync-range": -signal.SIGKILL}

@@ -306,6 +306,22 @@ static void case_setfl(void) {
     show("a.dat", at("a.dat"));
 }
 
+/* O_APPEND set on one descriptor after writes through it were queued: the
+ * background thread's duplicate shares that open file, so a descriptor of
+ * the file opened later must not be deferred through it (its writes would
+ * land at the end, not at their offsets). */
+static void case_setfl_other(void) {
+    int a = open(at("o.dat"), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    write_lots(a, 64 * 1024, 4096);
+    fcntl(a, F_SETFL, O_APPEND);
+    int b = open(at("o.dat"), O_WRONLY);
+    (void)pwrite(b, "XY", 2, 100);
+    (void)write(b, "Z", 1);
+    close(b);
+    close(a);
+    show("o.dat", at("o.dat"));
+}
+
 /* sync_file_range asked for the bytes on disk, then the process is killed. */
 static void case_sync_range(void) {
     int fd = open(at("s.dat"), O_CREAT | O_WRONLY | O_TRUNC, 0644);
@@ -336,6 +352,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "fsize")) case_fsize(0);
     else if (!strcmp(c, "fsize-die")) case_fsize(1);
     else if (!strcmp(c, "setfl")) case_setfl();
+    else if (!strcmp(c, "setfl-other")) case_setfl_other();
     else if (!strcmp(c, "sync-range")) case_sync_range();
     else {
         fprintf(stderr, "unknown case %s\n", c);
