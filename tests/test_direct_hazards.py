@@ -9,8 +9,10 @@ must be the same."""
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -222,3 +224,34 @@ def test_requests_the_file_system_refuses_are_made_on_the_programs_descriptor(
         assert paths[name] == {OPENED: 1, refused: 1}, name
     for name in MISALIGNED:
         assert paths[name] == {OPENED: 1, CACHE: 2}, name
+
+
+FILL = """
+import os, sys
+first, stop = int(sys.argv[1]), int(sys.argv[2])
+null = os.open("/dev/null", os.O_RDONLY)
+for n in range(first, stop):
+    os.dup2(null, n)
+fd = os.open(sys.argv[3], os.O_WRONLY | os.O_CREAT, 0o644)
+os.close(fd)
+"""
+
+
+@pytest.mark.parametrize(("busy_to", "spare"), [(223, True), (224, False)])
+def test_the_second_descriptor_stays_below_seven_eighths_of_the_table(tmp_path, settings,
+                                                                     busy_to, spare):  # fmt: skip
+    """With 256 descriptors, twins are numbered from 128 and never at 224
+    (128 + 3/4 of 128) or above: a program that has used that many is left
+    the rest of its table."""
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    env.update(settings, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    subprocess.run([sys.executable, "-c", FILL, "128", str(busy_to), str(tmp_path / "f.dat")],
+                   env=env, check=True, timeout=60,
+                   preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    got = {detail for _, detail in request_paths(trace)["f"]}
+    opened = "opened with O_DIRECT beside the program's descriptor"
+    if "the file system refuses O_DIRECT" in got:
+        pytest.skip(f"the file system of {tmp_path} refuses O_DIRECT")
+    assert got == ({opened} if spare else {"no descriptor to spare"})
