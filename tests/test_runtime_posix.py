@@ -90,6 +90,13 @@ def test_exact_posix_counters(traced):
     assert 0 < a["POSIX_F_OPEN_START_TIMESTAMP"] <= a["POSIX_F_WRITE_START_TIMESTAMP"]
 
 
+def test_a_dup_keeps_the_writes_consecutive(traced):
+    _, work, t = traced
+    d = row(t, "POSIX", work / "d.dat")
+    assert (d["POSIX_WRITES"], d["POSIX_OPENS"], d["POSIX_DUPS"]) == (20, 2, 1)  # as Darshan
+    assert (d["POSIX_CONSEC_WRITES"], d["POSIX_SEQ_WRITES"]) == (19, 19)
+
+
 def test_stdio_threads_and_fork(traced):
     _, work, t = traced
     b = row(t, "STDIO", work / "b.txt")
@@ -97,6 +104,9 @@ def test_stdio_threads_and_fork(traced):
     for i in range(4):
         th = row(t, "POSIX", work / f"thread{i}.dat")
         assert th["POSIX_WRITES"] == 1000 and th["POSIX_BYTES_WRITTEN"] == 64_000
+        # the thread's last I/O, in a destructor run after the runtime's own
+        ex = row(t, "POSIX", work / f"exit{i}.dat")
+        assert ex["POSIX_WRITES"] == 1 and ex["POSIX_BYTES_WRITTEN"] == 10
     child = row(t, "POSIX", work / "child.dat")
     assert child["POSIX_WRITES"] == 50 and child["POSIX_BYTES_WRITTEN"] == 500
 

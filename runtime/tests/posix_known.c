@@ -17,8 +17,21 @@ static char dir[4096];
 
 static void path(char *out, const char *name) { snprintf(out, 4200, "%s/%s", dir, name); }
 
+/* As a thread ends (after the runtime's own thread-exit work, whose key is
+ * older): 10 B to exit<id>.dat. */
+static pthread_key_t at_exit_key;
+static void at_thread_exit(void *arg) {
+    char p[4200], name[32];
+    snprintf(name, sizeof name, "exit%ld.dat", (long)arg - 1);
+    path(p, name);
+    int fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (write(fd, "0123456789", 10) != 10) exit(18);
+    close(fd);
+}
+
 static void *writer(void *arg) {
     long id = (long)arg;
+    pthread_setspecific(at_exit_key, (void *)(id + 1));
     char p[4200], name[32], buf[64];
     snprintf(name, sizeof name, "thread%ld.dat", id);
     path(p, name);
@@ -69,7 +82,21 @@ int main(int argc, char **argv) {
     fprintf(f, "%s\n", "hello");
     fclose(f);
 
+    /* d.dat: 10 writes of 100 B, then 10 more through a dup of the descriptor
+       (a dup is not an open: the writes stay consecutive). */
+    char d[4200];
+    path(d, "d.dat");
+    fd = open(d, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    for (int i = 0; i < 10; i++)
+        if (write(fd, buf, 100) != 100) return 19;
+    int fd2 = dup(fd);
+    for (int i = 0; i < 10; i++)
+        if (write(fd2, buf, 100) != 100) return 19;
+    close(fd2);
+    close(fd);
+
     /* Four threads, each 1000 pwrites of 64 B to its own file. */
+    pthread_key_create(&at_exit_key, at_thread_exit);
     pthread_t t[4];
     for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, writer, (void *)i);
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
