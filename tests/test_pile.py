@@ -466,7 +466,7 @@ def test_a_one_log_report_whose_child_dies_is_one_error_row(tmp_path, how, want,
             "program()")  # fmt: skip
     code = ("import os, signal, sys\nfrom iopilot.cli import main, reporting\n"
             f"reporting.report = lambda args, isolate: {die}\n{call}")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert r.returncode == 2
     doc = json.loads(out.read_text())
     assert doc["errors"] == [{"path": str(log), "reason": want}] and doc["reports"] == []

@@ -80,7 +80,7 @@ def test_a_damaged_or_stale_built_module_is_parsed_again_and_left_alone(api, tmp
 def test_the_set_up_tool_writes_the_module_a_report_uses(api, tmp_path):
     out = tmp_path / "lib" / "darshan_ffi.py"
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "build_darshan_ffi.py"), str(out)],
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+                       capture_output=True, text=True, timeout=180)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stdout == f"iopilot setup: wrote the Darshan bindings {out}\n"
     assert not isinstance(dl._ffi_for(api, out), cffi.FFI)
