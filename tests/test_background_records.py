@@ -360,3 +360,42 @@ def test_the_engines_operations_are_recorded_once_with_their_times(tmp_path):
     w = rec.select(rec.op == OP_WRITE)
     order = np.argsort(w.offset)
     assert np.allclose(w.start[order], b.queued[mine][:4]) and (w.start == w.end).all()
+
+
+_MANY_PROGRAM = """
+import os, sys
+from iopilot.overlap.engine import EventSet
+fd = os.open(os.path.join(sys.argv[1], "many.dat"), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+n = int(sys.argv[2])
+with EventSet() as es:
+    for k in range(n):
+        es.write(fd, bytes([65 + k % 26]) * 16, 16 * k)
+        if k % 64 == 63:
+            es.wait()
+    es.wait()
+os.close(fd)
+"""
+
+
+@pytest.mark.parametrize("n", [2730, 2731, 3000])
+def test_many_engine_operations_fill_the_threads_buffer_without_loss(tmp_path, n):
+    """Each operation of the engine is three records on its thread (the
+    program's write and the background pair): 2731 of them fill a buffer of
+    8192 records with a pair at its last slot, which must go to the next."""
+    work, trace = tmp_path / "w", tmp_path / "t"
+    work.mkdir()
+    trace.mkdir()
+    e = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_") and k != "LD_PRELOAD"}
+    e.update(LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace),
+             PYTHONPATH=str(ROOT / "src"))  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", _MANY_PROGRAM, str(work), str(n)], env=e,
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (work / "many.dat").stat().st_size == 16 * n
+    t = load(str(trace))
+    fid = next(i for i, name in t.names.items() if name == str(work / "many.dat"))
+    b = t.background
+    assert int((b.file_id == fid).sum()) == n
+    rec = t.records.select(t.records.file_id == fid)
+    assert sorted(rec.offset[rec.op == OP_WRITE].tolist()) == [16 * k for k in range(n)]
+    assert sorted(b.offset[b.file_id == fid].tolist()) == [16 * k for k in range(n)]
