@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,20 @@ def test_a_write_that_is_not_queued_waits_for_the_files_queued_writes(order_prog
     assert got == want
     wb = load(str(trace)).write_behind
     assert wb["writes"] >= 16 and wb["waits"] >= 1
+
+
+def test_a_fatal_signal_stops_waiting_for_a_thread_that_makes_no_progress(order_prog):
+    """abort() with writes queued and the background thread held (stopped
+    with ptrace until the program is gone): the runtime waits for the queue,
+    gives up once the thread has moved nothing for 2 s, and the program ends
+    by its signal, as documented (those writes are lost), instead of hanging."""
+    plain, _, _ = _order_run(order_prog, "stall", None)
+    assert plain.returncode == -signal.SIGABRT
+    t0 = time.monotonic()
+    run, _, _ = _order_run(order_prog, "stall", {"IOPILOT_ASYNC": "1"})
+    took = time.monotonic() - t0
+    if run.returncode == 77:
+        pytest.skip(run.stderr.strip())
+    assert "write-behind thread held" in run.stderr
+    assert run.returncode == -signal.SIGABRT, run.stdout + run.stderr
+    assert 2.0 <= took < 30.0  # the holder itself lets go only after 60 s

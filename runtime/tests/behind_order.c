@@ -14,6 +14,10 @@
  *   sync    a pwrite on a second descriptor opened with O_SYNC
  *   odirect a pwrite on a second descriptor opened with O_DIRECT (aligned)
  *   writev  a vector write on the same descriptor
+ *   stall   none: abort() while the thread is held, which it stays until the
+ *           program is gone (the runtime's wait for the queue gives up once
+ *           the thread has made no progress for 2 s, and the signal ends
+ *           the program)
  *
  * So that the order never depends on timing, the runtime's background
  * thread ("iopilot-behind") is held while the writes are queued: a child
@@ -178,7 +182,7 @@ static void show(void) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: behind_order large|full|sync|odirect|writev DIR\n");
+        fprintf(stderr, "usage: behind_order large|full|sync|odirect|writev|stall DIR\n");
         return 2;
     }
     const char *c = argv[1];
@@ -208,6 +212,7 @@ int main(int argc, char **argv) {
         ssize_t r = pwrite(fd, small, SMALL, (off_t)i * SMALL);
         if (r != SMALL) printf("small pwrite %d: %zd\n", i, r);
     }
+    if (!strcmp(c, "stall")) abort();
     set(b, GO);
     ssize_t r = -1;
     if (!strcmp(c, "large")) {
