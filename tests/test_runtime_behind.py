@@ -228,3 +228,33 @@ def test_the_buffer_size_is_read_as_spelled(tmp_path, spelled, size, deferred):
     wb = load(str(trace)).write_behind
     # a write larger than the buffer is the program's own call, not counted as queued
     assert (wb["writes"], wb["bytes"]) == ((1, size) if deferred else (0, 0))
+
+
+_FORKS = """
+import os, sys
+pid = os.fork()
+with open(os.path.join(sys.argv[1], "child.dat" if pid == 0 else "parent.dat"), "wb") as f:
+    f.write(b"x" * 4096)
+if pid:
+    os.waitpid(pid, 0)
+"""
+
+
+def test_a_forked_child_has_no_background_thread_of_its_own(tmp_path):
+    """With relaxed syncs a forked child still reports what write-behind did
+    (it writes synchronously), but never a background thread: only its
+    parent has one.  (Its summary once lost the object's closing brace, and
+    the whole trace could not be read.)"""
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    env.update(ASYNC, IOPILOT_ASYNC_RELAXED="1", LD_PRELOAD=str(library_path()),
+               IOPILOT_TRACE_DIR=str(trace))
+    subprocess.run([sys.executable, "-c", _FORKS, str(tmp_path)], env=env, check=True,
+                   timeout=60)  # fmt: skip
+    summaries = [json.loads(p.read_text()) for p in sorted(trace.glob("p*.json"))]
+    assert len(summaries) == 2
+    threads = ["thread_cpus" in s["write_behind"] for s in summaries]
+    assert sorted(threads) == [False, True]
+    assert all(s["write_behind"]["relaxed"] == 1 for s in summaries)
+    assert load(str(trace)).write_behind["writes"] == 1  # the parent's, deferred

@@ -757,13 +757,15 @@ static void behind_summary(iop_json *b) {
                     iop_behind_relaxed, s.writes, (unsigned long long)s.bytes,
                     (unsigned long long)s.bytes_written, s.synchronous, s.waits, s.errors,
                     s.max_bytes, s.busy_seconds, s.queued_seconds, s.wait_seconds);
-    if (!started || !thread_is_ours()) return;
-    put_thread(b, &placed.cpus, placed.creator_cpu, placed.shares_core);
-    struct timespec ts;
-    int e = errno;
-    if (worker_clock_ok && clock_gettime(worker_clock, &ts) == 0)
-        iop_json_printf(b, ", \"thread_cpu_s\": %.9f", (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
-    errno = e;
+    if (started && thread_is_ours()) { /* a forked child has none (relaxed: still reported) */
+        put_thread(b, &placed.cpus, placed.creator_cpu, placed.shares_core);
+        struct timespec ts;
+        int e = errno;
+        if (worker_clock_ok && clock_gettime(worker_clock, &ts) == 0)
+            iop_json_printf(b, ", \"thread_cpu_s\": %.9f",
+                            (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+        errno = e;
+    }
     iop_json_put(b, "}", 1);
 }
 
