@@ -49,7 +49,8 @@ OUT_DIR = ROOT / "mutants-c"
 # tests/test_behind_signals.py is left out too: it builds its own sanitizer
 # programs (a minute per mutant) for signal cases the fault programs cover.
 TESTS: dict[str, list[str]] = {
-    "behind.c": ["tests/test_background_records.py", "tests/test_runtime_behind.py",
+    "behind.c": ["tests/test_runtime_cpu.py", "tests/test_background_records.py",
+                 "tests/test_runtime_behind.py",
                  "tests/test_behind_semantics.py"],
     "direct.c": ["tests/test_direct_hazards.py", "tests/test_settings_runtime.py",
                  "tests/test_behind_semantics.py"],
