@@ -195,6 +195,9 @@ def test_serial_hdf5_applies_what_it_can(serial: Path, tmp_path: Path) -> None:
         assert "not a parallel build" in got[(name, None)][1]
     assert got[("transfer", "/a")][0] == "not_applicable"
     assert got[("chunk", "/b")] == ("applied", None, 1)
+    # each outcome names the value as the file spelled it
+    spelled = {e["setting"]: e["value"] for e in load(str(tmp_path / "t")).settings["outcomes"]}
+    assert spelled["hdf5.chunk"] == "[4, 16]", spelled
 
 
 def test_rejected_chunk_leaves_the_program_call_alone(serial: Path, tmp_path: Path) -> None:
