@@ -422,3 +422,16 @@ def test_posix_direct_off_opens_no_twin(direct_prog: Path, tmp_path: Path) -> No
     assert "WRONG" not in out and figures["odirect"] == 0
     assert figures["resident"] > 0.9 * figures["pages"]
     assert direct_outcomes(tmp_path / "d.trace") == {}
+
+
+def test_open_mpi_components_outside_an_open_mpi_job_say_so(tmp_path: Path) -> None:
+    (tmp_path / "t").mkdir()
+    s = tmp_path / "s.toml"
+    s.write_text('[ompi]\nio = "romio321"\n')
+    r = subprocess.run(["true"], env=clean_env(LD_PRELOAD=str(LIB), IOPILOT_SETTINGS=str(s),
+                                               IOPILOT_TRACE_DIR=str(tmp_path / "t")),
+                       timeout=60)  # fmt: skip
+    assert r.returncode == 0
+    st = load(str(tmp_path / "t")).settings
+    got = [(e["setting"], e["value"], e["outcome"], e["detail"]) for e in st["outcomes"]]
+    assert got == [("ompi.io", "romio321", "not_applicable", "not an Open MPI job")]
