@@ -90,11 +90,12 @@ def test_exact_posix_counters(traced):
     assert 0 < a["POSIX_F_OPEN_START_TIMESTAMP"] <= a["POSIX_F_WRITE_START_TIMESTAMP"]
 
 
-def test_a_dup_keeps_the_writes_consecutive(traced):
+def test_a_dup_keeps_the_writes_consecutive_and_memory_alignment_is_per_call(traced):
     _, work, t = traced
     d = row(t, "POSIX", work / "d.dat")
     assert (d["POSIX_WRITES"], d["POSIX_OPENS"], d["POSIX_DUPS"]) == (20, 2, 1)  # as Darshan
     assert (d["POSIX_CONSEC_WRITES"], d["POSIX_SEQ_WRITES"]) == (19, 19)
+    assert d["POSIX_MEM_NOT_ALIGNED"] == 10  # the writes from one byte past the boundary
 
 
 def test_stdio_threads_and_fork(traced):

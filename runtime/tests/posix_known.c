@@ -82,16 +82,18 @@ int main(int argc, char **argv) {
     fprintf(f, "%s\n", "hello");
     fclose(f);
 
-    /* d.dat: 10 writes of 100 B, then 10 more through a dup of the descriptor
-       (a dup is not an open: the writes stay consecutive). */
+    /* d.dat: 10 writes of 100 B from memory on an 8-byte boundary, then 10
+       more from one byte past it, through a dup of the descriptor (a dup is
+       not an open: the writes stay consecutive). */
+    static char mem[128] __attribute__((aligned(64)));
     char d[4200];
     path(d, "d.dat");
     fd = open(d, O_CREAT | O_WRONLY | O_TRUNC, 0644);
     for (int i = 0; i < 10; i++)
-        if (write(fd, buf, 100) != 100) return 19;
+        if (write(fd, mem, 100) != 100) return 19;
     int fd2 = dup(fd);
     for (int i = 0; i < 10; i++)
-        if (write(fd2, buf, 100) != 100) return 19;
+        if (write(fd2, mem + 1, 100) != 100) return 19;
     close(fd2);
     close(fd);
 
