@@ -216,6 +216,7 @@ PY_PROG = "import sys; print('out', open(sys.argv[1]).read()); sys.exit(3)"
     "[hdf5]\nchunk = [4, 0]\n",                   # a chunk dimension of 0
     # good lines, then one with more after its value: none of it applies
     '[posix]\ndirect = true\ndirect_min_size = "4k" and more\n',
+    "[posix]\ndirect = true\ndirect_min_size = -4096\n",  # a size below 0
 ])  # fmt: skip
 def test_broken_settings_file_changes_nothing_in_the_program(tmp_path: Path, text: str) -> None:
     data = tmp_path / "in.txt"
