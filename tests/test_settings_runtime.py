@@ -213,6 +213,7 @@ PY_PROG = "import sys; print('out', open(sys.argv[1]).read()); sys.exit(3)"
     "[hdf5]\nfill_time = \"sometimes\"\n",   # bad value
     "\x00\x01binary",
     '[mpiio.files.""]\ncb_nodes = 2\n',          # a pattern of no character
+    '[posix]\ndirect = true\n[mpiio.files.""]\n',  # the same, with nothing under it
     "[hdf5]\nchunk = [4, 0]\n",                   # a chunk dimension of 0
     # good lines, then one with more after its value: none of it applies
     '[posix]\ndirect = true\ndirect_min_size = "4k" and more\n',
