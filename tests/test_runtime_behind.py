@@ -258,3 +258,30 @@ def test_a_forked_child_has_no_background_thread_of_its_own(tmp_path):
     assert sorted(threads) == [False, True]
     assert all(s["write_behind"]["relaxed"] == 1 for s in summaries)
     assert load(str(trace)).write_behind["writes"] == 1  # the parent's, deferred
+
+
+_STDIN_AFTER_FORK = """
+import os, sys
+with open(os.path.join(sys.argv[1], "before.dat"), "wb") as f:
+    f.write(b"x" * 4096)
+pid = os.fork()
+if pid == 0:
+    print("child reads", sys.stdin.read().strip(), flush=True)
+    sys.exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_forked_child_keeps_the_descriptors_it_inherited(tmp_path):
+    """After fork the child drops the runtime's own descriptors, and only
+    those: its standard input is still there."""
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    cmd = [sys.executable, "-c", _STDIN_AFTER_FORK, str(tmp_path)]
+    plain = subprocess.run(cmd, env=env, input="hello", capture_output=True, text=True, timeout=60)
+    env.update(ASYNC, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    traced = subprocess.run(cmd, env=env, input="hello", capture_output=True, text=True,
+                            timeout=60)  # fmt: skip
+    assert plain.stdout == "child reads hello\n"
+    assert (traced.stdout, traced.stderr, traced.returncode) == (plain.stdout, plain.stderr, 0)
