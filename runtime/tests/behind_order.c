@@ -14,6 +14,8 @@
  *   sync    a pwrite on a second descriptor opened with O_SYNC
  *   odirect a pwrite on a second descriptor opened with O_DIRECT (aligned)
  *   writev  a vector write on the same descriptor
+ *   fork    none: a child forked now reads the file (fork waits for every
+ *           queued write, so the child sees them)
  *   stall   none: abort() while the thread is held, which it stays until the
  *           program is gone (the runtime's wait for the queue gives up once
  *           the thread has made no progress for 2 s, and the signal ends
@@ -182,7 +184,7 @@ static void show(void) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: behind_order large|full|sync|odirect|writev|stall DIR\n");
+        fprintf(stderr, "usage: behind_order large|full|sync|odirect|writev|fork|stall DIR\n");
         return 2;
     }
     const char *c = argv[1];
@@ -221,6 +223,16 @@ int main(int argc, char **argv) {
         r = pwrite(fd, big, SMALL, 0);
     } else if (!strcmp(c, "sync") || !strcmp(c, "odirect")) {
         r = pwrite(other, big, SPAN, 0);
+    } else if (!strcmp(c, "fork")) {
+        fflush(stdout);
+        pid_t k = fork();
+        if (k == 0) {
+            show();
+            fflush(stdout);
+            _exit(0);
+        }
+        r = k > 0 && waitpid(k, NULL, 0) == k ? 0 : -1;
+
     } else if (!strcmp(c, "writev")) {
         struct iovec v[2] = {{big, SPAN / 2}, {big + SPAN / 2, SPAN / 2}};
         if (lseek(fd, 0, SEEK_SET) == 0) r = writev(fd, v, 2);
