@@ -218,6 +218,7 @@ PY_PROG = "import sys; print('out', open(sys.argv[1]).read()); sys.exit(3)"
     # good lines, then one with more after its value: none of it applies
     '[posix]\ndirect = true\ndirect_min_size = "4k" and more\n',
     "[posix]\ndirect = true\ndirect_min_size = -4096\n",  # a size below 0
+    "[hdf5]\nchunk = []\n",                        # a chunk of no dimension
 ])  # fmt: skip
 def test_broken_settings_file_changes_nothing_in_the_program(tmp_path: Path, text: str) -> None:
     data = tmp_path / "in.txt"
@@ -437,3 +438,16 @@ def test_open_mpi_components_outside_an_open_mpi_job_say_so(tmp_path: Path) -> N
     st = load(str(tmp_path / "t")).settings
     got = [(e["setting"], e["value"], e["outcome"], e["detail"]) for e in st["outcomes"]]
     assert got == [("ompi.io", "romio321", "not_applicable", "not an Open MPI job")]
+
+
+def test_a_program_started_without_standard_input_reads_its_settings(tmp_path: Path) -> None:
+    """The settings file may be opened as descriptor 0."""
+    (tmp_path / "t").mkdir()
+    s = tmp_path / "s.toml"
+    s.write_text('[ompi]\nio = "romio321"\n')
+    env = clean_env(LD_PRELOAD=str(LIB), IOPILOT_SETTINGS=str(s),
+                    IOPILOT_TRACE_DIR=str(tmp_path / "t"))  # fmt: skip
+    r = subprocess.run(["sh", "-c", "exec 0<&- true"], env=env, timeout=60)
+    assert r.returncode == 0
+    st = load(str(tmp_path / "t")).settings
+    assert st["errors"] == [] and {e["setting"] for e in st["outcomes"]} == {"ompi.io"}
