@@ -328,16 +328,23 @@ os.close(fd)
 """
 
 
-def test_the_engines_operations_are_recorded_once_with_their_times(tmp_path):
+def _traced_python(tmp_path: Path, program: str, *args: str):
+    """``program`` run traced with ``tmp_path/w`` as its first argument:
+    (the finished process, its work directory, its trace directory)."""
     work, trace = tmp_path / "w", tmp_path / "t"
     work.mkdir()
     trace.mkdir()
     e = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_") and k != "LD_PRELOAD"}
     e.update(LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace),
              PYTHONPATH=str(ROOT / "src"))  # fmt: skip
-    r = subprocess.run([sys.executable, "-c", _ENGINE_PROGRAM, str(work)], env=e,
+    r = subprocess.run([sys.executable, "-c", program, str(work), *args], env=e,
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
+    return r, work, trace
+
+
+def test_the_engines_operations_are_recorded_once_with_their_times(tmp_path):
+    r, work, trace = _traced_python(tmp_path, _ENGINE_PROGRAM)
     assert r.stdout == "62144\n"  # the read ran after the writes: 262144 - 200000 bytes
     t = load(str(trace))
     name = str(work / "engine.dat")
@@ -382,15 +389,7 @@ def test_many_engine_operations_fill_the_threads_buffer_without_loss(tmp_path, n
     """Each operation of the engine is three records on its thread (the
     program's write and the background pair): 2731 of them fill a buffer of
     8192 records with a pair at its last slot, which must go to the next."""
-    work, trace = tmp_path / "w", tmp_path / "t"
-    work.mkdir()
-    trace.mkdir()
-    e = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_") and k != "LD_PRELOAD"}
-    e.update(LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace),
-             PYTHONPATH=str(ROOT / "src"))  # fmt: skip
-    r = subprocess.run([sys.executable, "-c", _MANY_PROGRAM, str(work), str(n)], env=e,
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert r.returncode == 0, r.stderr
+    _, work, trace = _traced_python(tmp_path, _MANY_PROGRAM, str(n))
     assert (work / "many.dat").stat().st_size == 16 * n
     t = load(str(trace))
     fid = next(i for i, name in t.names.items() if name == str(work / "many.dat"))
