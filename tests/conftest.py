@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,6 +75,13 @@ def sanitized(tmp_path_factory) -> Path:
 
 
 def pytest_sessionstart(session):
+    # A suite started in the background by a non-interactive shell inherits
+    # SIGINT and SIGQUIT ignored, and so would every program a test runs;
+    # the tests that raise or send them expect the defaults.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # exec: the default
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     if os.environ.get("IOPILOT_REQUIRE_CORPUS") == "1" and not CORPUS.is_dir():
         raise pytest.UsageError(f"IOPILOT_REQUIRE_CORPUS=1 but {CORPUS} is absent")
 
