@@ -238,6 +238,31 @@ def test_broken_settings_file_changes_nothing_in_the_program(tmp_path: Path, tex
     assert "not used" in api.report(tmp_path / "t", "terminal", color=False)
 
 
+def chunk_of_text_length(n: int) -> str:
+    """A ``chunk`` array whose canonical text ("[a, b, ...]") is ``n`` characters."""
+    dims = ["9" * 18] * 11  # 11 elements of 18 digits and 2 of the rest: 12 ", " between
+    rest = n - len("[]") - 11 * 18 - 12 * len(", ")
+    dims += ["1" * (rest // 2), "2" * (rest - rest // 2)]
+    text = "[" + ", ".join(dims) + "]"
+    assert len(text) == n
+    return text
+
+
+# The value's text (an MPI_Info value and the trace's) holds 255 characters;
+# an array is refused from 255 on, its closing "]" and end included.
+@pytest.mark.parametrize("length, refused", [(254, False), (255, True)])
+def test_the_longest_array_a_setting_can_hold(tmp_path: Path, length: int, refused: bool) -> None:
+    s = tmp_path / "s.toml"
+    s.write_text(f"[hdf5]\nchunk = {chunk_of_text_length(length)}\n")
+    (tmp_path / "t").mkdir()
+    r = subprocess.run(["true"], env=clean_env(LD_PRELOAD=str(LIB), IOPILOT_SETTINGS=str(s),
+                                               IOPILOT_TRACE_DIR=str(tmp_path / "t")),
+                       timeout=60)  # fmt: skip
+    assert r.returncode == 0
+    errors = load(str(tmp_path / "t")).settings["errors"]
+    assert errors == (["line 2: [hdf5] chunk: too long"] if refused else []), errors
+
+
 @need_mpi
 def test_a_bare_files_table_is_no_error(mpi_prog: Path, tmp_path: Path) -> None:
     s = tmp_path / "s.toml"
