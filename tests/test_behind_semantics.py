@@ -5,6 +5,7 @@ untraced and in each mode; output, exit status and files must be equal."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -215,6 +216,24 @@ def test_a_write_that_is_not_queued_waits_for_the_files_queued_writes(order_prog
     assert got == want
     wb = load(str(trace)).write_behind
     assert wb["writes"] >= 16 and wb["waits"] >= 1
+
+
+def test_a_path_waits_for_queued_writes_only_when_it_may_name_their_file(order_prog):
+    """stat() of a directory names no file with queued writes: it returns
+    while they are still queued (the background thread is held).  stat() of
+    a link that loops cannot say which file it names: every queued write
+    lands before it returns."""
+    plain, want, _ = _order_run(order_prog, "paths", None)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "directory 0: 65536 bytes landed; loop -1 " in plain.stdout, plain.stdout
+    run, got, _ = _order_run(order_prog, "paths", {"IOPILOT_ASYNC": "1"})
+    if run.returncode == 77:
+        pytest.skip(run.stderr.strip())
+    assert "write-behind thread held" in run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    loop = os.strerror(errno.ELOOP)
+    assert f"directory 0: 0 bytes landed; loop -1 {loop}: 65536 bytes landed" in run.stdout
+    assert got == want  # the same file in the end
 
 
 def test_a_fatal_signal_stops_waiting_for_a_thread_that_makes_no_progress(order_prog):

@@ -20,6 +20,11 @@
  *           program is gone (the runtime's wait for the queue gives up once
  *           the thread has made no progress for 2 s, and the signal ends
  *           the program)
+ *   paths   none: stat() of DIR (a directory: no file with queued writes,
+ *           nothing to wait for), then of a link that loops (which file it
+ *           names cannot be told: every queued write lands first); after
+ *           each, the file's size as the kernel has it, through a raw
+ *           system call the runtime does not see
  *
  * So that the order never depends on timing, the runtime's background
  * thread ("iopilot-behind") is held while the writes are queued: a child
@@ -40,6 +45,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -184,7 +190,7 @@ static void show(void) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: behind_order large|full|sync|odirect|writev|fork|stall DIR\n");
+        fprintf(stderr, "usage: behind_order large|full|sync|odirect|writev|fork|stall|paths DIR\n");
         return 2;
     }
     const char *c = argv[1];
@@ -233,6 +239,19 @@ int main(int argc, char **argv) {
         }
         r = k > 0 && waitpid(k, NULL, 0) == k ? 0 : -1;
 
+    } else if (!strcmp(c, "paths")) {
+        char loop[4200];
+        snprintf(loop, sizeof loop, "%s/loop", argv[2]);
+        struct stat sb, now;
+        if (symlink("loop", loop) != 0) return 1;
+        int r1 = stat(argv[2], &sb);
+        long after_dir = syscall(SYS_fstat, fd, &now) == 0 ? (long)now.st_size : -1;
+        int r2 = stat(loop, &sb);
+        int e2 = errno;
+        long after_loop = syscall(SYS_fstat, fd, &now) == 0 ? (long)now.st_size : -1;
+        printf("directory %d: %ld bytes landed; loop %d %s: %ld bytes landed\n", r1, after_dir,
+               r2, strerror(e2), after_loop);
+        r = 0;
     } else if (!strcmp(c, "writev")) {
         struct iovec v[2] = {{big, SPAN / 2}, {big + SPAN / 2, SPAN / 2}};
         if (lseek(fd, 0, SEEK_SET) == 0) r = writev(fd, v, 2);
