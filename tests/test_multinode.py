@@ -295,7 +295,9 @@ def test_the_timeline_names_each_rank_s_node(four_nodes, tmp_path):
 
 # Checks that compare durations (phases, stragglers, time shares): on one
 # machine running eight ranks on two cores they follow the scheduler, not
-# the program, so two runs need not agree on them.
+# the program, so two runs need not agree on them.  For the same reason the
+# others are compared by the problems they found (HIGH or WARN), not by
+# which of the two: that follows the cost's share of the I/O time.
 TIMED = {"io-phases", "phase-stragglers", "posix-shared-time-imbalance", "mpiio-time-above-posix",
          "posix-metadata-time", "posix-metadata-share", "unbalanced-ranks", "stdio-time"}
 
@@ -315,12 +317,13 @@ def test_the_four_node_run_has_the_findings_of_the_one_node_run(cluster, four_no
     single = _report(one)
     assert single["job"]["nodes"] is None and single["job"]["clock"] is None
 
-    def findings(rep: dict) -> set[tuple[str, str]]:
-        return {(f["check"], f["level"]) for f in rep["findings"] if f["check"] not in TIMED}
+    def findings(rep: dict) -> set[str]:
+        return {f["check"] for f in rep["findings"]
+                if f["check"] not in TIMED and f["level"] in ("HIGH", "WARN")}  # fmt: skip
 
     many = findings(_report(trace))
     assert many == findings(single)
-    assert ("posix-misaligned-file", "WARN") in many  # the comparison has something to compare
+    assert "posix-misaligned-file" in many  # the comparison has something to compare
 
 
 # ---- the reader's side, on summaries written here ----
