@@ -110,15 +110,26 @@ def test_score_shows_the_c_runtime_as_its_own_folder(tmp_path, capsys):
         "k2": {"file": "behind.c", "status": "survived"},
         "k3": {"file": "records.c", "status": "timeout"},
         "k4": {"file": "records.c", "status": "compile"},
+        "k5": {"file": "records.c", "status": "error"},
     }))
     assert mutation_score.main(str(tmp_path / "none"), "--by-file", "--c-results",
                                str(results)) == 0  # fmt: skip
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines()}
-    # 3 scored, 1 not compiled (out of the score), 6 not run
-    assert rows["runtime"][1:6] == ["9", "2", "1", "0", "6"] and rows["runtime"][6] == "66.7"
+    # 3 scored, 1 not compiled and 1 whose tests never ran (out of the score), 5 not run
+    assert rows["runtime"][1:6] == ["8", "2", "1", "0", "5"] and rows["runtime"][6] == "66.7"
     assert rows["runtime/behind.c"][1:3] == ["2", "1"]
-    assert "1 timed out" in out and "1 did not compile" in out
+    assert "1 timed out" in out and "1 did not compile and 1 stopped the tests" in out
+
+
+@pytest.mark.parametrize(("code", "status"), [(0, "survived"), (1, "killed"), (2, "error"),
+                                              (4, "error"), (5, "error")])  # fmt: skip
+def test_a_mutant_is_killed_only_by_a_failed_test(code, status):
+    """pytest's exit 1 is a failed test; an interrupted run, a usage error or
+    nothing collected (2 to 5) says nothing of the mutant."""
+    import mutate_c
+
+    assert mutate_c.pytest_status(code) == status
 
 
 @pytest.mark.parametrize("option", ["PARTS=python", "SAMPLE=3", "CSAMPLE=2", "SEED=5", "JOBS=1"])

@@ -393,8 +393,8 @@ class Worker:
         except subprocess.TimeoutExpired as e:
             _kill_group(e)
             return "timeout", time.monotonic() - t0, ""
-        status = "survived" if p.returncode == 0 else "killed"
-        tail = "\n".join(p.stdout.splitlines()[-3:])
+        status = pytest_status(p.returncode)
+        tail = "\n".join((p.stdout + p.stderr).splitlines()[-3:])
         return status, time.monotonic() - t0, tail
 
     def run(self, m: Mutant, timeout: float) -> dict[str, object]:
@@ -423,6 +423,13 @@ class Worker:
             for flavour, (_, srcs) in self.build.flavours().items():
                 if src in srcs:
                     self.build.compile(self.runtime, flavour, src, self.objs)
+
+
+def pytest_status(code: int) -> str:
+    """A mutant's fate from pytest's exit status: 1 is a failed test; 2 to 5
+    (interrupted, internal or usage error, nothing collected) say nothing of
+    the mutant."""
+    return {0: "survived", 1: "killed"}.get(code, "error")
 
 
 def _kill_group(e: subprocess.TimeoutExpired) -> None:

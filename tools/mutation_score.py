@@ -105,7 +105,8 @@ def c_counts(path: Path) -> tuple[dict[str, Counter[str]], Counter[str]]:
             c["missed"] += 1
         extra[status] += 1
     run = sum(sum(c.values()) for c in files.values())
-    files.setdefault("runtime", Counter())["not run"] += generated - run - extra["compile"]
+    left_out = extra["compile"] + extra["error"]
+    files.setdefault("runtime", Counter())["not run"] += generated - run - left_out
     return files, extra
 
 
@@ -155,7 +156,8 @@ def main(*args: str) -> int:
     print("str-only: of the missed, those that only change the text of a string literal")
     if extra:
         print(f"runtime: {extra['timeout']} timed out (counted caught); {extra['compile']} did "
-              "not compile (left out of the score)")  # fmt: skip
+              f"not compile and {extra['error']} stopped the tests before any ran (left out "
+              "of the score)")  # fmt: skip
     return 0
 
 
