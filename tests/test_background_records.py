@@ -398,3 +398,8 @@ def test_many_engine_operations_fill_the_threads_buffer_without_loss(tmp_path, n
     rec = t.records.select(t.records.file_id == fid)
     assert sorted(rec.offset[rec.op == OP_WRITE].tolist()) == [16 * k for k in range(n)]
     assert sorted(b.offset[b.file_id == fid].tolist()) == [16 * k for k in range(n)]
+    # each process's summary counts the records its file holds, pairs included
+    for summary in trace.glob("p*.json"):
+        s = json.loads(summary.read_text())
+        held = len(_records(summary.with_suffix(".rec")))
+        assert (s["records"], s["records_dropped"]) == (held, 0), summary.name
