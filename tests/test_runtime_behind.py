@@ -230,6 +230,58 @@ def test_the_buffer_size_is_read_as_spelled(tmp_path, spelled, size, deferred):
     assert (wb["writes"], wb["bytes"]) == ((1, size) if deferred else (0, 0))
 
 
+@pytest.fixture
+def overlay_fs(tmp_path):
+    """An overlay file system (a type write-behind does not know the largest
+    file of), or a skip naming why none can be mounted here."""
+    for d in ("lower", "upper", "work", "mnt"):
+        (tmp_path / d).mkdir()
+    opts = ",".join(f"{d}dir={tmp_path / d}" for d in ("lower", "upper", "work"))
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, str(tmp_path / "mnt")],
+                       capture_output=True, text=True)  # fmt: skip
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount an overlay file system here: {r.stderr.strip()}")
+    yield tmp_path / "mnt"
+    subprocess.run(["umount", str(tmp_path / "mnt")], check=False)
+
+
+_PWRITE_AT = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+os.pwrite(fd, b"x" * 4096, int(sys.argv[2]))
+os.close(fd)
+"""
+
+
+def _ext_end(path: Path) -> int:
+    return 2**29 * os.statvfs(path).f_bsize  # ext2/3/4: 2**29 blocks, a bound below theirs
+
+
+# A write is deferred only if it ends within the largest file the file
+# system takes (else its EFBIG would come too late): ext4's is known, an
+# unknown type's is taken as 1 TiB.  Sparse files: no byte between.
+@pytest.mark.parametrize("fs", ["ext4", "unknown"])
+@pytest.mark.parametrize(("past", "deferred"), [(0, True), (1, False)])
+def test_a_write_is_deferred_only_within_the_largest_file(tmp_path, request, fs, past, deferred):
+    where = request.getfixturevalue("overlay_fs") if fs == "unknown" else tmp_path
+    magic = subprocess.run(["stat", "-f", "-c", "%t", str(where)], capture_output=True,
+                           text=True, check=True).stdout.strip()  # fmt: skip
+    if fs == "ext4" and magic != "ef53":
+        pytest.skip(f"the test directory {where} is not on ext2/3/4 (type {magic})")
+    end = (2**40 if fs == "unknown" else _ext_end(where)) + past
+    out = where / "sparse.dat"
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    env.update(ASYNC, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    r = subprocess.run([sys.executable, "-c", _PWRITE_AT, str(out), str(end - 4096)], env=env,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size == end
+    wb = load(str(trace)).write_behind
+    assert (wb["writes"], wb["synchronous"]) == ((1, 0) if deferred else (0, 1)), wb
+
+
 _FORKS = """
 import os, sys
 pid = os.fork()
