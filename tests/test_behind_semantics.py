@@ -218,6 +218,22 @@ def test_a_write_that_is_not_queued_waits_for_the_files_queued_writes(order_prog
     assert wb["writes"] >= 16 and wb["waits"] >= 1
 
 
+@pytest.mark.parametrize("case", ["exec", "vfork"])
+def test_a_program_that_execs_leaves_no_queued_write_behind(order_prog, case):
+    """exec ends the background thread: the program (or its vfork child,
+    which shares the queue) waits for every queued write first, so the
+    program it becomes sees them."""
+    plain, want, _ = _order_run(order_prog, case, None)
+    assert plain.returncode == 0 and f"{case}: 65536 bytes seen" in plain.stdout, plain.stdout
+    run, got, _ = _order_run(order_prog, case, {"IOPILOT_ASYNC": "1"})
+    if run.returncode == 77:
+        pytest.skip(run.stderr.strip())
+    assert "write-behind thread held" in run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout == plain.stdout
+    assert got == want
+
+
 def test_a_path_waits_for_queued_writes_only_when_it_may_name_their_file(order_prog):
     """stat() of a directory names no file with queued writes: it returns
     while they are still queued (the background thread is held).  stat() of

@@ -20,6 +20,10 @@
  *           program is gone (the runtime's wait for the queue gives up once
  *           the thread has made no progress for 2 s, and the signal ends
  *           the program)
+ *   exec    none: the program becomes a shell that prints the file's size
+ *           (exec waits for every queued write: the thread is gone after it)
+ *   vfork   none: a child made by vfork() becomes that shell (the same wait,
+ *           in the child, while the parent is suspended in vfork)
  *   paths   none: stat() of DIR (a directory: no file with queued writes,
  *           nothing to wait for), then of a link that loops (which file it
  *           names cannot be told: every queued write lands first); after
@@ -72,6 +76,16 @@ static long blocked_in(pid_t pid, pid_t tid) {
     char *end;
     long nr = strtol(text, &end, 10);
     return end == text ? -1 : nr;
+}
+
+/* Whether the main thread of ``pid`` waits: in a futex (for the queue) or
+ * in vfork (for its child, which waits for the queue before it execs). */
+static int waiting(pid_t pid) {
+    long nr = blocked_in(pid, pid);
+#ifdef SYS_vfork
+    if (nr == SYS_vfork) return 1;
+#endif
+    return nr == SYS_futex || nr == SYS_clone;
 }
 
 static void nap(void) {
@@ -141,9 +155,10 @@ static void holder(pid_t parent, pid_t tid, board *b) {
         _exit(1);
     }
     set(b, HELD);
-    /* DONE: the write was made without waiting; a futex: waiting for the queue */
-    while ((get(b) < GO || (get(b) < DONE && blocked_in(parent, parent) != SYS_futex)) &&
-           getppid() == parent && time(NULL) < give_up)
+    /* DONE: the write was made without waiting; a futex: waiting for the
+     * queue; vfork: its child waits (the parent is suspended until it execs) */
+    while ((get(b) < GO || (get(b) < DONE && !waiting(parent))) && getppid() == parent &&
+           time(NULL) < give_up)
         nap();
     ptrace(PTRACE_DETACH, tid, 0, 0);
     _exit(0);
@@ -190,7 +205,7 @@ static void show(void) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: behind_order large|full|sync|odirect|writev|fork|stall|paths DIR\n");
+        fprintf(stderr, "usage: behind_order large|full|sync|odirect|writev|fork|exec|vfork|stall|paths DIR\n");
         return 2;
     }
     const char *c = argv[1];
@@ -239,6 +254,16 @@ int main(int argc, char **argv) {
         }
         r = k > 0 && waitpid(k, NULL, 0) == k ? 0 : -1;
 
+    } else if (!strcmp(c, "exec") || !strcmp(c, "vfork")) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "echo %s: $(wc -c < '%s') bytes seen", c, path);
+        fflush(stdout);
+        pid_t k = !strcmp(c, "vfork") ? vfork() : 0;
+        if (k == 0) {
+            execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+            _exit(127);
+        }
+        r = k > 0 && waitpid(k, NULL, 0) == k ? 0 : -1;
     } else if (!strcmp(c, "paths")) {
         char loop[4200];
         snprintf(loop, sizeof loop, "%s/loop", argv[2]);
