@@ -151,18 +151,18 @@ def test_options_of_make_mutation_leave_the_builds_it_sets_up_unchanged(sub, opt
 
 def test_mutmut_copies_every_folder_its_tests_read():
     """mutmut runs the selected tests in a copy of the project: a top folder
-    one of them reads (tools/build_darshan_ffi.py ...) must be copied, or
+    or file one of them reads (tools/build_darshan_ffi.py, the Makefile) must be copied, or
     the run before the mutants fails and no mutant is tried."""
     import tomllib
 
     root = Path(__file__).resolve().parents[1]
     cfg = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["mutmut"]
-    copied = {p.rstrip("/") for p in cfg["also_copy"]} | {"src"}
-    tops = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    copied = {p.rstrip("/") for p in cfg["also_copy"]} | {"src", "pyproject.toml"}
+    tops = {p.name for p in root.iterdir() if not p.name.startswith(".")}
     tops -= {"mutants", "mutants-c"}
     tests = [a for a in cfg["pytest_add_cli_args_test_selection"] if a.startswith("tests/")]
     assert len(tests) > 10
     for t in tests:
         text = (root / t.split("::")[0]).read_text()
-        read = {d for d in tops if re.search(rf'/ "{d}\b|"{d}/', text)}  # ROOT / "x", "x/..."
+        read = {d for d in tops if re.search(rf'/ "{re.escape(d)}"|"{re.escape(d)}/', text)}
         assert read <= copied, (t, read - copied)
