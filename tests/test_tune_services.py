@@ -219,7 +219,7 @@ def test_slurm_trial_past_its_timeout_is_cancelled(slurm_env, tmp_path):
     _wait_for_queue(slurm_env, empty=True)
 
 
-def _wait_for_queue(slurm, empty: bool, seconds: float = 15) -> None:
+def _wait_for_queue(slurm, empty: bool, seconds: float = 90) -> None:
     deadline = time.monotonic() + seconds
     while bool(slurm.run("squeue", "-h", "-t", "PD,R,CG", "-o", "%i").stdout.strip()) == empty:
         assert time.monotonic() < deadline, slurm.run("squeue").stdout
@@ -241,7 +241,7 @@ def test_interrupted_slurm_trial_is_cancelled(slurm_env, tmp_path, mode):
         _wait_for_queue(slurm_env, empty=False)
         time.sleep(0.3)
         tuner.send_signal(signal.SIGINT)
-        _, err = tuner.communicate(timeout=20)
+        _, err = tuner.communicate(timeout=90)
         assert "KeyboardInterrupt" in err
         _wait_for_queue(slurm_env, empty=True)
     finally:
