@@ -55,8 +55,9 @@ bench: setup
 # library and sanitizer programs, then its tests run against that build).
 # Slow: a benchmark, not a test.  All mutants take many hours on 2 cores;
 # SAMPLE=N runs a seeded random sample of N of each kind (SEED=S, CSAMPLE=N
-# for the C side alone) and prints each folder's score, `runtime` included,
-# with its 95 % interval.  PARTS=python or PARTS=c runs one kind only.
+# for the C side alone; mutmut's N shared equally by its folders) and prints
+# each folder's score, `runtime` included, with its 95 % interval.
+# PARTS=python or PARTS=c runs one kind only.
 PARTS ?= python c
 # The tests import the mutated copy (mutants/src), never the installed package;
 # the directory exists before Python starts, or the import system skips it.
@@ -68,7 +69,7 @@ ifneq ($(filter python,$(PARTS)),)
 	@mkdir -p mutants/src
 ifdef SAMPLE
 	@$(MUTMUT) "no-mutant-has-this-name" >/dev/null 2>&1 || true
-	@$(MUTMUT) $$($(VENV)/bin/python tools/mutation_sample.py $(SAMPLE) --seed $(or $(SEED),1)) \
+	@$(MUTMUT) $$($(VENV)/bin/python tools/mutation_sample.py $(SAMPLE) --equal --seed $(or $(SEED),1)) \
 	    || true
 else
 	@$(MUTMUT) || true

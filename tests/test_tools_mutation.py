@@ -41,6 +41,9 @@ def test_sample_is_stratified_by_folder_seeded_and_without_repeats(tmp_path):
     assert picked == mutation_sample.sample(by, 40, seed=3)
     assert picked != mutation_sample.sample(by, 40, seed=4)
     assert len(mutation_sample.sample(by, 10_000, seed=1)) == 400  # never more than exist
+    even = mutation_sample.sample(by, 40, seed=3, equal=True)
+    assert sum(n.startswith("checks.") for n in even) == 20 and len(set(even)) == 40
+    assert len(mutation_sample.sample(by, 400, seed=1, equal=True)) == 300  # sources: its 100
 
 
 def test_score_counts_caught_missed_and_not_run_and_shows_an_interval_for_a_sample(
