@@ -282,6 +282,39 @@ def test_a_write_is_deferred_only_within_the_largest_file(tmp_path, request, fs,
     assert (wb["writes"], wb["synchronous"]) == ((1, 0) if deferred else (0, 1)), wb
 
 
+_MANY_FILES = """
+import os, sys
+d, n, write = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "write"
+for i in range(n):
+    fd = os.open(os.path.join(d, f"f{i}"), os.O_WRONLY | os.O_CREAT, 0o644)
+    if write:
+        os.write(fd, b"x" * 16)
+    os.close(fd)
+fd = os.open(os.path.join(d, "last"), os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"y" * 4096)
+os.close(fd)
+"""
+
+
+# Write-behind follows up to 4096 files with deferred writes in a process;
+# a file opened and closed without a write takes none of them.
+@pytest.mark.parametrize(("write", "deferred", "synchronous"), [(False, 1, 0),
+                                                               (True, 4096, 4097 - 4096)])
+def test_files_never_written_take_no_place_among_the_deferred(tmp_path, write, deferred,
+                                                              synchronous):  # fmt: skip
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    env.update(ASYNC, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    r = subprocess.run([sys.executable, "-c", _MANY_FILES, str(tmp_path), "4096",
+                        "write" if write else "open"], env=env, capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "last").read_bytes() == b"y" * 4096
+    wb = load(str(trace)).write_behind
+    assert (wb["writes"], wb["synchronous"]) == (deferred, synchronous), wb
+
+
 _FORKS = """
 import os, sys
 pid = os.fork()
