@@ -215,6 +215,55 @@ def test_generated_space_follows_the_findings():
         generate({"layers": ["POSIX"], "findings": []})
 
 
+def test_a_settings_weight_is_the_seconds_of_the_problems_that_point_at_it():
+    """Each WARN or HIGH finding adds its cost (plus a microsecond: a cheap
+    problem still counts) to the settings its check points at, the first of
+    them whole and each later one a tenth less; a hundredth of it to every
+    setting of its layer's tables; OK and INFO findings add nothing."""
+    from iopilot.tune.generate import weights
+
+    w = weights([
+        {"check": "mpiio-blocking", "layer": "MPIIO", "level": "WARN", "cost_seconds": 2.0},
+        {"check": "hdf5-chunking", "layer": "HDF5", "level": "HIGH", "cost_seconds": None},
+        {"check": "stdio-small", "layer": "STDIO", "level": "INFO", "cost_seconds": 9.0},
+        {"check": "hdf5-chunking", "layer": "HDF5", "level": "OK", "cost_seconds": 9.0},
+    ])  # fmt: skip
+    c = 2.0 + 1e-6
+    assert w == pytest.approx({"ompi.io": c, "ompi.fcoll": c / 1.1, "mpiio.*": 0.01 * c,
+                               "ompi.*": 0.01 * c, "hdf5.chunk": 1e-6, "hdf5.*": 1e-8},
+                              rel=1e-12, abs=0)  # fmt: skip
+    # two findings pointing at one setting: their seconds add up
+    two = weights([{"check": "hdf5-chunking", "layer": "HDF5", "level": "WARN",
+                    "cost_seconds": 1.0}] * 2)  # fmt: skip
+    assert two["hdf5.chunk"] == pytest.approx(2 * (1.0 + 1e-6), rel=1e-12)
+
+
+def test_rank_puts_the_heavier_setting_first_and_a_condition_before_what_it_guards():
+    space = from_dict({"ompi": {"io": {"values": ["romio321", "ompio"]},
+                                "fcoll": {"values": ["two_phase", "vulcan"],
+                                          "when": {"ompi.io": "ompio"}}},
+                       "stdio": {"buffer_size": {"values": ["64k", "1m"]}}})  # fmt: skip
+    stdio = {"check": "stdio-small", "layer": "STDIO", "level": "WARN"}
+    # the buffer weighs more: it comes first; io comes before fcoll, which it guards
+    assert rank(space, [dict(stdio, cost_seconds=3.0)]) == [
+        "stdio.buffer_size", "ompi.io", "ompi.fcoll"]  # fmt: skip
+    # fcoll weighs more than the buffer: its condition comes first, before it
+    fcoll = {"check": "mpiio-blocking", "layer": "MPIIO", "level": "WARN", "cost_seconds": 5.0}
+    assert rank(space, [dict(stdio, cost_seconds=3.0), fcoll]) == [
+        "ompi.io", "ompi.fcoll", "stdio.buffer_size"]  # fmt: skip
+    # nothing weighs: the space's own order
+    assert rank(space, []) == ["ompi.io", "ompi.fcoll", "stdio.buffer_size"]
+    # a condition keeps its own weight when what it guards weighs less
+    guarded = from_dict({"ompi": {"io": {"values": ["romio321", "ompio"]}},
+                         "stdio": {"buffer_size": {"values": ["64k", "1m"],
+                                                   "when": {"ompi.io": "ompio"}}},
+                         "lustre": {"stripe_count": {"values": [1, 4]}}})  # fmt: skip
+    lustre = {"check": "lustre-stripe-small", "layer": "LUSTRE", "level": "WARN",
+              "cost_seconds": 3.0}  # fmt: skip
+    assert rank(guarded, [dict(stdio, cost_seconds=1.0), lustre, fcoll]) == [
+        "ompi.io", "lustre.stripe_count", "stdio.buffer_size"]  # fmt: skip
+
+
 def test_generated_space_tries_each_hdf5_setting_the_table_gives_values() -> None:
     """A program using HDF5 gets every [hdf5] name that carries ``tune``
     values in its generated space, with those values (and no other name but
