@@ -263,6 +263,41 @@ def test_reordering_is_unsafe_only_across_ranks_without_a_sync(second, metas, un
         assert a.conflicts == []
 
 
+def test_a_fence_counts_for_its_own_file_and_rank_from_after_until_before():
+    """_fenced: a sync or close (POSIX) of the rank's file that starts at or
+    after ``after`` and ends by ``before``; the first such of the file and
+    rank decides, whatever the other files' and ranks' fences."""
+    from iopilot.overlap.advise import _fenced
+
+    t = trace(recs=records([(0, "w", 1, 0, 1, 0.0, 0.1)]), nprocs=2)
+    t = replace(t, meta_records=meta([
+        (0, "sync", 1, 2.0, 2.5), (1, "close", 1, 5.0, 6.0), (0, "sync", 2, 1.0, 1.2),
+        (0, "sync", 1, 7.0, 7.1), (1, "open", 2, 0.5, 0.6), (0, "stat", 3, 0.5, 0.6)]))
+    cases = [  # (file, rank, after, before): fenced
+        ((1, 0, 2.0, 2.5), True),      # starts at after, ends at before
+        ((1, 0, 2.0001, 10.0), True),  # the next one of the file and rank
+        ((1, 0, 2.0001, 7.05), False),  # which ends after before
+        ((1, 0, 1.9, 2.4), False),     # the first after 1.9 ends after 2.4
+        ((2, 0, 0.0, 1.2), True),
+        ((2, 0, 1.3, 100.0), False),   # rank 1's close of file 1 is not rank 0's of file 2
+        ((2, 1, 0.0, 100.0), False),   # an open is no fence
+        ((1, 1, 0.0, 6.0), True),      # a close is
+        ((1, 1, 5.1, 100.0), False),   # none of this file and rank after 5.1
+        ((3, 0, 0.0, 100.0), False),   # a stat is no fence
+        ((1, 0, 7.2, 100.0), False),   # after the last of all
+        ((4, 1, 0.0, 100.0), False),   # a file never fenced, a rank above the fences'
+    ]  # fmt: skip
+    q = np.array([c for c, _ in cases], float)
+    got = _fenced(t, q[:, 0].astype(np.uint64), q[:, 1].astype(np.int32), q[:, 2], q[:, 3])
+    assert got.tolist() == [w for _, w in cases]
+    for k, (c, w) in enumerate(cases):  # one at a time, as alone in a job
+        one = _fenced(t, np.array([c[0]], np.uint64), np.array([c[1]], np.int32),
+                      np.array([c[2]]), np.array([c[3]]))  # fmt: skip
+        assert one.tolist() == [w], (k, c)
+    empty = _fenced(t, np.array([], np.uint64), np.array([], np.int32), np.array([]), np.array([]))
+    assert empty.tolist() == []
+
+
 def test_both_timelines_of_the_slowest_rank():
     a = advise(epochs(0.5, 1.0, steps=2), FREE)
     got = [(lane, kind, k, round(s, 6), round(e, 6)) for lane, kind, k, s, e in a.lanes]
