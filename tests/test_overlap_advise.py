@@ -241,6 +241,8 @@ def _two_ranks(second: tuple, metas: list[tuple]):
     ((1, "r", 1, 50, 100, 3.0, 4.0), [], True),                          # read after write
     ((1, "w", 1, 99, 10, 3.0, 4.0), [], True),                           # write after write
     ((1, "r", 1, 100, 100, 3.0, 4.0), [], False),                        # touching, no overlap
+    ((1, "w", 1, 50, 0, 3.0, 4.0), [], False),                           # a write of no byte
+    ((1, "r", 1, 50, 0, 3.0, 4.0), [], False),                           # a read of no byte
     ((1, "r", 1, 50, 100, 3.0, 4.0), [(0, "sync", 1, 2.1, 2.2)], False),  # writer synced
     ((1, "r", 1, 50, 100, 3.0, 4.0), [(0, "close", 1, 2.1, 2.2)], False),  # writer closed
     ((1, "r", 1, 50, 100, 3.0, 4.0), [(1, "sync", 1, 2.1, 2.2)], True),   # the reader synced

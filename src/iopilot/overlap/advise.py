@@ -401,7 +401,8 @@ def _conflicts(trace: Trace) -> tuple[list[Conflict], int]:
     reach, holder = _prev_max(group, end, holders=True)
     assert holder is not None
     j = np.maximum(holder, 0)
-    cand = (holder >= 0) & (off < reach) & (rank != rank[j]) & (
+    # an access of no byte (a write or read of length 0) overlaps nothing
+    cand = (holder >= 0) & (off < reach) & (end > off) & (rank != rank[j]) & (
         (op == OP_WRITE) | (op[j] == OP_WRITE))
     i = np.flatnonzero(cand)
     j = j[i]
