@@ -325,9 +325,25 @@ def test_the_page_draws_both_timelines_and_fetches_nothing():
     assert "<script" not in page and "ON</b>" in page
 
 
+ADVICE_KEYS = {"source", "ranks", "interface", "predicted", "write_behind", "binding",
+               "recommendation", "reason", "safe", "conflicts_total", "conflicts",
+               "calibration", "phases", "timelines"}  # fmt: skip
+
+
 def test_json_fields(tmp_path):
     d = advise(epochs(2.0, 1.0), FREE).as_dict()
-    assert set(d["predicted"]) >= {"sync_seconds", "async_seconds", "saved_seconds"}
+    assert set(d) == ADVICE_KEYS and d["source"] == "<test>" and d["ranks"] == 1
+    p = d["predicted"]
+    assert set(p) == {"sync_seconds", "async_seconds", "saved_seconds", "saved_share",
+                      "slowest_rank", "write_behind_seconds", "write_behind_relaxed_seconds"}
+    assert p["saved_share"] == pytest.approx(p["saved_seconds"] / p["sync_seconds"])
+    assert d["timelines"] and all(set(t) == {"lane", "kind", "phase", "start", "end"}
+                                  for t in d["timelines"])  # fmt: skip
+    assert {t["lane"] for t in d["timelines"]} == {"sync", "async", "thread"}
+    # a run of no time: no share to divide by
+    empty = replace(trace(recs=records([])), meta_records=meta([]))
+    empty.job.runtime = 0.0
+    assert advise(empty, FREE).as_dict()["predicted"]["saved_share"] == 0.0
     assert d["recommendation"] == "on" and d["safe"] is True
     assert len(d["phases"]) == 4 and {"io_seconds", "compute_before_seconds",
                                       "hidden_seconds"} <= set(d["phases"][0])  # fmt: skip
