@@ -58,6 +58,11 @@ def test_compute_shorter_than_io_hides_the_compute():
     a = advise(epochs(0.5, 1.0), FREE)
     assert a.sync_seconds == pytest.approx(6.0) and a.async_seconds == pytest.approx(4.5)
     assert [p.stall_seconds for p in a.phases] == pytest.approx([0, 0.5, 0.5, 0.5])
+    # each write hides behind the next computation only as long as that lasts
+    assert [p.hidden_seconds for p in a.phases] == pytest.approx([0.5, 0.5, 0.5, 0])
+    # a phase ends where its last write did
+    assert [x for p in a.phases for x in (p.start, p.end)] == pytest.approx(
+        [0.5, 1.5, 2.0, 3.0, 3.5, 4.5, 5.0, 6.0])  # fmt: skip
     assert a.recommendation == "on"
 
 
