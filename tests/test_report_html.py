@@ -555,8 +555,9 @@ def test_files_by_category():
     (row,) = file_categories(t)
     assert row["layer"] == "POSIX" and row["files"] == 4
     assert (row["read_only"], row["write_only"], row["read_write"], row["no_data"]) == (1, 1, 1, 1)
-    got = (row["read_only_bytes"], row["write_only_bytes"], row["read_write_bytes"])
-    assert got == (100, 80, 16)
+    got = (row["read_only_bytes"], row["write_only_bytes"], row["read_write_bytes"],
+           row["no_data_bytes"])  # fmt: skip
+    assert got == (100, 80, 16, 0)
     assert (row["shared"], row["unique"]) == (2, 2)
     assert (row["shared_bytes"], row["unique_bytes"]) == (180, 16)
 
