@@ -1,6 +1,7 @@
 """The job by node (report/nodes.py) on traces built here: which ranks are
 collective-buffering aggregators, bytes and seconds per host, and the
-terminal's lines (the four-node runs themselves: test_multinode.py)."""
+terminal's lines (the four-node runs themselves: test_multinode.py); and
+how the terminal counts what a list left out."""
 
 from __future__ import annotations
 
@@ -114,3 +115,12 @@ def test_clock_lines_say_what_was_measured():
     none = {"hosts": 2, "aligned": 0, "largest_shift_s": 0.0, "uncertainty_s": None}
     assert clock_line(none).startswith("2 hosts, each process on its own host's clock: not "
                                        "measured")  # fmt: skip
+
+
+def test_what_a_list_left_out_is_counted_in_plain_words():
+    from iopilot.report.terminal import others
+
+    assert others(1, "file") == "1 other file" and others(2, "file") == "2 other files"
+    assert others(1, "phase") == "1 other phase" and others(0, "rank") == "0 other ranks"
+    assert others(1234, "source") == "1,234 other places in the source"
+    assert others(1, "unknown kind") == "1 other file"
