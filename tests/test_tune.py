@@ -524,3 +524,12 @@ def test_guided_stops_after_trials_that_improve_by_no_more_than_the_noise(later,
                 for i in range(1, search.PATIENCE + 1)]  # fmt: skip
     ctx = Context(s, history, 1, 20, 0.5, None, [], lambda v: v)
     assert g.converged(ctx) is stops
+
+
+def test_a_points_key_is_the_same_text_whatever_the_order_of_its_settings():
+    """Keys are stored in a study's database: a worker or a later run that
+    joins the study must spell them the same way."""
+    key = point_key({"stdio.buffer_size": "1m", "mpiio.cb_nodes": 2})
+    assert key == '[["mpiio.cb_nodes",2],["stdio.buffer_size","1m"]]'
+    assert key == point_key({"mpiio.cb_nodes": 2, "stdio.buffer_size": "1m"})
+    assert point_key({}) == "[]"
