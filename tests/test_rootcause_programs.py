@@ -172,7 +172,10 @@ def test_files_written_once_each_are_not_random_writes(built, tmp_path):
     d = _traced(tmp_path, "storm", [built["storm"], "300", "0", "1"])  # 1,200 files
     f = by_check(d, "posix-random-writes")
     assert f is None or f.level < Level.WARN
-    assert first(d).check == "tiny-files"
+    # the storm is found; whether it or the small writes cost more is the
+    # machine's timing of creates against writes, so not which comes first
+    storm = by_check(d, "tiny-files")
+    assert storm is not None and storm.evidence["tiny_files_written"] == 1200
 
 
 def test_config_reread_on_rank_zero_is_reopened_files(built, tmp_path):
