@@ -206,6 +206,14 @@ def test_fault_cases_with_write_behind_under_sanitizers(sanitized, tool, case):
     assert json.loads(summary.read_text())["write_behind"]["writes"] > 0
 
 
+def _async_env(trace: Path, **extra: str) -> dict[str, str]:
+    """This environment without iopilot's variables, traced into ``trace``
+    with write-behind on (and ``extra``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
+    env.update(ASYNC, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace), **extra)
+    return env
+
+
 @pytest.mark.parametrize(("spelled", "size", "deferred"), [
     ("4096", 4096, True), ("4096", 4097, False),
     ("4k", 4096, True), ("4K", 4097, False),
@@ -219,9 +227,7 @@ def test_the_buffer_size_is_read_as_spelled(tmp_path, spelled, size, deferred):
     out = tmp_path / "out.dat"
     trace = tmp_path / "trace"
     trace.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
-    env.update(ASYNC, IOPILOT_ASYNC_MAX_BYTES=spelled, LD_PRELOAD=str(library_path()),
-               IOPILOT_TRACE_DIR=str(trace))
+    env = _async_env(trace, IOPILOT_ASYNC_MAX_BYTES=spelled)
     subprocess.run(["dd", "if=/dev/zero", f"of={out}", f"bs={size}", "count=1", "status=none"],
                    env=env, check=True, timeout=60)  # fmt: skip
     assert out.stat().st_size == size
@@ -272,8 +278,7 @@ def test_a_write_is_deferred_only_within_the_largest_file(tmp_path, request, fs,
     out = where / "sparse.dat"
     trace = tmp_path / "trace"
     trace.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
-    env.update(ASYNC, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    env = _async_env(trace)
     r = subprocess.run([sys.executable, "-c", _PWRITE_AT, str(out), str(end - 4096)], env=env,
                        capture_output=True, text=True, timeout=60)  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -304,8 +309,7 @@ def test_files_never_written_take_no_place_among_the_deferred(tmp_path, write, d
                                                               synchronous):  # fmt: skip
     trace = tmp_path / "trace"
     trace.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
-    env.update(ASYNC, LD_PRELOAD=str(library_path()), IOPILOT_TRACE_DIR=str(trace))
+    env = _async_env(trace)
     r = subprocess.run([sys.executable, "-c", _MANY_FILES, str(tmp_path), "4096",
                         "write" if write else "open"], env=env, capture_output=True, text=True,
                        timeout=300)  # fmt: skip
@@ -332,9 +336,7 @@ def test_a_forked_child_has_no_background_thread_of_its_own(tmp_path):
     the whole trace could not be read.)"""
     trace = tmp_path / "trace"
     trace.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOPILOT_")}
-    env.update(ASYNC, IOPILOT_ASYNC_RELAXED="1", LD_PRELOAD=str(library_path()),
-               IOPILOT_TRACE_DIR=str(trace))
+    env = _async_env(trace, IOPILOT_ASYNC_RELAXED="1")
     subprocess.run([sys.executable, "-c", _FORKS, str(tmp_path)], env=env, check=True,
                    timeout=60)  # fmt: skip
     summaries = [json.loads(p.read_text()) for p in sorted(trace.glob("p*.json"))]
