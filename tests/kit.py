@@ -209,3 +209,38 @@ def killed_after_durable_steps(cmd: list[str], path, steps: int, env=None) -> in
     for step in range(last + 1):
         assert data[step << 20:(step + 1) << 20] == bytes([step % 251]) * (1 << 20), step
     return last
+
+
+_PAGE_SCRIPTS = Path(__file__).resolve().parents[1] / "src" / "iopilot" / "report"
+
+
+def unread_view_keys(views: Mapping) -> dict[str, str]:
+    """{key: where} for each key of the views' page data that no page
+    script reads (as ``.key``, ``["key"]``, ``'key'`` or ``key:``).  Keys
+    that are names (``POSIX``, ``MPI_BARRIER``: upper case) key a map the
+    script walks, and ``X_bytes`` is read as ``X + '_bytes'``."""
+    js = "".join(p.read_text(encoding="utf-8") for p in _PAGE_SCRIPTS.rglob("*.js"))
+
+    def read(k: str) -> bool:
+        e = re.escape(k)
+        if re.search(rf"\.{e}\b|\[['\"]{e}['\"]\]|['\"]{e}['\"]|\b{e}\s*:", js):
+            return True
+        return k.endswith("_bytes") and "'_bytes'" in js and read(k.removesuffix("_bytes"))
+
+    out: dict[str, str] = {}
+
+    def walk(o: object, where: str) -> None:
+        if isinstance(o, Mapping):
+            if "$b64" in o:  # a packed array
+                return
+            for k, v in o.items():
+                if not re.fullmatch(r"[A-Z0-9_-]+", k) and not read(k):
+                    out.setdefault(k, where)
+                walk(v, f"{where}.{k}")
+        elif isinstance(o, list):
+            for v in o:
+                walk(v, where + "[]")
+
+    for name, v in views.items():
+        walk(v, name)
+    return out

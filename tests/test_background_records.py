@@ -21,6 +21,7 @@ from iopilot.model.background import background_summary, busy_and_overlap
 from iopilot.sources import load
 from iopilot.sources.trace_procs import HEADER, record_dtype
 from iopilot.vocabulary import RECORD_FLAGS
+from kit import unread_view_keys
 from test_report_html_browser import CHROMEDRIVER, CHROMIUM, driver  # noqa: F401
 from test_runtime_behind import small_fs  # noqa: F401
 
@@ -263,6 +264,7 @@ def test_reports_show_the_overlap_achieved(prog, tmp_path):
 
     views = page_data(page)["views"]
     assert views["background"]["n"] == 8 and views["background"]["drawn"] == 8
+    assert unread_view_keys({"background": views["background"]}) == {}
 
 
 def test_no_background_without_write_behind(prog, tmp_path):

@@ -20,7 +20,7 @@ from iopilot.model import RECORD_LAYERS, SIZE_BIN_UPPER, Job, ModuleInfo, Record
 from iopilot.report.html import SAMPLE_CAP, render_html, write_html
 from iopilot.report.views import context as html_context
 from iopilot.sources import load
-from kit import SHARED, records, shared_logs, striping
+from kit import SHARED, records, shared_logs, striping, unread_view_keys
 
 EXAMPLES = ["dxt.darshan", "ior_hdf5_example.darshan", "example.darshan", "sample-badost.darshan"]
 SHARED_LOGS = [
@@ -134,6 +134,22 @@ def test_page_is_self_contained(pages, path):
     assert doc["report"]["source"] == d.trace.source
     assert len(doc["report"]["findings"]) == len(d.findings)
     assert doc["report"]["warnings"] == d.warnings
+
+
+@pytest.mark.parametrize("path", _logs())
+def test_every_number_a_view_carries_is_read_by_its_script(pages, path):
+    """The page carries only what it draws: each key of a view's data is
+    read by the page's scripts (a key renamed on one side only is a view
+    that draws nothing, or data the page carries for nothing)."""
+    _d, _info, _page, doc = pages(path)
+    assert doc["views"]
+    assert unread_view_keys(doc["views"]) == {}
+
+
+def test_a_key_the_scripts_do_not_read_is_found():
+    assert unread_view_keys({"fs": {"ost": {"rb": 1, "XXrbXX": 2, "POSIX": {"mt": 0}}},
+                             "phases": [{"in_phases": 3}]}) == \
+        {"XXrbXX": "fs.ost", "in_phases": "phases[]"}  # fmt: skip
 
 
 @pytest.mark.parametrize("path", _logs())

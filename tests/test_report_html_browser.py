@@ -168,6 +168,15 @@ def test_page_renders_in_chromium(driver, tmp_path, kind):
         driver.save_screenshot(str(tmp_path / f"{kind}-{view}.png"))
     assert plots == sum(expected.values())
 
+    ost = doc["views"]["fs"]["ost"]
+    if ost:  # the OST view's "all files" says how many were traced and how many estimated
+        _open(driver, "fs")
+        first = driver.execute_script(
+            "return document.querySelector('#view-fs option[value=\"-2\"]').textContent")
+        parts = [f"{n} {w}" for n, w in ((ost["files_exact"], "traced"),
+                                         (ost["files_estimated"], "estimated")) if n]  # fmt: skip
+        assert first.endswith(f": {', '.join(parts)})") and parts, first
+
     if doc["records"]:
         # The spatiality file selector lists every named file with traced operations.
         _open(driver, "spatiality")
@@ -634,6 +643,10 @@ def test_apmpi_view_draws_per_rank_bars_and_the_operations_table(driver, tmp_pat
         plot)  # fmt: skip
     assert np.allclose(sums, mpi["total"], rtol=1e-9, atol=1e-9)
     assert len(sums) == mpi["bars"] and max(sums) > 0
+    # the spread over ranks, as a standard deviation of the variance the runtime kept
+    spread = driver.execute_script("return IOP.ui.fmtSec(Math.sqrt(arguments[0]))",
+                                   mpi["summary"]["variance"])  # fmt: skip
+    assert f"{spread}\nspread of the time in MPI over ranks (standard deviation)" in sec.text
     rows = sec.find_elements(By.CSS_SELECTOR, "#mpi-table tbody tr")
     assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == \
         [o["operation"] for o in mpi["summary"]["operations"]]  # fmt: skip

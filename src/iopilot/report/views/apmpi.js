@@ -32,6 +32,7 @@
     fig(fmtSec(S.slowest_rank_seconds), 'in MPI on the slowest rank (rank ' + S.slowest_rank + ')');
     fig(fmtSec(S.mean_rank_seconds), 'in MPI on the mean rank');
     fig(S.sync_measured ? fmtSec(S.sync_seconds) : 'not measured', 'waiting before collectives, summed over ranks');
+    fig(fmtSec(Math.sqrt(Math.max(S.variance, 0))), 'spread of the time in MPI over ranks (standard deviation)');
     const c = card('Time in MPI per rank (AutoPerf APMPI)', figs,
       filterNote('The per-rank bars', ['ranks']));
     sec.append(c);

@@ -69,7 +69,9 @@
       } else { redraw(d1, t1, l1); redraw(d2, t2, l2); redraw(d3, t3, l3); }
     };
     msg.textContent = O.lustre_files + ' file(s) on Lustre; ' + O.how + '.';
-    const opts = [{ value: '-2', label: 'all Lustre files (' + fset.length + ')' }].concat(fset.map((f) => ({ value: String(f), label: shortName(fileName(f), 90) })));
+    // how many of them were placed from their operations, and how many estimated from counters
+    const how = [O.files_exact ? fmtInt(O.files_exact) + ' traced' : '', O.files_estimated ? fmtInt(O.files_estimated) + ' estimated' : ''].filter(Boolean);
+    const opts = [{ value: '-2', label: 'all Lustre files (' + fset.length + (how.length ? ': ' + how.join(', ') : '') + ')' }].concat(fset.map((f) => ({ value: String(f), label: shortName(fileName(f), 90) })));
     controls.append(select('file', opts, draw).el);
     draw('-2');
   }

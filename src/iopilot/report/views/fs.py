@@ -175,7 +175,7 @@ def _file_table(ctx: PageContext) -> dict[str, Any]:
         ranks_p.append(np.full(n, np.nan))
         shared_p.append(np.zeros(n, bool))
     if not ids_p:
-        return {"columns": list(cols), "rows": [], "totals": [], "others": None}
+        return {"rows": [], "totals": [], "others": None}
     ids = np.concatenate(ids_p)
     lay = np.concatenate(lay_p)
     vals = {k: np.concatenate(v).astype(np.float64) for k, v in vals_p.items()}
@@ -206,7 +206,7 @@ def _file_table(ctx: PageContext) -> dict[str, Any]:
     others = None
     if len(rest):
         others = {"rows": len(rest), **{k: num(np.nansum(vals[k][rest])) for k in cols}}
-    return {"columns": list(cols), "rows": rows, "totals": totals, "others": others,
+    return {"rows": rows, "totals": totals, "others": others,
             "source": "counters" if counted else "records"}  # fmt: skip
 
 # -- per rank ------------------------------------------------------------

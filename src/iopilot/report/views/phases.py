@@ -68,7 +68,7 @@ def compute(ctx: PageContext) -> dict[str, Any]:
                 " (default)" if g == default else "")  # fmt: skip
             options.append(_phase_option(tab, g, label, ratio_lim, min_time))
         del recs
-        out[RECORD_LAYERS[lay]] = {"options": options, "default": 0}
+        out[RECORD_LAYERS[lay]] = {"options": options}  # the first is the default
         if lay == busy_layer:
             runtime = max(float(ctx.t.job.runtime), ctx.t_hi)
             busy = options[0]["busy"]
@@ -103,5 +103,4 @@ def _phase_option(tab: dict[str, np.ndarray], gap: float | None, label: str,
         "straggler": pack(strag[rows], "u1"),
         "stragglers": int(strag.sum()),
         "busy": float(tab["busy"].sum()),
-        "in_phases": float(tab["duration"].sum()),
     }
