@@ -212,6 +212,22 @@ def test_serial_program_and_its_children_are_rank_0(tmp_path):
     assert not any("launcher" in w for w in t.warnings)
 
 
+def test_each_operation_keeps_the_rank_of_its_process(tmp_path):
+    """Two ranks each open and write a file of their own: every data and
+    metadata operation is its process's rank."""
+    root = tmp_path / "t"
+    root.mkdir()
+    for rank, name in ((0, b"/scratch/u/r0.dat"), (1, b"/scratch/u/r1.dat")):
+        write_proc(root, 100 + rank, {name: (3, 100)}, rank=rank, rank_source="env", nprocs=2)
+    write_job(root)
+    t = load(str(root))
+    assert t.job.nprocs == 2
+    for recs in (t.records, t.meta_records):
+        got = {(t.name(int(f)), int(r)) for f, r in zip(recs.file_id, recs.rank, strict=True)}
+        assert got == {("/scratch/u/r0.dat", 0), ("/scratch/u/r1.dat", 1)}
+    assert len(t.records) == 6 and len(t.meta_records) == 2
+
+
 def test_launchers_are_not_ranks(capsys, tmp_path):
     root = tmp_path / "t"
     root.mkdir()
