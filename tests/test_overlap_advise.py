@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -318,7 +319,7 @@ def test_both_timelines_of_the_slowest_rank():
 
 
 def test_the_page_draws_both_timelines_and_fetches_nothing():
-    from iopilot.overlap.page import render_html
+    from iopilot.overlap.page import LEFT, WIDTH, render_html
 
     a = advise(epochs(0.5, 1.0, steps=2), FREE)
     page = render_html(a)
@@ -328,6 +329,16 @@ def test_the_page_draws_both_timelines_and_fetches_nothing():
         assert label in page
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "<script" not in page and "ON</b>" in page
+    # The time axis: six ticks from 0 to the longer run (3 s as traced), evenly
+    # spaced over the drawing's width, and the bars on the same scale.
+    ticks = re.findall(r'<text x="([0-9.]+)" y="[0-9.]+" text-anchor="middle">([0-9.]+) s</text>',
+                       page)  # fmt: skip
+    assert [t for _, t in ticks] == ["0.00", "0.60", "1.20", "1.80", "2.40", "3.00"]
+    xs = [float(x) for x, _ in ticks]
+    assert xs[0] == LEFT and xs[-1] == pytest.approx(WIDTH - 20, abs=0.1)
+    assert np.diff(xs) == pytest.approx([(WIDTH - 20 - LEFT) / 5] * 5, abs=0.1)
+    last_io = re.findall(r'<rect class="io" x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)"', page)[1]
+    assert float(last_io[0]) + float(last_io[1]) == pytest.approx(xs[-1], abs=0.1)  # ends at 3 s
 
 
 ADVICE_KEYS = {"source", "ranks", "interface", "predicted", "write_behind", "binding",

@@ -219,3 +219,34 @@ def test_the_binding_under_mpi4py(tmp_path: Path) -> None:
                        timeout=TIMEOUT)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ranks 2 ok" in r.stdout
+
+
+def test_the_engine_is_found_where_iopilot_async_lib_says(tmp_path: Path, monkeypatch) -> None:
+    from iopilot.errors import InputError
+    from iopilot.overlap.engine import library_path
+
+    monkeypatch.delenv("IOPILOT_ASYNC_LIB", raising=False)
+    assert library_path() == LIB.resolve()
+    copy = tmp_path / "engine.so"
+    shutil.copy(LIB, copy)
+    monkeypatch.setenv("IOPILOT_ASYNC_LIB", str(copy))
+    assert library_path() == copy
+    monkeypatch.setenv("IOPILOT_ASYNC_LIB", str(tmp_path / "absent.so"))
+    with pytest.raises(InputError) as e:
+        library_path()
+    assert str(tmp_path / "absent.so") in str(e.value) and "not built" in str(e.value)
+
+
+@pytest.mark.parametrize("op", ["write", "read", "fsync"])
+def test_an_operation_that_cannot_be_queued_says_which_and_why(tmp_path: Path, op: str) -> None:
+    """A negative descriptor is refused at once, naming the operation."""
+    es = EventSet()
+    try:
+        with pytest.raises(OSError) as e:
+            {"write": lambda: es.write(-1, b"x", 0), "read": lambda: es.read(-1, 1, 0),
+             "fsync": lambda: es.fsync(-1)}[op]()  # fmt: skip
+        assert e.value.errno == errno.EINVAL
+        assert str(e.value).startswith(f"[Errno {errno.EINVAL}] cannot queue the {op}: ")
+        assert es.wait() == 0  # nothing was queued
+    finally:
+        es.close()
