@@ -356,6 +356,11 @@ def test_json_follows_the_trace_event_format():
            and thread_names[e["pid"], e["tid"]].startswith("thread")]  # fmt: skip
     got = Counter((e["pid"] - 1, int(thread_names[e["pid"], e["tid"]].split()[1])) for e in ops)
     assert got == Counter((r[0], r[1]) for r in rows)
+    # The phases are a thread of the job's own process, named "job", after the ranks'.
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    phases = [e for e in events if e["ph"] == "X" and e["name"].startswith("phase ")]
+    assert phases and {thread_names[e["pid"], e["tid"]] for e in phases} == {"I/O phases"}
+    assert {names[e["pid"]] for e in phases} == {"job"} and names[1] == "rank 0"
     assert Counter(
         (e["name"], round(e["ts"] * 1000), round(e["dur"] * 1000)) for e in ops
     ) == Counter((f"{r[2]} {r[3]}", round(r[7] * 1e9), round((r[8] - r[7]) * 1e9)) for r in rows)
