@@ -297,6 +297,20 @@ def test_process_accounting_in_every_output(capsys, tmp_path):
     assert any("2 process images" in x["message"] for x in rows)
 
 
+def test_children_the_program_ran_are_named_by_their_executable(tmp_path):
+    """Children of the program are counted apart, by executable name; one
+    whose executable is not known is "unknown"."""
+    root = tmp_path / "t"
+    root.mkdir()
+    write_proc(root, 100, {b"/scratch/u/a.dat": (2, 100)})
+    write_proc(root, 101, ppid=100, exe="/usr/bin/uname")
+    write_proc(root, 102, ppid=100, exe="")
+    write_proc(root, 103, ppid=100, exe="/usr/bin/uname")
+    write_job(root)
+    text = load(str(root)).processes["summary"]
+    assert "(exit 0: 1, 3 child processes the program ran: uname ×2, unknown)" in text
+
+
 def test_all_processes_killed_is_still_a_report(capsys, tmp_path):
     root = tmp_path / "t"
     root.mkdir()
