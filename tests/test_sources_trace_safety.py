@@ -311,6 +311,26 @@ def test_children_the_program_ran_are_named_by_their_executable(tmp_path):
     assert "(exit 0: 1, 3 child processes the program ran: uname ×2, unknown)" in text
 
 
+def test_the_chunk_cache_is_the_largest_a_process_opened_the_dataset_with(tmp_path):
+    """Only HDF5 "chunk_cache" notes give a dataset's chunk cache: other
+    properties and other kinds of note with bytes in them do not."""
+    root = tmp_path / "t"
+    root.mkdir()
+    a, b = fid(b"/scratch/u/a.h5:/x"), fid(b"/scratch/u/a.h5:/y")
+    notes = {0: [[str(a), "hdf5_property\tchunk_cache\tnslots=521 nbytes=1048576 w0=0.75"],
+                 [str(b), "hdf5_property\tsieve_buf\tnbytes=99999999"],
+                 [str(b), "mpiio_hint\tchunk_cache\tnbytes=99999999"],
+                 [str(b), "hdf5_property"]],
+             1: [[str(a), "hdf5_property\tchunk_cache\tnslots=521 nbytes=4194304 w0=0.75"],
+                 [str(b), "hdf5_property\tchunk_cache\tnslots=521 nbytes=65536 w0=0.75"]],
+             2: [[str(a), "hdf5_property\tchunk_cache\tnslots=521 nbytes=2097152 w0=0.75"]]}
+    for rank, n in notes.items():
+        write_proc(root, 100 + rank, {b"/scratch/u/a.h5": (1, 100)}, rank=rank,
+                   rank_source="env", nprocs=3, extra={"notes": n})  # fmt: skip
+    write_job(root)
+    assert load(str(root)).job.hdf5_chunk_cache == {a: 4194304, b: 65536}
+
+
 def test_all_processes_killed_is_still_a_report(capsys, tmp_path):
     root = tmp_path / "t"
     root.mkdir()
