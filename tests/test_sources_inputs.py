@@ -79,3 +79,16 @@ def test_links_are_kept_as_given_when_named(tmp_path):
     link = tmp_path / "y.darshan"
     os.symlink(target, link)
     assert expand_inputs([str(link)]) == [str(link)]
+
+
+def test_a_link_to_a_log_named_on_the_command_line_is_read(tmp_path):
+    from iopilot.demo import example_dir
+    from iopilot.sources import load
+
+    target = example_dir() / "example.darshan"
+    link = tmp_path / "mine.darshan"
+    os.symlink(target, link)
+    a, b = load(str(target)), load(str(link))
+    assert (b.job.nprocs, b.job.runtime) == (a.job.nprocs, a.job.runtime)
+    assert b.counters["POSIX"].total("POSIX_BYTES_WRITTEN") == \
+        a.counters["POSIX"].total("POSIX_BYTES_WRITTEN") > 0  # fmt: skip
