@@ -150,10 +150,9 @@ def best_value(table: dict[str, Any]) -> float:
     return min(ok)
 
 
-def measure_table(case: Case, repeats: int, timeout: float | None = None,
-                  progress: bool = True) -> dict[str, Any]:  # fmt: skip
+def measure_table(case: Case, repeats: int, timeout: float | None = None) -> dict[str, Any]:
     """Every point of the case's space (and the default), ``repeats`` runs each,
-    through the objective code of ``iopilot tune``."""
+    through the objective code of ``iopilot tune``; a line on stderr per point."""
     local = launcher("local")
     space = from_dict(tomllib.loads(case.space), f"case {case.name}")
     command = [*MPIRUN, str(case.ranks), str(KERNEL_DIR / case.command[0]), *case.command[1:]]
@@ -183,11 +182,10 @@ def measure_table(case: Case, repeats: int, timeout: float | None = None,
                    "median": statistics.median(runs) if runs and not reason else None,
                    "status": "failed" if reason else "ok", "reason": reason}  # fmt: skip
             rows.append(row)
-            if progress:
-                got = f"{row['median']:.4g} s" if row["median"] is not None else reason
-                label = " ".join(f"{k}={v}" for k, v in point.items()) or "(default)"
-                print(f"[{case.name} {i + 1}/{len(points)}] {label}: {got}", file=sys.stderr,
-                      flush=True)  # fmt: skip
+            got = f"{row['median']:.4g} s" if row["median"] is not None else reason
+            label = " ".join(f"{k}={v}" for k, v in point.items()) or "(default)"
+            print(f"[{case.name} {i + 1}/{len(points)}] {label}: {got}", file=sys.stderr,
+                  flush=True)  # fmt: skip
     if rows[0]["status"] != "ok":
         raise InputError(" ".join(command), f"the default run failed: {rows[0]['reason']}")
     return {"case": case.name, "what": case.what, "command": command, "space": case.space,
