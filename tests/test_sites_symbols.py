@@ -389,3 +389,65 @@ def test_code_inlined_from_system_headers_goes_to_the_programs_call(path, system
     from iopilot.sources.symbols import _system_file
 
     assert _system_file(path) is system
+
+
+SYS_PROG = r"""
+#define _GNU_SOURCE
+#include <link.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "iohelp.h"
+
+static uintptr_t bias;
+
+static int first(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size; (void)data;
+    bias = info->dlpi_addr;
+    return 1;
+}
+
+__attribute__((noinline)) void probe(const char *what)
+{
+    printf("%s %#lx\n", what, (unsigned long)((uintptr_t)__builtin_return_address(0) - bias));
+}
+
+__attribute__((noinline)) int save_rows(void)
+{
+    io_helper(); /* THE PROGRAM'S CALL */
+    return 0;
+}
+
+int main(void)
+{
+    dl_iterate_phdr(first, NULL);
+    return save_rows();
+}
+"""
+SYS_HEADER = r"""
+void probe(const char *what);
+static inline __attribute__((always_inline)) void io_helper(void)
+{
+    probe("site");
+}
+"""
+
+
+@pytest.mark.parametrize("flags", [("-O0", "-g"), ("-O2", "-g")])
+def test_a_call_inlined_from_a_system_header_is_named_at_the_programs_line(tmp_path, flags):
+    """The call sits in code a system header inlined into the program (its
+    debug information says /usr/include/...): the site is the program's line
+    that called the header's function, in the program's function."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "iohelp.h").write_text(SYS_HEADER)
+    src = tmp_path / "prog.c"
+    src.write_text(SYS_PROG)
+    exe = tmp_path / "prog"
+    subprocess.run([CC, *flags, f"-I{inc}", f"-fdebug-prefix-map={inc}=/usr/include",
+                    "-o", str(exe), str(src)], check=True, capture_output=True)  # fmt: skip
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    off = int(out.split()[1], 16)
+    line = next(i for i, t in enumerate(SYS_PROG.split("\n"), 1) if "THE PROGRAM'S CALL" in t)
+    file, got_line, function, note = lookup(str(exe), build_id(str(exe)), [off])[0]
+    assert (Path(file).name, got_line, function, note) == ("prog.c", line, "save_rows", "")
