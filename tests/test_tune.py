@@ -533,3 +533,34 @@ def test_a_points_key_is_the_same_text_whatever_the_order_of_its_settings():
     assert key == '[["mpiio.cb_nodes",2],["stdio.buffer_size","1m"]]'
     assert key == point_key({"mpiio.cb_nodes": 2, "stdio.buffer_size": "1m"})
     assert point_key({}) == "[]"
+
+
+@pytest.mark.parametrize("default_s, other_s, want", [(1.0, 2.0, "the default was best"),
+                                                      (2.0, 1.0, "win")])  # fmt: skip
+def test_a_default_that_is_best_is_not_confirmed_against_itself(tmp_path, default_s, other_s,
+                                                                 want):  # fmt: skip
+    """Every other point slower than the default: the verdict says the default
+    was best, with no confirmation runs (which would time the default against
+    itself); a faster point is confirmed against the default and wins."""
+    from iopilot.tune.objective import Run
+    from iopilot.tune.study import CONFIRM, Options, Study
+
+    space = from_dict({"ompi": {"fcoll": {"values": ["a", "b"]}}})
+    measured: list[tuple[str, dict]] = []
+
+    class Timed(Study):
+        def _measure_point(self, point, n, runs, timeout, keep_findings=False, more=None):
+            measured.append((str(n), dict(point)))
+            return [Run(other_s if point else default_s, 0.01) for _ in range(runs)], ""
+
+    study = Timed(Options(command=["app"], objective="wall", strategy="grid", trials=3,
+                          repeats=2, storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s",
+                          work=tmp_path / "w"), lambda _observed: space, None)  # fmt: skip
+    out = study.run()
+    confirms = [p for n, p in measured if n.startswith("confirm")]
+    assert out.verdict == want
+    if want == "win":
+        assert len(confirms) == 2 * CONFIRM and sum(1 for p in confirms if p) == CONFIRM
+        assert out.best.point != {}
+    else:
+        assert confirms == [] and out.best.point == {}

@@ -347,7 +347,10 @@ class Study:
 
     def _candidate(self, history: list[Record], default: Record) -> Record:
         confirmed = [r for r in history if r.ok and len(r.runs) >= self.opts.repeats]
-        return min(confirmed, key=lambda r: r.loss, default=default)
+        best = min(confirmed, key=lambda r: r.loss, default=default)
+        # The history is read again from the study: its record of the default
+        # is another object, and the default must not be confirmed against itself.
+        return default if best.key == default.key else best
 
     def _confirm(self, history: list[Record], default: Record,
                  timeout: float | None) -> tuple[list[float], list[float]] | None:  # fmt: skip
